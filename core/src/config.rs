@@ -1,0 +1,66 @@
+//! Per-endpoint configuration, chosen by the shell for its transport.
+
+/// Tunables of one endpoint. Times are integer nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Largest payload sent eagerly; larger sends are refused until a rendezvous exists.
+    pub eager_threshold: u32,
+    /// Receive slots this endpoint may fill at each peer (and grants each peer).
+    pub credits: u16,
+    /// Return credits explicitly once this many are owed and no traffic carried them.
+    pub credit_return: u16,
+    /// The transport delivers every packet once and in order (loop, verbs RC):
+    /// sequence checks, acknowledgements and retransmission are bypassed.
+    pub reliable: bool,
+    /// First retransmission timeout; doubles on each expiry up to `rto_max_ns`.
+    pub rto_ns: u64,
+    pub rto_max_ns: u64,
+    /// How long an acknowledgement may wait for a packet to ride on.
+    pub ack_delay_ns: u64,
+}
+
+impl Config {
+    /// Settings for a reliable, in-order transport such as `loop` or verbs RC.
+    pub const fn reliable(eager_threshold: u32, credits: u16) -> Config {
+        Config {
+            eager_threshold,
+            credits,
+            credit_return: if credits / 2 > 0 { credits / 2 } else { 1 },
+            reliable: true,
+            rto_ns: 200_000,
+            rto_max_ns: 50_000_000,
+            ack_delay_ns: 20_000,
+        }
+    }
+
+    /// Settings for a lossy transport (raw Ethernet, the simulator).
+    pub const fn unreliable(eager_threshold: u32, credits: u16) -> Config {
+        let mut c = Config::reliable(eager_threshold, credits);
+        c.reliable = false;
+        c
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::reliable(8192, 64)
+    }
+}
+
+/// A configuration the endpoint's capacities cannot honour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// More peers than the `PEERS` capacity.
+    TooManyPeers { max: usize },
+    /// This rank is not one of the peers.
+    RankOutOfRange,
+    /// `credits` is zero or larger than the per-peer window `W`.
+    Credits { max: usize },
+    /// Every peer could fill its credits with unexpected messages: the unexpected
+    /// capacity must be at least `required` (peers × credits).
+    UnexpectedCapacity { required: usize },
+    /// A packet (header + eager payload) must fit in 65535 bytes.
+    EagerThreshold { max: u32 },
+    /// Send bounce slots must be at least one per peer window plus one for control.
+    Slots { required: usize },
+}

@@ -1,0 +1,401 @@
+//! Endpoint behaviour against an in-memory NIC that records every post.
+
+extern crate std;
+use std::collections::VecDeque;
+use std::vec;
+use std::vec::Vec;
+
+use crate::*;
+
+type Ep = Endpoint<4, 8, 16, 16, 32, 8>;
+const THRESHOLD: u32 = 256;
+
+#[derive(Default)]
+struct MockNic {
+    slots: Vec<Vec<u8>>,
+    rx: Vec<Vec<u8>>,
+    user: Vec<Vec<u8>>,
+    unexp: Vec<Vec<u8>>,
+    wire: VecDeque<(u16, Vec<u8>)>,
+    reposted: Vec<u32>,
+    busy: bool,
+    later: bool,
+}
+
+impl MockNic {
+    fn new() -> Self {
+        MockNic {
+            slots: vec![vec![0; 1024]; 16],
+            unexp: vec![vec![0; THRESHOLD as usize]; 16],
+            ..Default::default()
+        }
+    }
+    fn buf(&mut self, bytes: &[u8]) -> UserBuf {
+        self.user.push(bytes.to_vec());
+        UserBuf(self.user.len() as u32 - 1)
+    }
+    fn place(&mut self, l: Loc) -> (&mut Vec<u8>, usize) {
+        match l {
+            Loc::Slot(s, o) => (&mut self.slots[s.0 as usize], o as usize),
+            Loc::Rx(b, o) => (&mut self.rx[b.0 as usize], o as usize),
+            Loc::User(b, o) => (&mut self.user[b.0 as usize], o as usize),
+            Loc::Unexpected(i, o) => (&mut self.unexp[i as usize], o as usize),
+        }
+    }
+    /// Puts a packet in a fresh receive buffer.
+    fn arrive(&mut self, bytes: Vec<u8>) -> RxBuf {
+        self.rx.push(bytes);
+        RxBuf(self.rx.len() as u32 - 1)
+    }
+}
+
+impl Nic for MockNic {
+    fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
+        &mut self.slots[slot.0 as usize]
+    }
+    fn rx(&self, buf: RxBuf) -> &[u8] {
+        &self.rx[buf.0 as usize]
+    }
+    fn copy(&mut self, dst: Loc, src: Loc, len: usize) {
+        let (v, o) = self.place(src);
+        let data = v[o..o + len].to_vec();
+        let (v, o) = self.place(dst);
+        v[o..o + len].copy_from_slice(&data);
+    }
+    fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
+        if self.busy {
+            return Err(PostError::Busy);
+        }
+        let bytes = self.slots[slot.0 as usize][..len].to_vec();
+        self.wire.push_back((peer, bytes));
+        Ok(if self.later { Posted::Later } else { Posted::Done })
+    }
+    fn repost(&mut self, buf: RxBuf) {
+        self.reposted.push(buf.0);
+    }
+}
+
+fn pair(cfg: Config) -> (Ep, MockNic, Ep, MockNic) {
+    (
+        Ep::new(cfg, 0, 2).unwrap(),
+        MockNic::new(),
+        Ep::new(cfg, 1, 2).unwrap(),
+        MockNic::new(),
+    )
+}
+
+/// Delivers everything `from` posted to `to`; returns how many packets moved.
+fn pump(now: u64, from: &mut MockNic, to: &mut Ep, to_nic: &mut MockNic) -> usize {
+    let mut n = 0;
+    while let Some((_, p)) = from.wire.pop_front() {
+        let b = to_nic.arrive(p);
+        to.on_receive(now, to_nic, b);
+        n += 1;
+    }
+    n
+}
+
+const ANY: (Source, TagSel) = (Source::Any, TagSel::Any);
+
+#[test]
+fn posted_receive_gets_the_bytes_and_status() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let dst = bn.buf(&[0; 16]);
+    let r = b.irecv(0, &mut bn, Source::Rank(0), TagSel::Tag(5), 0, dst, 16).unwrap();
+    assert_eq!(b.test(r), Ok(None));
+    let src = an.buf(b"hello");
+    assert_eq!(a.isend(0, &mut an, 1, 5, 0, src, 5), Ok(Request::COMPLETE));
+    assert_eq!(pump(0, &mut an, &mut b, &mut bn), 1);
+    let st = b.test(r).unwrap().unwrap();
+    assert_eq!((st.source, st.tag, st.len, st.fault), (0, 5, 5, None));
+    assert_eq!(&bn.user[0][..5], b"hello");
+    assert_eq!(bn.reposted, vec![0]);
+    assert_eq!(b.test(r), Err(RequestError::Stale));
+}
+
+#[test]
+fn unexpected_message_waits_for_its_receive() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let s1 = an.buf(b"first");
+    let s2 = an.buf(b"second");
+    a.isend(0, &mut an, 1, 1, 0, s1, 5).unwrap();
+    a.isend(0, &mut an, 1, 2, 0, s2, 6).unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    assert_eq!(b.queue_lens(), (0, 2));
+    // tag 2 first: the unexpected queue is searched by pattern, not position.
+    let d = bn.buf(&[0; 8]);
+    let r = b.irecv(0, &mut bn, Source::Any, TagSel::Tag(2), 0, d, 8).unwrap();
+    assert_eq!(b.test(r).unwrap().unwrap().len, 6);
+    assert_eq!(&bn.user[0][..6], b"second");
+    let d = bn.buf(&[0; 8]);
+    let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 8).unwrap();
+    assert_eq!(b.test(r).unwrap().unwrap().tag, 1);
+    assert_eq!(&bn.user[1][..5], b"first");
+    assert_eq!(b.stats().unexpected, 2);
+}
+
+#[test]
+fn truncation_is_an_error_on_the_receive() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let d = bn.buf(&[0; 3]);
+    let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 3).unwrap();
+    let s = an.buf(b"abcdef");
+    a.isend(0, &mut an, 1, 0, 0, s, 6).unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    let st = b.test(r).unwrap().unwrap();
+    assert_eq!(st.fault, Some(RecvFault::Truncated { len: 6, capacity: 3 }));
+    assert_eq!(st.len, 3);
+    assert_eq!(&bn.user[0][..], b"abc");
+}
+
+#[test]
+fn cancel_removes_a_posted_receive() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let d = bn.buf(&[0; 8]);
+    let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 8).unwrap();
+    assert_eq!(b.cancel(r), Ok(true));
+    assert_eq!(b.test(r).unwrap().unwrap().fault, Some(RecvFault::Cancelled));
+    let s = an.buf(b"x");
+    a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    assert_eq!(b.queue_lens(), (0, 1), "the cancelled receive must not match");
+    assert_eq!(b.cancel(r), Err(RequestError::Stale));
+}
+
+#[test]
+fn refuses_bad_rank_and_oversize() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 4));
+    let s = an.buf(&[0; 300]);
+    assert_eq!(a.isend(0, &mut an, 2, 0, 0, s, 1), Err(SendError::BadRank));
+    assert_eq!(
+        a.isend(0, &mut an, 1, 0, 0, s, 300),
+        Err(SendError::TooLarge { max: THRESHOLD })
+    );
+    assert_eq!(
+        a.irecv(0, &mut an, Source::Rank(9), TagSel::Any, 0, s, 1),
+        Err(RecvError::BadRank)
+    );
+    assert!(an.wire.is_empty());
+}
+
+#[test]
+fn full_posted_queue_is_a_typed_error() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 4));
+    let d = an.buf(&[0; 1]);
+    for _ in 0..8 {
+        a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1).unwrap();
+    }
+    assert_eq!(
+        a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1),
+        Err(RecvError::PostedQueueFull)
+    );
+}
+
+#[test]
+fn sender_out_of_credits_queues_then_flushes_in_order() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 2));
+    let bufs: Vec<UserBuf> = (0..5u8).map(|i| an.buf(&[i])).collect();
+    let reqs: Vec<Request> = bufs
+        .iter()
+        .map(|&s| a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap())
+        .collect();
+    assert_eq!(an.wire.len(), 2, "only two credits");
+    assert_eq!(a.queued_sends(), 3);
+    assert_eq!(a.test(reqs[2]), Ok(None));
+    pump(0, &mut an, &mut b, &mut bn);
+    // Receiving consumes the messages: with credit_return 1, credits go back at once.
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let d = bn.buf(&[9]);
+        let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
+        pump(0, &mut bn, &mut a, &mut an);
+        pump(0, &mut an, &mut b, &mut bn);
+        assert!(b.test(r).unwrap().is_some());
+        got.push(bn.user[d.0 as usize][0]);
+    }
+    assert_eq!(got, vec![0, 1, 2, 3, 4]);
+    assert_eq!(a.queued_sends(), 0);
+    assert!(a.test(reqs[4]).unwrap().is_some());
+}
+
+#[test]
+fn credit_returns_on_a_timer_when_below_the_threshold() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let s = an.buf(b"z");
+    for _ in 0..4 {
+        a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    }
+    assert_eq!(a.credits_left(1), 0);
+    let d = bn.buf(&[0]);
+    b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    assert!(bn.wire.is_empty(), "1 owed < credit_return 2: no packet yet");
+    let t = b.poll_timeout().expect("credit timer armed");
+    b.poll(t, &mut bn);
+    assert_eq!(pump(t, &mut bn, &mut a, &mut an), 1);
+    assert_eq!(a.credits_left(1), 1);
+}
+
+#[test]
+fn malformed_packets_are_counted_and_reposted() {
+    let (_, _, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let garbage = bn.arrive(vec![7; 40]);
+    b.on_receive(0, &mut bn, garbage);
+    let mut h = [0u8; wire::HEADER_LEN];
+    wire::Header {
+        kind: wire::Kind::Eager,
+        src: 3, // a rank that does not exist in this job of 2
+        context: 0,
+        tag: 0,
+        len: 0,
+        seq: 0,
+        ack: 0,
+        credit: 0,
+    }
+    .encode(&mut h)
+    .unwrap();
+    let bad_src = bn.arrive(h.to_vec());
+    b.on_receive(0, &mut bn, bad_src);
+    assert_eq!(b.stats().malformed, 2);
+    assert_eq!(bn.reposted, vec![0, 1]);
+    assert_eq!(b.queue_lens(), (0, 0));
+}
+
+#[test]
+fn credit_claims_beyond_what_was_sent_are_rejected() {
+    let (_, _, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
+    let mut h = [0u8; wire::HEADER_LEN];
+    let hdr = wire::Header {
+        kind: wire::Kind::Ack,
+        src: 0,
+        context: 0,
+        tag: 0,
+        len: 0,
+        seq: 0,
+        ack: 0,
+        credit: 5,
+    };
+    hdr.encode(&mut h).unwrap();
+    let p = bn.arrive(h.to_vec());
+    b.on_receive(0, &mut bn, p);
+    assert_eq!(b.stats().malformed, 1);
+    assert_eq!(b.credits_left(0), 4);
+}
+
+#[test]
+fn lost_packet_is_retransmitted_after_the_timeout() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::unreliable(THRESHOLD, 4));
+    let s = an.buf(b"data");
+    let d = bn.buf(&[0; 4]);
+    let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 4).unwrap();
+    a.isend(0, &mut an, 1, 0, 0, s, 4).unwrap();
+    an.wire.clear(); // lost
+    let t = a.poll_timeout().unwrap();
+    a.poll(t - 1, &mut an);
+    assert!(an.wire.is_empty(), "no retransmission before the timeout");
+    a.poll(t, &mut an);
+    assert_eq!(a.stats().retransmits, 1);
+    pump(t, &mut an, &mut b, &mut bn);
+    assert!(b.test(r).unwrap().is_some());
+    assert_eq!(&bn.user[0][..], b"data");
+    // The ack frees the sender's slot and stops its timer.
+    let t2 = b.poll_timeout().unwrap();
+    b.poll(t2, &mut bn);
+    pump(t2, &mut bn, &mut a, &mut an);
+    a.poll(t2 + 10_000_000, &mut an);
+    assert!(an.wire.is_empty(), "acknowledged: nothing to resend");
+}
+
+#[test]
+fn duplicates_are_suppressed_and_gaps_re_requested() {
+    let (mut a, mut an, mut b, mut bn) = pair(Config::unreliable(THRESHOLD, 4));
+    let bufs: Vec<UserBuf> = (0..3u8).map(|i| an.buf(&[i])).collect();
+    for &s in &bufs {
+        a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    }
+    let p0 = an.wire.pop_front().unwrap().1;
+    let _lost = an.wire.pop_front().unwrap();
+    let p2 = an.wire.pop_front().unwrap().1;
+    for p in [p0.clone(), p0, p2] {
+        let rb = bn.arrive(p);
+        b.on_receive(0, &mut bn, rb);
+    }
+    assert_eq!(b.stats().duplicates, 1);
+    assert_eq!(b.stats().out_of_order, 1);
+    assert_eq!(b.stats().messages_in, 1);
+    // The NACK makes the sender go back to sequence 1 at once.
+    assert_eq!(b.stats().nacks_out, 1);
+    pump(0, &mut bn, &mut a, &mut an);
+    assert_eq!(a.stats().nacks_in, 1);
+    pump(0, &mut an, &mut b, &mut bn);
+    assert_eq!(b.stats().messages_in, 3);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let d = bn.buf(&[9]);
+        let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
+        assert!(b.test(r).unwrap().is_some());
+        got.push(bn.user[d.0 as usize][0]);
+    }
+    assert_eq!(got, vec![0, 1, 2]);
+}
+
+#[test]
+fn busy_nic_keeps_the_packet_and_posts_it_later() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 4));
+    let s = an.buf(b"q");
+    an.busy = true;
+    a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    assert!(an.wire.is_empty());
+    assert_eq!(a.poll_timeout(), Some(0));
+    an.busy = false;
+    a.poll(1, &mut an);
+    assert_eq!(an.wire.len(), 1);
+    assert_eq!(a.stats().post_busy, 1);
+}
+
+#[test]
+fn slots_posted_later_are_freed_by_completion() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 8));
+    an.later = true;
+    let s = an.buf(b"q");
+    // 16 slots, one kept for control: 15 sends go, the 16th waits for a slot.
+    for _ in 0..16 {
+        a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    }
+    assert_eq!(an.wire.len(), 8, "credits limit first");
+    for i in 0..8 {
+        a.on_send_complete(SlotId(15 - i));
+    }
+    a.on_send_complete(SlotId(999)); // out of range: ignored
+    assert_eq!(a.queued_sends(), 8);
+}
+
+#[test]
+fn configuration_is_validated_against_capacities() {
+    assert_eq!(
+        Ep::new(Config::reliable(64, 8), 0, 5).err(),
+        Some(ConfigError::TooManyPeers { max: 4 })
+    );
+    assert_eq!(
+        Ep::new(Config::reliable(64, 9), 0, 2).err(),
+        Some(ConfigError::Credits { max: 8 })
+    );
+    assert_eq!(
+        Ep::new(Config::reliable(64, 8), 0, 3).err(),
+        Some(ConfigError::UnexpectedCapacity { required: 24 })
+    );
+    assert_eq!(
+        Ep::new(Config::reliable(64, 8), 2, 2).err(),
+        Some(ConfigError::RankOutOfRange)
+    );
+    assert!(matches!(
+        Ep::new(Config::reliable(70_000, 8), 0, 2).err(),
+        Some(ConfigError::EagerThreshold { .. })
+    ));
+}
+
+#[test]
+fn memory_figures_come_from_the_types() {
+    assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < Ep::ENDPOINT_BYTES);
+    assert!(Ep::PEER_BYTES <= 1024);
+}

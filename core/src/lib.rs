@@ -1,0 +1,31 @@
+//! rmx-core: the protocol core of the rmx messaging transport.
+//!
+//! A sans-I/O state machine in the style of smoltcp and quinn-proto: the shell
+//! passes in time, received packets and completions, and carries out the copies
+//! and posts the core asks for through the [`nic::Nic`] trait. No allocation, no
+//! unsafe code, no floating point; every capacity is a const generic chosen by
+//! the embedder, and a full table is a typed error.
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(all(feature = "log", feature = "defmt"))]
+compile_error!("features `log` and `defmt` are mutually exclusive");
+
+pub mod config;
+pub mod endpoint;
+pub mod matching;
+pub mod nic;
+mod peer;
+pub mod request;
+pub mod stats;
+pub mod wire;
+
+pub use config::{Config, ConfigError};
+pub use endpoint::{Endpoint, RecvError, SendError};
+pub use matching::{Envelope, Pattern, Source, TagSel};
+pub use nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
+pub use request::{RecvFault, Request, RequestError, Status};
+pub use stats::Stats;
+
+#[cfg(test)]
+mod endpoint_tests;

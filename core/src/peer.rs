@@ -1,0 +1,86 @@
+//! Per-peer state: credit flow control and the reliability window.
+//!
+//! Credits: a sender may have at most `credits` eager messages at a peer that the
+//! peer has not yet consumed (matched). The peer reports a cumulative count of
+//! consumed messages in every header, so the sender's allowance is
+//! `credits - (sent - consumed_by_peer)`.
+//!
+//! Reliability (unreliable transports only): go-back-N with cumulative acks.
+//! Each eager packet takes the next sequence; the receiver accepts only the next
+//! expected one, re-requests a gap once with a NACK, and acknowledges
+//! cumulatively (piggybacked, or by an ACK after `ack_delay_ns`). The sender holds
+//! each packet's bounce slot until acknowledged and re-sends everything
+//! unacknowledged when the oldest one's timer expires or a NACK arrives.
+
+use heapless::Deque;
+
+/// `a` is at or before `b` in wrapping sequence space.
+pub(crate) fn seq_le(a: u32, b: u32) -> bool {
+    (b.wrapping_sub(a) as i32) >= 0
+}
+
+#[derive(Debug)]
+pub(crate) struct Peer<const W: usize> {
+    /// Next sequence to send; also the cumulative count of eager messages sent.
+    pub tx_seq: u32,
+    /// Oldest sequence not yet acknowledged.
+    pub tx_acked: u32,
+    /// Cumulative messages the peer reports having consumed.
+    pub peer_consumed: u32,
+    /// Bounce slots of unacknowledged packets, oldest first (unreliable only).
+    pub unacked: Deque<u16, W>,
+    pub rto_at: Option<u64>,
+    pub rto: u64,
+    /// Next sequence expected from the peer.
+    pub rx_next: u32,
+    /// Cumulative messages from the peer consumed here (the credit we grant).
+    pub consumed: u32,
+    pub consumed_sent: u32,
+    pub ack_sent: u32,
+    pub ack_at: Option<u64>,
+    /// The `rx_next` a NACK was already sent for.
+    pub nacked: Option<u32>,
+    /// Sends waiting in the endpoint's queue for this peer (keeps per-peer order).
+    pub queued: u32,
+}
+
+impl<const W: usize> Peer<W> {
+    pub const fn new(rto: u64) -> Self {
+        Peer {
+            tx_seq: 0,
+            tx_acked: 0,
+            peer_consumed: 0,
+            unacked: Deque::new(),
+            rto_at: None,
+            rto,
+            rx_next: 0,
+            consumed: 0,
+            consumed_sent: 0,
+            ack_sent: 0,
+            ack_at: None,
+            nacked: None,
+            queued: 0,
+        }
+    }
+
+    /// Credits left to send eager messages to this peer.
+    pub fn credits_left(&self, credits: u16) -> u32 {
+        (credits as u32).saturating_sub(self.tx_seq.wrapping_sub(self.peer_consumed))
+    }
+
+    /// Applies a cumulative credit report; `false` if it claims more than was sent.
+    pub fn take_credit(&mut self, credit: u32) -> bool {
+        if !seq_le(credit, self.tx_seq) {
+            return false;
+        }
+        if seq_le(self.peer_consumed, credit) {
+            self.peer_consumed = credit;
+        }
+        true
+    }
+
+    /// Credits owed back to the peer that no packet has carried yet.
+    pub fn credit_owed(&self) -> u32 {
+        self.consumed.wrapping_sub(self.consumed_sent)
+    }
+}

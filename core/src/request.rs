@@ -1,0 +1,173 @@
+//! The request table: what `isend`/`irecv` hand out and `test` completes.
+
+use crate::nic::UserBuf;
+
+/// A handle on an operation. Generation-checked: a stale handle is an error,
+/// never another request's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Request {
+    idx: u16,
+    gen: u16,
+}
+
+impl Request {
+    /// An eager send whose data left the user buffer during the call.
+    pub const COMPLETE: Request = Request {
+        idx: u16::MAX,
+        gen: 0,
+    };
+}
+
+/// Why a receive finished without delivering all it was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvFault {
+    /// The message (of `len` bytes) was larger than the posted buffer; the
+    /// buffer holds its first `capacity` bytes.
+    Truncated { len: u32, capacity: u32 },
+    /// The receive was cancelled before it matched.
+    Cancelled,
+}
+
+/// The outcome of a completed request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub source: u16,
+    pub tag: u32,
+    /// Bytes delivered (receive) or sent.
+    pub len: u32,
+    pub fault: Option<RecvFault>,
+}
+
+impl Status {
+    pub(crate) const SENT: Status = Status {
+        source: 0,
+        tag: 0,
+        len: 0,
+        fault: None,
+    };
+}
+
+/// Misuse of a request handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestError {
+    /// Already completed and collected, or never handed out.
+    Stale,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    Free,
+    /// Waiting for a credit or a bounce slot.
+    SendQueued,
+    SendDone,
+    RecvPosted,
+    RecvDone(Status),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    gen: u16,
+    state: State,
+}
+
+/// Fixed table of `N` requests with a free list.
+#[derive(Debug)]
+pub(crate) struct Table<const N: usize> {
+    entries: [Entry; N],
+    free: heapless::Vec<u16, N>,
+}
+
+impl<const N: usize> Table<N> {
+    pub fn new() -> Self {
+        let mut free = heapless::Vec::new();
+        for i in (0..N as u16).rev() {
+            let _ = free.push(i);
+        }
+        Table {
+            entries: [Entry {
+                gen: 0,
+                state: State::Free,
+            }; N],
+            free,
+        }
+    }
+
+    pub fn alloc(&mut self, state: State) -> Option<Request> {
+        let idx = self.free.pop()?;
+        let e = &mut self.entries[idx as usize];
+        e.gen = e.gen.wrapping_add(1);
+        e.state = state;
+        Some(Request { idx, gen: e.gen })
+    }
+
+    fn entry(&mut self, r: Request) -> Result<&mut Entry, RequestError> {
+        match self.entries.get_mut(r.idx as usize) {
+            Some(e) if e.gen == r.gen && e.state != State::Free => Ok(e),
+            _ => Err(RequestError::Stale),
+        }
+    }
+
+    pub fn state(&mut self, r: Request) -> Result<State, RequestError> {
+        Ok(self.entry(r)?.state)
+    }
+
+    pub fn set(&mut self, r: Request, s: State) {
+        if let Ok(e) = self.entry(r) {
+            e.state = s;
+        }
+    }
+
+    /// Returns the status if complete, freeing the entry.
+    pub fn collect(&mut self, r: Request) -> Result<Option<Status>, RequestError> {
+        if r == Request::COMPLETE {
+            return Ok(Some(Status::SENT));
+        }
+        let e = self.entry(r)?;
+        let st = match e.state {
+            State::SendDone => Status::SENT,
+            State::RecvDone(s) => s,
+            _ => return Ok(None),
+        };
+        e.state = State::Free;
+        let _ = self.free.push(r.idx);
+        Ok(Some(st))
+    }
+}
+
+/// A send waiting for a credit or a bounce slot; it reads the user buffer when it goes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QueuedSend {
+    pub req: Request,
+    pub dest: u16,
+    pub tag: u32,
+    pub context: u16,
+    pub buf: UserBuf,
+    pub len: u32,
+}
+
+/// A posted receive, as the matcher carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PostedRecv {
+    pub req: Request,
+    pub buf: UserBuf,
+    pub capacity: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_handles_are_refused_after_collection_and_reuse() {
+        let mut t: Table<2> = Table::new();
+        let a = t.alloc(State::SendDone).unwrap();
+        assert_eq!(t.collect(a), Ok(Some(Status::SENT)));
+        assert_eq!(t.collect(a), Err(RequestError::Stale));
+        let b = t.alloc(State::RecvPosted).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(t.collect(a), Err(RequestError::Stale));
+        assert_eq!(t.collect(b), Ok(None));
+        let _c = t.alloc(State::RecvPosted).unwrap();
+        assert!(t.alloc(State::RecvPosted).is_none());
+    }
+}

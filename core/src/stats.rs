@@ -1,0 +1,29 @@
+//! Counters an endpoint keeps; every dropped or refused packet is counted here.
+
+/// Monotonic event counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub packets_in: u64,
+    pub packets_out: u64,
+    pub messages_in: u64,
+    pub messages_out: u64,
+    /// Packets that failed to decode or broke a protocol rule (dropped).
+    pub malformed: u64,
+    /// Already-delivered packets received again (dropped, re-acknowledged).
+    pub duplicates: u64,
+    /// Packets after a gap (dropped, gap re-requested).
+    pub out_of_order: u64,
+    /// In-sequence messages with neither a matching receive nor unexpected room.
+    pub no_room: u64,
+    pub unexpected: u64,
+    pub truncated: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub nacks_in: u64,
+    pub nacks_out: u64,
+    pub acks_out: u64,
+    /// Sends that had to wait for a credit or a bounce slot.
+    pub send_stalls: u64,
+    pub post_busy: u64,
+    pub post_down: u64,
+}
