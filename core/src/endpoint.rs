@@ -11,7 +11,9 @@ use crate::config::{Config, ConfigError};
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::peer::{seq_le, Peer};
-use crate::request::{PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table};
+use crate::request::{
+    PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
+};
 use crate::stats::Stats;
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 
@@ -569,7 +571,14 @@ impl<
 
     /// Sends an ACK (with credit) or a NACK; `false` if no slot or the NIC is busy
     /// (the caller's timer or the next event tries again).
-    fn send_control<N: Nic>(&mut self, now: u64, nic: &mut N, dest: u16, kind: Kind, seq: u32) -> bool {
+    fn send_control<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        dest: u16,
+        kind: Kind,
+        seq: u32,
+    ) -> bool {
         let Some(slot) = self.free_slots.pop() else {
             return false;
         };

@@ -68,7 +68,11 @@ impl Nic for MockNic {
         }
         let bytes = self.slots[slot.0 as usize][..len].to_vec();
         self.wire.push_back((peer, bytes));
-        Ok(if self.later { Posted::Later } else { Posted::Done })
+        Ok(if self.later {
+            Posted::Later
+        } else {
+            Posted::Done
+        })
     }
     fn repost(&mut self, buf: RxBuf) {
         self.reposted.push(buf.0);
@@ -101,7 +105,9 @@ const ANY: (Source, TagSel) = (Source::Any, TagSel::Any);
 fn posted_receive_gets_the_bytes_and_status() {
     let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
     let dst = bn.buf(&[0; 16]);
-    let r = b.irecv(0, &mut bn, Source::Rank(0), TagSel::Tag(5), 0, dst, 16).unwrap();
+    let r = b
+        .irecv(0, &mut bn, Source::Rank(0), TagSel::Tag(5), 0, dst, 16)
+        .unwrap();
     assert_eq!(b.test(r), Ok(None));
     let src = an.buf(b"hello");
     assert_eq!(a.isend(0, &mut an, 1, 5, 0, src, 5), Ok(Request::COMPLETE));
@@ -124,7 +130,9 @@ fn unexpected_message_waits_for_its_receive() {
     assert_eq!(b.queue_lens(), (0, 2));
     // tag 2 first: the unexpected queue is searched by pattern, not position.
     let d = bn.buf(&[0; 8]);
-    let r = b.irecv(0, &mut bn, Source::Any, TagSel::Tag(2), 0, d, 8).unwrap();
+    let r = b
+        .irecv(0, &mut bn, Source::Any, TagSel::Tag(2), 0, d, 8)
+        .unwrap();
     assert_eq!(b.test(r).unwrap().unwrap().len, 6);
     assert_eq!(&bn.user[0][..6], b"second");
     let d = bn.buf(&[0; 8]);
@@ -143,7 +151,13 @@ fn truncation_is_an_error_on_the_receive() {
     a.isend(0, &mut an, 1, 0, 0, s, 6).unwrap();
     pump(0, &mut an, &mut b, &mut bn);
     let st = b.test(r).unwrap().unwrap();
-    assert_eq!(st.fault, Some(RecvFault::Truncated { len: 6, capacity: 3 }));
+    assert_eq!(
+        st.fault,
+        Some(RecvFault::Truncated {
+            len: 6,
+            capacity: 3
+        })
+    );
     assert_eq!(st.len, 3);
     assert_eq!(&bn.user[0][..], b"abc");
 }
@@ -154,11 +168,18 @@ fn cancel_removes_a_posted_receive() {
     let d = bn.buf(&[0; 8]);
     let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 8).unwrap();
     assert_eq!(b.cancel(r), Ok(true));
-    assert_eq!(b.test(r).unwrap().unwrap().fault, Some(RecvFault::Cancelled));
+    assert_eq!(
+        b.test(r).unwrap().unwrap().fault,
+        Some(RecvFault::Cancelled)
+    );
     let s = an.buf(b"x");
     a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     pump(0, &mut an, &mut b, &mut bn);
-    assert_eq!(b.queue_lens(), (0, 1), "the cancelled receive must not match");
+    assert_eq!(
+        b.queue_lens(),
+        (0, 1),
+        "the cancelled receive must not match"
+    );
     assert_eq!(b.cancel(r), Err(RequestError::Stale));
 }
 
@@ -229,7 +250,10 @@ fn credit_returns_on_a_timer_when_below_the_threshold() {
     let d = bn.buf(&[0]);
     b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
     pump(0, &mut an, &mut b, &mut bn);
-    assert!(bn.wire.is_empty(), "1 owed < credit_return 2: no packet yet");
+    assert!(
+        bn.wire.is_empty(),
+        "1 owed < credit_return 2: no packet yet"
+    );
     let t = b.poll_timeout().expect("credit timer armed");
     b.poll(t, &mut bn);
     assert_eq!(pump(t, &mut bn, &mut a, &mut an), 1);
@@ -394,8 +418,7 @@ fn configuration_is_validated_against_capacities() {
     ));
 }
 
-#[test]
-fn memory_figures_come_from_the_types() {
-    assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < Ep::ENDPOINT_BYTES);
-    assert!(Ep::PEER_BYTES <= 1024);
-}
+// The per-peer target (1 KiB before buffers) and the figures' consistency are
+// checked at compile time: a regression fails the build.
+const _: () = assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < Ep::ENDPOINT_BYTES);
+const _: () = assert!(Ep::PEER_BYTES <= 1024);
