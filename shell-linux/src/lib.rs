@@ -1,0 +1,5 @@
+//! rmx-linux: the userspace shell of rmx. It owns what the core may not:
+//! memory, NICs, threads and clocks. Transports live in their own modules;
+//! the `rmx` binary's commands and benchmarks are in `cli` and `bench`.
+
+pub mod loopnic;

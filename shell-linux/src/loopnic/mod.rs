@@ -1,0 +1,424 @@
+//! `loop`: an in-process software NIC with verbs semantics, so every protocol
+//! runs without hardware. Ranks are threads of one process; each has a
+//! protection domain (regions and keys), a shared receive queue
+//! ([`ring::RecvRing`]), and a completion queue; each connection has a send
+//! queue of bounded depth. Operations up to `inline_max` bytes complete on the
+//! posting thread (as inline/PIO sends do); larger ones run on the NIC's own
+//! thread ([`engine::Engine`]) and complete through the completion queue.
+
+pub mod engine;
+pub mod region;
+pub mod ring;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use engine::{Engine, Job};
+use region::{access, KeyError, Mr, Pd};
+use ring::{RecvRing, RecvWc};
+
+/// Sizes of the software NIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LoopConfig {
+    /// Receive buffers in each rank's shared receive queue.
+    pub srq_depth: usize,
+    /// Bytes of each receive buffer (largest SEND).
+    pub buf_size: usize,
+    /// Outstanding offloaded operations per connection (send queue depth).
+    pub sq_depth: u32,
+    /// Largest operation completed on the posting thread.
+    pub inline_max: usize,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            srq_depth: 256,
+            buf_size: 8192 + 64,
+            sq_depth: 64,
+            inline_max: 16384,
+        }
+    }
+}
+
+/// One gather/scatter entry: a registered local range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sge {
+    pub addr: usize,
+    pub len: usize,
+    pub key: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOp {
+    Send,
+    Write,
+    Read,
+}
+
+/// How an operation ended. Errors touch no memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcStatus {
+    Success,
+    /// A local gather/scatter entry failed its key check.
+    LocalProtection(KeyError),
+    /// The remote address/key failed its check.
+    RemoteAccess(KeyError),
+    /// The message is larger than the receiver's buffers.
+    LocalLength,
+}
+
+/// A send-side completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wc {
+    pub wr_id: u64,
+    pub op: WcOp,
+    pub status: WcStatus,
+    pub len: usize,
+}
+
+/// Why a post was refused: nothing was done, try again later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostErr {
+    /// Send queue of this connection is full.
+    SqFull,
+    /// The peer's shared receive queue has no free buffer (RNR).
+    Rnr,
+    /// No such rank.
+    BadPeer,
+}
+
+struct Hca {
+    ring: RecvRing,
+    pd: Pd,
+    cq: Mutex<VecDeque<Wc>>,
+    cq_len: AtomicUsize,
+}
+
+impl Hca {
+    fn complete(&self, wc: Wc) {
+        self.cq
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(wc);
+        self.cq_len.fetch_add(1, Ordering::Release);
+    }
+}
+
+struct Shared {
+    cfg: LoopConfig,
+    hcas: Vec<Hca>,
+    engine: Engine,
+}
+
+/// The software fabric: create it once, take one [`Port`] per rank.
+#[derive(Clone)]
+pub struct Fabric {
+    shared: Arc<Shared>,
+}
+
+impl Fabric {
+    pub fn new(ranks: usize, cfg: LoopConfig) -> Fabric {
+        let hcas = (0..ranks)
+            .map(|_| Hca {
+                ring: RecvRing::new(cfg.srq_depth, cfg.buf_size),
+                pd: Pd::default(),
+                cq: Mutex::new(VecDeque::new()),
+                cq_len: AtomicUsize::new(0),
+            })
+            .collect();
+        Fabric {
+            shared: Arc::new(Shared {
+                cfg,
+                hcas,
+                engine: Engine::start(),
+            }),
+        }
+    }
+
+    pub fn ranks(&self) -> usize {
+        self.shared.hcas.len()
+    }
+
+    /// The port of `rank`; one per rank thread.
+    pub fn port(&self, rank: u16) -> Port {
+        let n = self.ranks();
+        assert!((rank as usize) < n, "rank {rank} of {n}");
+        Port {
+            rank,
+            shared: Arc::clone(&self.shared),
+            head: 0,
+            outstanding: (0..n).map(|_| Arc::new(AtomicU32::new(0))).collect(),
+        }
+    }
+}
+
+/// One rank's view of the NIC. Not shared between threads.
+pub struct Port {
+    rank: u16,
+    shared: Arc<Shared>,
+    head: u64,
+    outstanding: Vec<Arc<AtomicU32>>,
+}
+
+impl Port {
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    pub fn config(&self) -> LoopConfig {
+        self.shared.cfg
+    }
+
+    fn hca(&self) -> &Hca {
+        &self.shared.hcas[self.rank as usize]
+    }
+
+    /// Registers local memory in this rank's protection domain.
+    pub fn register(&self, addr: usize, len: usize, rights: u8) -> Mr {
+        self.hca().pd.register(addr, len, rights)
+    }
+
+    pub fn deregister(&self, mr: Mr) -> Result<(), KeyError> {
+        self.hca().pd.deregister(mr)
+    }
+
+    fn check_local(&self, sges: &[Sge], need: u8) -> Result<usize, WcStatus> {
+        let mut total = 0;
+        for s in sges {
+            self.hca()
+                .pd
+                .check(s.key, s.addr, s.len, need)
+                .map_err(WcStatus::LocalProtection)?;
+            total += s.len;
+        }
+        Ok(total)
+    }
+
+    fn peer(&self, peer: u16) -> Result<&Hca, PostErr> {
+        self.shared.hcas.get(peer as usize).ok_or(PostErr::BadPeer)
+    }
+
+    fn reserve_sq(&self, peer: u16) -> Result<(), PostErr> {
+        let o = &self.outstanding[peer as usize];
+        if o.load(Ordering::Acquire) >= self.shared.cfg.sq_depth {
+            return Err(PostErr::SqFull);
+        }
+        o.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// SEND with a gather list. Consumes one receive buffer at `peer`.
+    /// `Ok(Some(wc))`: completed during the call; `Ok(None)`: completes in the CQ.
+    pub fn post_send(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+    ) -> Result<Option<Wc>, PostErr> {
+        let dst = self.peer(peer)?;
+        let done = move |status, len| Wc {
+            wr_id,
+            op: WcOp::Send,
+            status,
+            len,
+        };
+        let total = match self.check_local(sges, 0) {
+            Ok(t) => t,
+            Err(st) => return Ok(Some(done(st, 0))),
+        };
+        if total > dst.ring.buf_size() {
+            return Ok(Some(done(WcStatus::LocalLength, 0)));
+        }
+        let big = total > self.shared.cfg.inline_max;
+        if big {
+            self.reserve_sq(peer)?;
+        }
+        let Some(pos) = dst.ring.claim() else {
+            if big {
+                self.outstanding[peer as usize].fetch_sub(1, Ordering::AcqRel);
+            }
+            return Err(PostErr::Rnr);
+        };
+        let base = dst.ring.data_ptr(pos);
+        if !big {
+            let mut off = 0;
+            for s in sges {
+                // SAFETY: source checked against a registered region; the claimed
+                // buffer has room for `total` bytes.
+                unsafe { std::ptr::copy_nonoverlapping(s.addr as *const u8, base.add(off), s.len) };
+                off += s.len;
+            }
+            dst.ring.publish(pos, total as u32, None, self.rank);
+            return Ok(Some(done(WcStatus::Success, total)));
+        }
+        // Large: the NIC thread gathers. One job per entry; the last one completes.
+        let (me, shared, out) = (
+            self.rank,
+            Arc::clone(&self.shared),
+            Arc::clone(&self.outstanding[peer as usize]),
+        );
+        let mut off = 0;
+        let n = sges.len();
+        for (k, s) in sges.iter().enumerate() {
+            let then: Box<dyn FnOnce() + Send> = if k + 1 == n {
+                let shared = Arc::clone(&shared);
+                let out = Arc::clone(&out);
+                Box::new(move || {
+                    shared.hcas[peer as usize]
+                        .ring
+                        .publish(pos, total as u32, None, me);
+                    out.fetch_sub(1, Ordering::AcqRel);
+                    shared.hcas[me as usize].complete(done(WcStatus::Success, total));
+                })
+            } else {
+                Box::new(|| {})
+            };
+            self.shared.engine.submit(Job {
+                dst: base as usize + off,
+                src: s.addr,
+                len: s.len,
+                then,
+            });
+            off += s.len;
+        }
+        Ok(None)
+    }
+
+    /// RDMA WRITE (with an immediate when `imm` is set, which consumes a receive
+    /// buffer at `peer` and delivers the immediate there after the data).
+    pub fn post_write(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        local: Sge,
+        remote_addr: usize,
+        rkey: u32,
+        imm: Option<u32>,
+    ) -> Result<Option<Wc>, PostErr> {
+        self.rdma(peer, wr_id, WcOp::Write, local, remote_addr, rkey, imm)
+    }
+
+    /// RDMA READ of `local.len` bytes from the peer into `local`.
+    pub fn post_read(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        local: Sge,
+        remote_addr: usize,
+        rkey: u32,
+    ) -> Result<Option<Wc>, PostErr> {
+        self.rdma(peer, wr_id, WcOp::Read, local, remote_addr, rkey, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rdma(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        op: WcOp,
+        local: Sge,
+        raddr: usize,
+        rkey: u32,
+        imm: Option<u32>,
+    ) -> Result<Option<Wc>, PostErr> {
+        let dst = self.peer(peer)?;
+        let done = move |status, len| Wc {
+            wr_id,
+            op,
+            status,
+            len,
+        };
+        let (lneed, rneed) = match op {
+            WcOp::Read => (access::LOCAL_WRITE, access::REMOTE_READ),
+            _ => (0, access::REMOTE_WRITE),
+        };
+        if let Err(st) = self.check_local(&[local], lneed) {
+            return Ok(Some(done(st, 0)));
+        }
+        if let Err(e) = dst.pd.check(rkey, raddr, local.len, rneed) {
+            return Ok(Some(done(WcStatus::RemoteAccess(e), 0)));
+        }
+        let big = local.len > self.shared.cfg.inline_max;
+        if big {
+            self.reserve_sq(peer)?;
+        }
+        let imm_pos = match imm {
+            Some(_) => match dst.ring.claim() {
+                Some(p) => Some(p),
+                None => {
+                    if big {
+                        self.outstanding[peer as usize].fetch_sub(1, Ordering::AcqRel);
+                    }
+                    return Err(PostErr::Rnr);
+                }
+            },
+            None => None,
+        };
+        let (from, to) = match op {
+            WcOp::Read => (raddr, local.addr),
+            _ => (local.addr, raddr),
+        };
+        let me = self.rank;
+        if !big {
+            // SAFETY: both ranges checked against registered regions above.
+            unsafe { std::ptr::copy(from as *const u8, to as *mut u8, local.len) };
+            if let (Some(pos), Some(v)) = (imm_pos, imm) {
+                dst.ring.publish(pos, 0, Some(v), me);
+            }
+            return Ok(Some(done(WcStatus::Success, local.len)));
+        }
+        let shared = Arc::clone(&self.shared);
+        let out = Arc::clone(&self.outstanding[peer as usize]);
+        let len = local.len;
+        self.shared.engine.submit(Job {
+            dst: to,
+            src: from,
+            len,
+            then: Box::new(move || {
+                if let (Some(pos), Some(v)) = (imm_pos, imm) {
+                    shared.hcas[peer as usize].ring.publish(pos, 0, Some(v), me);
+                }
+                out.fetch_sub(1, Ordering::AcqRel);
+                shared.hcas[me as usize].complete(done(WcStatus::Success, len));
+            }),
+        });
+        Ok(None)
+    }
+
+    /// The next receive completion, if any.
+    #[inline]
+    pub fn poll_recv(&mut self) -> Option<RecvWc> {
+        let wc = self.hca().ring.poll(self.head)?;
+        self.head += 1;
+        Some(wc)
+    }
+
+    /// The bytes of a received buffer (valid until [`repost`](Self::repost)).
+    pub fn rx_bytes(&self, buf: u32) -> &[u8] {
+        // SAFETY: the core only names buffers this port polled and has not reposted.
+        unsafe { self.hca().ring.bytes(buf) }
+    }
+
+    pub fn repost(&self, buf: u32) {
+        self.hca().ring.repost(buf)
+    }
+
+    /// Moves send-side completions of offloaded operations into `out`.
+    #[inline]
+    pub fn poll_cq(&mut self, out: &mut Vec<Wc>) -> usize {
+        let hca = self.hca();
+        if hca.cq_len.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let mut q = hca.cq.lock().unwrap_or_else(|e| e.into_inner());
+        let n = q.len();
+        out.extend(q.drain(..));
+        hca.cq_len.fetch_sub(n, Ordering::AcqRel);
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests;

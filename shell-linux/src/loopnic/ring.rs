@@ -1,0 +1,196 @@
+//! The shared receive queue of one rank: a ring of fixed-size receive buffers,
+//! each headed by a completion stamp, so that a small message and its completion
+//! share one cache line.
+//!
+//! Buffer `i` of a ring of depth `D` serves positions `i, i+D, i+2D, ...`. Its stamp
+//! reads `2k` while free for position `k` and `2k+1` once position `k` is filled.
+//! A sender claims the next position with a CAS on `tail` only if that buffer is
+//! free (else the receiver is not ready: RNR), writes, then publishes the stamp
+//! with release ordering; the receiver polls the stamp at its own `head`.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+const MASK: u64 = (1 << 48) - 1;
+const IMM_FLAG: u32 = 1 << 31;
+/// Bytes before each buffer's data: stamp (8), length|flags (4), immediate (4).
+pub const PREFIX: usize = 16;
+
+/// A receive completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvWc {
+    /// Buffer index, handed back by `repost`.
+    pub buf: u32,
+    pub len: u32,
+    pub imm: Option<u32>,
+    pub src: u16,
+}
+
+pub struct RecvRing {
+    mem: *mut u8,
+    layout: Layout,
+    depth: usize,
+    stride: usize,
+    buf_size: usize,
+    tail: CachePadded<AtomicU64>,
+}
+
+// SAFETY: the buffers are shared raw memory whose ownership is handed between
+// threads by the stamps (acquire/release); `tail` is atomic.
+unsafe impl Send for RecvRing {}
+unsafe impl Sync for RecvRing {}
+
+impl RecvRing {
+    pub fn new(depth: usize, buf_size: usize) -> RecvRing {
+        assert!(depth > 0 && buf_size > 0);
+        let stride = (PREFIX + buf_size).div_ceil(64) * 64;
+        let layout = Layout::from_size_align(stride * depth, 4096).expect("ring layout");
+        // SAFETY: non-zero size.
+        let mem = unsafe { alloc_zeroed(layout) };
+        assert!(!mem.is_null(), "out of memory for the receive ring");
+        let r = RecvRing {
+            mem,
+            layout,
+            depth,
+            stride,
+            buf_size,
+            tail: CachePadded::new(AtomicU64::new(0)),
+        };
+        for i in 0..depth {
+            r.stamp(i).store(2 * i as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    pub fn buf_size(&self) -> usize {
+        self.buf_size
+    }
+
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    fn base(&self, i: usize) -> *mut u8 {
+        // SAFETY: i < depth, inside the allocation.
+        unsafe { self.mem.add(i * self.stride) }
+    }
+
+    fn stamp(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: 64-aligned, inside the allocation, only accessed atomically.
+        unsafe { &*(self.base(i) as *const AtomicU64) }
+    }
+
+    /// Claims the next position if its buffer is free.
+    pub fn claim(&self) -> Option<u64> {
+        loop {
+            let t = self.tail.load(Ordering::Relaxed);
+            let i = (t % self.depth as u64) as usize;
+            if self.stamp(i).load(Ordering::Acquire) != (2 * t) & MASK {
+                return None;
+            }
+            if self
+                .tail
+                .compare_exchange_weak(t, t + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(t);
+            }
+        }
+    }
+
+    /// Data area of the buffer serving `pos`.
+    pub fn data_ptr(&self, pos: u64) -> *mut u8 {
+        // SAFETY: PREFIX < stride.
+        unsafe { self.base((pos % self.depth as u64) as usize).add(PREFIX) }
+    }
+
+    /// Completes a claimed position: `len` bytes were written at `data_ptr(pos)`.
+    pub fn publish(&self, pos: u64, len: u32, imm: Option<u32>, src: u16) {
+        let b = self.base((pos % self.depth as u64) as usize);
+        let info = len | if imm.is_some() { IMM_FLAG } else { 0 };
+        // SAFETY: this thread claimed `pos`; nobody reads the prefix before the stamp.
+        unsafe {
+            (b.add(8) as *mut u32).write(info);
+            (b.add(12) as *mut u32).write(imm.unwrap_or(0));
+        }
+        let stamp = ((src as u64) << 48) | ((2 * pos + 1) & MASK);
+        self.stamp((pos % self.depth as u64) as usize)
+            .store(stamp, Ordering::Release);
+    }
+
+    /// The completion at `head`, if it has been published.
+    pub fn poll(&self, head: u64) -> Option<RecvWc> {
+        let i = (head % self.depth as u64) as usize;
+        let s = self.stamp(i).load(Ordering::Acquire);
+        if s & MASK != (2 * head + 1) & MASK {
+            return None;
+        }
+        let b = self.base(i);
+        // SAFETY: published (acquire above); the prefix is stable until repost.
+        let (info, imm) = unsafe {
+            (
+                (b.add(8) as *const u32).read(),
+                (b.add(12) as *const u32).read(),
+            )
+        };
+        Some(RecvWc {
+            buf: i as u32,
+            len: info & !IMM_FLAG,
+            imm: (info & IMM_FLAG != 0).then_some(imm),
+            src: (s >> 48) as u16,
+        })
+    }
+
+    /// The received bytes of buffer `buf`.
+    ///
+    /// # Safety
+    /// `buf` must be a buffer returned by `poll` and not yet reposted.
+    pub unsafe fn bytes(&self, buf: u32) -> &[u8] {
+        let b = self.base(buf as usize);
+        let len = ((b.add(8) as *const u32).read() & !IMM_FLAG) as usize;
+        std::slice::from_raw_parts(b.add(PREFIX), len.min(self.buf_size))
+    }
+
+    /// Gives buffer `buf` back for the position one lap later.
+    pub fn repost(&self, buf: u32) {
+        let st = self.stamp(buf as usize);
+        let s = st.load(Ordering::Relaxed) & MASK;
+        debug_assert!(s & 1 == 1, "repost of a buffer that is not full");
+        st.store((s + 2 * self.depth as u64 - 1) & MASK, Ordering::Release);
+    }
+}
+
+impl Drop for RecvRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.mem, self.layout) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claim_publish_poll_repost_cycle() {
+        let r = RecvRing::new(2, 64);
+        let a = r.claim().unwrap();
+        let b = r.claim().unwrap();
+        assert_eq!(r.claim(), None, "ring full: receiver not ready");
+        unsafe { std::ptr::copy_nonoverlapping(b"hi".as_ptr(), r.data_ptr(b), 2) };
+        r.publish(b, 2, Some(7), 3);
+        assert_eq!(r.poll(a), None, "a is claimed but not published");
+        r.publish(a, 0, None, 1);
+        assert_eq!(r.poll(a).unwrap().src, 1);
+        let wb = r.poll(b).unwrap();
+        assert_eq!((wb.len, wb.imm, wb.src), (2, Some(7), 3));
+        assert_eq!(unsafe { r.bytes(wb.buf) }, b"hi");
+        r.repost(wb.buf);
+        assert_eq!(r.claim(), None, "position 2 uses buffer 0, still full");
+        r.repost(0);
+        assert_eq!(r.claim(), Some(2));
+        assert_eq!(r.claim(), Some(3));
+    }
+}

@@ -1,0 +1,146 @@
+use super::region::{access, KeyError};
+use super::*;
+
+fn fabric(inline_max: usize) -> (Port, Port) {
+    let f = Fabric::new(
+        2,
+        LoopConfig {
+            srq_depth: 4,
+            buf_size: 1 << 20,
+            sq_depth: 2,
+            inline_max,
+        },
+    );
+    (f.port(0), f.port(1))
+}
+
+fn sge(p: &Port, v: &mut [u8], rights: u8) -> Sge {
+    let mr = p.register(v.as_mut_ptr() as usize, v.len(), rights);
+    Sge {
+        addr: mr.addr,
+        len: mr.len,
+        key: mr.key,
+    }
+}
+
+fn wait_cq(p: &mut Port) -> Wc {
+    let mut v = Vec::new();
+    for _ in 0..1_000_000 {
+        if p.poll_cq(&mut v) > 0 {
+            return v[0];
+        }
+        std::thread::yield_now();
+    }
+    panic!("no completion");
+}
+
+#[test]
+fn send_gathers_two_entries_into_one_receive() {
+    let (mut a, mut b) = fabric(1 << 16);
+    let mut h = *b"head";
+    let mut d = *b"-data";
+    let sg = [sge(&a, &mut h, 0), sge(&a, &mut d, 0)];
+    let wc = a.post_send(1, 9, &sg).unwrap().unwrap();
+    assert_eq!((wc.wr_id, wc.status, wc.len), (9, WcStatus::Success, 9));
+    let r = b.poll_recv().unwrap();
+    assert_eq!((r.len, r.src, r.imm), (9, 0, None));
+    assert_eq!(b.rx_bytes(r.buf), b"head-data");
+    b.repost(r.buf);
+    assert!(b.poll_recv().is_none());
+}
+
+#[test]
+fn bad_keys_and_bounds_complete_with_errors_and_touch_nothing() {
+    let (mut a, b) = fabric(1 << 16);
+    let mut local = [1u8; 16];
+    let mut remote = [0u8; 16];
+    let l = sge(&a, &mut local, access::LOCAL_WRITE);
+    let r = sge(&b, &mut remote, access::REMOTE_WRITE);
+    let bad = Sge {
+        key: l.key ^ 0x100,
+        ..l
+    };
+    let wc = a.post_send(1, 1, &[bad]).unwrap().unwrap();
+    assert_eq!(wc.status, WcStatus::LocalProtection(KeyError::BadKey));
+    let wc = a
+        .post_write(1, 2, l, r.addr + 8, r.key, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(wc.status, WcStatus::RemoteAccess(KeyError::OutOfBounds));
+    let wc = a.post_read(1, 3, l, r.addr, r.key).unwrap().unwrap();
+    assert_eq!(
+        wc.status,
+        WcStatus::RemoteAccess(KeyError::Access),
+        "no REMOTE_READ right"
+    );
+    assert_eq!(remote, [0u8; 16]);
+    assert_eq!(local, [1u8; 16]);
+}
+
+#[test]
+fn write_read_and_write_with_immediate() {
+    let (mut a, mut b) = fabric(1 << 16);
+    let mut local = *b"0123456789abcdef";
+    let mut remote = [0u8; 16];
+    let l = sge(&a, &mut local, access::LOCAL_WRITE);
+    let r = sge(&b, &mut remote, access::REMOTE_WRITE | access::REMOTE_READ);
+    let wc = a
+        .post_write(1, 1, l, r.addr, r.key, Some(42))
+        .unwrap()
+        .unwrap();
+    assert_eq!(wc.status, WcStatus::Success);
+    let rc = b.poll_recv().unwrap();
+    assert_eq!((rc.imm, rc.len), (Some(42), 0));
+    assert_eq!(&remote, b"0123456789abcdef");
+    std::hint::black_box(&mut remote)[0] = b'X';
+    let half = Sge { len: 8, ..l };
+    a.post_read(1, 2, half, r.addr, r.key).unwrap().unwrap();
+    assert_eq!(&local[..8], b"X1234567");
+}
+
+#[test]
+fn large_transfers_run_on_the_nic_thread_and_complete_in_the_cq() {
+    let (mut a, b) = fabric(1024);
+    let mut local: Vec<u8> = (0..1 << 20).map(|i| i as u8).collect();
+    let mut remote = vec![0u8; 1 << 20];
+    let l = sge(&a, &mut local, 0);
+    let r = sge(&b, &mut remote, access::REMOTE_WRITE);
+    assert_eq!(a.post_write(1, 7, l, r.addr, r.key, None), Ok(None));
+    let wc = wait_cq(&mut a);
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.len),
+        (7, WcStatus::Success, 1 << 20)
+    );
+    assert!(remote == local);
+}
+
+#[test]
+fn send_queue_depth_and_receiver_readiness_are_enforced() {
+    let (mut a, mut b) = fabric(0);
+    let mut big = vec![3u8; 4096];
+    let s = sge(&a, &mut big, 0);
+    assert_eq!(a.post_send(1, 1, &[s]), Ok(None));
+    assert_eq!(a.post_send(1, 2, &[s]), Ok(None));
+    assert_eq!(a.post_send(1, 3, &[s]), Err(PostErr::SqFull));
+    wait_cq(&mut a);
+    // Four receive buffers: two taken, two more fit, then RNR.
+    let mut small = [0u8; 4];
+    let t = sge(&a, &mut small, 0);
+    let mut n = 0;
+    while a.post_send(1, 0, &[t]).is_ok() {
+        n += 1;
+        assert!(n < 10);
+    }
+    assert_eq!(a.post_send(1, 0, &[t]), Err(PostErr::Rnr));
+    let first = loop {
+        if let Some(r) = b.poll_recv() {
+            break r;
+        }
+    };
+    b.repost(first.buf);
+    assert!(
+        a.post_send(1, 0, &[t]).is_ok(),
+        "a reposted buffer is usable again"
+    );
+    assert_eq!(a.post_send(9, 0, &[t]), Err(PostErr::BadPeer));
+}
