@@ -2,4 +2,8 @@
 //! memory, NICs, threads and clocks. Transports live in their own modules;
 //! the `rmx` binary's commands and benchmarks are in `cli` and `bench`.
 
+pub mod bench;
+pub mod clock;
+pub mod job;
 pub mod loopnic;
+pub mod rank;

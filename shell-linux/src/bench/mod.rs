@@ -1,0 +1,56 @@
+//! The `rmx bench` suite: OSU-style micro-benchmarks on a transport, printed as
+//! aligned tables or one JSON document, and plotted as SVG by the suite.
+
+pub mod bw;
+pub mod floor;
+pub mod pingpong;
+pub mod report;
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Options every benchmark accepts.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Opts {
+    pub transport: String,
+    pub min_size: usize,
+    pub max_size: usize,
+    pub iters: u64,
+    pub warmup: u64,
+    /// Quiet: no progress bar (the JSON document is the only output).
+    #[serde(skip)]
+    pub quiet: bool,
+}
+
+impl Opts {
+    /// Message sizes: powers of two from `min_size` to `max_size` (0 is included as is).
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut v = Vec::new();
+        let mut s = self.min_size;
+        if s == 0 {
+            v.push(0);
+            s = 1;
+        }
+        while s <= self.max_size {
+            v.push(s);
+            s *= 2;
+        }
+        v
+    }
+
+    /// A progress bar on stderr at a terminal, hidden otherwise.
+    pub fn progress(&self, what: &str, steps: usize) -> ProgressBar {
+        if self.quiet || !std::io::stderr().is_terminal() {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(steps as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} sizes {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        pb.set_prefix(what.to_string());
+        pb
+    }
+}

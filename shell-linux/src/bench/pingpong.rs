@@ -1,0 +1,136 @@
+//! `rmx bench pingpong`: one-way latency (half a round trip), beside the floor
+//! of a bare shared-memory copy measured between the same two threads in the
+//! same run, alternating size by size.
+
+use std::sync::Barrier;
+
+use rmx_core::{Config, Source, TagSel};
+use serde_json::{json, Map};
+
+use super::floor::Floor;
+use super::report::{Column, Report};
+use super::Opts;
+use crate::job;
+use crate::loopnic::LoopConfig;
+use crate::rank::Rank;
+
+/// Round trips of `size` bytes with rank 1; returns elapsed ns on rank 0.
+fn rmx_rounds(r: &mut Rank, rounds: u64, size: usize, sbuf: &[u8], rbuf: &mut [u8]) -> u64 {
+    let peer = 1 - r.rank();
+    let t0 = crate::clock::now_ns();
+    // The next receive is always posted before the send it answers, so every
+    // message finds its receive (the expected path, as osu_latency measures).
+    // SAFETY: each request is waited for before the buffers are reused.
+    unsafe {
+        let post = |r: &mut Rank, rbuf: &mut [u8]| {
+            r.irecv_raw(Source::Rank(peer), TagSel::Tag(1), rbuf.as_mut_ptr(), size)
+                .unwrap()
+        };
+        let mut recv = Some(post(r, rbuf));
+        for i in 0..rounds {
+            let last = i + 1 == rounds;
+            let this = recv.take().expect("a receive is always posted");
+            if r.rank() == 0 {
+                let s = r.isend_raw(peer, 1, sbuf.as_ptr(), size).unwrap();
+                r.wait(s);
+                r.wait(this);
+                if !last {
+                    recv = Some(post(r, rbuf));
+                }
+            } else {
+                r.wait(this);
+                if !last {
+                    recv = Some(post(r, rbuf));
+                }
+                let s = r.isend_raw(peer, 1, sbuf.as_ptr(), size).unwrap();
+                r.wait(s);
+            }
+        }
+    }
+    crate::clock::now_ns() - t0
+}
+
+pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
+    let sizes = opts.sizes();
+    let max = sizes.iter().copied().max().unwrap_or(0).max(1);
+    let floor = Floor::new(max);
+    let barrier = Barrier::new(2);
+    let pb = opts.progress("pingpong", sizes.len());
+    let rows = job::run(2, cfg, nic, |r| {
+        let me = r.rank();
+        let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut rbuf = vec![0u8; max];
+        let mut fbuf = vec![0u8; 2 * max];
+        let mut seq = 0u64;
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            barrier.wait();
+            floor.run(me, seq, opts.warmup, size, &mut fbuf);
+            seq += opts.warmup;
+            barrier.wait();
+            let f = floor.run(me, seq, opts.iters, size, &mut fbuf);
+            seq += opts.iters;
+            barrier.wait();
+            rmx_rounds(r, opts.warmup, size, &sbuf, &mut rbuf);
+            barrier.wait();
+            let t = rmx_rounds(r, opts.iters, size, &sbuf, &mut rbuf);
+            if me == 0 {
+                let lat = t as f64 / opts.iters as f64 / 2.0 / 1000.0;
+                let fl = f as f64 / opts.iters as f64 / 2.0 / 1000.0;
+                rows.push((size, lat, fl));
+                pb.inc(1);
+            }
+        }
+        rows
+    });
+    pb.finish_and_clear();
+    let results = rows[0]
+        .iter()
+        .map(|&(size, lat, fl)| {
+            let mut m = Map::new();
+            m.insert("size".into(), json!(size));
+            m.insert("latency_us".into(), json!(lat));
+            m.insert("floor_us".into(), json!(fl));
+            m.insert("ratio".into(), json!(lat / fl));
+            m
+        })
+        .collect();
+    Report {
+        benchmark: "pingpong".into(),
+        transport: opts.transport.clone(),
+        cores: crate::clock::cores(),
+        config: config_json(opts, &cfg, &nic),
+        results,
+        columns: vec![
+            Column {
+                key: "latency_us",
+                header: "latency_us",
+                decimals: 3,
+            },
+            Column {
+                key: "floor_us",
+                header: "floor_us",
+                decimals: 3,
+            },
+            Column {
+                key: "ratio",
+                header: "x_floor",
+                decimals: 2,
+            },
+        ],
+    }
+}
+
+/// The configuration block of every report.
+pub fn config_json(opts: &Opts, cfg: &Config, nic: &LoopConfig) -> serde_json::Value {
+    json!({
+        "iters": opts.iters,
+        "warmup": opts.warmup,
+        "min_size": opts.min_size,
+        "max_size": opts.max_size,
+        "eager_threshold": cfg.eager_threshold,
+        "credits": cfg.credits,
+        "reliable": cfg.reliable,
+        "nic": nic,
+    })
+}

@@ -1,0 +1,133 @@
+//! A benchmark's results: an aligned table, one JSON document, an SVG plot.
+
+use plotters::prelude::*;
+use serde_json::{Map, Value};
+
+/// A column of the table: JSON key, header, decimals.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    pub key: &'static str,
+    pub header: &'static str,
+    pub decimals: usize,
+}
+
+/// The JSON document users script against:
+/// `{"benchmark", "transport", "cores", "config", "results": [{"size", ...}]}`.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    pub benchmark: String,
+    pub transport: String,
+    pub cores: usize,
+    pub config: Value,
+    pub results: Vec<Map<String, Value>>,
+    #[serde(skip)]
+    pub columns: Vec<Column>,
+}
+
+impl Report {
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("serializable")
+    }
+
+    /// The aligned table, OSU style: a comment header, then one row per size.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "# rmx {} — transport {}, {} cores\n",
+            self.benchmark, self.transport, self.cores
+        );
+        let width = |c: &Column| c.header.len().max(12);
+        out.push_str(&format!("{:<10}", "# size"));
+        for c in &self.columns {
+            out.push_str(&format!("{:>w$}", c.header, w = width(c) + 2));
+        }
+        out.push('\n');
+        for row in &self.results {
+            out.push_str(&format!("{:<10}", row["size"].to_string()));
+            for c in &self.columns {
+                let cell = match &row[c.key] {
+                    Value::Number(n) => format!("{:.*}", c.decimals, n.as_f64().unwrap_or(0.0)),
+                    Value::Null => "-".into(),
+                    v => v.to_string(),
+                };
+                out.push_str(&format!("{:>w$}", cell, w = width(c) + 2));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Plots the `series` keys against message size (log-log) into an SVG file.
+    pub fn svg(
+        &self,
+        path: &std::path::Path,
+        series: &[(&str, &str)],
+        y_label: &str,
+    ) -> Result<(), String> {
+        let points = |key: &str| -> Vec<(f64, f64)> {
+            self.results
+                .iter()
+                .filter_map(|r| Some((r["size"].as_f64()?.max(1.0), r[key].as_f64()?)))
+                .filter(|&(_, y)| y > 0.0)
+                .collect()
+        };
+        let all: Vec<(f64, f64)> = series.iter().flat_map(|(k, _)| points(k)).collect();
+        if all.is_empty() {
+            return Ok(());
+        }
+        let (xmin, xmax) = all
+            .iter()
+            .fold((f64::MAX, 0f64), |a, p| (a.0.min(p.0), a.1.max(p.0)));
+        let (ymin, ymax) = all
+            .iter()
+            .fold((f64::MAX, 0f64), |a, p| (a.0.min(p.1), a.1.max(p.1)));
+        let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "rmx {} ({}, {} cores)",
+                    self.benchmark, self.transport, self.cores
+                ),
+                ("sans-serif", 22),
+            )
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (xmin..xmax * 1.5).log_scale(),
+                (ymin * 0.7..ymax * 1.4).log_scale(),
+            )
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("message size (bytes)")
+            .y_desc(y_label)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+        for (i, (key, label)) in series.iter().enumerate() {
+            let color = colors[i % colors.len()];
+            chart
+                .draw_series(LineSeries::new(points(key), color.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(*label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points(key)
+                        .into_iter()
+                        .map(|p| Circle::new(p, 3, color.filled())),
+                )
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,294 @@
+//! A rank: one core [`Endpoint`] bound to one `loop` port, with the memory the
+//! core names by handle (bounce slots, unexpected storage, user buffers).
+
+use rmx_core::{
+    Config, ConfigError, Endpoint, Loc, Nic, PostError, Posted, RecvError, Request, RequestError,
+    RxBuf, SendError, SlotId, Source, Stats, Status, TagSel, UserBuf,
+};
+
+use crate::clock::now_ns;
+use crate::loopnic::region::Mr;
+use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus};
+
+/// The capacities this shell builds the core with: up to 16 ranks, 64 credits
+/// per peer, 1024 posted receives and unexpected messages, 256 bounce slots.
+pub type CoreEndpoint = Endpoint<16, 1024, 1024, 256, 2048, 64>;
+
+const SLOTS: usize = 256;
+
+/// Memory the core reaches by handle, plus the port that moves it.
+pub struct LoopNic {
+    port: Port,
+    slot_size: usize,
+    slots: Vec<u8>,
+    slots_mr: Mr,
+    unexp_size: usize,
+    unexp: Vec<u8>,
+    user: Vec<(usize, usize)>,
+    user_free: Vec<u32>,
+}
+
+impl LoopNic {
+    fn new(port: Port, eager: usize, unexpected: usize) -> LoopNic {
+        let slot_size = (rmx_core::wire::HEADER_LEN + eager).div_ceil(64) * 64;
+        let slots = vec![0u8; slot_size * SLOTS];
+        let slots_mr = port.register(slots.as_ptr() as usize, slots.len(), 0);
+        LoopNic {
+            port,
+            slot_size,
+            slots,
+            slots_mr,
+            unexp_size: eager,
+            unexp: vec![0u8; eager.max(1) * unexpected],
+            user: Vec::new(),
+            user_free: Vec::new(),
+        }
+    }
+
+    fn add_user(&mut self, ptr: usize, len: usize) -> UserBuf {
+        match self.user_free.pop() {
+            Some(i) => {
+                self.user[i as usize] = (ptr, len);
+                UserBuf(i)
+            }
+            None => {
+                self.user.push((ptr, len));
+                UserBuf(self.user.len() as u32 - 1)
+            }
+        }
+    }
+
+    fn drop_user(&mut self, b: UserBuf) {
+        self.user_free.push(b.0);
+    }
+
+    /// Resolves a location to a pointer with `len` bytes behind it.
+    fn resolve(&mut self, l: Loc, len: usize) -> *mut u8 {
+        let (base, size, off) = match l {
+            Loc::Slot(s, o) => (
+                self.slots[s.0 as usize * self.slot_size..].as_mut_ptr(),
+                self.slot_size,
+                o,
+            ),
+            Loc::Rx(b, o) => {
+                let r = self.port.rx_bytes(b.0);
+                (r.as_ptr() as *mut u8, r.len(), o)
+            }
+            Loc::User(b, o) => {
+                let (p, n) = self.user[b.0 as usize];
+                (p as *mut u8, n, o)
+            }
+            Loc::Unexpected(i, o) => (
+                self.unexp[i as usize * self.unexp_size..].as_mut_ptr(),
+                self.unexp_size,
+                o,
+            ),
+        };
+        assert!(
+            off as usize + len <= size,
+            "core named {l:?}+{len} beyond {size} bytes"
+        );
+        // SAFETY: bounds checked just above.
+        unsafe { base.add(off as usize) }
+    }
+}
+
+impl Nic for LoopNic {
+    #[inline]
+    fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
+        let s = slot.0 as usize * self.slot_size;
+        &mut self.slots[s..s + self.slot_size]
+    }
+
+    #[inline]
+    fn rx(&self, buf: RxBuf) -> &[u8] {
+        self.port.rx_bytes(buf.0)
+    }
+
+    #[inline]
+    fn copy(&mut self, dst: Loc, src: Loc, len: usize) {
+        let s = self.resolve(src, len);
+        let d = self.resolve(dst, len);
+        // SAFETY: both ranges bounds-checked by `resolve`; distinct objects.
+        unsafe { std::ptr::copy_nonoverlapping(s, d, len) }
+    }
+
+    #[inline]
+    fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
+        let sge = Sge {
+            addr: self.slots.as_ptr() as usize + slot.0 as usize * self.slot_size,
+            len,
+            key: self.slots_mr.key,
+        };
+        match self.port.post_send(peer, slot.0 as u64, &[sge]) {
+            Ok(Some(Wc {
+                status: WcStatus::Success,
+                ..
+            })) => Ok(Posted::Done),
+            Ok(Some(_)) | Err(PostErr::BadPeer) => Err(PostError::Down),
+            Ok(None) => Ok(Posted::Later),
+            Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
+        }
+    }
+
+    #[inline]
+    fn repost(&mut self, buf: RxBuf) {
+        self.port.repost(buf.0)
+    }
+}
+
+/// One rank of a job on the `loop` transport.
+pub struct Rank {
+    ep: Box<CoreEndpoint>,
+    nic: LoopNic,
+    now: u64,
+    idle: u32,
+    wcs: Vec<Wc>,
+}
+
+/// A pending operation and the user-buffer handle it holds.
+#[must_use = "a request must be completed with wait or test"]
+#[derive(Debug)]
+pub struct Req {
+    req: Request,
+    buf: UserBuf,
+}
+
+impl Rank {
+    /// Rank `port.rank()` of `nranks`, using `cfg` for the core.
+    pub fn new(port: Port, nranks: u16, cfg: Config) -> Result<Rank, ConfigError> {
+        let me = port.rank();
+        let ep = Box::new(CoreEndpoint::new(cfg, me, nranks)?);
+        let unexpected = nranks as usize * cfg.credits as usize;
+        Ok(Rank {
+            ep,
+            nic: LoopNic::new(port, cfg.eager_threshold as usize, unexpected),
+            now: now_ns(),
+            idle: 0,
+            wcs: Vec::new(),
+        })
+    }
+
+    pub fn rank(&self) -> u16 {
+        self.ep.rank()
+    }
+
+    pub fn stats(&self) -> &Stats {
+        self.ep.stats()
+    }
+
+    /// Starts a send of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid and unmodified until the request completes.
+    pub unsafe fn isend_raw(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Req, SendError> {
+        let buf = self.nic.add_user(ptr as usize, len);
+        match self
+            .ep
+            .isend(self.now, &mut self.nic, dest, tag, 0, buf, len as u32)
+        {
+            Ok(req) => Ok(Req { req, buf }),
+            Err(e) => {
+                self.nic.drop_user(buf);
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a receive into `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid, and not be accessed, until the request completes.
+    pub unsafe fn irecv_raw(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Req, RecvError> {
+        let buf = self.nic.add_user(ptr as usize, len);
+        match self
+            .ep
+            .irecv(self.now, &mut self.nic, src, tag, 0, buf, len as u32)
+        {
+            Ok(req) => Ok(Req { req, buf }),
+            Err(e) => {
+                self.nic.drop_user(buf);
+                Err(e)
+            }
+        }
+    }
+
+    /// Completes `req` if it is done; otherwise hands it back.
+    pub fn test(&mut self, req: Req) -> Result<Status, Req> {
+        match self.ep.test(req.req) {
+            Ok(Some(st)) => {
+                self.nic.drop_user(req.buf);
+                Ok(st)
+            }
+            Ok(None) => Err(req),
+            Err(RequestError::Stale) => unreachable!("Req is consumed when it completes"),
+        }
+    }
+
+    /// Drives progress until `req` completes.
+    pub fn wait(&mut self, mut req: Req) -> Status {
+        loop {
+            match self.test(req) {
+                Ok(st) => return st,
+                Err(r) => req = r,
+            }
+            self.progress();
+        }
+    }
+
+    /// Blocking send (returns once the data left `data`).
+    pub fn send(&mut self, dest: u16, tag: u32, data: &[u8]) -> Result<(), SendError> {
+        // SAFETY: waited for before `data`'s borrow ends.
+        let r = unsafe { self.isend_raw(dest, tag, data.as_ptr(), data.len())? };
+        self.wait(r);
+        Ok(())
+    }
+
+    /// Blocking receive into `data`.
+    pub fn recv(&mut self, src: Source, tag: TagSel, data: &mut [u8]) -> Result<Status, RecvError> {
+        // SAFETY: waited for before `data`'s borrow ends.
+        let r = unsafe { self.irecv_raw(src, tag, data.as_mut_ptr(), data.len())? };
+        Ok(self.wait(r))
+    }
+
+    /// Cancels a posted receive; `true` if it had not matched yet.
+    pub fn cancel(&mut self, req: &Req) -> bool {
+        self.ep.cancel(req.req).unwrap_or(false)
+    }
+
+    /// Polls the NIC once: receives, send completions, and (every few idle
+    /// rounds) the clock and the core's timers. Returns packets handled.
+    #[inline]
+    pub fn progress(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(wc) = self.nic.port.poll_recv() {
+            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
+            n += 1;
+        }
+        if self.nic.port.poll_cq(&mut self.wcs) > 0 {
+            for wc in self.wcs.drain(..) {
+                self.ep.on_send_complete(SlotId(wc.wr_id as u16));
+            }
+        }
+        self.idle = if n > 0 { 0 } else { self.idle + 1 };
+        if self.idle % 64 == 1 {
+            self.now = now_ns();
+            if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.ep.poll(self.now, &mut self.nic);
+            }
+        }
+        n
+    }
+}
