@@ -85,6 +85,8 @@ pub struct Endpoint<
     reqs: Table<REQS>,
     queued: Deque<QueuedSend, REQS>,
     unposted: Deque<u16, SLOTS>,
+    /// A bounce slot came free while sends were queued: flush at the next poll.
+    flush_due: bool,
     deadline: Option<u64>,
     stats: Stats,
 }
@@ -145,6 +147,7 @@ impl<
             reqs: Table::new(),
             queued: Deque::new(),
             unposted: Deque::new(),
+            flush_due: false,
             deadline: None,
             stats: Stats::default(),
         })
@@ -342,7 +345,9 @@ impl<
                 self.arrive(now, nic, env, buf, len);
             }
         }
-        if self.peers[src].peer_consumed != before && self.peers[src].queued > 0 {
+        let credit_back = self.peers[src].peer_consumed != before && self.peers[src].queued > 0;
+        if credit_back || (self.flush_due && !self.queued.is_empty()) {
+            self.flush_due = false;
             self.flush_queued(now, nic);
         }
     }
@@ -477,6 +482,7 @@ impl<
                 self.slots[s as usize].awaiting_ack = false;
                 if !self.slots[s as usize].busy() {
                     let _ = self.free_slots.push(s);
+                    self.flush_due |= !self.queued.is_empty();
                 }
             }
             let p = &mut self.peers[src];
@@ -659,6 +665,7 @@ impl<
         m.in_nic = false;
         if !m.busy() {
             let _ = self.free_slots.push(slot.0);
+            self.flush_due |= !self.queued.is_empty();
         }
     }
 
@@ -693,7 +700,7 @@ impl<
 
     /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if !self.queued.is_empty() || !self.unposted.is_empty() {
+        if self.flush_due || !self.unposted.is_empty() {
             return Some(0);
         }
         self.deadline
@@ -702,6 +709,7 @@ impl<
     /// Runs timers: retransmission, delayed acks and credit returns, queued sends.
     pub fn poll<N: Nic>(&mut self, now: u64, nic: &mut N) {
         self.retry_unposted(nic);
+        self.flush_due = false;
         self.flush_queued(now, nic);
         self.deadline = None;
         for i in 0..self.npeers as usize {

@@ -1,0 +1,6 @@
+//! Test harnesses for rmx-core: an in-memory NIC ([`memnic`]) and a deterministic
+//! network simulator ([`sim`]) with virtual time and seeded faults.
+
+pub mod memnic;
+pub mod rng;
+pub mod sim;

@@ -1,0 +1,333 @@
+//! A deterministic simulator: N core endpoints on a virtual network with
+//! virtual time and seeded loss, duplication, reordering and delay.
+//!
+//! Every rank sends a stream of messages of random sizes to random peers and
+//! keeps receives posted with wildcards. Each payload names its sender, its
+//! destination and its index in that pair's stream, so the checker can demand
+//! exactly-once, in-order, byte-exact delivery. The same seed replays the same run.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rmx_core::{Config, Endpoint, Request, Source, Stats, TagSel, UserBuf};
+
+use crate::memnic::MemNic;
+use crate::rng::Rng;
+
+/// The endpoint the simulator runs: up to 8 ranks, 16 credits per peer.
+pub type SimEndpoint = Endpoint<8, 64, 128, 64, 256, 16>;
+
+/// Faults of the virtual network, in parts per million per packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Faults {
+    pub loss_ppm: u32,
+    pub dup_ppm: u32,
+    /// A packet is held back by up to `reorder_ns` extra.
+    pub reorder_ppm: u32,
+    pub reorder_ns: u64,
+    /// Every packet takes `delay_ns` plus up to `jitter_ns`.
+    pub delay_ns: u64,
+    pub jitter_ns: u64,
+}
+
+impl Faults {
+    pub const NONE: Faults = Faults {
+        loss_ppm: 0,
+        dup_ppm: 0,
+        reorder_ppm: 0,
+        reorder_ns: 0,
+        delay_ns: 1_000,
+        jitter_ns: 0,
+    };
+
+    /// A hostile network: 5% loss, 2% duplication, 10% reordering.
+    pub const LOSSY: Faults = Faults {
+        loss_ppm: 50_000,
+        dup_ppm: 20_000,
+        reorder_ppm: 100_000,
+        reorder_ns: 30_000,
+        delay_ns: 2_000,
+        jitter_ns: 3_000,
+    };
+}
+
+/// What to run.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    pub ranks: u16,
+    /// Messages each rank sends.
+    pub messages: usize,
+    pub max_size: u32,
+    pub faults: Faults,
+    /// Bypass the reliability layer (only sensible with `Faults::NONE`).
+    pub reliable: bool,
+    /// Receives each rank keeps posted.
+    pub posted: usize,
+}
+
+/// What a successful run did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub delivered: usize,
+    pub virtual_ns: u64,
+    pub stats: Vec<Stats>,
+}
+
+const EAGER: u32 = 512;
+const ID: usize = 8;
+
+fn payload(src: u16, dst: u16, n: u32, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&src.to_le_bytes());
+    v.extend_from_slice(&dst.to_le_bytes());
+    v.extend_from_slice(&n.to_le_bytes());
+    let mut x = (src as u32) << 20 ^ (dst as u32) << 10 ^ n;
+    while v.len() < len {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        v.push((x >> 16) as u8);
+    }
+    v
+}
+
+struct Rank {
+    ep: SimEndpoint,
+    nic: MemNic,
+    /// (destination, size) of each send still to start.
+    to_send: Vec<(u16, usize)>,
+    next_n: Vec<u32>,
+    sends: Vec<Request>,
+    recvs: Vec<(Request, UserBuf)>,
+    expect_n: Vec<u32>,
+    expected_total: usize,
+    received: usize,
+}
+
+struct InFlight {
+    at: u64,
+    order: u64,
+    dst: u16,
+    bytes: Vec<u8>,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.order) == (o.at, o.order)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for InFlight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.order).cmp(&(o.at, o.order))
+    }
+}
+
+/// Runs one simulation. `Err` explains the first violation; include the seed
+/// when reporting it, since the same seed replays the same run.
+pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
+    let mut rng = Rng::new(seed);
+    let cfg = if p.reliable {
+        Config::reliable(EAGER, 16)
+    } else {
+        let mut c = Config::unreliable(EAGER, 16);
+        c.rto_ns = 50_000;
+        c.ack_delay_ns = 5_000;
+        c
+    };
+    let max = (p.max_size.min(EAGER) as usize).max(ID);
+    let mut ranks: Vec<Rank> = (0..p.ranks)
+        .map(|me| {
+            let to_send = (0..p.messages)
+                .map(|_| {
+                    let mut d = rng.below(p.ranks as u64 - 1) as u16;
+                    if d >= me {
+                        d += 1;
+                    }
+                    (d, ID + rng.below((max - ID + 1) as u64) as usize)
+                })
+                .collect();
+            Ok(Rank {
+                ep: SimEndpoint::new(cfg, me, p.ranks).map_err(|e| format!("config: {e:?}"))?,
+                nic: MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize),
+                to_send,
+                next_n: vec![0; p.ranks as usize],
+                sends: Vec::new(),
+                recvs: Vec::new(),
+                expect_n: vec![0; p.ranks as usize],
+                expected_total: 0,
+                received: 0,
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    for s in 0..ranks.len() {
+        for i in 0..ranks[s].to_send.len() {
+            let d = ranks[s].to_send[i].0 as usize;
+            ranks[d].expected_total += 1;
+        }
+    }
+    let total: usize = ranks.iter().map(|r| r.expected_total).sum();
+    let mut net: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
+    let mut order = 0u64;
+    let mut now = 0u64;
+    let limit = 120_000_000_000u64;
+    for _step in 0..10_000_000u64 {
+        // Application work on every rank.
+        for (me, r) in ranks.iter_mut().enumerate() {
+            app_step(now, me as u16, r, p, max)?;
+        }
+        // The network takes what was posted.
+        for r in ranks.iter_mut() {
+            for (dst, bytes) in r.nic.outbox.drain(..) {
+                if rng.chance(p.faults.loss_ppm) {
+                    continue;
+                }
+                let copies = if rng.chance(p.faults.dup_ppm) { 2 } else { 1 };
+                for _ in 0..copies {
+                    let mut at = now + p.faults.delay_ns;
+                    if p.faults.jitter_ns > 0 {
+                        at += rng.below(p.faults.jitter_ns);
+                    }
+                    if p.faults.reorder_ns > 0 && rng.chance(p.faults.reorder_ppm) {
+                        at += rng.below(p.faults.reorder_ns);
+                    }
+                    order += 1;
+                    net.push(Reverse(InFlight {
+                        at,
+                        order,
+                        dst,
+                        bytes: bytes.clone(),
+                    }));
+                }
+            }
+        }
+        let delivered: usize = ranks.iter().map(|r| r.received).sum();
+        let sends_left = ranks
+            .iter()
+            .any(|r| !r.to_send.is_empty() || !r.sends.is_empty());
+        if delivered == total && !sends_left {
+            return Ok(Outcome {
+                delivered,
+                virtual_ns: now,
+                stats: ranks.iter().map(|r| *r.ep.stats()).collect(),
+            });
+        }
+        // Advance virtual time to the next packet or timer.
+        let next_pkt = net.peek().map(|Reverse(f)| f.at);
+        let next_timer = ranks.iter().filter_map(|r| r.ep.poll_timeout()).min();
+        let next = match (next_pkt, next_timer) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => {
+                if sends_left || ranks.iter().any(|r| r.received < r.expected_total) {
+                    return Err(format!(
+                        "stalled at {now} ns: {delivered}/{total} delivered, nothing in flight, no timer"
+                    ));
+                }
+                now
+            }
+        };
+        now = now.max(next);
+        if now > limit {
+            return Err(format!(
+                "no completion within {limit} virtual ns: {delivered}/{total}"
+            ));
+        }
+        while net.peek().is_some_and(|Reverse(f)| f.at <= now) {
+            let Reverse(f) = net.pop().expect("peeked");
+            let r = &mut ranks[f.dst as usize];
+            let buf = r.nic.deliver(f.bytes);
+            r.ep.on_receive(now, &mut r.nic, buf);
+        }
+        for r in ranks.iter_mut() {
+            if r.ep.poll_timeout().is_some_and(|t| t <= now) {
+                r.ep.poll(now, &mut r.nic);
+            }
+        }
+    }
+    Err("step limit reached".into())
+}
+
+fn app_step(now: u64, me: u16, r: &mut Rank, p: &Params, max: usize) -> Result<(), String> {
+    // Start one send per step.
+    if let Some(&(dst, len)) = r.to_send.first() {
+        let n = r.next_n[dst as usize];
+        let buf = r.nic.user_buf(payload(me, dst, n, len));
+        match r.ep.isend(now, &mut r.nic, dst, 7, 0, buf, len as u32) {
+            Ok(req) => {
+                r.to_send.remove(0);
+                r.next_n[dst as usize] += 1;
+                if req != Request::COMPLETE {
+                    r.sends.push(req);
+                }
+            }
+            Err(rmx_core::SendError::RequestTableFull) => {}
+            Err(e) => return Err(format!("rank {me}: isend failed: {e:?}")),
+        }
+    }
+    let mut i = 0;
+    while i < r.sends.len() {
+        match r.ep.test(r.sends[i]) {
+            Ok(Some(_)) => {
+                r.sends.swap_remove(i);
+            }
+            Ok(None) => i += 1,
+            Err(e) => return Err(format!("rank {me}: send test: {e:?}")),
+        }
+    }
+    // Check completed receives, then keep `posted` receives outstanding.
+    let mut i = 0;
+    while i < r.recvs.len() {
+        let (req, buf) = r.recvs[i];
+        match r.ep.test(req) {
+            Ok(Some(st)) => {
+                r.recvs.remove(i);
+                let got = &r.nic.user[buf.0 as usize][..st.len as usize];
+                if got.len() < ID {
+                    return Err(format!("rank {me}: short message {got:?}"));
+                }
+                let src = u16::from_le_bytes([got[0], got[1]]);
+                let dst = u16::from_le_bytes([got[2], got[3]]);
+                let n = u32::from_le_bytes([got[4], got[5], got[6], got[7]]);
+                if dst != me || src != st.source {
+                    return Err(format!(
+                        "rank {me}: misdelivered {src}->{dst} (status source {})",
+                        st.source
+                    ));
+                }
+                let want = r.expect_n[src as usize];
+                if n != want {
+                    return Err(format!(
+                        "rank {me}: from {src} got message #{n}, expected #{want} (lost, duplicated or reordered)"
+                    ));
+                }
+                if got != payload(src, dst, n, got.len()) {
+                    return Err(format!("rank {me}: message #{n} from {src} corrupted"));
+                }
+                r.expect_n[src as usize] += 1;
+                r.received += 1;
+            }
+            Ok(None) => i += 1,
+            Err(e) => return Err(format!("rank {me}: recv test: {e:?}")),
+        }
+    }
+    while r.recvs.len() < p.posted && r.received + r.recvs.len() < r.expected_total {
+        let buf = r.nic.user_buf(vec![0; max]);
+        match r.ep.irecv(
+            now,
+            &mut r.nic,
+            Source::Any,
+            TagSel::Any,
+            0,
+            buf,
+            max as u32,
+        ) {
+            Ok(req) => r.recvs.push((req, buf)),
+            Err(e) => return Err(format!("rank {me}: irecv failed: {e:?}")),
+        }
+    }
+    Ok(())
+}
