@@ -193,6 +193,14 @@ fn info(json_out: bool) {
     println!("  peer_bytes        {}", CoreEndpoint::PEER_BYTES);
 }
 
+/// One benchmark of the suite and how to plot it.
+struct SuiteEntry {
+    name: &'static str,
+    run: fn(&Opts, Config, LoopConfig) -> Report,
+    series: &'static [(&'static str, &'static str)],
+    y_label: &'static str,
+}
+
 fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let o = Opts {
@@ -204,36 +212,37 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         quiet: false,
     };
     let mut md = String::from("# rmx benchmark report\n\n");
-    let runs: [(
-        &str,
-        fn(&Opts, Config, LoopConfig) -> Report,
-        Vec<(&str, &str)>,
-        &str,
-    ); 2] = [
-        (
-            "pingpong",
-            bench::pingpong::run,
-            vec![
+    let runs: [SuiteEntry; 2] = [
+        SuiteEntry {
+            name: "pingpong",
+            run: bench::pingpong::run,
+            series: &[
                 ("latency_us", "rmx latency"),
                 ("floor_us", "shared-memory floor"),
             ],
-            "one-way latency (us)",
-        ),
-        (
-            "bw",
-            bench::bw::run,
-            vec![("mb_per_s", "rmx bandwidth")],
-            "MB/s",
-        ),
+            y_label: "one-way latency (us)",
+        },
+        SuiteEntry {
+            name: "bw",
+            run: bench::bw::run,
+            series: &[("mb_per_s", "rmx bandwidth")],
+            y_label: "MB/s",
+        },
     ];
-    for (name, f, series, ylabel) in runs {
-        let r = f(&o, Config::default(), LoopConfig::default());
-        print!("{}\n", r.table());
+    for SuiteEntry {
+        name,
+        run,
+        series,
+        y_label,
+    } in runs
+    {
+        let r = run(&o, Config::default(), LoopConfig::default());
+        println!("{}", r.table());
         let write = |file: String, body: String| {
             std::fs::write(out.join(&file), body).map_err(|e| format!("cannot write {file}: {e}"))
         };
         write(format!("{name}.json"), r.json())?;
-        r.svg(&out.join(format!("{name}.svg")), &series, ylabel)?;
+        r.svg(&out.join(format!("{name}.svg")), series, y_label)?;
         if name == "bw" {
             r.svg(
                 &out.join("msgrate.svg"),

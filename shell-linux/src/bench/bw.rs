@@ -46,7 +46,7 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
             };
             post(r, rbufs, &mut reqs);
             for i in 0..n {
-                let mut done: Vec<Req> = reqs.drain(..).collect();
+                let mut done: Vec<Req> = std::mem::take(&mut reqs);
                 for q in done.drain(..) {
                     r.wait(q);
                 }

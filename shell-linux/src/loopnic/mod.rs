@@ -11,7 +11,7 @@ pub mod region;
 pub mod ring;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use engine::{Engine, Job};
@@ -73,6 +73,8 @@ pub enum WcStatus {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wc {
     pub wr_id: u64,
+    /// The connection (peer rank) the work request was posted on.
+    pub qp: u16,
     pub op: WcOp,
     pub status: WcStatus,
     pub len: usize,
@@ -149,9 +151,19 @@ impl Fabric {
             rank,
             shared: Arc::clone(&self.shared),
             head: 0,
-            outstanding: (0..n).map(|_| Arc::new(AtomicU32::new(0))).collect(),
+            outstanding: vec![0; n],
         }
     }
+}
+
+/// Takes a send-queue entry of connection `peer`, if one is free.
+fn reserve_sq(outstanding: &mut [u32], depth: u32, peer: u16) -> Result<(), PostErr> {
+    let o = &mut outstanding[peer as usize];
+    if *o >= depth {
+        return Err(PostErr::SqFull);
+    }
+    *o += 1;
+    Ok(())
 }
 
 /// One rank's view of the NIC. Not shared between threads.
@@ -159,7 +171,9 @@ pub struct Port {
     rank: u16,
     shared: Arc<Shared>,
     head: u64,
-    outstanding: Vec<Arc<AtomicU32>>,
+    /// Offloaded work requests per connection whose completion is not yet
+    /// polled: as in verbs, a send-queue entry frees when its CQE is polled.
+    outstanding: Vec<u32>,
 }
 
 impl Port {
@@ -196,19 +210,6 @@ impl Port {
         Ok(total)
     }
 
-    fn peer(&self, peer: u16) -> Result<&Hca, PostErr> {
-        self.shared.hcas.get(peer as usize).ok_or(PostErr::BadPeer)
-    }
-
-    fn reserve_sq(&self, peer: u16) -> Result<(), PostErr> {
-        let o = &self.outstanding[peer as usize];
-        if o.load(Ordering::Acquire) >= self.shared.cfg.sq_depth {
-            return Err(PostErr::SqFull);
-        }
-        o.fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-
     /// SEND with a gather list. Consumes one receive buffer at `peer`.
     /// `Ok(Some(wc))`: completed during the call; `Ok(None)`: completes in the CQ.
     pub fn post_send(
@@ -217,9 +218,14 @@ impl Port {
         wr_id: u64,
         sges: &[Sge],
     ) -> Result<Option<Wc>, PostErr> {
-        let dst = self.peer(peer)?;
+        let dst = self
+            .shared
+            .hcas
+            .get(peer as usize)
+            .ok_or(PostErr::BadPeer)?;
         let done = move |status, len| Wc {
             wr_id,
+            qp: peer,
             op: WcOp::Send,
             status,
             len,
@@ -233,11 +239,11 @@ impl Port {
         }
         let big = total > self.shared.cfg.inline_max;
         if big {
-            self.reserve_sq(peer)?;
+            reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
         let Some(pos) = dst.ring.claim() else {
             if big {
-                self.outstanding[peer as usize].fetch_sub(1, Ordering::AcqRel);
+                self.outstanding[peer as usize] -= 1;
             }
             return Err(PostErr::Rnr);
         };
@@ -254,22 +260,16 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, total)));
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
-        let (me, shared, out) = (
-            self.rank,
-            Arc::clone(&self.shared),
-            Arc::clone(&self.outstanding[peer as usize]),
-        );
+        let (me, shared) = (self.rank, Arc::clone(&self.shared));
         let mut off = 0;
         let n = sges.len();
         for (k, s) in sges.iter().enumerate() {
             let then: Box<dyn FnOnce() + Send> = if k + 1 == n {
                 let shared = Arc::clone(&shared);
-                let out = Arc::clone(&out);
                 Box::new(move || {
                     shared.hcas[peer as usize]
                         .ring
                         .publish(pos, total as u32, None, me);
-                    out.fetch_sub(1, Ordering::AcqRel);
                     shared.hcas[me as usize].complete(done(WcStatus::Success, total));
                 })
             } else {
@@ -323,9 +323,14 @@ impl Port {
         rkey: u32,
         imm: Option<u32>,
     ) -> Result<Option<Wc>, PostErr> {
-        let dst = self.peer(peer)?;
+        let dst = self
+            .shared
+            .hcas
+            .get(peer as usize)
+            .ok_or(PostErr::BadPeer)?;
         let done = move |status, len| Wc {
             wr_id,
+            qp: peer,
             op,
             status,
             len,
@@ -342,14 +347,14 @@ impl Port {
         }
         let big = local.len > self.shared.cfg.inline_max;
         if big {
-            self.reserve_sq(peer)?;
+            reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
         let imm_pos = match imm {
             Some(_) => match dst.ring.claim() {
                 Some(p) => Some(p),
                 None => {
                     if big {
-                        self.outstanding[peer as usize].fetch_sub(1, Ordering::AcqRel);
+                        self.outstanding[peer as usize] -= 1;
                     }
                     return Err(PostErr::Rnr);
                 }
@@ -370,7 +375,6 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
         let shared = Arc::clone(&self.shared);
-        let out = Arc::clone(&self.outstanding[peer as usize]);
         let len = local.len;
         self.shared.engine.submit(Job {
             dst: to,
@@ -380,7 +384,6 @@ impl Port {
                 if let (Some(pos), Some(v)) = (imm_pos, imm) {
                     shared.hcas[peer as usize].ring.publish(pos, 0, Some(v), me);
                 }
-                out.fetch_sub(1, Ordering::AcqRel);
                 shared.hcas[me as usize].complete(done(WcStatus::Success, len));
             }),
         });
@@ -408,13 +411,16 @@ impl Port {
     /// Moves send-side completions of offloaded operations into `out`.
     #[inline]
     pub fn poll_cq(&mut self, out: &mut Vec<Wc>) -> usize {
-        let hca = self.hca();
+        let hca = &self.shared.hcas[self.rank as usize];
         if hca.cq_len.load(Ordering::Acquire) == 0 {
             return 0;
         }
         let mut q = hca.cq.lock().unwrap_or_else(|e| e.into_inner());
         let n = q.len();
-        out.extend(q.drain(..));
+        for wc in q.drain(..) {
+            self.outstanding[wc.qp as usize] -= 1;
+            out.push(wc);
+        }
         hca.cq_len.fetch_sub(n, Ordering::AcqRel);
         n
     }
