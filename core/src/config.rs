@@ -12,6 +12,10 @@ pub struct Config {
     /// The transport delivers every packet once and in order (loop, verbs RC):
     /// sequence checks, acknowledgements and retransmission are bypassed.
     pub reliable: bool,
+    /// Largest payload sent inline (header and payload copied straight from the
+    /// user buffer by the NIC's post, no bounce slot). Reliable transports only;
+    /// 0 disables it.
+    pub inline_max: u32,
     /// First retransmission timeout; doubles on each expiry up to `rto_max_ns`.
     pub rto_ns: u64,
     pub rto_max_ns: u64,
@@ -27,6 +31,7 @@ impl Config {
             credits,
             credit_return: if credits / 2 > 0 { credits / 2 } else { 1 },
             reliable: true,
+            inline_max: 0,
             rto_ns: 200_000,
             rto_max_ns: 50_000_000,
             ack_delay_ns: 20_000,
@@ -37,6 +42,7 @@ impl Config {
     pub const fn unreliable(eager_threshold: u32, credits: u16) -> Config {
         let mut c = Config::reliable(eager_threshold, credits);
         c.reliable = false;
+        c.inline_max = 0;
         c
     }
 }

@@ -503,13 +503,10 @@ impl<
     /// kept for control packets, so acknowledgements can never deadlock.
     fn try_send<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> bool {
         let d = q.dest as usize;
-        if self.peers[d].credits_left(self.cfg.credits) == 0 || self.free_slots.len() < 2 {
+        if self.peers[d].credits_left(self.cfg.credits) == 0 {
             return false;
         }
-        let Some(slot) = self.free_slots.pop() else {
-            return false;
-        };
-        let p = &mut self.peers[d];
+        let p = &self.peers[d];
         let h = Header {
             kind: Kind::Eager,
             src: self.me,
@@ -520,10 +517,35 @@ impl<
             ack: p.rx_next,
             credit: p.consumed,
         };
-        p.tx_seq = p.tx_seq.wrapping_add(1);
-        p.consumed_sent = p.consumed;
-        p.ack_sent = p.rx_next;
-        p.ack_at = None;
+        if q.len <= self.cfg.inline_max && self.cfg.reliable {
+            let mut hdr = [0u8; HEADER_LEN];
+            let _ = h.encode(&mut hdr);
+            match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
+                Ok(()) => {
+                    self.stats.packets_out += 1;
+                    self.sent(d, &h);
+                    return true;
+                }
+                Err(PostError::Busy) => {
+                    // Receiver not ready: retry from the queue at the next poll.
+                    self.stats.post_busy += 1;
+                    self.flush_due = true;
+                    return false;
+                }
+                Err(PostError::Down) => {
+                    self.stats.post_down += 1;
+                    self.sent(d, &h);
+                    return true;
+                }
+                Err(PostError::Unsupported) => {}
+            }
+        }
+        if self.free_slots.len() < 2 {
+            return false;
+        }
+        let Some(slot) = self.free_slots.pop() else {
+            return false;
+        };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
         if q.len > 0 {
             nic.copy(
@@ -532,10 +554,10 @@ impl<
                 q.len as usize,
             );
         }
-        let len = HEADER_LEN as u32 + q.len;
+        self.sent(d, &h);
         self.slots[slot as usize] = SlotMeta {
             peer: q.dest,
-            len,
+            len: HEADER_LEN as u32 + q.len,
             seq: h.seq,
             in_nic: false,
             awaiting_ack: !self.cfg.reliable,
@@ -550,9 +572,18 @@ impl<
                 self.arm(t);
             }
         }
-        self.stats.messages_out += 1;
         self.post(nic, slot);
         true
+    }
+
+    /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
+    fn sent(&mut self, d: usize, h: &Header) {
+        let p = &mut self.peers[d];
+        p.tx_seq = p.tx_seq.wrapping_add(1);
+        p.consumed_sent = h.credit;
+        p.ack_sent = h.ack;
+        p.ack_at = None;
+        self.stats.messages_out += 1;
     }
 
     /// Posts an encoded slot and frees it if nothing else holds it.
@@ -568,7 +599,7 @@ impl<
                 // Cannot fail: at most SLOTS slots exist.
                 let _ = self.unposted.push_back(slot);
             }
-            Err(PostError::Down) => self.stats.post_down += 1,
+            Err(PostError::Down | PostError::Unsupported) => self.stats.post_down += 1,
         }
         if !self.slots[slot as usize].busy() {
             let _ = self.free_slots.push(slot);

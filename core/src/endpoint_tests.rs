@@ -20,6 +20,9 @@ struct MockNic {
     reposted: Vec<u32>,
     busy: bool,
     later: bool,
+    /// Accept inline sends (else the trait's default: unsupported).
+    inline: bool,
+    inline_sent: usize,
 }
 
 impl MockNic {
@@ -76,6 +79,26 @@ impl Nic for MockNic {
     }
     fn repost(&mut self, buf: RxBuf) {
         self.reposted.push(buf.0);
+    }
+    fn send_inline(
+        &mut self,
+        peer: u16,
+        header: &[u8],
+        payload: Loc,
+        len: usize,
+    ) -> Result<(), PostError> {
+        if !self.inline {
+            return Err(PostError::Unsupported);
+        }
+        if self.busy {
+            return Err(PostError::Busy);
+        }
+        let (v, o) = self.place(payload);
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(&v[o..o + len]);
+        self.wire.push_back((peer, bytes));
+        self.inline_sent += 1;
+        Ok(())
     }
 }
 
@@ -422,3 +445,69 @@ fn configuration_is_validated_against_capacities() {
 // checked at compile time: a regression fails the build.
 const _: () = assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < Ep::ENDPOINT_BYTES);
 const _: () = assert!(Ep::PEER_BYTES <= 1024);
+
+fn inline_cfg() -> Config {
+    Config {
+        inline_max: 16,
+        ..Config::reliable(THRESHOLD, 4)
+    }
+}
+
+#[test]
+fn small_sends_go_inline_and_larger_ones_through_a_slot() {
+    let (mut a, mut an, mut b, mut bn) = pair(inline_cfg());
+    an.inline = true;
+    let small = an.buf(b"tiny");
+    let large = an.buf(&[5; 100]);
+    a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
+    a.isend(0, &mut an, 1, 2, 0, large, 100).unwrap();
+    assert_eq!(an.inline_sent, 1, "only the 4-byte message fits inline");
+    let d1 = bn.buf(&[0; 4]);
+    let d2 = bn.buf(&[0; 100]);
+    let r1 = b
+        .irecv(0, &mut bn, ANY.0, TagSel::Tag(1), 0, d1, 4)
+        .unwrap();
+    let r2 = b
+        .irecv(0, &mut bn, ANY.0, TagSel::Tag(2), 0, d2, 100)
+        .unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    assert_eq!(b.test(r1).unwrap().unwrap().len, 4);
+    assert_eq!(b.test(r2).unwrap().unwrap().len, 100);
+    assert_eq!(&bn.user[0][..], b"tiny");
+    assert_eq!(bn.user[1], vec![5; 100]);
+}
+
+#[test]
+fn inline_falls_back_to_a_slot_when_the_nic_cannot() {
+    let (mut a, mut an, _, _) = pair(inline_cfg());
+    let small = an.buf(b"tiny");
+    a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
+    assert_eq!((an.inline_sent, an.wire.len()), (0, 1));
+}
+
+#[test]
+fn inline_to_a_busy_receiver_queues_and_retries() {
+    let (mut a, mut an, _, _) = pair(inline_cfg());
+    an.inline = true;
+    an.busy = true;
+    let small = an.buf(b"tiny");
+    let r = a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
+    assert_ne!(r, Request::COMPLETE);
+    assert_eq!(a.poll_timeout(), Some(0), "a retry is due");
+    an.busy = false;
+    a.poll(1, &mut an);
+    assert_eq!(an.inline_sent, 1);
+    assert!(a.test(r).unwrap().is_some());
+}
+
+#[test]
+fn lossy_transports_never_send_inline() {
+    let mut cfg = Config::unreliable(THRESHOLD, 4);
+    cfg.inline_max = 64;
+    let (mut a, mut an, _, _) = pair(cfg);
+    an.inline = true;
+    let small = an.buf(b"tiny");
+    a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
+    assert_eq!(an.inline_sent, 0, "a retransmission needs the bounce slot");
+    assert_eq!(an.wire.len(), 1);
+}

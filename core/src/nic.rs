@@ -45,6 +45,8 @@ pub enum PostError {
     Busy,
     /// The connection is gone; the core counts it and drops the packet.
     Down,
+    /// The NIC cannot do this (e.g. no inline sends); the core uses another way.
+    Unsupported,
 }
 
 /// Implemented by a shell for the NIC and memory it owns.
@@ -59,4 +61,19 @@ pub trait Nic {
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError>;
     /// The core is done with a receive buffer; the NIC may fill it again.
     fn repost(&mut self, buf: RxBuf);
+
+    /// Sends `header` then `len` bytes at `payload` as one packet, copied out by
+    /// the CPU during the call (verbs' `IBV_SEND_INLINE`): no bounce slot, no
+    /// key check, no completion. Called only on reliable transports, for
+    /// payloads up to `Config::inline_max`.
+    fn send_inline(
+        &mut self,
+        peer: u16,
+        header: &[u8],
+        payload: Loc,
+        len: usize,
+    ) -> Result<(), PostError> {
+        let _ = (peer, header, payload, len);
+        Err(PostError::Unsupported)
+    }
 }

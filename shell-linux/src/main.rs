@@ -110,7 +110,7 @@ fn opts(a: &BenchArgs) -> Result<Opts, String> {
             a.min_size, a.max_size
         ));
     }
-    let cfg = Config::default();
+    let cfg = rmx_linux::rank::loop_config();
     if a.max_size > cfg.eager_threshold as usize {
         return Err(format!(
             "--max-size {} exceeds the eager threshold ({} bytes); larger messages need the \
@@ -140,7 +140,7 @@ fn emit(r: &Report, json: bool) {
 }
 
 fn info(json_out: bool) {
-    let cfg = Config::default();
+    let cfg = rmx_linux::rank::loop_config();
     let nic = LoopConfig::default();
     let doc = json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -236,7 +236,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         y_label,
     } in runs
     {
-        let r = run(&o, Config::default(), LoopConfig::default());
+        let r = run(&o, rmx_linux::rank::loop_config(), LoopConfig::default());
         println!("{}", r.table());
         let write = |file: String, body: String| {
             std::fs::write(out.join(&file), body).map_err(|e| format!("cannot write {file}: {e}"))
@@ -270,13 +270,13 @@ fn main() -> ExitCode {
         }
         Cmd::Bench(BenchCmd::Pingpong(a)) => opts(&a).map(|o| {
             emit(
-                &bench::pingpong::run(&o, Config::default(), LoopConfig::default()),
+                &bench::pingpong::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
                 a.json,
             )
         }),
         Cmd::Bench(BenchCmd::Bw(a)) => opts(&a).map(|o| {
             emit(
-                &bench::bw::run(&o, Config::default(), LoopConfig::default()),
+                &bench::bw::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
                 a.json,
             )
         }),

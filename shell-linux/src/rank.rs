@@ -16,6 +16,16 @@ pub type CoreEndpoint = Endpoint<16, 1024, 1024, 256, 2048, 64>;
 
 const SLOTS: usize = 256;
 
+/// The core configuration the `loop` transport runs with: reliable (no
+/// sequence checks or acks), 8 KiB eager threshold, 64 credits per peer, and
+/// inline sends up to what the port can inline.
+pub fn loop_config() -> Config {
+    Config {
+        inline_max: u32::MAX,
+        ..Config::reliable(8192, 64)
+    }
+}
+
 /// Memory the core reaches by handle, plus the port that moves it.
 pub struct LoopNic {
     port: Port,
@@ -128,6 +138,26 @@ impl Nic for LoopNic {
             Ok(Some(_)) | Err(PostErr::BadPeer) => Err(PostError::Down),
             Ok(None) => Ok(Posted::Later),
             Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
+            Err(PostErr::TooLong) => Err(PostError::Unsupported),
+        }
+    }
+
+    #[inline]
+    fn send_inline(
+        &mut self,
+        peer: u16,
+        header: &[u8],
+        payload: Loc,
+        len: usize,
+    ) -> Result<(), PostError> {
+        let p = self.resolve(payload, len);
+        // SAFETY: `resolve` checked `len` bytes at `p`.
+        let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+        match self.port.post_send_inline(peer, &[header, body]) {
+            Ok(()) => Ok(()),
+            Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
+            Err(PostErr::TooLong) => Err(PostError::Unsupported),
+            Err(PostErr::BadPeer) => Err(PostError::Down),
         }
     }
 
@@ -155,9 +185,15 @@ pub struct Req {
 }
 
 impl Rank {
-    /// Rank `port.rank()` of `nranks`, using `cfg` for the core.
-    pub fn new(port: Port, nranks: u16, cfg: Config) -> Result<Rank, ConfigError> {
+    /// Rank `port.rank()` of `nranks`, using `cfg` for the core. The core's
+    /// inline limit is capped by what the port can inline.
+    pub fn new(port: Port, nranks: u16, mut cfg: Config) -> Result<Rank, ConfigError> {
         let me = port.rank();
+        let nic_inline = port
+            .config()
+            .inline_max
+            .saturating_sub(rmx_core::wire::HEADER_LEN);
+        cfg.inline_max = cfg.inline_max.min(nic_inline as u32);
         let ep = Box::new(CoreEndpoint::new(cfg, me, nranks)?);
         let unexpected = nranks as usize * cfg.credits as usize;
         Ok(Rank {
@@ -227,6 +263,15 @@ impl Rank {
 
     /// Completes `req` if it is done; otherwise hands it back.
     pub fn test(&mut self, req: Req) -> Result<Status, Req> {
+        if req.req == Request::COMPLETE {
+            self.nic.drop_user(req.buf);
+            return Ok(Status {
+                source: self.ep.rank(),
+                tag: 0,
+                len: 0,
+                fault: None,
+            });
+        }
         match self.ep.test(req.req) {
             Ok(Some(st)) => {
                 self.nic.drop_user(req.buf);
@@ -283,7 +328,10 @@ impl Rank {
             }
         }
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
-        if self.idle % 64 == 1 {
+        // Timers are coarse (tens of microseconds): read the clock only after 64
+        // empty polls, never in the spin right after a packet, where a reply is
+        // most likely to land.
+        if self.idle & 63 == 63 {
             self.now = now_ns();
             if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
                 self.ep.poll(self.now, &mut self.nic);

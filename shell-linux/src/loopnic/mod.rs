@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use engine::{Engine, Job};
 use region::{access, KeyError, Mr, Pd};
-use ring::{RecvRing, RecvWc};
+use ring::{RecvRing, RecvWc, Reposts};
 
 /// Sizes of the software NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -27,7 +27,11 @@ pub struct LoopConfig {
     pub buf_size: usize,
     /// Outstanding offloaded operations per connection (send queue depth).
     pub sq_depth: u32,
-    /// Largest operation completed on the posting thread.
+    /// Largest operation completed on the posting thread; larger ones run on
+    /// the NIC's own thread.
+    pub sync_max: usize,
+    /// Largest inline send (`IBV_SEND_INLINE`): header and payload copied into
+    /// the work request by the CPU, without a key check.
     pub inline_max: usize,
 }
 
@@ -37,7 +41,8 @@ impl Default for LoopConfig {
             srq_depth: 256,
             buf_size: 8192 + 64,
             sq_depth: 64,
-            inline_max: 16384,
+            sync_max: 16384,
+            inline_max: 256,
         }
     }
 }
@@ -89,6 +94,8 @@ pub enum PostErr {
     Rnr,
     /// No such rank.
     BadPeer,
+    /// Larger than an inline send may be.
+    TooLong,
 }
 
 struct Hca {
@@ -151,9 +158,28 @@ impl Fabric {
             rank,
             shared: Arc::clone(&self.shared),
             head: 0,
+            seen: vec![0; n],
+            reposts: Reposts::new(self.shared.cfg.srq_depth),
+            keys: region::KeyCache::default(),
             outstanding: vec![0; n],
         }
     }
+}
+
+/// Checks local gather/scatter entries against the port's own domain.
+fn check_local(
+    pd: &Pd,
+    cache: &mut region::KeyCache,
+    sges: &[Sge],
+    need: u8,
+) -> Result<usize, WcStatus> {
+    let mut total = 0;
+    for s in sges {
+        pd.check_cached(cache, s.key, s.addr, s.len, need)
+            .map_err(WcStatus::LocalProtection)?;
+        total += s.len;
+    }
+    Ok(total)
 }
 
 /// Takes a send-queue entry of connection `peer`, if one is free.
@@ -171,6 +197,10 @@ pub struct Port {
     rank: u16,
     shared: Arc<Shared>,
     head: u64,
+    /// Cached `released` of each peer's receive ring.
+    seen: Vec<u64>,
+    reposts: Reposts,
+    keys: region::KeyCache,
     /// Offloaded work requests per connection whose completion is not yet
     /// polled: as in verbs, a send-queue entry frees when its CQE is polled.
     outstanding: Vec<u32>,
@@ -198,18 +228,6 @@ impl Port {
         self.hca().pd.deregister(mr)
     }
 
-    fn check_local(&self, sges: &[Sge], need: u8) -> Result<usize, WcStatus> {
-        let mut total = 0;
-        for s in sges {
-            self.hca()
-                .pd
-                .check(s.key, s.addr, s.len, need)
-                .map_err(WcStatus::LocalProtection)?;
-            total += s.len;
-        }
-        Ok(total)
-    }
-
     /// SEND with a gather list. Consumes one receive buffer at `peer`.
     /// `Ok(Some(wc))`: completed during the call; `Ok(None)`: completes in the CQ.
     pub fn post_send(
@@ -230,18 +248,23 @@ impl Port {
             status,
             len,
         };
-        let total = match self.check_local(sges, 0) {
+        let total = match check_local(
+            &self.shared.hcas[self.rank as usize].pd,
+            &mut self.keys,
+            sges,
+            0,
+        ) {
             Ok(t) => t,
             Err(st) => return Ok(Some(done(st, 0))),
         };
         if total > dst.ring.buf_size() {
             return Ok(Some(done(WcStatus::LocalLength, 0)));
         }
-        let big = total > self.shared.cfg.inline_max;
+        let big = total > self.shared.cfg.sync_max;
         if big {
             reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
-        let Some(pos) = dst.ring.claim() else {
+        let Some(pos) = dst.ring.claim(&mut self.seen[peer as usize]) else {
             if big {
                 self.outstanding[peer as usize] -= 1;
             }
@@ -284,6 +307,33 @@ impl Port {
             off += s.len;
         }
         Ok(None)
+    }
+
+    /// Inline SEND of `parts` concatenated (at most `inline_max` bytes): copied
+    /// during the call, no key check, no completion.
+    pub fn post_send_inline(&mut self, peer: u16, parts: &[&[u8]]) -> Result<(), PostErr> {
+        let dst = self
+            .shared
+            .hcas
+            .get(peer as usize)
+            .ok_or(PostErr::BadPeer)?;
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
+            return Err(PostErr::TooLong);
+        }
+        let pos = dst
+            .ring
+            .claim(&mut self.seen[peer as usize])
+            .ok_or(PostErr::Rnr)?;
+        let base = dst.ring.data_ptr(pos);
+        let mut off = 0;
+        for p in parts {
+            // SAFETY: the claimed buffer has room for `total` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), base.add(off), p.len()) };
+            off += p.len();
+        }
+        dst.ring.publish(pos, total as u32, None, self.rank);
+        Ok(())
     }
 
     /// RDMA WRITE (with an immediate when `imm` is set, which consumes a receive
@@ -339,18 +389,23 @@ impl Port {
             WcOp::Read => (access::LOCAL_WRITE, access::REMOTE_READ),
             _ => (0, access::REMOTE_WRITE),
         };
-        if let Err(st) = self.check_local(&[local], lneed) {
+        if let Err(st) = check_local(
+            &self.shared.hcas[self.rank as usize].pd,
+            &mut self.keys,
+            &[local],
+            lneed,
+        ) {
             return Ok(Some(done(st, 0)));
         }
         if let Err(e) = dst.pd.check(rkey, raddr, local.len, rneed) {
             return Ok(Some(done(WcStatus::RemoteAccess(e), 0)));
         }
-        let big = local.len > self.shared.cfg.inline_max;
+        let big = local.len > self.shared.cfg.sync_max;
         if big {
             reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
         let imm_pos = match imm {
-            Some(_) => match dst.ring.claim() {
+            Some(_) => match dst.ring.claim(&mut self.seen[peer as usize]) {
                 Some(p) => Some(p),
                 None => {
                     if big {
@@ -404,8 +459,9 @@ impl Port {
         unsafe { self.hca().ring.bytes(buf) }
     }
 
-    pub fn repost(&self, buf: u32) {
-        self.hca().ring.repost(buf)
+    pub fn repost(&mut self, buf: u32) {
+        let ring = &self.shared.hcas[self.rank as usize].ring;
+        self.reposts.repost(ring, buf)
     }
 
     /// Moves send-side completions of offloaded operations into `out`.

@@ -1,5 +1,6 @@
 //! Memory regions and keys of one protection domain, checked on every access.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 /// Access rights of a region (verbs' `IBV_ACCESS_*` subset).
@@ -34,6 +35,29 @@ pub enum KeyError {
 #[derive(Debug, Default)]
 pub struct Pd {
     regions: RwLock<Vec<Option<Region>>>,
+    /// Bumped by every registration change; validates [`KeyCache`] entries.
+    version: AtomicU64,
+}
+
+/// A port's cache of the last region it checked, valid while the domain's
+/// version is unchanged: a steady stream of sends from one registered arena
+/// then costs one shared load instead of a lock.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    hit: Option<(u64, Region)>,
+}
+
+impl Region {
+    fn covers(&self, addr: usize, len: usize, need: u8) -> Result<(), KeyError> {
+        let end = addr.checked_add(len).ok_or(KeyError::OutOfBounds)?;
+        if addr < self.addr || end > self.addr + self.len {
+            return Err(KeyError::OutOfBounds);
+        }
+        if self.access & need != need {
+            return Err(KeyError::Access);
+        }
+        Ok(())
+    }
 }
 
 /// A registration handle: the key is both lkey and rkey.
@@ -62,6 +86,7 @@ impl Pd {
             access,
             key,
         });
+        self.version.fetch_add(1, Ordering::Release);
         Mr { addr, len, key }
     }
 
@@ -71,30 +96,47 @@ impl Pd {
         match t.get_mut((mr.key >> 8) as usize) {
             Some(slot @ Some(_)) if slot.map(|r| r.key) == Some(mr.key) => {
                 *slot = None;
+                self.version.fetch_add(1, Ordering::Release);
                 Ok(())
             }
             _ => Err(KeyError::BadKey),
         }
     }
 
-    /// Checks that `key` covers `[addr, addr+len)` with the `need` rights
-    /// (0 for a local read, which every region allows).
-    pub fn check(&self, key: u32, addr: usize, len: usize, need: u8) -> Result<(), KeyError> {
+    fn lookup(&self, key: u32) -> Result<Region, KeyError> {
         let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
-        let r = t
-            .get((key >> 8) as usize)
+        t.get((key >> 8) as usize)
             .copied()
             .flatten()
             .filter(|r| r.key == key)
-            .ok_or(KeyError::BadKey)?;
-        let end = addr.checked_add(len).ok_or(KeyError::OutOfBounds)?;
-        if addr < r.addr || end > r.addr + r.len {
-            return Err(KeyError::OutOfBounds);
+            .ok_or(KeyError::BadKey)
+    }
+
+    /// Checks that `key` covers `[addr, addr+len)` with the `need` rights
+    /// (0 for a local read, which every region allows).
+    pub fn check(&self, key: u32, addr: usize, len: usize, need: u8) -> Result<(), KeyError> {
+        self.lookup(key)?.covers(addr, len, need)
+    }
+
+    /// [`check`](Self::check) through a port's one-entry cache.
+    #[inline]
+    pub fn check_cached(
+        &self,
+        cache: &mut KeyCache,
+        key: u32,
+        addr: usize,
+        len: usize,
+        need: u8,
+    ) -> Result<(), KeyError> {
+        let v = self.version.load(Ordering::Acquire);
+        if let Some((cv, r)) = cache.hit {
+            if cv == v && r.key == key {
+                return r.covers(addr, len, need);
+            }
         }
-        if r.access & need != need {
-            return Err(KeyError::Access);
-        }
-        Ok(())
+        let r = self.lookup(key)?;
+        cache.hit = Some((v, r));
+        r.covers(addr, len, need)
     }
 }
 
@@ -117,8 +159,15 @@ mod tests {
             pd.check(mr.key ^ 0x100, 0x1000, 1, 0),
             Err(KeyError::BadKey)
         );
+        let mut cache = KeyCache::default();
+        assert_eq!(pd.check_cached(&mut cache, mr.key, 0x1000, 1, 0), Ok(()));
         pd.deregister(mr).unwrap();
         assert_eq!(pd.check(mr.key, 0x1000, 1, 0), Err(KeyError::BadKey));
+        assert_eq!(
+            pd.check_cached(&mut cache, mr.key, 0x1000, 1, 0),
+            Err(KeyError::BadKey),
+            "a cached check must see the deregistration"
+        );
         let again = pd.register(0x1000, 0x100, 0);
         assert_ne!(again.key, mr.key, "a stale key never names the new region");
         assert_eq!(pd.deregister(mr), Err(KeyError::BadKey));

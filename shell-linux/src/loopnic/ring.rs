@@ -3,10 +3,13 @@
 //! share one cache line.
 //!
 //! Buffer `i` of a ring of depth `D` serves positions `i, i+D, i+2D, ...`. Its stamp
-//! reads `2k` while free for position `k` and `2k+1` once position `k` is filled.
-//! A sender claims the next position with a CAS on `tail` only if that buffer is
-//! free (else the receiver is not ready: RNR), writes, then publishes the stamp
-//! with release ordering; the receiver polls the stamp at its own `head`.
+//! reads `k+1` once position `k` is filled. The receiver publishes `released`:
+//! every position below it has been reposted. A sender may claim position `t`
+//! (a CAS on `tail`) only while `t < released + D` (else the receiver is not
+//! ready: RNR); it caches `released` and re-reads it only when the ring looks
+//! full, so in steady state a send touches no line the receiver writes. It then
+//! writes the data and publishes the stamp with release ordering; the receiver
+//! polls the stamp at its own `head`.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,9 +35,12 @@ pub struct RecvRing {
     mem: *mut u8,
     layout: Layout,
     depth: usize,
+    /// `depth - 1`: depth is a power of two, so positions map to buffers by mask.
+    mask: u64,
     stride: usize,
     buf_size: usize,
     tail: CachePadded<AtomicU64>,
+    released: CachePadded<AtomicU64>,
 }
 
 // SAFETY: the buffers are shared raw memory whose ownership is handed between
@@ -43,25 +49,25 @@ unsafe impl Send for RecvRing {}
 unsafe impl Sync for RecvRing {}
 
 impl RecvRing {
+    /// A ring of `depth` buffers (rounded up to a power of two) of `buf_size` bytes.
     pub fn new(depth: usize, buf_size: usize) -> RecvRing {
         assert!(depth > 0 && buf_size > 0);
+        let depth = depth.next_power_of_two();
         let stride = (PREFIX + buf_size).div_ceil(64) * 64;
         let layout = Layout::from_size_align(stride * depth, 4096).expect("ring layout");
         // SAFETY: non-zero size.
         let mem = unsafe { alloc_zeroed(layout) };
         assert!(!mem.is_null(), "out of memory for the receive ring");
-        let r = RecvRing {
+        RecvRing {
             mem,
             layout,
             depth,
+            mask: depth as u64 - 1,
             stride,
             buf_size,
             tail: CachePadded::new(AtomicU64::new(0)),
-        };
-        for i in 0..depth {
-            r.stamp(i).store(2 * i as u64, Ordering::Relaxed);
+            released: CachePadded::new(AtomicU64::new(0)),
         }
-        r
     }
 
     pub fn buf_size(&self) -> usize {
@@ -82,13 +88,16 @@ impl RecvRing {
         unsafe { &*(self.base(i) as *const AtomicU64) }
     }
 
-    /// Claims the next position if its buffer is free.
-    pub fn claim(&self) -> Option<u64> {
+    /// Claims the next position if its buffer is free. `seen` is this sender's
+    /// cached copy of `released`.
+    pub fn claim(&self, seen: &mut u64) -> Option<u64> {
         loop {
             let t = self.tail.load(Ordering::Relaxed);
-            let i = (t % self.depth as u64) as usize;
-            if self.stamp(i).load(Ordering::Acquire) != (2 * t) & MASK {
-                return None;
+            if t >= *seen + self.depth as u64 {
+                *seen = self.released.load(Ordering::Acquire);
+                if t >= *seen + self.depth as u64 {
+                    return None;
+                }
             }
             if self
                 .tail
@@ -103,28 +112,28 @@ impl RecvRing {
     /// Data area of the buffer serving `pos`.
     pub fn data_ptr(&self, pos: u64) -> *mut u8 {
         // SAFETY: PREFIX < stride.
-        unsafe { self.base((pos % self.depth as u64) as usize).add(PREFIX) }
+        unsafe { self.base((pos & self.mask) as usize).add(PREFIX) }
     }
 
     /// Completes a claimed position: `len` bytes were written at `data_ptr(pos)`.
     pub fn publish(&self, pos: u64, len: u32, imm: Option<u32>, src: u16) {
-        let b = self.base((pos % self.depth as u64) as usize);
+        let b = self.base((pos & self.mask) as usize);
         let info = len | if imm.is_some() { IMM_FLAG } else { 0 };
         // SAFETY: this thread claimed `pos`; nobody reads the prefix before the stamp.
         unsafe {
             (b.add(8) as *mut u32).write(info);
             (b.add(12) as *mut u32).write(imm.unwrap_or(0));
         }
-        let stamp = ((src as u64) << 48) | ((2 * pos + 1) & MASK);
-        self.stamp((pos % self.depth as u64) as usize)
+        let stamp = ((src as u64) << 48) | ((pos + 1) & MASK);
+        self.stamp((pos & self.mask) as usize)
             .store(stamp, Ordering::Release);
     }
 
     /// The completion at `head`, if it has been published.
     pub fn poll(&self, head: u64) -> Option<RecvWc> {
-        let i = (head % self.depth as u64) as usize;
+        let i = (head & self.mask) as usize;
         let s = self.stamp(i).load(Ordering::Acquire);
-        if s & MASK != (2 * head + 1) & MASK {
+        if s & MASK != (head + 1) & MASK {
             return None;
         }
         let b = self.base(i);
@@ -153,12 +162,41 @@ impl RecvRing {
         std::slice::from_raw_parts(b.add(PREFIX), len.min(self.buf_size))
     }
 
-    /// Gives buffer `buf` back for the position one lap later.
-    pub fn repost(&self, buf: u32) {
-        let st = self.stamp(buf as usize);
-        let s = st.load(Ordering::Relaxed) & MASK;
-        debug_assert!(s & 1 == 1, "repost of a buffer that is not full");
-        st.store((s + 2 * self.depth as u64 - 1) & MASK, Ordering::Release);
+    /// Publishes that every position below `upto` has been reposted.
+    pub fn release(&self, upto: u64) {
+        self.released.store(upto, Ordering::Release);
+    }
+}
+
+/// The receiver's side of reposting: buffers may come back in any order, but
+/// `released` only advances over a contiguous run of them.
+#[derive(Debug)]
+pub struct Reposts {
+    back: Vec<bool>,
+    upto: u64,
+}
+
+impl Reposts {
+    pub fn new(depth: usize) -> Reposts {
+        Reposts {
+            back: vec![false; depth.next_power_of_two()],
+            upto: 0,
+        }
+    }
+
+    /// Buffer `buf` of `ring` is free again.
+    #[inline]
+    pub fn repost(&mut self, ring: &RecvRing, buf: u32) {
+        let m = self.back.len() as u64 - 1;
+        self.back[buf as usize] = true;
+        let before = self.upto;
+        while self.back[(self.upto & m) as usize] {
+            self.back[(self.upto & m) as usize] = false;
+            self.upto += 1;
+        }
+        if self.upto != before {
+            ring.release(self.upto);
+        }
     }
 }
 
@@ -176,9 +214,11 @@ mod tests {
     #[test]
     fn claim_publish_poll_repost_cycle() {
         let r = RecvRing::new(2, 64);
-        let a = r.claim().unwrap();
-        let b = r.claim().unwrap();
-        assert_eq!(r.claim(), None, "ring full: receiver not ready");
+        let mut seen = 0;
+        let mut back = Reposts::new(2);
+        let a = r.claim(&mut seen).unwrap();
+        let b = r.claim(&mut seen).unwrap();
+        assert_eq!(r.claim(&mut seen), None, "ring full: receiver not ready");
         unsafe { std::ptr::copy_nonoverlapping(b"hi".as_ptr(), r.data_ptr(b), 2) };
         r.publish(b, 2, Some(7), 3);
         assert_eq!(r.poll(a), None, "a is claimed but not published");
@@ -187,10 +227,19 @@ mod tests {
         let wb = r.poll(b).unwrap();
         assert_eq!((wb.len, wb.imm, wb.src), (2, Some(7), 3));
         assert_eq!(unsafe { r.bytes(wb.buf) }, b"hi");
-        r.repost(wb.buf);
-        assert_eq!(r.claim(), None, "position 2 uses buffer 0, still full");
-        r.repost(0);
-        assert_eq!(r.claim(), Some(2));
-        assert_eq!(r.claim(), Some(3));
+        back.repost(&r, wb.buf);
+        assert_eq!(
+            r.claim(&mut seen),
+            None,
+            "position 2 uses buffer 0, still full"
+        );
+        back.repost(&r, 0);
+        assert_eq!(r.claim(&mut seen), Some(2));
+        assert_eq!(r.claim(&mut seen), Some(3));
+        assert_eq!(
+            r.poll(2),
+            None,
+            "a stale stamp of the previous lap is not a completion"
+        );
     }
 }

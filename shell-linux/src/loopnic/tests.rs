@@ -1,14 +1,15 @@
 use super::region::{access, KeyError};
 use super::*;
 
-fn fabric(inline_max: usize) -> (Port, Port) {
+fn fabric(sync_max: usize) -> (Port, Port) {
     let f = Fabric::new(
         2,
         LoopConfig {
             srq_depth: 4,
             buf_size: 1 << 20,
             sq_depth: 2,
-            inline_max,
+            sync_max,
+            inline_max: 64,
         },
     );
     (f.port(0), f.port(1))
@@ -145,4 +146,18 @@ fn send_queue_depth_and_receiver_readiness_are_enforced() {
         "a reposted buffer is usable again"
     );
     assert_eq!(a.post_send(9, 0, &[t]), Err(PostErr::BadPeer));
+}
+
+#[test]
+fn inline_sends_gather_without_keys_up_to_the_limit() {
+    let (mut a, mut b) = fabric(1 << 16);
+    // Unregistered memory is fine for an inline send.
+    let head = b"hdr:".to_vec();
+    let body = b"payload".to_vec();
+    a.post_send_inline(1, &[&head, &body]).unwrap();
+    let r = b.poll_recv().unwrap();
+    assert_eq!(b.rx_bytes(r.buf), b"hdr:payload");
+    let big = vec![0u8; 65];
+    assert_eq!(a.post_send_inline(1, &[&big]), Err(PostErr::TooLong));
+    assert_eq!(a.post_send_inline(5, &[&head]), Err(PostErr::BadPeer));
 }
