@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod clock;
+pub mod copy;
 pub mod job;
 pub mod loopnic;
 pub mod rank;

@@ -120,7 +120,7 @@ impl Nic for LoopNic {
         let s = self.resolve(src, len);
         let d = self.resolve(dst, len);
         // SAFETY: both ranges bounds-checked by `resolve`; distinct objects.
-        unsafe { std::ptr::copy_nonoverlapping(s, d, len) }
+        unsafe { crate::copy::copy_bytes(d, s, len) }
     }
 
     #[inline]
@@ -153,7 +153,7 @@ impl Nic for LoopNic {
         let p = self.resolve(payload, len);
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-        match self.port.post_send_inline(peer, &[header, body]) {
+        match self.port.post_send_inline(peer, header, body) {
             Ok(()) => Ok(()),
             Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
             Err(PostErr::TooLong) => Err(PostError::Unsupported),
@@ -285,11 +285,15 @@ impl Rank {
     /// Drives progress until `req` completes.
     pub fn wait(&mut self, mut req: Req) -> Status {
         loop {
+            // Progress first: a request waited on is rarely complete already,
+            // and an empty poll costs less than a table lookup.
+            if req.req != Request::COMPLETE {
+                self.progress();
+            }
             match self.test(req) {
                 Ok(st) => return st,
                 Err(r) => req = r,
             }
-            self.progress();
         }
     }
 

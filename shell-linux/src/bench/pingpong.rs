@@ -14,37 +14,23 @@ use crate::job;
 use crate::loopnic::LoopConfig;
 use crate::rank::Rank;
 
-/// Round trips of `size` bytes with rank 1; returns elapsed ns on rank 0.
+/// Round trips of `size` bytes with rank 1, exactly as osu_latency loops:
+/// rank 0 sends then receives, rank 1 receives then sends, each call blocking.
+/// A receive is posted while the other side's message is in flight; one that
+/// arrives first takes the unexpected path, and is measured as such.
+/// Returns elapsed ns on the calling rank.
 fn rmx_rounds(r: &mut Rank, rounds: u64, size: usize, sbuf: &[u8], rbuf: &mut [u8]) -> u64 {
     let peer = 1 - r.rank();
     let t0 = crate::clock::now_ns();
-    // The next receive is always posted before the send it answers, so every
-    // message finds its receive (the expected path, as osu_latency measures).
-    // SAFETY: each request is waited for before the buffers are reused.
-    unsafe {
-        let post = |r: &mut Rank, rbuf: &mut [u8]| {
-            r.irecv_raw(Source::Rank(peer), TagSel::Tag(1), rbuf.as_mut_ptr(), size)
-                .unwrap()
-        };
-        let mut recv = Some(post(r, rbuf));
-        for i in 0..rounds {
-            let last = i + 1 == rounds;
-            let this = recv.take().expect("a receive is always posted");
-            if r.rank() == 0 {
-                let s = r.isend_raw(peer, 1, sbuf.as_ptr(), size).unwrap();
-                r.wait(s);
-                r.wait(this);
-                if !last {
-                    recv = Some(post(r, rbuf));
-                }
-            } else {
-                r.wait(this);
-                if !last {
-                    recv = Some(post(r, rbuf));
-                }
-                let s = r.isend_raw(peer, 1, sbuf.as_ptr(), size).unwrap();
-                r.wait(s);
-            }
+    for _ in 0..rounds {
+        if r.rank() == 0 {
+            r.send(peer, 1, &sbuf[..size]).expect("send");
+            r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf[..size])
+                .expect("recv");
+        } else {
+            r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf[..size])
+                .expect("recv");
+            r.send(peer, 1, &sbuf[..size]).expect("send");
         }
     }
     crate::clock::now_ns() - t0

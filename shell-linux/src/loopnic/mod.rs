@@ -276,7 +276,7 @@ impl Port {
             for s in sges {
                 // SAFETY: source checked against a registered region; the claimed
                 // buffer has room for `total` bytes.
-                unsafe { std::ptr::copy_nonoverlapping(s.addr as *const u8, base.add(off), s.len) };
+                unsafe { crate::copy::copy_bytes(base.add(off), s.addr as *const u8, s.len) };
                 off += s.len;
             }
             dst.ring.publish(pos, total as u32, None, self.rank);
@@ -309,15 +309,16 @@ impl Port {
         Ok(None)
     }
 
-    /// Inline SEND of `parts` concatenated (at most `inline_max` bytes): copied
-    /// during the call, no key check, no completion.
-    pub fn post_send_inline(&mut self, peer: u16, parts: &[&[u8]]) -> Result<(), PostErr> {
+    /// Inline SEND of `head` then `body` (at most `inline_max` bytes together):
+    /// copied during the call, no key check, no completion.
+    #[inline]
+    pub fn post_send_inline(&mut self, peer: u16, head: &[u8], body: &[u8]) -> Result<(), PostErr> {
         let dst = self
             .shared
             .hcas
             .get(peer as usize)
             .ok_or(PostErr::BadPeer)?;
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let total = head.len() + body.len();
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
             return Err(PostErr::TooLong);
         }
@@ -326,11 +327,10 @@ impl Port {
             .claim(&mut self.seen[peer as usize])
             .ok_or(PostErr::Rnr)?;
         let base = dst.ring.data_ptr(pos);
-        let mut off = 0;
-        for p in parts {
-            // SAFETY: the claimed buffer has room for `total` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), base.add(off), p.len()) };
-            off += p.len();
+        // SAFETY: the claimed buffer has room for `total` bytes.
+        unsafe {
+            crate::copy::copy_bytes(base, head.as_ptr(), head.len());
+            crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
         dst.ring.publish(pos, total as u32, None, self.rank);
         Ok(())

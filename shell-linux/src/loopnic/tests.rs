@@ -154,10 +154,10 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     // Unregistered memory is fine for an inline send.
     let head = b"hdr:".to_vec();
     let body = b"payload".to_vec();
-    a.post_send_inline(1, &[&head, &body]).unwrap();
+    a.post_send_inline(1, &head, &body).unwrap();
     let r = b.poll_recv().unwrap();
     assert_eq!(b.rx_bytes(r.buf), b"hdr:payload");
     let big = vec![0u8; 65];
-    assert_eq!(a.post_send_inline(1, &[&big]), Err(PostErr::TooLong));
-    assert_eq!(a.post_send_inline(5, &[&head]), Err(PostErr::BadPeer));
+    assert_eq!(a.post_send_inline(1, &big, &[]), Err(PostErr::TooLong));
+    assert_eq!(a.post_send_inline(5, &head, &[]), Err(PostErr::BadPeer));
 }
