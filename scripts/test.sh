@@ -23,6 +23,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "rmx-core on x86_64-unknown-none (no_std, no alloc)"
 cargo build -p rmx-core --target x86_64-unknown-none
 cargo build -p rmx-core --target x86_64-unknown-none --features log
+cargo build -p rmx-core --target x86_64-unknown-none --features defmt
 
 step "tests (unit, property, model, simulator, loop transport, command line)"
 cargo test --workspace --release

@@ -8,6 +8,7 @@
 use heapless::{Deque, Vec};
 
 use crate::config::{Config, ConfigError};
+use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::peer::{seq_le, Peer};
@@ -299,7 +300,10 @@ impl<
         let parsed = decode_packet(nic.rx(buf)).map(|(h, p)| (h, p.len()));
         match parsed {
             Ok((h, len)) => self.handle(now, nic, buf, h, len as u32),
-            Err(_) => self.stats.malformed += 1,
+            Err(_) => {
+                debug!("rmx: rank {} dropped an undecodable packet", self.me);
+                self.stats.malformed += 1;
+            }
         }
         nic.repost(buf);
         if !self.unposted.is_empty() {
@@ -309,6 +313,10 @@ impl<
 
     fn handle<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header, len: u32) {
         if h.src >= self.npeers || (h.kind == Kind::Eager && len > self.cfg.eager_threshold) {
+            debug!(
+                "rmx: rank {} dropped a packet from bad rank {} or of {} bytes",
+                self.me, h.src, len
+            );
             self.stats.malformed += 1;
             return;
         }
@@ -367,6 +375,10 @@ impl<
             self.stats.out_of_order += 1;
             if p.nacked != Some(p.rx_next) {
                 let missing = p.rx_next;
+                debug!(
+                    "rmx: rank {} re-requests {} from rank {}",
+                    self.me, missing, src
+                );
                 if self.send_control(now, nic, src as u16, Kind::Nack, missing) {
                     self.peers[src].nacked = Some(missing);
                     self.stats.nacks_out += 1;
@@ -746,6 +758,12 @@ impl<
         for i in 0..self.npeers as usize {
             if let Some(t) = self.peers[i].rto_at {
                 if t <= now {
+                    debug!(
+                        "rmx: rank {} timeout to rank {}: resending {} packets",
+                        self.me,
+                        i,
+                        self.peers[i].unacked.len()
+                    );
                     self.peers[i].rto = (self.peers[i].rto * 2).min(self.cfg.rto_max_ns);
                     self.stats.timeouts += 1;
                     self.retransmit(now, nic, i);

@@ -7,12 +7,14 @@
 //! the embedder, and a full table is a typed error.
 #![no_std]
 #![forbid(unsafe_code)]
+#![deny(clippy::float_arithmetic)]
 
 #[cfg(all(feature = "log", feature = "defmt"))]
 compile_error!("features `log` and `defmt` are mutually exclusive");
 
 pub mod config;
 pub mod endpoint;
+mod log;
 pub mod matching;
 pub mod nic;
 mod peer;
@@ -26,6 +28,3 @@ pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;
-
-#[cfg(test)]
-mod endpoint_tests;

@@ -69,7 +69,7 @@ pub trait Nic {
     fn send_inline(
         &mut self,
         peer: u16,
-        header: &[u8],
+        header: &[u8; crate::wire::HEADER_LEN],
         payload: Loc,
         len: usize,
     ) -> Result<(), PostError> {

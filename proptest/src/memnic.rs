@@ -1,5 +1,6 @@
 //! An in-memory [`Nic`]: vectors for every memory object, an outbox for posts.
 
+use rmx_core::wire::HEADER_LEN;
 use rmx_core::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 
 /// Memory and posts of one simulated rank.
@@ -12,6 +13,13 @@ pub struct MemNic {
     pub outbox: Vec<(u16, Vec<u8>)>,
     /// Reject posts with `Busy` while set.
     pub busy: bool,
+    /// Report posted sends as completing later (`Posted::Later`).
+    pub later: bool,
+    /// Accept inline sends (else the trait's default: unsupported).
+    pub inline: bool,
+    pub inline_sent: usize,
+    /// Every receive buffer handed back, in order.
+    pub reposted: Vec<u32>,
 }
 
 impl MemNic {
@@ -23,6 +31,10 @@ impl MemNic {
             unexp: vec![vec![0; eager]; unexpected],
             outbox: Vec::new(),
             busy: false,
+            later: false,
+            inline: false,
+            inline_sent: 0,
+            reposted: Vec::new(),
         }
     }
 
@@ -76,9 +88,34 @@ impl Nic for MemNic {
         }
         let bytes = self.slots[slot.0 as usize][..len].to_vec();
         self.outbox.push((peer, bytes));
-        Ok(Posted::Done)
+        Ok(if self.later {
+            Posted::Later
+        } else {
+            Posted::Done
+        })
     }
     fn repost(&mut self, buf: RxBuf) {
         self.rx[buf.0 as usize] = None;
+        self.reposted.push(buf.0);
+    }
+    fn send_inline(
+        &mut self,
+        peer: u16,
+        header: &[u8; HEADER_LEN],
+        payload: Loc,
+        len: usize,
+    ) -> Result<(), PostError> {
+        if !self.inline {
+            return Err(PostError::Unsupported);
+        }
+        if self.busy {
+            return Err(PostError::Busy);
+        }
+        let (v, o) = self.place(payload);
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(&v[o..o + len]);
+        self.outbox.push((peer, bytes));
+        self.inline_sent += 1;
+        Ok(())
     }
 }

@@ -14,6 +14,10 @@ use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus};
 /// per peer, 1024 posted receives and unexpected messages, 256 bounce slots.
 pub type CoreEndpoint = Endpoint<16, 1024, 1024, 256, 2048, 64>;
 
+// The per-peer budget (1 KiB before buffers) is checked at compile time.
+const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
+const _: () = assert!(CoreEndpoint::PEER_BYTES < CoreEndpoint::ENDPOINT_BYTES);
+
 const SLOTS: usize = 256;
 
 /// The core configuration the `loop` transport runs with: reliable (no
@@ -146,7 +150,7 @@ impl Nic for LoopNic {
     fn send_inline(
         &mut self,
         peer: u16,
-        header: &[u8],
+        header: &[u8; rmx_core::wire::HEADER_LEN],
         payload: Loc,
         len: usize,
     ) -> Result<(), PostError> {

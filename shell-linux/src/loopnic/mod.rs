@@ -166,6 +166,22 @@ impl Fabric {
     }
 }
 
+/// The NIC of rank `peer`.
+fn hca_of(shared: &Shared, peer: u16) -> Result<&Hca, PostErr> {
+    shared.hcas.get(peer as usize).ok_or(PostErr::BadPeer)
+}
+
+/// Builds the completions of one work request.
+fn completion(wr_id: u64, qp: u16, op: WcOp) -> impl Fn(WcStatus, usize) -> Wc + Copy + Send {
+    move |status, len| Wc {
+        wr_id,
+        qp,
+        op,
+        status,
+        len,
+    }
+}
+
 /// Checks local gather/scatter entries against the port's own domain.
 fn check_local(
     pd: &Pd,
@@ -236,18 +252,8 @@ impl Port {
         wr_id: u64,
         sges: &[Sge],
     ) -> Result<Option<Wc>, PostErr> {
-        let dst = self
-            .shared
-            .hcas
-            .get(peer as usize)
-            .ok_or(PostErr::BadPeer)?;
-        let done = move |status, len| Wc {
-            wr_id,
-            qp: peer,
-            op: WcOp::Send,
-            status,
-            len,
-        };
+        let dst = hca_of(&self.shared, peer)?;
+        let done = completion(wr_id, peer, WcOp::Send);
         let total = match check_local(
             &self.shared.hcas[self.rank as usize].pd,
             &mut self.keys,
@@ -313,11 +319,7 @@ impl Port {
     /// copied during the call, no key check, no completion.
     #[inline]
     pub fn post_send_inline(&mut self, peer: u16, head: &[u8], body: &[u8]) -> Result<(), PostErr> {
-        let dst = self
-            .shared
-            .hcas
-            .get(peer as usize)
-            .ok_or(PostErr::BadPeer)?;
+        let dst = hca_of(&self.shared, peer)?;
         let total = head.len() + body.len();
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
             return Err(PostErr::TooLong);
@@ -373,18 +375,8 @@ impl Port {
         rkey: u32,
         imm: Option<u32>,
     ) -> Result<Option<Wc>, PostErr> {
-        let dst = self
-            .shared
-            .hcas
-            .get(peer as usize)
-            .ok_or(PostErr::BadPeer)?;
-        let done = move |status, len| Wc {
-            wr_id,
-            qp: peer,
-            op,
-            status,
-            len,
-        };
+        let dst = hca_of(&self.shared, peer)?;
+        let done = completion(wr_id, peer, op);
         let (lneed, rneed) = match op {
             WcOp::Read => (access::LOCAL_WRITE, access::REMOTE_READ),
             _ => (0, access::REMOTE_WRITE),

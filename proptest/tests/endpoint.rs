@@ -1,125 +1,44 @@
-//! Endpoint behaviour against an in-memory NIC that records every post.
+//! Endpoint behaviour, scenario by scenario, against the in-memory NIC.
 
-extern crate std;
-use std::collections::VecDeque;
-use std::vec;
-use std::vec::Vec;
-
-use crate::*;
+use rmx_core::*;
+use rmx_proptest::memnic::MemNic;
 
 type Ep = Endpoint<4, 8, 16, 16, 32, 8>;
 const THRESHOLD: u32 = 256;
 
-#[derive(Default)]
-struct MockNic {
-    slots: Vec<Vec<u8>>,
-    rx: Vec<Vec<u8>>,
-    user: Vec<Vec<u8>>,
-    unexp: Vec<Vec<u8>>,
-    wire: VecDeque<(u16, Vec<u8>)>,
-    reposted: Vec<u32>,
-    busy: bool,
-    later: bool,
-    /// Accept inline sends (else the trait's default: unsupported).
-    inline: bool,
-    inline_sent: usize,
+const SLOTS: usize = 16;
+
+fn nic() -> MemNic {
+    MemNic::new(SLOTS, 1024, 16, THRESHOLD as usize)
 }
 
-impl MockNic {
-    fn new() -> Self {
-        MockNic {
-            slots: vec![vec![0; 1024]; 16],
-            unexp: vec![vec![0; THRESHOLD as usize]; 16],
-            ..Default::default()
-        }
-    }
+trait Bytes {
+    fn buf(&mut self, bytes: &[u8]) -> UserBuf;
+}
+
+impl Bytes for MemNic {
     fn buf(&mut self, bytes: &[u8]) -> UserBuf {
-        self.user.push(bytes.to_vec());
-        UserBuf(self.user.len() as u32 - 1)
-    }
-    fn place(&mut self, l: Loc) -> (&mut Vec<u8>, usize) {
-        match l {
-            Loc::Slot(s, o) => (&mut self.slots[s.0 as usize], o as usize),
-            Loc::Rx(b, o) => (&mut self.rx[b.0 as usize], o as usize),
-            Loc::User(b, o) => (&mut self.user[b.0 as usize], o as usize),
-            Loc::Unexpected(i, o) => (&mut self.unexp[i as usize], o as usize),
-        }
-    }
-    /// Puts a packet in a fresh receive buffer.
-    fn arrive(&mut self, bytes: Vec<u8>) -> RxBuf {
-        self.rx.push(bytes);
-        RxBuf(self.rx.len() as u32 - 1)
+        self.user_buf(bytes.to_vec())
     }
 }
 
-impl Nic for MockNic {
-    fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
-        &mut self.slots[slot.0 as usize]
-    }
-    fn rx(&self, buf: RxBuf) -> &[u8] {
-        &self.rx[buf.0 as usize]
-    }
-    fn copy(&mut self, dst: Loc, src: Loc, len: usize) {
-        let (v, o) = self.place(src);
-        let data = v[o..o + len].to_vec();
-        let (v, o) = self.place(dst);
-        v[o..o + len].copy_from_slice(&data);
-    }
-    fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
-        if self.busy {
-            return Err(PostError::Busy);
-        }
-        let bytes = self.slots[slot.0 as usize][..len].to_vec();
-        self.wire.push_back((peer, bytes));
-        Ok(if self.later {
-            Posted::Later
-        } else {
-            Posted::Done
-        })
-    }
-    fn repost(&mut self, buf: RxBuf) {
-        self.reposted.push(buf.0);
-    }
-    fn send_inline(
-        &mut self,
-        peer: u16,
-        header: &[u8],
-        payload: Loc,
-        len: usize,
-    ) -> Result<(), PostError> {
-        if !self.inline {
-            return Err(PostError::Unsupported);
-        }
-        if self.busy {
-            return Err(PostError::Busy);
-        }
-        let (v, o) = self.place(payload);
-        let mut bytes = header.to_vec();
-        bytes.extend_from_slice(&v[o..o + len]);
-        self.wire.push_back((peer, bytes));
-        self.inline_sent += 1;
-        Ok(())
-    }
-}
-
-fn pair(cfg: Config) -> (Ep, MockNic, Ep, MockNic) {
+fn pair(cfg: Config) -> (Ep, MemNic, Ep, MemNic) {
     (
         Ep::new(cfg, 0, 2).unwrap(),
-        MockNic::new(),
+        nic(),
         Ep::new(cfg, 1, 2).unwrap(),
-        MockNic::new(),
+        nic(),
     )
 }
 
 /// Delivers everything `from` posted to `to`; returns how many packets moved.
-fn pump(now: u64, from: &mut MockNic, to: &mut Ep, to_nic: &mut MockNic) -> usize {
-    let mut n = 0;
-    while let Some((_, p)) = from.wire.pop_front() {
-        let b = to_nic.arrive(p);
+fn pump(now: u64, from: &mut MemNic, to: &mut Ep, to_nic: &mut MemNic) -> usize {
+    let packets: Vec<_> = from.outbox.drain(..).collect();
+    for (_, p) in &packets {
+        let b = to_nic.deliver(p.clone());
         to.on_receive(now, to_nic, b);
-        n += 1;
     }
-    n
+    packets.len()
 }
 
 const ANY: (Source, TagSel) = (Source::Any, TagSel::Any);
@@ -219,7 +138,7 @@ fn refuses_bad_rank_and_oversize() {
         a.irecv(0, &mut an, Source::Rank(9), TagSel::Any, 0, s, 1),
         Err(RecvError::BadRank)
     );
-    assert!(an.wire.is_empty());
+    assert!(an.outbox.is_empty());
 }
 
 #[test]
@@ -243,7 +162,7 @@ fn sender_out_of_credits_queues_then_flushes_in_order() {
         .iter()
         .map(|&s| a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap())
         .collect();
-    assert_eq!(an.wire.len(), 2, "only two credits");
+    assert_eq!(an.outbox.len(), 2, "only two credits");
     assert_eq!(a.queued_sends(), 3);
     assert_eq!(a.test(reqs[2]), Ok(None));
     pump(0, &mut an, &mut b, &mut bn);
@@ -274,7 +193,7 @@ fn credit_returns_on_a_timer_when_below_the_threshold() {
     b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
     pump(0, &mut an, &mut b, &mut bn);
     assert!(
-        bn.wire.is_empty(),
+        bn.outbox.is_empty(),
         "1 owed < credit_return 2: no packet yet"
     );
     let t = b.poll_timeout().expect("credit timer armed");
@@ -286,7 +205,7 @@ fn credit_returns_on_a_timer_when_below_the_threshold() {
 #[test]
 fn malformed_packets_are_counted_and_reposted() {
     let (_, _, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
-    let garbage = bn.arrive(vec![7; 40]);
+    let garbage = bn.deliver(vec![7; 40]);
     b.on_receive(0, &mut bn, garbage);
     let mut h = [0u8; wire::HEADER_LEN];
     wire::Header {
@@ -301,10 +220,15 @@ fn malformed_packets_are_counted_and_reposted() {
     }
     .encode(&mut h)
     .unwrap();
-    let bad_src = bn.arrive(h.to_vec());
+    let bad_src = bn.deliver(h.to_vec());
     b.on_receive(0, &mut bn, bad_src);
     assert_eq!(b.stats().malformed, 2);
-    assert_eq!(bn.reposted, vec![0, 1]);
+    assert_eq!(
+        bn.reposted.len(),
+        2,
+        "every buffer goes back, even a bad one"
+    );
+    assert!(bn.rx.iter().all(Option::is_none));
     assert_eq!(b.queue_lens(), (0, 0));
 }
 
@@ -323,7 +247,7 @@ fn credit_claims_beyond_what_was_sent_are_rejected() {
         credit: 5,
     };
     hdr.encode(&mut h).unwrap();
-    let p = bn.arrive(h.to_vec());
+    let p = bn.deliver(h.to_vec());
     b.on_receive(0, &mut bn, p);
     assert_eq!(b.stats().malformed, 1);
     assert_eq!(b.credits_left(0), 4);
@@ -336,10 +260,10 @@ fn lost_packet_is_retransmitted_after_the_timeout() {
     let d = bn.buf(&[0; 4]);
     let r = b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 4).unwrap();
     a.isend(0, &mut an, 1, 0, 0, s, 4).unwrap();
-    an.wire.clear(); // lost
+    an.outbox.clear(); // lost
     let t = a.poll_timeout().unwrap();
     a.poll(t - 1, &mut an);
-    assert!(an.wire.is_empty(), "no retransmission before the timeout");
+    assert!(an.outbox.is_empty(), "no retransmission before the timeout");
     a.poll(t, &mut an);
     assert_eq!(a.stats().retransmits, 1);
     pump(t, &mut an, &mut b, &mut bn);
@@ -350,7 +274,7 @@ fn lost_packet_is_retransmitted_after_the_timeout() {
     b.poll(t2, &mut bn);
     pump(t2, &mut bn, &mut a, &mut an);
     a.poll(t2 + 10_000_000, &mut an);
-    assert!(an.wire.is_empty(), "acknowledged: nothing to resend");
+    assert!(an.outbox.is_empty(), "acknowledged: nothing to resend");
 }
 
 #[test]
@@ -360,11 +284,11 @@ fn duplicates_are_suppressed_and_gaps_re_requested() {
     for &s in &bufs {
         a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     }
-    let p0 = an.wire.pop_front().unwrap().1;
-    let _lost = an.wire.pop_front().unwrap();
-    let p2 = an.wire.pop_front().unwrap().1;
+    let p0 = an.outbox.remove(0).1;
+    let _lost = an.outbox.remove(0);
+    let p2 = an.outbox.remove(0).1;
     for p in [p0.clone(), p0, p2] {
-        let rb = bn.arrive(p);
+        let rb = bn.deliver(p);
         b.on_receive(0, &mut bn, rb);
     }
     assert_eq!(b.stats().duplicates, 1);
@@ -392,11 +316,11 @@ fn busy_nic_keeps_the_packet_and_posts_it_later() {
     let s = an.buf(b"q");
     an.busy = true;
     a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
-    assert!(an.wire.is_empty());
+    assert!(an.outbox.is_empty());
     assert_eq!(a.poll_timeout(), Some(0));
     an.busy = false;
     a.poll(1, &mut an);
-    assert_eq!(an.wire.len(), 1);
+    assert_eq!(an.outbox.len(), 1);
     assert_eq!(a.stats().post_busy, 1);
 }
 
@@ -409,7 +333,7 @@ fn slots_posted_later_are_freed_by_completion() {
     for _ in 0..16 {
         a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     }
-    assert_eq!(an.wire.len(), 8, "credits limit first");
+    assert_eq!(an.outbox.len(), 8, "credits limit first");
     for i in 0..8 {
         a.on_send_complete(SlotId(15 - i));
     }
@@ -482,7 +406,7 @@ fn inline_falls_back_to_a_slot_when_the_nic_cannot() {
     let (mut a, mut an, _, _) = pair(inline_cfg());
     let small = an.buf(b"tiny");
     a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
-    assert_eq!((an.inline_sent, an.wire.len()), (0, 1));
+    assert_eq!((an.inline_sent, an.outbox.len()), (0, 1));
 }
 
 #[test]
@@ -509,5 +433,5 @@ fn lossy_transports_never_send_inline() {
     let small = an.buf(b"tiny");
     a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
     assert_eq!(an.inline_sent, 0, "a retransmission needs the bounce slot");
-    assert_eq!(an.wire.len(), 1);
+    assert_eq!(an.outbox.len(), 1);
 }
