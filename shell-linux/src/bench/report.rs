@@ -3,6 +3,32 @@
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
+/// An axis label: three significant digits, with k/M/G for large values.
+fn compact(v: f64) -> String {
+    let (x, unit) = match v.abs() {
+        a if a >= 1e9 => (v / 1e9, "G"),
+        a if a >= 1e6 => (v / 1e6, "M"),
+        a if a >= 1e4 => (v / 1e3, "k"),
+        _ => (v, ""),
+    };
+    let digits = if x.abs() >= 100.0 {
+        0
+    } else if x.abs() >= 10.0 {
+        1
+    } else if x.abs() >= 1.0 {
+        2
+    } else {
+        3
+    };
+    let s = format!("{x:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s}{unit}")
+}
+
 /// A column of the table: JSON key, header, decimals.
 #[derive(Clone, Copy, Debug)]
 pub struct Column {
@@ -102,6 +128,8 @@ impl Report {
             .configure_mesh()
             .x_desc("message size (bytes)")
             .y_desc(y_label)
+            .x_label_formatter(&|v| compact(*v))
+            .y_label_formatter(&|v| compact(*v))
             .draw()
             .map_err(|e| e.to_string())?;
         let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
@@ -129,5 +157,20 @@ impl Report {
             .draw()
             .map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact;
+
+    #[test]
+    fn axis_labels_are_short() {
+        assert_eq!(compact(0.1), "0.1");
+        assert_eq!(compact(0.0453), "0.045");
+        assert_eq!(compact(8192.0), "8192");
+        assert_eq!(compact(21_600_000.0), "21.6M");
+        assert_eq!(compact(1.0), "1");
+        assert_eq!(compact(31_000.0), "31k");
     }
 }
