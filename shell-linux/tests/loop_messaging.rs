@@ -1,8 +1,40 @@
 //! Two-sided messaging end to end over the `loop` transport, between real threads.
 
 use rmx_core::{RecvFault, Source, TagSel};
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use rmx_linux::job;
 use rmx_linux::loopnic::LoopConfig;
+
+/// Fails the whole test run if the calling test is still running after `secs`:
+/// a lost message shows up as a hang, which must not stall the suite.
+#[must_use]
+struct Watchdog(Arc<AtomicBool>);
+
+fn watchdog(test: &'static str, secs: u64) -> Watchdog {
+    let done = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&done);
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+        if !seen.load(Ordering::Acquire) {
+            // Straight to the stream: the test harness captures eprintln!.
+            let _ = writeln!(
+                std::io::stderr(),
+                "{test}: no completion within {secs} s: a message was lost or a rank deadlocked"
+            );
+            std::process::exit(1);
+        }
+    });
+    Watchdog(done)
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 + seed * 7) as u8).collect()
@@ -10,6 +42,7 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 
 #[test]
 fn thousands_of_messages_arrive_intact_and_in_order() {
+    let _guard = watchdog("thousands_of_messages_arrive_intact_and_in_order", 60);
     let sizes = [0usize, 1, 7, 28, 63, 64, 65, 1000, 4096, 8192];
     let out = job::run(
         2,
@@ -42,6 +75,7 @@ fn thousands_of_messages_arrive_intact_and_in_order() {
 
 #[test]
 fn windows_beyond_the_credits_flow_without_loss() {
+    let _guard = watchdog("windows_beyond_the_credits_flow_without_loss", 60);
     // 64 credits, 200 outstanding sends: the rest queue and flow as credits return.
     let out = job::run(
         2,
@@ -82,6 +116,7 @@ fn windows_beyond_the_credits_flow_without_loss() {
 
 #[test]
 fn truncation_and_wildcards_across_threads() {
+    let _guard = watchdog("truncation_and_wildcards_across_threads", 60);
     let out = job::run(
         3,
         rmx_linux::rank::loop_config(),
@@ -112,4 +147,64 @@ fn truncation_and_wildcards_across_threads() {
         },
     );
     assert_eq!(out, vec![1, 1, 1]);
+}
+
+#[test]
+fn all_to_all_with_four_ranks_shares_each_receive_queue() {
+    let _guard = watchdog("all_to_all_with_four_ranks_shares_each_receive_queue", 60);
+    // Three senders fill each rank's shared receive queue concurrently, on 2
+    // cores; 900 receives stay within the 1024 posted-receive capacity.
+    let n = 300usize;
+    let out = job::run(
+        4,
+        rmx_linux::rank::loop_config(),
+        LoopConfig::default(),
+        |r| {
+            let me = r.rank();
+            let peers: Vec<u16> = (0..4).filter(|&p| p != me).collect();
+            let data: Vec<Vec<u8>> = (0..n)
+                .map(|i| pattern(i + me as usize * n, 1 + i % 300))
+                .collect();
+            let mut bufs = vec![vec![0u8; 300]; n * 3];
+            // Post every receive first (one per message, tagged by source), then send.
+            let recvs: Vec<_> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(k, b)| unsafe {
+                    r.irecv_raw(
+                        Source::Rank(peers[k % 3]),
+                        TagSel::Tag(peers[k % 3] as u32),
+                        b.as_mut_ptr(),
+                        300,
+                    )
+                    .unwrap()
+                })
+                .collect();
+            let mut sends = Vec::new();
+            for (i, d) in data.iter().enumerate() {
+                for &p in &peers {
+                    sends.push(unsafe { r.isend_raw(p, me as u32, d.as_ptr(), d.len()).unwrap() });
+                }
+                if i % 16 == 0 {
+                    r.progress();
+                }
+            }
+            let statuses: Vec<_> = recvs.into_iter().map(|q| r.wait(q)).collect();
+            for q in sends {
+                r.wait(q);
+            }
+            // Receive k got source peers[k % 3]'s message number k / 3, in order.
+            let mut bad = 0;
+            for (k, st) in statuses.iter().enumerate() {
+                let src = peers[k % 3] as usize;
+                let i = k / 3;
+                let want = pattern(i + src * n, 1 + i % 300);
+                if st.source as usize != src || bufs[k][..st.len as usize] != want[..] {
+                    bad += 1;
+                }
+            }
+            bad
+        },
+    );
+    assert_eq!(out, vec![0, 0, 0, 0]);
 }
