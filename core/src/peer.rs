@@ -84,3 +84,37 @@ impl<const W: usize> Peer<W> {
         self.consumed.wrapping_sub(self.consumed_sent)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_order_survives_wraparound() {
+        assert!(seq_le(u32::MAX, 0));
+        assert!(seq_le(u32::MAX - 5, 3));
+        assert!(!seq_le(3, u32::MAX - 5));
+        assert!(seq_le(7, 7));
+    }
+
+    #[test]
+    fn credits_count_across_the_wrap() {
+        let mut p: Peer<8> = Peer::new(0);
+        p.tx_seq = u32::MAX - 1;
+        p.peer_consumed = u32::MAX - 1;
+        assert_eq!(p.credits_left(4), 4);
+        p.tx_seq = p.tx_seq.wrapping_add(4); // four sent, across the wrap
+        assert_eq!(p.credits_left(4), 0);
+        assert!(p.take_credit(u32::MAX), "one consumed, before the wrap");
+        assert_eq!(p.credits_left(4), 1);
+        let older = u32::MAX - 1;
+        assert!(
+            p.take_credit(older),
+            "an older report is ignored, not an error"
+        );
+        assert_eq!(p.credits_left(4), 1);
+        assert!(p.take_credit(1), "cumulative credit past the wrap");
+        assert_eq!(p.credits_left(4), 3);
+        assert!(!p.take_credit(5), "more than was sent is rejected");
+    }
+}

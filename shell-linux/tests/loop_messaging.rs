@@ -208,3 +208,24 @@ fn all_to_all_with_four_ranks_shares_each_receive_queue() {
     );
     assert_eq!(out, vec![0, 0, 0, 0]);
 }
+
+#[test]
+fn a_rank_can_send_to_itself() {
+    let _guard = watchdog("a_rank_can_send_to_itself", 60);
+    let out = job::run(
+        1,
+        rmx_linux::rank::loop_config(),
+        LoopConfig::default(),
+        |r| {
+            let mut buf = [0u8; 5];
+            let q = unsafe {
+                r.irecv_raw(Source::Rank(0), TagSel::Tag(3), buf.as_mut_ptr(), 5)
+                    .unwrap()
+            };
+            r.send(0, 3, b"selfy").unwrap();
+            let st = r.wait(q);
+            (st.source, st.len, buf)
+        },
+    );
+    assert_eq!(out[0], (0, 5, *b"selfy"));
+}
