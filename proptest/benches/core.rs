@@ -1,0 +1,94 @@
+//! Core micro-benchmarks (divan): the CPU cost of the protocol core's hot
+//! operations, without any NIC. `cargo bench -p rmx-proptest --bench core`.
+
+use divan::{black_box, Bencher};
+use rmx_core::matching::{Envelope, Matcher, Pattern, Source, TagSel};
+use rmx_core::wire::{decode_packet, Header, Kind, HEADER_LEN};
+use rmx_core::{Config, Endpoint, UserBuf};
+use rmx_proptest::memnic::MemNic;
+
+fn main() {
+    divan::main();
+}
+
+fn header() -> Header {
+    Header {
+        kind: Kind::Eager,
+        src: 1,
+        context: 0,
+        tag: 42,
+        len: 8,
+        seq: 7,
+        ack: 3,
+        credit: 5,
+    }
+}
+
+#[divan::bench]
+fn wire_encode(b: Bencher) {
+    let mut out = [0u8; HEADER_LEN];
+    b.bench_local(|| black_box(header()).encode(black_box(&mut out)));
+}
+
+#[divan::bench]
+fn wire_decode(b: Bencher) {
+    let mut pkt = vec![0u8; HEADER_LEN + 8];
+    header().encode(&mut pkt).unwrap();
+    b.bench_local(|| decode_packet(black_box(&pkt)).map(|(h, _)| h.tag));
+}
+
+/// An arrival that matches the last of `depth` posted receives: the cost of
+/// a deep posted-receive queue (the queue is searched in order).
+#[divan::bench(args = [1, 16, 256])]
+fn match_last_of(b: Bencher, depth: usize) {
+    let mut m: Matcher<u32, u32, 512, 512> = Matcher::default();
+    let pat = |tag| Pattern {
+        source: Source::Rank(1),
+        tag: TagSel::Tag(tag),
+        context: 0,
+    };
+    for t in 0..depth as u32 - 1 {
+        m.post(pat(t + 1000), t).unwrap();
+    }
+    let env = Envelope {
+        src: 1,
+        tag: 7,
+        context: 0,
+    };
+    b.bench_local(|| {
+        m.post(pat(7), 0).unwrap();
+        black_box(m.arrive(black_box(&env)))
+    });
+}
+
+type Ep = Endpoint<2, 64, 128, 16, 128, 64>;
+
+/// One eager message of 8 bytes: `isend` on one endpoint, `on_receive` and the
+/// completed `irecv` on the other, through the in-memory NIC (whose packet
+/// vectors add an allocation per message).
+#[divan::bench]
+fn eager_send_and_receive(b: Bencher) {
+    let cfg = Config::reliable(256, 64);
+    let (mut a, mut z) = (Ep::new(cfg, 0, 2).unwrap(), Ep::new(cfg, 1, 2).unwrap());
+    let (mut an, mut zn) = (
+        MemNic::new(16, 512, 128, 256),
+        MemNic::new(16, 512, 128, 256),
+    );
+    let src = an.user_buf(vec![1; 8]);
+    let dst: UserBuf = zn.user_buf(vec![0; 8]);
+    b.bench_local(|| {
+        let r = z
+            .irecv(0, &mut zn, Source::Rank(0), TagSel::Tag(1), 0, dst, 8)
+            .unwrap();
+        a.isend(0, &mut an, 1, 1, 0, src, 8).unwrap();
+        let (_, pkt) = an.outbox.pop().unwrap();
+        let buf = zn.deliver(pkt);
+        z.on_receive(0, &mut zn, buf);
+        // Credits flow back on the control packets the receiver emits.
+        for (_, p) in zn.outbox.drain(..) {
+            let rb = an.deliver(p);
+            a.on_receive(0, &mut an, rb);
+        }
+        black_box(z.test(r).unwrap())
+    });
+}
