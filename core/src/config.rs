@@ -18,6 +18,7 @@ pub struct Config {
     pub inline_max: u32,
     /// First retransmission timeout; doubles on each expiry up to `rto_max_ns`.
     pub rto_ns: u64,
+    /// Ceiling of the back-off, so a long outage is probed at a bounded rate.
     pub rto_max_ns: u64,
     /// How long an acknowledgement may wait for a packet to ride on.
     pub ack_delay_ns: u64,
@@ -67,6 +68,7 @@ pub enum ConfigError {
     UnexpectedCapacity { required: usize },
     /// A packet (header + eager payload) must fit in 65535 bytes.
     EagerThreshold { max: u32 },
-    /// Send bounce slots must be at least one per peer window plus one for control.
+    /// At least two send bounce slots: one for data and one always kept for
+    /// acknowledgements, so that they can never deadlock.
     Slots { required: usize },
 }

@@ -32,6 +32,7 @@ pub enum SendError {
 /// Why a receive was refused. Nothing was posted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecvError {
+    /// The source is not a rank of this job.
     BadRank,
     /// The posted-receive queue is full: complete or cancel some receives.
     PostedQueueFull,
@@ -154,14 +155,17 @@ impl<
         })
     }
 
+    /// The configuration this endpoint runs with.
     pub fn config(&self) -> &Config {
         &self.cfg
     }
 
+    /// This endpoint's rank.
     pub fn rank(&self) -> u16 {
         self.me
     }
 
+    /// Event counters: every drop, retransmission and stall is counted here.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }

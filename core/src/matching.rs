@@ -38,6 +38,7 @@ pub struct Pattern {
 }
 
 impl Pattern {
+    /// Does a message with envelope `e` satisfy this receive?
     pub fn matches(&self, e: &Envelope) -> bool {
         self.context == e.context
             && match self.source {

@@ -31,10 +31,13 @@ pub enum RecvFault {
 /// The outcome of a completed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Status {
+    /// Sender's rank (receives; what ANY_SOURCE matched).
     pub source: u16,
+    /// Message tag (receives; what ANY_TAG matched).
     pub tag: u32,
     /// Bytes delivered (receive) or sent.
     pub len: u32,
+    /// Why a receive delivered less than it was sent, if it did.
     pub fault: Option<RecvFault>,
 }
 
