@@ -21,7 +21,7 @@ use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 /// Why a send was refused. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendError {
-    /// No such rank.
+    /// The destination is not a rank of this job.
     BadRank,
     /// Larger than the eager threshold (`max` bytes); rendezvous is not built yet.
     TooLarge { max: u32 },
