@@ -229,3 +229,34 @@ fn a_rank_can_send_to_itself() {
     );
     assert_eq!(out[0], (0, 5, *b"selfy"));
 }
+
+#[test]
+fn a_cancelled_receive_completes_as_cancelled_and_never_matches() {
+    let _guard = watchdog(
+        "a_cancelled_receive_completes_as_cancelled_and_never_matches",
+        60,
+    );
+    let out = job::run(
+        1,
+        rmx_linux::rank::loop_config(),
+        LoopConfig::default(),
+        |r| {
+            let mut first = [0u8; 4];
+            let mut second = [0u8; 4];
+            let q = unsafe {
+                r.irecv_raw(Source::Any, TagSel::Any, first.as_mut_ptr(), 4)
+                    .unwrap()
+            };
+            let cancelled = r.cancel(&q);
+            let st = r.wait(q);
+            r.send(0, 1, b"data").unwrap();
+            let got = r.recv(Source::Any, TagSel::Any, &mut second).unwrap();
+            (cancelled, st.fault, first, got.len, second)
+        },
+    );
+    assert_eq!(
+        out[0],
+        (true, Some(RecvFault::Cancelled), [0; 4], 4, *b"data"),
+        "the cancelled buffer stays untouched; the message goes to the next receive"
+    );
+}
