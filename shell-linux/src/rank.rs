@@ -291,10 +291,8 @@ impl Rank {
         loop {
             // Progress first: a request waited on is rarely complete already,
             // and an empty poll costs less than a table lookup.
-            if req.req != Request::COMPLETE && self.progress() == 0 {
-                // Back off between empty polls: a core hammering the line the
-                // sender is writing slows the very arrival it waits for.
-                std::hint::spin_loop();
+            if req.req != Request::COMPLETE {
+                self.progress();
             }
             match self.test(req) {
                 Ok(st) => return st,
