@@ -290,7 +290,9 @@ impl Rank {
     pub fn wait(&mut self, mut req: Req) -> Status {
         loop {
             // Progress first: a request waited on is rarely complete already,
-            // and an empty poll costs less than a table lookup.
+            // and an empty poll costs less than a table lookup. No PAUSE between
+            // empty polls: measured on this machine it cost ~30% of the 8-byte
+            // message rate and gained no latency.
             if req.req != Request::COMPLETE {
                 self.progress();
             }
