@@ -47,6 +47,14 @@ struct Unexpected {
     len: u32,
 }
 
+/// Where an in-sequence message goes.
+enum Arrival {
+    /// Into the buffer of the oldest matching posted receive.
+    Posted(PostedRecv),
+    /// Into unexpected storage slot `0..UNEXP`, until a receive asks for it.
+    Stored(u16),
+}
+
 /// What a send bounce slot is doing. Free when no flag is set.
 #[derive(Clone, Copy, Debug, Default)]
 struct SlotMeta {
@@ -264,8 +272,7 @@ impl<
         }
         let posted = PostedRecv { req, buf, capacity };
         if self.matcher.post(pattern, posted).is_err() {
-            self.reqs.set(req, State::SendDone);
-            let _ = self.reqs.collect(req);
+            self.reqs.release(req);
             return Err(RecvError::PostedQueueFull);
         }
         Ok(req)
@@ -395,11 +402,10 @@ impl<
     /// An in-sequence eager message: deliver it to the oldest matching posted
     /// receive, or keep it as unexpected.
     fn arrive<N: Nic>(&mut self, now: u64, nic: &mut N, env: Envelope, buf: RxBuf, len: u32) {
-        let matched = self.matcher.arrive(&env);
-        let slot = match matched {
-            Some(_) => None,
+        let dest = match self.matcher.arrive(&env) {
+            Some(posted) => Arrival::Posted(posted),
             None => match self.unexp_free.pop() {
-                Some(s) => Some(s),
+                Some(slot) => Arrival::Stored(slot),
                 None => {
                     // Nothing accepted is lost: on a lossy transport leave it
                     // unacknowledged for the sender to retransmit; on a reliable
@@ -417,19 +423,18 @@ impl<
             self.arm_ack(now, env.src as usize);
         }
         let from = Loc::Rx(buf, HEADER_LEN as u32);
-        match (matched, slot) {
-            (Some(pr), _) => {
+        match dest {
+            Arrival::Posted(pr) => {
                 let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
                 self.reqs.set(pr.req, State::RecvDone(st));
                 self.consumed(now, nic, env.src);
             }
-            (None, Some(slot)) => {
+            Arrival::Stored(slot) => {
                 nic.copy(Loc::Unexpected(slot, 0), from, len as usize);
                 // Cannot fail: storage slots and queue entries are both UNEXP.
                 let _ = self.matcher.push_unexpected(env, Unexpected { slot, len });
                 self.stats.unexpected += 1;
             }
-            (None, None) => {}
         }
     }
 
@@ -596,9 +601,7 @@ impl<
     fn sent(&mut self, d: usize, h: &Header) {
         let p = &mut self.peers[d];
         p.tx_seq = p.tx_seq.wrapping_add(1);
-        p.consumed_sent = h.credit;
-        p.ack_sent = h.ack;
-        p.ack_at = None;
+        p.carried(h.credit);
         self.stats.messages_out += 1;
     }
 
@@ -650,10 +653,7 @@ impl<
         self.stats.packets_out += 1;
         match nic.post_send(dest, SlotId(slot), HEADER_LEN) {
             Ok(r) => {
-                let p = &mut self.peers[dest as usize];
-                p.consumed_sent = h.credit;
-                p.ack_sent = h.ack;
-                p.ack_at = None;
+                self.peers[dest as usize].carried(h.credit);
                 if r == Posted::Later {
                     self.slots[slot as usize] = SlotMeta {
                         peer: dest,
@@ -691,9 +691,7 @@ impl<
             self.post(nic, s);
         }
         let p = &mut self.peers[peer];
-        p.consumed_sent = credit;
-        p.ack_sent = ack;
-        p.ack_at = None;
+        p.carried(credit);
         if !p.unacked.is_empty() {
             let t = now + p.rto;
             p.rto_at = Some(t);

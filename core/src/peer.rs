@@ -35,8 +35,9 @@ pub(crate) struct Peer<const W: usize> {
     pub rx_next: u32,
     /// Cumulative messages from the peer consumed here (the credit we grant).
     pub consumed: u32,
+    /// The cumulative credit the last packet to the peer carried.
     pub consumed_sent: u32,
-    pub ack_sent: u32,
+    /// When an ACK must go if no packet carries the ack and credit before.
     pub ack_at: Option<u64>,
     /// The `rx_next` a NACK was already sent for.
     pub nacked: Option<u32>,
@@ -56,7 +57,6 @@ impl<const W: usize> Peer<W> {
             rx_next: 0,
             consumed: 0,
             consumed_sent: 0,
-            ack_sent: 0,
             ack_at: None,
             nacked: None,
             queued: 0,
@@ -77,6 +77,13 @@ impl<const W: usize> Peer<W> {
             self.peer_consumed = credit;
         }
         true
+    }
+
+    /// A packet to the peer carried the current ack and `credit`: nothing is
+    /// owed until more arrives, so the delayed-ACK timer stops.
+    pub fn carried(&mut self, credit: u32) {
+        self.consumed_sent = credit;
+        self.ack_at = None;
     }
 
     /// Credits owed back to the peer that no packet has carried yet.

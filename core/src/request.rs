@@ -120,6 +120,14 @@ impl<const N: usize> Table<N> {
         }
     }
 
+    /// Frees a request that never got going (its post was refused).
+    pub fn release(&mut self, r: Request) {
+        if let Ok(e) = self.entry(r) {
+            e.state = State::Free;
+            let _ = self.free.push(r.idx);
+        }
+    }
+
     /// Returns the status if complete, freeing the entry.
     pub fn collect(&mut self, r: Request) -> Result<Option<Status>, RequestError> {
         if r == Request::COMPLETE {

@@ -148,10 +148,14 @@ fn full_posted_queue_is_a_typed_error() {
     for _ in 0..8 {
         a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1).unwrap();
     }
-    assert_eq!(
-        a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1),
-        Err(RecvError::PostedQueueFull)
-    );
+    // A refused receive gives its request back: refusals never exhaust the
+    // 32-entry request table.
+    for _ in 0..40 {
+        assert_eq!(
+            a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1),
+            Err(RecvError::PostedQueueFull)
+        );
+    }
 }
 
 #[test]
@@ -326,19 +330,63 @@ fn busy_nic_keeps_the_packet_and_posts_it_later() {
 
 #[test]
 fn slots_posted_later_are_freed_by_completion() {
-    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 8));
+    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 8));
     an.later = true;
     let s = an.buf(b"q");
-    // 16 slots, one kept for control: 15 sends go, the 16th waits for a slot.
-    for _ in 0..16 {
+    // Eight sends leave; their slots stay with the NIC until completed.
+    for _ in 0..8 {
         a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     }
-    assert_eq!(an.outbox.len(), 8, "credits limit first");
-    for i in 0..8 {
-        a.on_send_complete(SlotId(15 - i));
+    pump(0, &mut an, &mut b, &mut bn);
+    for _ in 0..8 {
+        let d = bn.buf(&[0]);
+        b.irecv(0, &mut bn, ANY.0, ANY.1, 0, d, 1).unwrap();
     }
+    pump(0, &mut bn, &mut a, &mut an);
+    assert_eq!(
+        a.credits_left(1),
+        8,
+        "credits are back: only slots limit now"
+    );
+    // 16 slots, 8 still in the NIC, one kept for control: 7 of 8 sends go.
+    for _ in 0..8 {
+        a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
+    }
+    assert_eq!((an.outbox.len(), a.queued_sends()), (7, 1));
     a.on_send_complete(SlotId(999)); // out of range: ignored
-    assert_eq!(a.queued_sends(), 8);
+    assert_eq!(a.queued_sends(), 1);
+    a.on_send_complete(SlotId(0));
+    assert_eq!(
+        a.poll_timeout(),
+        Some(0),
+        "a freed slot makes the queued send due"
+    );
+    a.poll(1, &mut an);
+    assert_eq!((an.outbox.len(), a.queued_sends()), (8, 0));
+}
+
+#[test]
+fn a_full_request_table_refuses_sends_and_queues_nothing() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 1));
+    let s = an.buf(b"q");
+    assert_eq!(a.isend(0, &mut an, 1, 0, 0, s, 1), Ok(Request::COMPLETE));
+    // No credit left: each further send waits in the queue and holds a request.
+    for _ in 0..32 {
+        assert_ne!(
+            a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap(),
+            Request::COMPLETE
+        );
+    }
+    assert_eq!(
+        a.isend(0, &mut an, 1, 0, 0, s, 1),
+        Err(SendError::RequestTableFull)
+    );
+    assert_eq!(a.queued_sends(), 32);
+    let d = an.buf(&[0]);
+    assert_eq!(
+        a.irecv(0, &mut an, ANY.0, ANY.1, 0, d, 1),
+        Err(RecvError::RequestTableFull)
+    );
 }
 
 #[test]
