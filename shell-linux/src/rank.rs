@@ -10,15 +10,16 @@ use crate::clock::now_ns;
 use crate::loopnic::region::Mr;
 use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus};
 
+/// Send bounce slots per rank.
+const SLOTS: usize = 256;
+
 /// The capacities this shell builds the core with: up to 16 ranks, 64 credits
 /// per peer, 1024 posted receives and unexpected messages, 256 bounce slots.
-pub type CoreEndpoint = Endpoint<16, 1024, 1024, 256, 2048, 64>;
+pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, 64>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
 const _: () = assert!(CoreEndpoint::PEER_BYTES < CoreEndpoint::ENDPOINT_BYTES);
-
-const SLOTS: usize = 256;
 
 /// The core configuration the `loop` transport runs with: reliable (no
 /// sequence checks or acks), 8 KiB eager threshold, 64 credits per peer, and
@@ -27,6 +28,15 @@ pub fn loop_config() -> Config {
     Config {
         inline_max: u32::MAX,
         ..Config::reliable(8192, 64)
+    }
+}
+
+/// What a refused post means to the core.
+fn post_error(e: PostErr) -> PostError {
+    match e {
+        PostErr::Rnr | PostErr::SqFull => PostError::Busy,
+        PostErr::TooLong => PostError::Unsupported,
+        PostErr::BadPeer => PostError::Down,
     }
 }
 
@@ -134,15 +144,17 @@ impl Nic for LoopNic {
             len,
             key: self.slots_mr.key,
         };
-        match self.port.post_send(peer, slot.0 as u64, &[sge]) {
-            Ok(Some(Wc {
+        match self
+            .port
+            .post_send(peer, slot.0 as u64, &[sge])
+            .map_err(post_error)?
+        {
+            Some(Wc {
                 status: WcStatus::Success,
                 ..
-            })) => Ok(Posted::Done),
-            Ok(Some(_)) | Err(PostErr::BadPeer) => Err(PostError::Down),
-            Ok(None) => Ok(Posted::Later),
-            Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
-            Err(PostErr::TooLong) => Err(PostError::Unsupported),
+            }) => Ok(Posted::Done),
+            Some(_) => Err(PostError::Down),
+            None => Ok(Posted::Later),
         }
     }
 
@@ -157,12 +169,9 @@ impl Nic for LoopNic {
         let p = self.resolve(payload, len);
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-        match self.port.post_send_inline(peer, header, body) {
-            Ok(()) => Ok(()),
-            Err(PostErr::Rnr | PostErr::SqFull) => Err(PostError::Busy),
-            Err(PostErr::TooLong) => Err(PostError::Unsupported),
-            Err(PostErr::BadPeer) => Err(PostError::Down),
-        }
+        self.port
+            .post_send_inline(peer, header, body)
+            .map_err(post_error)
     }
 
     #[inline]
@@ -217,6 +226,24 @@ impl Rank {
         self.ep.stats()
     }
 
+    /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
+    /// handle for the core, and gives the handle back if the core refuses.
+    fn start<E>(
+        &mut self,
+        ptr: usize,
+        len: usize,
+        op: impl FnOnce(&mut CoreEndpoint, &mut LoopNic, u64, UserBuf) -> Result<Request, E>,
+    ) -> Result<Req, E> {
+        let buf = self.nic.add_user(ptr, len);
+        match op(&mut self.ep, &mut self.nic, self.now, buf) {
+            Ok(req) => Ok(Req { req, buf }),
+            Err(e) => {
+                self.nic.drop_user(buf);
+                Err(e)
+            }
+        }
+    }
+
     /// Starts a send of `len` bytes at `ptr`.
     ///
     /// # Safety
@@ -228,17 +255,9 @@ impl Rank {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
-        let buf = self.nic.add_user(ptr as usize, len);
-        match self
-            .ep
-            .isend(self.now, &mut self.nic, dest, tag, 0, buf, len as u32)
-        {
-            Ok(req) => Ok(Req { req, buf }),
-            Err(e) => {
-                self.nic.drop_user(buf);
-                Err(e)
-            }
-        }
+        self.start(ptr as usize, len, |ep, nic, now, buf| {
+            ep.isend(now, nic, dest, tag, 0, buf, len as u32)
+        })
     }
 
     /// Starts a receive into `len` bytes at `ptr`.
@@ -252,30 +271,13 @@ impl Rank {
         ptr: *mut u8,
         len: usize,
     ) -> Result<Req, RecvError> {
-        let buf = self.nic.add_user(ptr as usize, len);
-        match self
-            .ep
-            .irecv(self.now, &mut self.nic, src, tag, 0, buf, len as u32)
-        {
-            Ok(req) => Ok(Req { req, buf }),
-            Err(e) => {
-                self.nic.drop_user(buf);
-                Err(e)
-            }
-        }
+        self.start(ptr as usize, len, |ep, nic, now, buf| {
+            ep.irecv(now, nic, src, tag, 0, buf, len as u32)
+        })
     }
 
     /// Completes `req` if it is done; otherwise hands it back.
     pub fn test(&mut self, req: Req) -> Result<Status, Req> {
-        if req.req == Request::COMPLETE {
-            self.nic.drop_user(req.buf);
-            return Ok(Status {
-                source: self.ep.rank(),
-                tag: 0,
-                len: 0,
-                fault: None,
-            });
-        }
         match self.ep.test(req.req) {
             Ok(Some(st)) => {
                 self.nic.drop_user(req.buf);

@@ -2,9 +2,8 @@
 //! small acknowledgement back; bandwidth and message rate at the sender.
 
 use rmx_core::{Config, Source, TagSel};
-use serde_json::{json, Map};
+use serde_json::json;
 
-use super::pingpong::config_json;
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
@@ -88,34 +87,19 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
     pb.finish_and_clear();
     let results = rows[0]
         .iter()
-        .map(|&(size, mbs, rate)| {
-            let mut m = Map::new();
-            m.insert("size".into(), json!(size));
-            m.insert("mb_per_s".into(), json!(mbs));
-            m.insert("msg_per_s".into(), json!(rate));
-            m
-        })
+        .map(|&(size, mbs, rate)| json!({"size": size, "mb_per_s": mbs, "msg_per_s": rate}))
         .collect();
-    let mut config = config_json(opts, &cfg, &nic);
+    let mut config = opts.config_json(&cfg, &nic);
     config["window"] = json!(WINDOW);
     config["windows"] = json!(n);
-    Report {
-        benchmark: "bw".into(),
-        transport: opts.transport.clone(),
-        cores: crate::clock::cores(),
+    Report::new(
+        "bw",
+        opts,
         config,
         results,
-        columns: vec![
-            Column {
-                key: "mb_per_s",
-                header: "mb_per_s",
-                decimals: 2,
-            },
-            Column {
-                key: "msg_per_s",
-                header: "msg_per_s",
-                decimals: 0,
-            },
+        vec![
+            Column::new("mb_per_s", "mb_per_s", 2),
+            Column::new("msg_per_s", "msg_per_s", 0),
         ],
-    }
+    )
 }

@@ -9,6 +9,9 @@ pub mod report;
 use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use rmx_core::Config;
+
+use crate::loopnic::LoopConfig;
 
 /// Options every benchmark accepts.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -37,6 +40,21 @@ impl Opts {
             s *= 2;
         }
         v
+    }
+
+    /// The `config` block of every report: the run's options and the
+    /// configuration of the core and the NIC it measured.
+    pub fn config_json(&self, cfg: &Config, nic: &LoopConfig) -> serde_json::Value {
+        serde_json::json!({
+            "iters": self.iters,
+            "warmup": self.warmup,
+            "min_size": self.min_size,
+            "max_size": self.max_size,
+            "eager_threshold": cfg.eager_threshold,
+            "credits": cfg.credits,
+            "reliable": cfg.reliable,
+            "nic": nic,
+        })
     }
 
     /// A progress bar on stderr at a terminal, hidden otherwise.

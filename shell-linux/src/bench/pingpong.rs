@@ -5,7 +5,7 @@
 use std::sync::Barrier;
 
 use rmx_core::{Config, Source, TagSel};
-use serde_json::{json, Map};
+use serde_json::json;
 
 use super::floor::Floor;
 use super::report::{Column, Report};
@@ -73,50 +73,18 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
     let results = rows[0]
         .iter()
         .map(|&(size, lat, fl)| {
-            let mut m = Map::new();
-            m.insert("size".into(), json!(size));
-            m.insert("latency_us".into(), json!(lat));
-            m.insert("floor_us".into(), json!(fl));
-            m.insert("ratio".into(), json!(lat / fl));
-            m
+            json!({"size": size, "latency_us": lat, "floor_us": fl, "ratio": lat / fl})
         })
         .collect();
-    Report {
-        benchmark: "pingpong".into(),
-        transport: opts.transport.clone(),
-        cores: crate::clock::cores(),
-        config: config_json(opts, &cfg, &nic),
+    Report::new(
+        "pingpong",
+        opts,
+        opts.config_json(&cfg, &nic),
         results,
-        columns: vec![
-            Column {
-                key: "latency_us",
-                header: "latency_us",
-                decimals: 3,
-            },
-            Column {
-                key: "floor_us",
-                header: "floor_us",
-                decimals: 3,
-            },
-            Column {
-                key: "ratio",
-                header: "x_floor",
-                decimals: 2,
-            },
+        vec![
+            Column::new("latency_us", "latency_us", 3),
+            Column::new("floor_us", "floor_us", 3),
+            Column::new("ratio", "x_floor", 2),
         ],
-    }
-}
-
-/// The configuration block of every report.
-pub fn config_json(opts: &Opts, cfg: &Config, nic: &LoopConfig) -> serde_json::Value {
-    json!({
-        "iters": opts.iters,
-        "warmup": opts.warmup,
-        "min_size": opts.min_size,
-        "max_size": opts.max_size,
-        "eager_threshold": cfg.eager_threshold,
-        "credits": cfg.credits,
-        "reliable": cfg.reliable,
-        "nic": nic,
-    })
+    )
 }

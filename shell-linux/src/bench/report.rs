@@ -1,7 +1,9 @@
 //! A benchmark's results: an aligned table, one JSON document, an SVG plot.
 
 use plotters::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use super::Opts;
 
 /// An axis label: three significant digits, with k/M/G for large values.
 fn compact(v: f64) -> String {
@@ -45,12 +47,41 @@ pub struct Report {
     pub transport: String,
     pub cores: usize,
     pub config: Value,
-    pub results: Vec<Map<String, Value>>,
+    /// One JSON object per message size.
+    pub results: Vec<Value>,
     #[serde(skip)]
     pub columns: Vec<Column>,
 }
 
+impl Column {
+    pub const fn new(key: &'static str, header: &'static str, decimals: usize) -> Column {
+        Column {
+            key,
+            header,
+            decimals,
+        }
+    }
+}
+
 impl Report {
+    /// The report of `benchmark` run with `opts` on this machine.
+    pub fn new(
+        benchmark: &str,
+        opts: &Opts,
+        config: Value,
+        results: Vec<Value>,
+        columns: Vec<Column>,
+    ) -> Report {
+        Report {
+            benchmark: benchmark.into(),
+            transport: opts.transport.clone(),
+            cores: crate::clock::cores(),
+            config,
+            results,
+            columns,
+        }
+    }
+
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("serializable")
     }

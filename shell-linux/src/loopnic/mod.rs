@@ -198,13 +198,12 @@ fn check_local(
     Ok(total)
 }
 
-/// Takes a send-queue entry of connection `peer`, if one is free.
-fn reserve_sq(outstanding: &mut [u32], depth: u32, peer: u16) -> Result<(), PostErr> {
-    let o = &mut outstanding[peer as usize];
-    if *o >= depth {
+/// Is a send-queue entry of connection `peer` free? The post that takes it
+/// counts it once it cannot fail any more, so a refused post never undoes one.
+fn sq_room(outstanding: &[u32], depth: u32, peer: u16) -> Result<(), PostErr> {
+    if outstanding[peer as usize] >= depth {
         return Err(PostErr::SqFull);
     }
-    *o += 1;
     Ok(())
 }
 
@@ -268,14 +267,12 @@ impl Port {
         }
         let big = total > self.shared.cfg.sync_max;
         if big {
-            reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
+            sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
-        let Some(pos) = dst.ring.claim(&mut self.seen[peer as usize]) else {
-            if big {
-                self.outstanding[peer as usize] -= 1;
-            }
-            return Err(PostErr::Rnr);
-        };
+        let pos = dst
+            .ring
+            .claim(&mut self.seen[peer as usize])
+            .ok_or(PostErr::Rnr)?;
         let base = dst.ring.data_ptr(pos);
         if !big {
             let mut off = 0;
@@ -289,12 +286,13 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, total)));
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
-        let (me, shared) = (self.rank, Arc::clone(&self.shared));
+        self.outstanding[peer as usize] += 1;
+        let me = self.rank;
         let mut off = 0;
         let n = sges.len();
         for (k, s) in sges.iter().enumerate() {
             let then: Box<dyn FnOnce() + Send> = if k + 1 == n {
-                let shared = Arc::clone(&shared);
+                let shared = Arc::clone(&self.shared);
                 Box::new(move || {
                     shared.hcas[peer as usize]
                         .ring
@@ -394,18 +392,18 @@ impl Port {
         }
         let big = local.len > self.shared.cfg.sync_max;
         if big {
-            reserve_sq(&mut self.outstanding, self.shared.cfg.sq_depth, peer)?;
+            sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
         }
-        let imm_pos = match imm {
-            Some(_) => match dst.ring.claim(&mut self.seen[peer as usize]) {
-                Some(p) => Some(p),
-                None => {
-                    if big {
-                        self.outstanding[peer as usize] -= 1;
-                    }
-                    return Err(PostErr::Rnr);
-                }
-            },
+        // The immediate's receive buffer is claimed now, so the post can refuse
+        // (RNR) before any data moves; it is published after the data.
+        let imm = match imm {
+            Some(v) => {
+                let pos = dst
+                    .ring
+                    .claim(&mut self.seen[peer as usize])
+                    .ok_or(PostErr::Rnr)?;
+                Some((pos, v))
+            }
             None => None,
         };
         let (from, to) = match op {
@@ -416,11 +414,12 @@ impl Port {
         if !big {
             // SAFETY: both ranges checked against registered regions above.
             unsafe { std::ptr::copy(from as *const u8, to as *mut u8, local.len) };
-            if let (Some(pos), Some(v)) = (imm_pos, imm) {
+            if let Some((pos, v)) = imm {
                 dst.ring.publish(pos, 0, Some(v), me);
             }
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
+        self.outstanding[peer as usize] += 1;
         let shared = Arc::clone(&self.shared);
         let len = local.len;
         self.shared.engine.submit(Job {
@@ -428,7 +427,7 @@ impl Port {
             src: from,
             len,
             then: Box::new(move || {
-                if let (Some(pos), Some(v)) = (imm_pos, imm) {
+                if let Some((pos, v)) = imm {
                     shared.hcas[peer as usize].ring.publish(pos, 0, Some(v), me);
                 }
                 shared.hcas[me as usize].complete(done(WcStatus::Success, len));
