@@ -114,6 +114,12 @@ fn errors_say_what_to_do() {
     let (code, _, err) = rmx(&["bench", "pingpong", "--transport", "carrier-pigeon"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown transport"), "{err}");
+    let (code, _, err) = rmx(&["bench", "pingpong", "--min-size", "64", "--max-size", "8"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("larger than --max-size"), "{err}");
+    let (code, _, err) = rmx(&["bench", "bw", "--iters", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--iters must be at least 1"), "{err}");
 }
 
 #[test]
