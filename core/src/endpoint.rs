@@ -10,11 +10,12 @@ use heapless::{Deque, Vec};
 use crate::config::{Config, ConfigError};
 use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
-use crate::nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
+use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::peer::{seq_le, Peer};
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
 };
+use crate::reuse::{Invalidation, NoReuse, Pending, RegId, SendReuse};
 use crate::stats::Stats;
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 
@@ -64,6 +65,20 @@ struct SlotMeta {
     in_nic: bool,
     awaiting_ack: bool,
     unposted: bool,
+    /// A zero-copy send: the NIC reads the user buffer through this
+    /// registration, and the send's request completes with the slot.
+    pin: Option<RegId>,
+    req: Option<Request>,
+}
+
+/// How far `try_send` got.
+enum Sent {
+    /// Not sent: no credit or no slot (or the NIC was busy).
+    No,
+    /// The data left the user buffer.
+    Done,
+    /// Posted zero-copy; the NIC reads the user buffer until this slot completes.
+    Reading(u16),
 }
 
 impl SlotMeta {
@@ -75,7 +90,8 @@ impl SlotMeta {
 /// One rank's messaging state, with capacities fixed by the embedder:
 /// `PEERS` ranks, `POSTED` posted receives, `UNEXP` unexpected messages,
 /// `SLOTS` send bounce slots, `REQS` request handles, `W` per-peer window
-/// (the most credits a peer can be given).
+/// (the most credits a peer can be given); `Z` decides which eager sends go
+/// zero-copy from registered user memory ([`NoReuse`]: none).
 pub struct Endpoint<
     const PEERS: usize,
     const POSTED: usize,
@@ -83,6 +99,7 @@ pub struct Endpoint<
     const SLOTS: usize,
     const REQS: usize,
     const W: usize,
+    Z = NoReuse,
 > {
     cfg: Config,
     me: u16,
@@ -99,6 +116,7 @@ pub struct Endpoint<
     flush_due: bool,
     deadline: Option<u64>,
     stats: Stats,
+    reuse: Z,
 }
 
 impl<
@@ -108,7 +126,8 @@ impl<
         const SLOTS: usize,
         const REQS: usize,
         const W: usize,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W>
+        Z: SendReuse,
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
 {
     /// Bytes one endpoint occupies, all capacities included.
     pub const ENDPOINT_BYTES: usize = core::mem::size_of::<Self>();
@@ -116,7 +135,15 @@ impl<
     pub const PEER_BYTES: usize = core::mem::size_of::<Peer<W>>();
 
     /// An endpoint for rank `me` of `npeers` ranks.
-    pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError> {
+    pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError>
+    where
+        Z: Default,
+    {
+        Self::with_reuse(cfg, me, npeers, Z::default())
+    }
+
+    /// An endpoint whose eager sends consult `reuse` for a zero-copy path.
+    pub fn with_reuse(cfg: Config, me: u16, npeers: u16, reuse: Z) -> Result<Self, ConfigError> {
         if npeers as usize > PEERS || npeers == 0 {
             return Err(ConfigError::TooManyPeers { max: PEERS });
         }
@@ -160,6 +187,7 @@ impl<
             flush_due: false,
             deadline: None,
             stats: Stats::default(),
+            reuse,
         })
     }
 
@@ -176,6 +204,30 @@ impl<
     /// Event counters: every drop, retransmission and stall is counted here.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The zero-copy policy and its state (tracker, cache, counters).
+    pub fn reuse(&self) -> &Z {
+        &self.reuse
+    }
+
+    /// Memory changed under `what`: no later send reads it through a stale
+    /// registration. Sends already posted keep theirs until they complete.
+    pub fn invalidate<N: Nic>(&mut self, nic: &mut N, what: Invalidation) {
+        self.reuse.invalidate(nic, what);
+    }
+
+    /// Applies invalidations queued by a notifier. Call before every send
+    /// when memory can change (one atomic load when nothing is queued).
+    #[inline]
+    pub fn apply_invalidations<N: Nic, const Q: usize>(
+        &mut self,
+        nic: &mut N,
+        pending: &Pending<Q>,
+    ) {
+        if !pending.is_empty() {
+            pending.drain(|what| self.reuse.invalidate(nic, what));
+        }
     }
 
     /// Credits left for eager sends to `peer`.
@@ -223,8 +275,20 @@ impl<
             buf,
             len,
         };
-        if self.peers[dest as usize].queued == 0 && self.try_send(now, nic, &q) {
-            return Ok(Request::COMPLETE);
+        if self.peers[dest as usize].queued == 0 {
+            match self.try_send(now, nic, &q, self.reqs.has_free()) {
+                Sent::Done => return Ok(Request::COMPLETE),
+                Sent::Reading(slot) => {
+                    // Cannot fail: `has_free` was checked before the post.
+                    let req = self
+                        .reqs
+                        .alloc(State::SendInFlight)
+                        .unwrap_or(Request::COMPLETE);
+                    self.slots[slot as usize].req = Some(req);
+                    return Ok(req);
+                }
+                Sent::No => {}
+            }
         }
         let req = self
             .reqs
@@ -522,10 +586,12 @@ impl<
 
     /// Sends `q` now if a credit and a bounce slot are free. One slot is always
     /// kept for control packets, so acknowledgements can never deadlock.
-    fn try_send<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> bool {
+    /// `may_pend`: a zero-copy send whose completion comes later can be given
+    /// a request.
+    fn try_send<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend, may_pend: bool) -> Sent {
         let d = q.dest as usize;
         if self.peers[d].credits_left(self.cfg.credits) == 0 {
-            return false;
+            return Sent::No;
         }
         let p = &self.peers[d];
         let h = Header {
@@ -545,29 +611,34 @@ impl<
                 Ok(()) => {
                     self.stats.packets_out += 1;
                     self.sent(d, &h);
-                    return true;
+                    return Sent::Done;
                 }
                 Err(PostError::Busy) => {
                     // Receiver not ready: retry from the queue at the next poll.
                     self.stats.post_busy += 1;
                     self.flush_due = true;
-                    return false;
+                    return Sent::No;
                 }
                 Err(PostError::Down) => {
                     self.stats.post_down += 1;
                     self.sent(d, &h);
-                    return true;
+                    return Sent::Done;
                 }
                 Err(PostError::Unsupported) => {}
             }
         }
         if self.free_slots.len() < 2 {
-            return false;
+            return Sent::No;
         }
         let Some(slot) = self.free_slots.pop() else {
-            return false;
+            return Sent::No;
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
+        if self.cfg.reliable && may_pend && q.len > 0 {
+            if let Some(sent) = self.try_zero_copy(nic, q, slot, &h) {
+                return sent;
+            }
+        }
         if q.len > 0 {
             nic.copy(
                 Loc::Slot(SlotId(slot), HEADER_LEN as u32),
@@ -580,9 +651,8 @@ impl<
             peer: q.dest,
             len: HEADER_LEN as u32 + q.len,
             seq: h.seq,
-            in_nic: false,
             awaiting_ack: !self.cfg.reliable,
-            unposted: false,
+            ..SlotMeta::default()
         };
         if !self.cfg.reliable {
             // Cannot fail: unacked packets never exceed credits <= W.
@@ -594,7 +664,57 @@ impl<
             }
         }
         self.post(nic, slot);
-        true
+        Sent::Done
+    }
+
+    /// Posts the header in `slot` with the payload gathered straight from the
+    /// user buffer, if the reuse policy says the buffer is worth it. `None`:
+    /// not taken (the slot still holds the header; the caller copies).
+    fn try_zero_copy<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        q: &QueuedSend,
+        slot: u16,
+        h: &Header,
+    ) -> Option<Sent> {
+        let addr = nic.user_addr(q.buf)?;
+        let pin = self.reuse.plan(nic, addr, q.len)?;
+        let payload = Gather {
+            addr,
+            len: q.len,
+            key: pin.key,
+        };
+        let r = nic.post_send_gather(q.dest, SlotId(slot), HEADER_LEN, payload);
+        if !matches!(r, Ok(Posted::Later)) {
+            self.reuse.release(nic, pin.id);
+        }
+        let sent = match r {
+            Ok(Posted::Done) => Sent::Done,
+            Ok(Posted::Later) => {
+                self.slots[slot as usize] = SlotMeta {
+                    peer: q.dest,
+                    len: HEADER_LEN as u32 + q.len,
+                    seq: h.seq,
+                    in_nic: true,
+                    pin: Some(pin.id),
+                    ..SlotMeta::default()
+                };
+                Sent::Reading(slot)
+            }
+            Err(PostError::Down) => {
+                self.stats.post_down += 1;
+                Sent::Done
+            }
+            // Busy or unable to gather: the copy path queues or posts it.
+            Err(PostError::Busy | PostError::Unsupported) => return None,
+        };
+        self.stats.packets_out += 1;
+        self.stats.zero_copy_sends += 1;
+        self.sent(q.dest as usize, h);
+        if !matches!(sent, Sent::Reading(_)) {
+            let _ = self.free_slots.push(slot);
+        }
+        Some(sent)
     }
 
     /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
@@ -699,8 +819,9 @@ impl<
         }
     }
 
-    /// The NIC finished reading a slot posted with [`Posted::Later`].
-    pub fn on_send_complete(&mut self, slot: SlotId) {
+    /// The NIC finished reading a slot posted with [`Posted::Later`] (and,
+    /// for a zero-copy send, the user buffer behind it).
+    pub fn on_send_complete<N: Nic>(&mut self, nic: &mut N, slot: SlotId) {
         let Some(m) = self.slots.get_mut(slot.0 as usize) else {
             return;
         };
@@ -708,6 +829,14 @@ impl<
             return;
         }
         m.in_nic = false;
+        let (pin, req) = (m.pin.take(), m.req.take());
+        if let Some(id) = pin {
+            self.reuse.release(nic, id);
+        }
+        if let Some(r) = req {
+            self.reqs.set(r, State::SendDone);
+        }
+        let m = &self.slots[slot.0 as usize];
         if !m.busy() {
             let _ = self.free_slots.push(slot.0);
             self.flush_due |= !self.queued.is_empty();
@@ -733,13 +862,24 @@ impl<
                 break;
             };
             let bit = 1u64 << (q.dest % 64);
-            if blocked & bit == 0 && self.try_send(now, nic, &q) {
-                self.peers[q.dest as usize].queued -= 1;
-                self.reqs.set(q.req, State::SendDone);
+            let sent = if blocked & bit == 0 {
+                self.try_send(now, nic, &q, true)
             } else {
-                blocked |= bit;
-                let _ = self.queued.push_back(q);
+                Sent::No
+            };
+            match sent {
+                Sent::No => {
+                    blocked |= bit;
+                    let _ = self.queued.push_back(q);
+                    continue;
+                }
+                Sent::Done => self.reqs.set(q.req, State::SendDone),
+                Sent::Reading(slot) => {
+                    self.reqs.set(q.req, State::SendInFlight);
+                    self.slots[slot as usize].req = Some(q.req);
+                }
             }
+            self.peers[q.dest as usize].queued -= 1;
         }
     }
 

@@ -19,12 +19,13 @@ pub mod matching;
 pub mod nic;
 mod peer;
 pub mod request;
+pub mod reuse;
 pub mod stats;
 pub mod wire;
 
 pub use config::{Config, ConfigError};
 pub use endpoint::{Endpoint, RecvError, SendError};
 pub use matching::{Envelope, Pattern, Source, TagSel};
-pub use nic::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
+pub use nic::{Gather, Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId, UserBuf};
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;

@@ -29,6 +29,30 @@ pub enum Loc {
     Unexpected(u16, u32),
 }
 
+/// A registration of user memory: the key the NIC checks (verbs' lkey).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MemKey(pub u32);
+
+/// Why the shell could not register memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegError {
+    /// The NIC or shell does not register user memory.
+    Unsupported,
+    /// Out of pinnable memory or registration resources (e.g. `RLIMIT_MEMLOCK`).
+    NoResources,
+    /// The range cannot be watched for changes, so a registration of it could
+    /// go stale unnoticed.
+    Unmonitored,
+}
+
+/// A payload the NIC gathers straight from registered user memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gather {
+    pub addr: u64,
+    pub len: u32,
+    pub key: MemKey,
+}
+
 /// When the NIC is done with a posted send's bounce slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Posted {
@@ -74,6 +98,39 @@ pub trait Nic {
         len: usize,
     ) -> Result<(), PostError> {
         let _ = (peer, header, payload, len);
+        Err(PostError::Unsupported)
+    }
+
+    /// The address of a user buffer, for the reuse tracker; `None` if the
+    /// shell does not say (zero-copy sends are then never attempted).
+    fn user_addr(&self, buf: UserBuf) -> Option<u64> {
+        let _ = buf;
+        None
+    }
+
+    /// Registers the page-aligned range `[addr, addr+len)` for the NIC to read.
+    fn register(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
+        let _ = (addr, len);
+        Err(RegError::Unsupported)
+    }
+
+    /// Ends a registration made by [`register`](Self::register).
+    fn deregister(&mut self, key: MemKey) {
+        let _ = key;
+    }
+
+    /// Sends the first `header_len` bytes of `slot` followed by `payload`,
+    /// gathered from registered user memory, as one packet (a two-entry
+    /// gather list). [`Posted::Later`] means the NIC still reads the user
+    /// buffer until the slot's completion.
+    fn post_send_gather(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        header_len: usize,
+        payload: Gather,
+    ) -> Result<Posted, PostError> {
+        let _ = (peer, slot, header_len, payload);
         Err(PostError::Unsupported)
     }
 }

@@ -62,6 +62,8 @@ pub(crate) enum State {
     Free,
     /// Waiting for a credit or a bounce slot.
     SendQueued,
+    /// Sent zero-copy: the NIC still reads the user buffer.
+    SendInFlight,
     SendDone,
     RecvPosted,
     RecvDone(Status),
@@ -108,6 +110,11 @@ impl<const N: usize> Table<N> {
             Some(e) if e.gen == r.gen && e.state != State::Free => Ok(e),
             _ => Err(RequestError::Stale),
         }
+    }
+
+    /// A request can be handed out.
+    pub fn has_free(&self) -> bool {
+        !self.free.is_empty()
     }
 
     pub fn state(&mut self, r: Request) -> Result<State, RequestError> {

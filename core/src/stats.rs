@@ -24,6 +24,8 @@ pub struct Stats {
     pub acks_out: u64,
     /// Sends that had to wait for a credit or a bounce slot.
     pub send_stalls: u64,
+    /// Eager sends whose payload the NIC gathered from the user buffer.
+    pub zero_copy_sends: u64,
     pub post_busy: u64,
     pub post_down: u64,
 }

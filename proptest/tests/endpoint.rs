@@ -353,9 +353,9 @@ fn slots_posted_later_are_freed_by_completion() {
         a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     }
     assert_eq!((an.outbox.len(), a.queued_sends()), (7, 1));
-    a.on_send_complete(SlotId(999)); // out of range: ignored
+    a.on_send_complete(&mut an, SlotId(999)); // out of range: ignored
     assert_eq!(a.queued_sends(), 1);
-    a.on_send_complete(SlotId(0));
+    a.on_send_complete(&mut an, SlotId(0));
     assert_eq!(
         a.poll_timeout(),
         Some(0),

@@ -336,7 +336,8 @@ impl Rank {
         }
         if self.nic.port.poll_cq(&mut self.wcs) > 0 {
             for wc in self.wcs.drain(..) {
-                self.ep.on_send_complete(SlotId(wc.wr_id as u16));
+                self.ep
+                    .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16));
             }
         }
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
