@@ -2,5 +2,6 @@
 //! network simulator ([`sim`]) with virtual time and seeded faults.
 
 pub mod memnic;
+pub mod reuse;
 pub mod rng;
 pub mod sim;

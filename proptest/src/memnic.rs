@@ -1,7 +1,9 @@
 //! An in-memory [`Nic`]: vectors for every memory object, an outbox for posts.
 
 use rmx_core::wire::HEADER_LEN;
-use rmx_core::{Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
+use std::collections::HashMap;
+
+use rmx_core::{Gather, Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId, UserBuf};
 
 /// Memory and posts of one simulated rank.
 pub struct MemNic {
@@ -20,6 +22,18 @@ pub struct MemNic {
     pub inline_sent: usize,
     /// Every receive buffer handed back, in order.
     pub reposted: Vec<u32>,
+    /// Simulated address of each user buffer (for the reuse tracker).
+    pub user_addr: Vec<u64>,
+    next_addr: u64,
+    /// Live registrations: key -> (start, len).
+    pub regs: HashMap<u32, (u64, u64)>,
+    next_key: u32,
+    pub registrations: usize,
+    pub deregistrations: usize,
+    /// Refuse registrations (as an exhausted memlock limit would).
+    pub refuse_registration: bool,
+    /// Payloads gathered straight from user buffers.
+    pub gathered: usize,
 }
 
 impl MemNic {
@@ -35,13 +49,44 @@ impl MemNic {
             inline: false,
             inline_sent: 0,
             reposted: Vec::new(),
+            user_addr: Vec::new(),
+            next_addr: 0x1000_0000,
+            regs: HashMap::new(),
+            next_key: 1,
+            registrations: 0,
+            deregistrations: 0,
+            refuse_registration: false,
+            gathered: 0,
         }
     }
 
-    /// A user buffer holding `bytes`.
+    /// A user buffer holding `bytes`, placed after the previous one.
     pub fn user_buf(&mut self, bytes: Vec<u8>) -> UserBuf {
+        let addr = self.next_addr;
+        self.user_buf_at(addr, bytes)
+    }
+
+    /// A user buffer holding `bytes` at simulated address `addr`.
+    pub fn user_buf_at(&mut self, addr: u64, bytes: Vec<u8>) -> UserBuf {
+        self.next_addr = self
+            .next_addr
+            .max(addr + (bytes.len() as u64).div_ceil(64) * 64 + 64);
         self.user.push(bytes);
+        self.user_addr.push(addr);
         UserBuf(self.user.len() as u32 - 1)
+    }
+
+    /// The bytes at simulated `[addr, addr+len)`, from the newest buffer there.
+    fn read_at(&self, addr: u64, len: usize) -> Vec<u8> {
+        let i = (0..self.user.len())
+            .rev()
+            .find(|&i| {
+                let a = self.user_addr[i];
+                a <= addr && addr + len as u64 <= a + self.user[i].len() as u64
+            })
+            .expect("gather from memory no user buffer holds");
+        let o = (addr - self.user_addr[i]) as usize;
+        self.user[i][o..o + len].to_vec()
     }
 
     /// Places a packet in a receive buffer.
@@ -97,6 +142,54 @@ impl Nic for MemNic {
     fn repost(&mut self, buf: RxBuf) {
         self.rx[buf.0 as usize] = None;
         self.reposted.push(buf.0);
+    }
+    fn user_addr(&self, buf: UserBuf) -> Option<u64> {
+        self.user_addr.get(buf.0 as usize).copied()
+    }
+    fn register(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
+        if self.refuse_registration {
+            return Err(RegError::NoResources);
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        self.regs.insert(key, (addr, len));
+        self.registrations += 1;
+        Ok(MemKey(key))
+    }
+    fn deregister(&mut self, key: MemKey) {
+        assert!(
+            self.regs.remove(&key.0).is_some(),
+            "deregistered an unknown key"
+        );
+        self.deregistrations += 1;
+    }
+    fn post_send_gather(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        header_len: usize,
+        payload: Gather,
+    ) -> Result<Posted, PostError> {
+        if self.busy {
+            return Err(PostError::Busy);
+        }
+        let (start, len) = *self
+            .regs
+            .get(&payload.key.0)
+            .expect("gather through a key that is not registered");
+        assert!(
+            start <= payload.addr && payload.addr + payload.len as u64 <= start + len,
+            "gather outside its registration"
+        );
+        let mut bytes = self.slots[slot.0 as usize][..header_len].to_vec();
+        bytes.extend_from_slice(&self.read_at(payload.addr, payload.len as usize));
+        self.outbox.push((peer, bytes));
+        self.gathered += 1;
+        Ok(if self.later {
+            Posted::Later
+        } else {
+            Posted::Done
+        })
     }
     fn send_inline(
         &mut self,

@@ -9,13 +9,18 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use rmx_core::reuse::{NoReuse, SendReuse};
 use rmx_core::{Config, Endpoint, Request, Source, Stats, TagSel, UserBuf};
 
 use crate::memnic::MemNic;
+use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
 /// The endpoint the simulator runs: up to 8 ranks, 16 credits per peer.
-pub type SimEndpoint = Endpoint<8, 64, 128, 64, 256, 16>;
+pub type SimEndpoint<Z = NoReuse> = Endpoint<8, 64, 128, 64, 256, 16, Z>;
+
+/// Send buffers each rank reuses (when no send from them is pending).
+const POOL: usize = 6;
 
 /// Faults of the virtual network, in parts per million per packet.
 #[derive(Clone, Copy, Debug)]
@@ -63,12 +68,17 @@ pub struct Params {
     pub reliable: bool,
     /// Receives each rank keeps posted.
     pub posted: usize,
+    /// Send frequently used buffers zero-copy (reliable transports only).
+    pub reuse: bool,
 }
 
 /// What a successful run did.
 #[derive(Clone, Debug)]
 pub struct Outcome {
     pub delivered: usize,
+    /// Order-free digest of every delivered message (source, destination,
+    /// index, bytes): equal digests mean the same messages arrived.
+    pub digest: u64,
     pub virtual_ns: u64,
     pub stats: Vec<Stats>,
 }
@@ -89,8 +99,11 @@ fn payload(src: u16, dst: u16, n: u32, len: usize) -> Vec<u8> {
     v
 }
 
-struct Rank {
-    ep: SimEndpoint,
+struct Rank<Z> {
+    ep: SimEndpoint<Z>,
+    /// Reused send buffers and the send each may still be reading for.
+    pool: Vec<(UserBuf, Option<Request>)>,
+    digest: u64,
     nic: MemNic,
     /// (destination, size) of each send still to start.
     to_send: Vec<(u16, usize)>,
@@ -129,6 +142,14 @@ impl Ord for InFlight {
 /// Runs one simulation. `Err` explains the first violation; include the seed
 /// when reporting it, since the same seed replays the same run.
 pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
+    if p.reuse {
+        run_with(seed, p, || frequent::<8>(3, 16, 256, NEVER_STOP))
+    } else {
+        run_with(seed, p, || NoReuse)
+    }
+}
+
+fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Result<Outcome, String> {
     let mut rng = Rng::new(seed);
     let cfg = if p.reliable {
         Config::reliable(EAGER, 16)
@@ -139,7 +160,7 @@ pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
         c
     };
     let max = (p.max_size.min(EAGER) as usize).max(ID);
-    let mut ranks: Vec<Rank> = (0..p.ranks)
+    let mut ranks: Vec<Rank<Z>> = (0..p.ranks)
         .map(|me| {
             let to_send = (0..p.messages)
                 .map(|_| {
@@ -150,9 +171,16 @@ pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
                     (d, ID + rng.below((max - ID + 1) as u64) as usize)
                 })
                 .collect();
+            let mut nic = MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize);
+            let pool = (0..POOL)
+                .map(|_| (nic.user_buf(vec![0; max]), None))
+                .collect();
             Ok(Rank {
-                ep: SimEndpoint::new(cfg, me, p.ranks).map_err(|e| format!("config: {e:?}"))?,
-                nic: MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize),
+                ep: SimEndpoint::with_reuse(cfg, me, p.ranks, reuse())
+                    .map_err(|e| format!("config: {e:?}"))?,
+                pool,
+                digest: 0,
+                nic,
                 to_send,
                 next_n: vec![0; p.ranks as usize],
                 sends: Vec::new(),
@@ -211,6 +239,7 @@ pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
         if delivered == total && !sends_left {
             return Ok(Outcome {
                 delivered,
+                digest: ranks.iter().fold(0, |d, r| d.wrapping_add(r.digest)),
                 virtual_ns: now,
                 stats: ranks.iter().map(|r| *r.ep.stats()).collect(),
             });
@@ -251,17 +280,35 @@ pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
     Err("step limit reached".into())
 }
 
-fn app_step(now: u64, me: u16, r: &mut Rank, p: &Params, max: usize) -> Result<(), String> {
-    // Start one send per step.
+fn app_step<Z: SendReuse>(
+    now: u64,
+    me: u16,
+    r: &mut Rank<Z>,
+    p: &Params,
+    max: usize,
+) -> Result<(), String> {
+    // Start one send per step, from a pool buffer no pending send still reads.
     if let Some(&(dst, len)) = r.to_send.first() {
         let n = r.next_n[dst as usize];
-        let buf = r.nic.user_buf(payload(me, dst, n, len));
+        let data = payload(me, dst, n, len);
+        let slot = r.pool.iter().position(|(_, q)| q.is_none());
+        let buf = match slot {
+            Some(k) => {
+                let b = r.pool[k].0;
+                r.nic.user[b.0 as usize][..len].copy_from_slice(&data);
+                b
+            }
+            None => r.nic.user_buf(data),
+        };
         match r.ep.isend(now, &mut r.nic, dst, 7, 0, buf, len as u32) {
             Ok(req) => {
                 r.to_send.remove(0);
                 r.next_n[dst as usize] += 1;
                 if req != Request::COMPLETE {
                     r.sends.push(req);
+                    if let Some(k) = slot {
+                        r.pool[k].1 = Some(req);
+                    }
                 }
             }
             Err(rmx_core::SendError::RequestTableFull) => {}
@@ -272,7 +319,12 @@ fn app_step(now: u64, me: u16, r: &mut Rank, p: &Params, max: usize) -> Result<(
     while i < r.sends.len() {
         match r.ep.test(r.sends[i]) {
             Ok(Some(_)) => {
-                r.sends.swap_remove(i);
+                let done = r.sends.swap_remove(i);
+                for (_, q) in r.pool.iter_mut() {
+                    if *q == Some(done) {
+                        *q = None;
+                    }
+                }
             }
             Ok(None) => i += 1,
             Err(e) => return Err(format!("rank {me}: send test: {e:?}")),
@@ -309,6 +361,9 @@ fn app_step(now: u64, me: u16, r: &mut Rank, p: &Params, max: usize) -> Result<(
                 }
                 r.expect_n[src as usize] += 1;
                 r.received += 1;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(&(src, dst, n, got), &mut h);
+                r.digest = r.digest.wrapping_add(std::hash::Hasher::finish(&h));
             }
             Ok(None) => i += 1,
             Err(e) => return Err(format!("rank {me}: recv test: {e:?}")),

@@ -27,6 +27,7 @@ fn reliable_transport_delivers_everything_in_order() {
         faults: Faults::NONE,
         reliable: true,
         posted: 4,
+        reuse: false,
     };
     check("reliable_transport_delivers_everything_in_order", p, 0..20);
 }
@@ -40,6 +41,7 @@ fn lossy_network_delivers_exactly_once_in_order() {
         faults: Faults::LOSSY,
         reliable: false,
         posted: 3,
+        reuse: false,
     };
     check("lossy_network_delivers_exactly_once_in_order", p, 0..40);
 }
@@ -57,6 +59,7 @@ fn heavy_loss_with_two_ranks_still_completes() {
         },
         reliable: false,
         posted: 1,
+        reuse: false,
     };
     check("heavy_loss_with_two_ranks_still_completes", p, 0..20);
 }
@@ -70,6 +73,7 @@ fn the_reliability_layer_actually_worked() {
         faults: Faults::LOSSY,
         reliable: false,
         posted: 2,
+        reuse: false,
     };
     let out = run(7, &p).unwrap();
     let sum = |f: fn(&rmx_core::Stats) -> u64| out.stats.iter().map(f).sum::<u64>();
@@ -94,6 +98,7 @@ fn the_same_seed_replays_the_same_run() {
         faults: Faults::LOSSY,
         reliable: false,
         posted: 2,
+        reuse: false,
     };
     let a = run(42, &p).unwrap();
     let b = run(42, &p).unwrap();
@@ -105,4 +110,31 @@ fn the_same_seed_replays_the_same_run() {
         (c.virtual_ns, c.stats),
         "seeds must matter"
     );
+}
+
+#[test]
+fn zero_copy_on_and_off_deliver_the_same_messages() {
+    let off = Params {
+        ranks: 4,
+        messages: 300,
+        max_size: 512,
+        faults: Faults::NONE,
+        reliable: true,
+        posted: 4,
+        reuse: false,
+    };
+    let on = Params { reuse: true, ..off };
+    for seed in seeds(0..20) {
+        let a = run(seed, &off).unwrap_or_else(|e| panic!("seed {seed}, reuse off: {e}"));
+        let b = run(seed, &on).unwrap_or_else(|e| panic!("seed {seed}, reuse on: {e}"));
+        assert_eq!(
+            (a.delivered, a.digest),
+            (b.delivered, b.digest),
+            "seed {seed}"
+        );
+        let zc =
+            |o: &rmx_proptest::sim::Outcome| o.stats.iter().map(|s| s.zero_copy_sends).sum::<u64>();
+        assert_eq!(zc(&a), 0);
+        assert!(zc(&b) > 100, "seed {seed}: only {} zero-copy sends", zc(&b));
+    }
 }

@@ -8,8 +8,6 @@
 
 use heapless::Vec;
 
-use super::tracker::size_class;
-
 /// Calibrated costs of one message size.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CostPoint {
@@ -37,8 +35,8 @@ pub struct CostModel<const N: usize> {
     points: Vec<CostPoint, N>,
     lookup_ns: u32,
     speculate_permille: u32,
-    /// Bit k: some size of class k (sizes up to 2^k) can profit.
-    enabled: u64,
+    /// Smallest size whose copy costs more than the lookup (`u32::MAX`: none).
+    min_size: u32,
 }
 
 impl<const N: usize> CostModel<N> {
@@ -61,13 +59,21 @@ impl<const N: usize> CostModel<N> {
             points,
             lookup_ns,
             speculate_permille,
-            enabled: 0,
+            min_size: u32::MAX,
         };
-        for k in 0..=32u32 {
-            let top = if k == 32 { u32::MAX } else { 1u32 << k };
-            if m.min_reuse(top).is_some() {
-                m.enabled |= 1 << k;
+        // Copy cost grows with size, so the profitable sizes are those from
+        // the first one where C > V: find it by bisection.
+        let (mut lo, mut hi) = (1u32, u32::MAX);
+        if m.min_reuse(hi).is_some() {
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if m.min_reuse(mid).is_some() {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
             }
+            m.min_size = lo;
         }
         Ok(m)
     }
@@ -125,10 +131,17 @@ impl<const N: usize> CostModel<N> {
         Some((n * self.speculate_permille as u64 / 1000).clamp(1, u32::MAX as u64) as u32)
     }
 
+    /// The smallest message that can profit (copy costs more than the
+    /// lookups); `u32::MAX` if none can. Copy cost is taken as non-decreasing
+    /// in size, as a memcpy's is.
+    pub fn min_size(&self) -> u32 {
+        self.min_size
+    }
+
     /// A quick filter before any lookup: can a message of `len` bytes profit at all?
     #[inline]
     pub fn may_profit(&self, len: u32) -> bool {
-        self.enabled & (1 << size_class(len)) != 0
+        len >= self.min_size
     }
 }
 
@@ -195,12 +208,15 @@ mod tests {
     }
 
     #[test]
-    fn the_class_filter_admits_only_profitable_classes() {
+    fn the_size_filter_admits_only_profitable_sizes() {
         let m = paper();
         assert!(!m.may_profit(64));
         assert!(!m.may_profit(8));
         assert!(!m.may_profit(128), "C(128) = 27 <= V");
         assert!(m.may_profit(256), "C(256) = 42 > V");
+        // C(m) = 20 + floor(110 (m - 64) / 960) first exceeds 30 at m = 160.
+        assert_eq!(m.min_size(), 160);
+        assert!(m.may_profit(160) && !m.may_profit(159));
         assert!(m.may_profit(8192));
     }
 
