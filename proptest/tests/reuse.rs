@@ -390,9 +390,7 @@ impl Model {
 
     /// `Some(index)` of the registration the send gathers through.
     fn send(&mut self, addr: u64, len: u64) -> Option<u64> {
-        let Some(threshold) = self.cost.threshold(len as u32) else {
-            return None;
-        };
+        let threshold = self.cost.threshold(len as u32)?;
         let class = (len as u32).next_power_of_two().trailing_zeros();
         let c = self.counts.entry((addr, class)).or_insert((0, threshold));
         c.0 += 1;
