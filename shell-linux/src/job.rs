@@ -5,10 +5,28 @@ use rmx_core::Config;
 use crate::clock::pin_to_cpu;
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::rank::Rank;
+use crate::reuse::Calibration;
 
 /// Runs `body` on each of `nranks` ranks (threads) and returns their results in
 /// rank order. Each thread is pinned to CPU `rank`, modulo the cores.
 pub fn run<T, F>(nranks: u16, cfg: Config, nic: LoopConfig, body: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(&mut Rank) -> T + Sync,
+{
+    run_with(nranks, cfg, nic, None, body)
+}
+
+/// [`run`], with zero-copy eager sends of frequently used buffers when
+/// `reuse` gives the cost figures. Check [`crate::monitor::Monitor::global`]
+/// first: a rank that cannot watch its registrations panics here.
+pub fn run_with<T, F>(
+    nranks: u16,
+    cfg: Config,
+    nic: LoopConfig,
+    reuse: Option<&Calibration>,
+    body: F,
+) -> Vec<T>
 where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
@@ -21,7 +39,12 @@ where
                 let body = &body;
                 s.spawn(move || {
                     pin_to_cpu(r as usize);
-                    let mut rank = Rank::new(port, nranks, cfg).expect("rank configuration");
+                    let mut rank = match reuse {
+                        None => Rank::new(port, nranks, cfg).expect("rank configuration"),
+                        Some(cal) => {
+                            Rank::with_reuse(port, nranks, cfg, cal).expect("zero-copy rank")
+                        }
+                    };
                     body(&mut rank)
                 })
             })

@@ -3,8 +3,11 @@
 //! the `rmx` binary's commands and benchmarks are in `cli` and `bench`.
 
 pub mod bench;
+pub mod calibrate;
 pub mod clock;
 pub mod copy;
 pub mod job;
 pub mod loopnic;
+pub mod monitor;
 pub mod rank;
+pub mod reuse;

@@ -35,12 +35,48 @@ enum Cmd {
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Measure copy, registration and lookup costs; print the minimum reuse
+    /// that makes registering a send buffer pay (per size) and save the
+    /// figures zero-copy eager sends use.
+    #[command(
+        long_about = "Measures, per message size, the cost of one copy (C) and of registering plus deregistering the pages the message spans (R), and the lookup overhead of the reuse tracker and registration cache (V). A buffer of size m pays for its registration after n > R / (C - V) sends; sizes where V >= C never do. The figures are saved to $RMX_CALIBRATION, else $XDG_CONFIG_HOME/rmx/calibration.json, else ~/.config/rmx/calibration.json, and used by --eager-reuse on and `rmx bench eager-reuse`."
+    )]
+    Calibrate {
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Measure and print, but do not save.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
 enum BenchCmd {
     /// One-way latency (half round trip) beside the bare shared-memory floor.
-    Pingpong(BenchArgs),
+    Pingpong {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Send frequently used buffers zero-copy (registered, gathered by the
+        /// NIC) instead of copying them into a bounce slot.
+        #[arg(long, value_enum, default_value_t = OnOff::Off)]
+        eager_reuse: OnOff,
+    },
+    /// Ping-pong with eager zero-copy of reused buffers off and on, alternating
+    /// in one run, beside the bound one saved copy sets (128 B - 8 KiB).
+    EagerReuse(ReuseArgs),
+    /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
+    /// one per page: improvement of zero-copy over copy per size and layout.
+    Spectrum {
+        #[command(flatten)]
+        args: ReuseArgs,
+        /// Buffers in the spectrum (N·(N+1)/2 round trips per size, layout and mode).
+        #[arg(long, default_value_t = 1000)]
+        buffers: usize,
+        /// Also write the improvement curves as an SVG plot here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
     /// Windows of 64 non-blocking sends, then an ack: MB/s and messages/s.
     Bw(BenchArgs),
     /// Every benchmark; writes tables, JSON and SVG plots into a folder.
@@ -52,6 +88,47 @@ enum BenchCmd {
         #[arg(long, default_value_t = 10_000)]
         iters: u64,
     },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Args, Clone)]
+struct ReuseArgs {
+    /// Transport to measure: loop (in-process software NIC).
+    #[arg(long, default_value = "loop")]
+    transport: String,
+    /// Smallest message size in bytes.
+    #[arg(long, default_value_t = 128)]
+    min_size: usize,
+    /// Largest message size in bytes (the eager range ends at 8192).
+    #[arg(long, default_value_t = 8192)]
+    max_size: usize,
+    /// Timed round trips per size and mode (after the warm-up).
+    #[arg(long, default_value_t = 10_000)]
+    iters: u64,
+    /// Untimed round trips per size and mode; they also register the buffers.
+    #[arg(long, default_value_t = 1_000)]
+    warmup: u64,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ReuseArgs {
+    fn bench(&self) -> BenchArgs {
+        BenchArgs {
+            transport: self.transport.clone(),
+            min_size: self.min_size,
+            max_size: self.max_size,
+            iters: self.iters,
+            warmup: self.warmup,
+            json: self.json,
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -127,8 +204,20 @@ rendezvous protocol, which this build does not have yet",
         max_size: a.max_size,
         iters: a.iters,
         warmup: a.warmup,
+        eager_reuse: None,
         quiet: a.json,
     })
+}
+
+/// The calibration zero-copy runs with, once the monitor it needs is up.
+fn reuse_ready() -> Result<rmx_linux::reuse::Calibration, String> {
+    rmx_linux::monitor::Monitor::global()
+        .map_err(|e| format!("zero-copy eager sends need the invalidation monitor: {e}"))?;
+    let (cal, saved) = rmx_linux::reuse::Calibration::load()?;
+    if !saved {
+        eprintln!("rmx: using default cost figures; run `rmx calibrate` to measure this machine's");
+    }
+    Ok(cal)
 }
 
 fn emit(r: &Report, json: bool) {
@@ -209,6 +298,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         max_size: 8192,
         iters,
         warmup: (iters / 10).max(100),
+        eager_reuse: None,
         quiet: false,
     };
     let mut md = String::from("# rmx benchmark report\n\n");
@@ -261,6 +351,62 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     Ok(())
 }
 
+fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
+    if !json_out {
+        eprintln!("rmx: calibrating (a few seconds)...");
+    }
+    let cal = rmx_linux::calibrate::measure(false);
+    let model = cal.model()?;
+    let results = cal
+        .rows
+        .iter()
+        .map(|r| {
+            json!({
+                "size": r.size,
+                "copy_ns": r.copy_ns,
+                "reg_ns": r.reg_ns,
+                "lookup_ns": cal.lookup_ns,
+                "min_reuse": model.min_reuse(r.size),
+                "register_after": model.threshold(r.size),
+            })
+        })
+        .collect();
+    let o = Opts {
+        transport: "loop".into(),
+        min_size: 0,
+        max_size: 0,
+        iters: 0,
+        warmup: 0,
+        eager_reuse: None,
+        quiet: json_out,
+    };
+    let config = json!({
+        "speculate_permille": cal.speculate_permille,
+        "monitor": rmx_linux::monitor::Monitor::global().is_ok(),
+    });
+    let r = Report::new(
+        "calibrate",
+        &o,
+        config,
+        results,
+        vec![
+            bench::report::Column::new("copy_ns", "copy_ns", 0),
+            bench::report::Column::new("reg_ns", "reg_ns", 0),
+            bench::report::Column::new("lookup_ns", "lookup_ns", 0),
+            bench::report::Column::new("min_reuse", "min_reuse", 0),
+            bench::report::Column::new("register_after", "register_after", 0),
+        ],
+    );
+    emit(&r, json_out);
+    if !dry_run {
+        let p = cal.save()?;
+        if !json_out {
+            eprintln!("rmx: saved to {}", p.display());
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
@@ -268,11 +414,31 @@ fn main() -> ExitCode {
             info(json);
             Ok(())
         }
-        Cmd::Bench(BenchCmd::Pingpong(a)) => opts(&a).map(|o| {
+        Cmd::Bench(BenchCmd::Pingpong {
+            args: a,
+            eager_reuse,
+        }) => opts(&a).and_then(|mut o| {
+            if eager_reuse == OnOff::On {
+                o.eager_reuse = Some(reuse_ready()?);
+            }
             emit(
                 &bench::pingpong::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
                 a.json,
-            )
+            );
+            Ok(())
+        }),
+        Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a.bench()).and_then(|o| {
+            let cal = reuse_ready()?;
+            emit(
+                &bench::eager_reuse::run(
+                    &o,
+                    rmx_linux::rank::loop_config(),
+                    LoopConfig::default(),
+                    &cal,
+                ),
+                a.json,
+            );
+            Ok(())
         }),
         Cmd::Bench(BenchCmd::Bw(a)) => opts(&a).map(|o| {
             emit(
@@ -281,6 +447,29 @@ fn main() -> ExitCode {
             )
         }),
         Cmd::Bench(BenchCmd::Suite { out, iters }) => suite(&out, iters),
+        Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
+        Cmd::Bench(BenchCmd::Spectrum {
+            args: a,
+            buffers,
+            plot,
+        }) => opts(&a.bench()).and_then(|o| {
+            if buffers == 0 {
+                return Err("--buffers must be at least 1".into());
+            }
+            let cal = reuse_ready()?;
+            let r = bench::spectrum::run(
+                &o,
+                rmx_linux::rank::loop_config(),
+                LoopConfig::default(),
+                &cal,
+                buffers,
+            );
+            if let Some(p) = plot {
+                bench::spectrum::plot(&r, &p)?;
+            }
+            emit(&r, a.json);
+            Ok(())
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

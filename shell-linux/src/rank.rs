@@ -1,21 +1,28 @@
 //! A rank: one core [`Endpoint`] bound to one `loop` port, with the memory the
 //! core names by handle (bounce slots, unexpected storage, user buffers).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use rmx_core::{
-    Config, ConfigError, Endpoint, Loc, Nic, PostError, Posted, RecvError, Request, RequestError,
-    RxBuf, SendError, SlotId, Source, Stats, Status, TagSel, UserBuf,
+    Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RecvError,
+    RegError, Request, RequestError, RxBuf, SendError, SlotId, Source, Stats, Status, TagSel,
+    UserBuf,
 };
 
 use crate::clock::now_ns;
 use crate::loopnic::region::Mr;
 use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus};
+use crate::monitor::{Monitor, Queue};
+use crate::reuse::{Calibration, ShellReuse};
 
 /// Send bounce slots per rank.
 const SLOTS: usize = 256;
 
 /// The capacities this shell builds the core with: up to 16 ranks, 64 credits
-/// per peer, 1024 posted receives and unexpected messages, 256 bounce slots.
-pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, 64>;
+/// per peer, 1024 posted receives and unexpected messages, 256 bounce slots;
+/// zero-copy eager sends of frequently used buffers when a policy is given.
+pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, 64, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
@@ -50,6 +57,11 @@ pub struct LoopNic {
     unexp: Vec<u8>,
     user: Vec<(usize, usize)>,
     user_free: Vec<u32>,
+    /// User-memory registrations the core asked for, by key.
+    user_regs: HashMap<u32, Mr>,
+    /// Watches registered memory for changes; registration refuses what it
+    /// cannot watch.
+    monitor: Option<Arc<Monitor>>,
 }
 
 impl LoopNic {
@@ -66,6 +78,20 @@ impl LoopNic {
             unexp: vec![0u8; eager.max(1) * unexpected],
             user: Vec::new(),
             user_free: Vec::new(),
+            user_regs: HashMap::new(),
+            monitor: None,
+        }
+    }
+
+    /// Completes a SEND posted on the port, in the core's terms.
+    fn sent(r: Result<Option<Wc>, PostErr>) -> Result<Posted, PostError> {
+        match r.map_err(post_error)? {
+            Some(Wc {
+                status: WcStatus::Success,
+                ..
+            }) => Ok(Posted::Done),
+            Some(_) => Err(PostError::Down),
+            None => Ok(Posted::Later),
         }
     }
 
@@ -144,17 +170,53 @@ impl Nic for LoopNic {
             len,
             key: self.slots_mr.key,
         };
-        match self
+        Self::sent(self.port.post_send(peer, slot.0 as u64, &[sge]))
+    }
+
+    #[inline]
+    fn post_send_gather(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        header_len: usize,
+        payload: Gather,
+    ) -> Result<Posted, PostError> {
+        let sges = [
+            Sge {
+                addr: self.slots.as_ptr() as usize + slot.0 as usize * self.slot_size,
+                len: header_len,
+                key: self.slots_mr.key,
+            },
+            Sge {
+                addr: payload.addr as usize,
+                len: payload.len as usize,
+                key: payload.key.0,
+            },
+        ];
+        Self::sent(self.port.post_send(peer, slot.0 as u64, &sges))
+    }
+
+    #[inline]
+    fn user_addr(&self, buf: UserBuf) -> Option<u64> {
+        self.user.get(buf.0 as usize).map(|&(p, _)| p as u64)
+    }
+
+    fn register(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
+        let Some(m) = &self.monitor else {
+            return Err(RegError::Unmonitored);
+        };
+        m.watch(addr, len).map_err(|_| RegError::Unmonitored)?;
+        let mr = self
             .port
-            .post_send(peer, slot.0 as u64, &[sge])
-            .map_err(post_error)?
-        {
-            Some(Wc {
-                status: WcStatus::Success,
-                ..
-            }) => Ok(Posted::Done),
-            Some(_) => Err(PostError::Down),
-            None => Ok(Posted::Later),
+            .register_user(addr as usize, len as usize)
+            .map_err(|_| RegError::NoResources)?;
+        self.user_regs.insert(mr.key, mr);
+        Ok(MemKey(mr.key))
+    }
+
+    fn deregister(&mut self, key: MemKey) {
+        if let Some(mr) = self.user_regs.remove(&key.0) {
+            let _ = self.port.deregister_user(mr);
         }
     }
 
@@ -184,6 +246,8 @@ impl Nic for LoopNic {
 pub struct Rank {
     ep: Box<CoreEndpoint>,
     nic: LoopNic,
+    /// Invalidations for this rank's registration cache (zero-copy on).
+    invalidations: Option<Arc<Queue>>,
     now: u64,
     idle: u32,
     wcs: Vec<Wc>,
@@ -200,22 +264,54 @@ pub struct Req {
 impl Rank {
     /// Rank `port.rank()` of `nranks`, using `cfg` for the core. The core's
     /// inline limit is capped by what the port can inline.
-    pub fn new(port: Port, nranks: u16, mut cfg: Config) -> Result<Rank, ConfigError> {
+    pub fn new(port: Port, nranks: u16, cfg: Config) -> Result<Rank, ConfigError> {
+        Self::build(port, nranks, cfg, None)
+    }
+
+    /// A rank whose eager sends from frequently used buffers go zero-copy,
+    /// with the cost model from `cal`. Needs the invalidation monitor: `Err`
+    /// says why it is unavailable (use [`Rank::new`] then: every send copies).
+    pub fn with_reuse(
+        port: Port,
+        nranks: u16,
+        cfg: Config,
+        cal: &Calibration,
+    ) -> Result<Rank, String> {
+        let monitor = Monitor::global()?;
+        let policy = cal.policy()?;
+        let mut r = Self::build(port, nranks, cfg, Some(policy)).map_err(|e| format!("{e:?}"))?;
+        r.invalidations = Some(monitor.subscribe());
+        r.nic.monitor = Some(monitor);
+        Ok(r)
+    }
+
+    fn build(
+        port: Port,
+        nranks: u16,
+        mut cfg: Config,
+        reuse: Option<ShellReuse>,
+    ) -> Result<Rank, ConfigError> {
         let me = port.rank();
         let nic_inline = port
             .config()
             .inline_max
             .saturating_sub(rmx_core::wire::HEADER_LEN);
         cfg.inline_max = cfg.inline_max.min(nic_inline as u32);
-        let ep = Box::new(CoreEndpoint::new(cfg, me, nranks)?);
+        let ep = Box::new(CoreEndpoint::with_reuse(cfg, me, nranks, reuse)?);
         let unexpected = nranks as usize * cfg.credits as usize;
         Ok(Rank {
             ep,
             nic: LoopNic::new(port, cfg.eager_threshold as usize, unexpected),
+            invalidations: None,
             now: now_ns(),
             idle: 0,
             wcs: Vec::new(),
         })
+    }
+
+    /// The zero-copy policy's state, if this rank has one.
+    pub fn reuse(&self) -> Option<&ShellReuse> {
+        self.ep.reuse().as_ref()
     }
 
     pub fn rank(&self) -> u16 {
@@ -255,6 +351,13 @@ impl Rank {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
+        if let Some(q) = &self.invalidations {
+            // Memory unmapped before this call must not be sent from.
+            if let Some(m) = &self.nic.monitor {
+                m.settle();
+            }
+            self.ep.apply_invalidations(&mut self.nic, q);
+        }
         self.start(ptr as usize, len, |ep, nic, now, buf| {
             ep.isend(now, nic, dest, tag, 0, buf, len as u32)
         })

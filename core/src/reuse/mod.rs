@@ -156,3 +156,21 @@ where
         }
     }
 }
+
+/// A policy chosen at run time: `None` copies, as [`NoReuse`] does.
+impl<T: SendReuse> SendReuse for Option<T> {
+    #[inline]
+    fn plan<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned> {
+        self.as_mut()?.plan(nic, addr, len)
+    }
+    fn release<N: Nic>(&mut self, nic: &mut N, id: RegId) {
+        if let Some(r) = self {
+            r.release(nic, id);
+        }
+    }
+    fn invalidate<N: Nic>(&mut self, nic: &mut N, what: Invalidation) {
+        if let Some(r) = self {
+            r.invalidate(nic, what);
+        }
+    }
+}

@@ -2,9 +2,11 @@
 //! aligned tables or one JSON document, and plotted as SVG by the suite.
 
 pub mod bw;
+pub mod eager_reuse;
 pub mod floor;
 pub mod pingpong;
 pub mod report;
+pub mod spectrum;
 
 use std::io::IsTerminal;
 
@@ -12,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rmx_core::Config;
 
 use crate::loopnic::LoopConfig;
+use crate::reuse::Calibration;
 
 /// Options every benchmark accepts.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -21,6 +24,8 @@ pub struct Opts {
     pub max_size: usize,
     pub iters: u64,
     pub warmup: u64,
+    /// Zero-copy eager sends of frequently used buffers, with these figures.
+    pub eager_reuse: Option<Calibration>,
     /// Quiet: no progress bar (the JSON document is the only output).
     #[serde(skip)]
     pub quiet: bool,
@@ -53,6 +58,7 @@ impl Opts {
             "eager_threshold": cfg.eager_threshold,
             "credits": cfg.credits,
             "reliable": cfg.reliable,
+            "eager_reuse": self.eager_reuse.is_some(),
             "nic": nic,
         })
     }

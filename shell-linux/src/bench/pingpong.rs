@@ -19,7 +19,13 @@ use crate::rank::Rank;
 /// A receive is posted while the other side's message is in flight; one that
 /// arrives first takes the unexpected path, and is measured as such.
 /// Returns elapsed ns on the calling rank.
-fn rmx_rounds(r: &mut Rank, rounds: u64, size: usize, sbuf: &[u8], rbuf: &mut [u8]) -> u64 {
+pub(crate) fn rmx_rounds(
+    r: &mut Rank,
+    rounds: u64,
+    size: usize,
+    sbuf: &[u8],
+    rbuf: &mut [u8],
+) -> u64 {
     let peer = 1 - r.rank();
     let t0 = crate::clock::now_ns();
     for _ in 0..rounds {
@@ -42,7 +48,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
     let floor = Floor::new(max);
     let barrier = Barrier::new(2);
     let pb = opts.progress("pingpong", sizes.len());
-    let rows = job::run(2, cfg, nic, |r| {
+    let rows = job::run_with(2, cfg, nic, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];

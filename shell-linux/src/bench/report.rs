@@ -104,6 +104,7 @@ impl Report {
                 let cell = match &row[c.key] {
                     Value::Number(n) => format!("{:.*}", c.decimals, n.as_f64().unwrap_or(0.0)),
                     Value::Null => "-".into(),
+                    Value::String(s) => s.clone(),
                     v => v.to_string(),
                 };
                 out.push_str(&format!("{:>w$}", cell, w = width(c) + 2));

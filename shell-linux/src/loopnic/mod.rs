@@ -7,12 +7,13 @@
 //! thread ([`engine::Engine`]) and complete through the completion queue.
 
 pub mod engine;
+pub mod pagemap;
 pub mod region;
 pub mod ring;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use engine::{Engine, Job};
 use region::{access, KeyError, Mr, Pd};
@@ -33,6 +34,11 @@ pub struct LoopConfig {
     /// Largest inline send (`IBV_SEND_INLINE`): header and payload copied into
     /// the work request by the CPU, without a key check.
     pub inline_max: usize,
+    /// Check, on every gather from registered user memory, that the pages are
+    /// still those pinned at registration (see [`pagemap`]); a mismatch fails
+    /// the work request with [`WcStatus::StaleRegistration`]. For tests: it
+    /// costs a system call per send.
+    pub verify_pages: bool,
 }
 
 impl Default for LoopConfig {
@@ -43,6 +49,7 @@ impl Default for LoopConfig {
             sq_depth: 64,
             sync_max: 16384,
             inline_max: 256,
+            verify_pages: false,
         }
     }
 }
@@ -72,6 +79,9 @@ pub enum WcStatus {
     RemoteAccess(KeyError),
     /// The message is larger than the receiver's buffers.
     LocalLength,
+    /// The pages behind a registration changed since it was made: a real NIC
+    /// would have sent the old pages' contents.
+    StaleRegistration,
 }
 
 /// A send-side completion.
@@ -101,6 +111,9 @@ pub enum PostErr {
 struct Hca {
     ring: RecvRing,
     pd: Pd,
+    /// Page frames of user registrations (key -> start, frames), kept when
+    /// `verify_pages` is on.
+    frames: RwLock<HashMap<u32, (usize, Vec<u64>)>>,
     cq: Mutex<VecDeque<Wc>>,
     cq_len: AtomicUsize,
 }
@@ -133,6 +146,7 @@ impl Fabric {
             .map(|_| Hca {
                 ring: RecvRing::new(cfg.srq_depth, cfg.buf_size),
                 pd: Pd::default(),
+                frames: RwLock::new(HashMap::new()),
                 cq: Mutex::new(VecDeque::new()),
                 cq_len: AtomicUsize::new(0),
             })
@@ -243,6 +257,56 @@ impl Port {
         self.hca().pd.deregister(mr)
     }
 
+    /// Registers user memory for the NIC to read, walking its pages as a real
+    /// registration does when it pins them (`MADV_POPULATE_READ` faults every
+    /// page in). Unlike `mlock` this leaves the application's `madvise` and
+    /// `munmap` working as before — as pinning for a NIC does. Fails for
+    /// memory that is not mapped.
+    pub fn register_user(&self, addr: usize, len: usize) -> std::io::Result<Mr> {
+        // SAFETY: populating only faults pages in; any range is safe to pass.
+        if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) } != 0 {
+            let e = std::io::Error::last_os_error();
+            // Kernels before 5.14 lack it: the registration is then key-only.
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(e);
+            }
+        }
+        let mr = self.hca().pd.register(addr, len, 0);
+        if self.shared.cfg.verify_pages {
+            if let Some(f) = pagemap::frames(addr, len) {
+                let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
+                t.insert(mr.key, (addr, f));
+            }
+        }
+        Ok(mr)
+    }
+
+    /// Ends a [`register_user`](Self::register_user) registration.
+    pub fn deregister_user(&self, mr: Mr) -> Result<(), KeyError> {
+        self.hca().pd.deregister(mr)?;
+        if self.shared.cfg.verify_pages {
+            let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
+            t.remove(&mr.key);
+        }
+        Ok(())
+    }
+
+    /// With `verify_pages`: are the pages behind each entry still the ones
+    /// registered?
+    fn pages_unchanged(&self, sges: &[Sge]) -> bool {
+        let t = self.hca().frames.read().unwrap_or_else(|e| e.into_inner());
+        sges.iter().all(|s| {
+            let Some((start, f)) = t.get(&s.key) else {
+                return true;
+            };
+            let first = (s.addr - start / 4096 * 4096) / 4096;
+            match pagemap::frames(s.addr, s.len) {
+                Some(now) => f.get(first..first + now.len()) == Some(&now[..]),
+                None => false,
+            }
+        })
+    }
+
     /// SEND with a gather list. Consumes one receive buffer at `peer`.
     /// `Ok(Some(wc))`: completed during the call; `Ok(None)`: completes in the CQ.
     pub fn post_send(
@@ -262,6 +326,9 @@ impl Port {
             Ok(t) => t,
             Err(st) => return Ok(Some(done(st, 0))),
         };
+        if self.shared.cfg.verify_pages && !self.pages_unchanged(sges) {
+            return Ok(Some(done(WcStatus::StaleRegistration, 0)));
+        }
         if total > dst.ring.buf_size() {
             return Ok(Some(done(WcStatus::LocalLength, 0)));
         }

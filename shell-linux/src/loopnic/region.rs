@@ -39,12 +39,14 @@ pub struct Pd {
     version: AtomicU64,
 }
 
-/// A port's cache of the last region it checked, valid while the domain's
-/// version is unchanged: a steady stream of sends from one registered arena
-/// then costs one shared load instead of a lock.
+/// A port's cache of the last few regions it checked, valid while the
+/// domain's version is unchanged: a steady stream of sends gathering from a
+/// bounce-slot arena and a registered user buffer then costs one shared load
+/// per entry instead of a lock.
 #[derive(Debug, Default)]
 pub struct KeyCache {
-    hit: Option<(u64, Region)>,
+    hits: [Option<(u64, Region)>; 4],
+    next: usize,
 }
 
 impl Region {
@@ -129,13 +131,14 @@ impl Pd {
         need: u8,
     ) -> Result<(), KeyError> {
         let v = self.version.load(Ordering::Acquire);
-        if let Some((cv, r)) = cache.hit {
-            if cv == v && r.key == key {
+        for (cv, r) in cache.hits.iter().flatten() {
+            if *cv == v && r.key == key {
                 return r.covers(addr, len, need);
             }
         }
         let r = self.lookup(key)?;
-        cache.hit = Some((v, r));
+        cache.hits[cache.next] = Some((v, r));
+        cache.next = (cache.next + 1) % cache.hits.len();
         r.covers(addr, len, need)
     }
 }

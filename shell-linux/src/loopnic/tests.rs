@@ -10,6 +10,7 @@ fn fabric(sync_max: usize) -> (Port, Port) {
             sq_depth: 2,
             sync_max,
             inline_max: 64,
+            verify_pages: true,
         },
     );
     (f.port(0), f.port(1))
@@ -160,4 +161,84 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     let big = vec![0u8; 65];
     assert_eq!(a.post_send_inline(1, &big, &[]), Err(PostErr::TooLong));
     assert_eq!(a.post_send_inline(5, &head, &[]), Err(PostErr::BadPeer));
+}
+
+/// A fresh private anonymous page range (caller unmaps).
+fn map(len: usize, at: Option<usize>) -> usize {
+    let (hint, fixed) = at.map_or((std::ptr::null_mut(), 0), |a| {
+        (a as *mut libc::c_void, libc::MAP_FIXED)
+    });
+    // SAFETY: an anonymous mapping; MAP_FIXED only over our own range.
+    let p = unsafe {
+        libc::mmap(
+            hint,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p as usize
+}
+
+#[test]
+fn user_registrations_pin_and_stale_pages_fail_the_send() {
+    if !pagemap::available() {
+        eprintln!("skipped: page frames are hidden from this process (needs CAP_SYS_ADMIN)");
+        return;
+    }
+    let (mut a, mut b) = fabric(1 << 20);
+    let a_mem = map(8192, None);
+    // SAFETY: freshly mapped, 8 KiB.
+    unsafe { std::ptr::write_bytes(a_mem as *mut u8, 1, 8192) };
+    let mr = a
+        .register_user(a_mem, 8192)
+        .expect("mapped memory registers");
+    let send = |a: &mut Port| {
+        let wc = a
+            .post_send(
+                1,
+                7,
+                &[Sge {
+                    addr: a_mem,
+                    len: 100,
+                    key: mr.key,
+                }],
+            )
+            .unwrap()
+            .unwrap();
+        wc.status
+    };
+    assert_eq!(send(&mut a), WcStatus::Success);
+    let got = b.poll_recv().unwrap();
+    assert_eq!(b.rx_bytes(got.buf)[..100], [1u8; 100]);
+    b.repost(got.buf);
+    // The memory is replaced at the same address: a real NIC would still
+    // read the pinned old pages. This one refuses.
+    // SAFETY: our own mapping.
+    unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
+    assert_eq!(map(8192, Some(a_mem)), a_mem);
+    unsafe { std::ptr::write_bytes(a_mem as *mut u8, 2, 8192) };
+    assert_eq!(send(&mut a), WcStatus::StaleRegistration);
+    assert!(b.poll_recv().is_none(), "nothing delivered");
+    a.deregister_user(mr).unwrap();
+    let mr2 = a.register_user(a_mem, 8192).unwrap();
+    let wc = a
+        .post_send(
+            1,
+            8,
+            &[Sge {
+                addr: a_mem,
+                len: 100,
+                key: mr2.key,
+            }],
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(wc.status, WcStatus::Success);
+    let got = b.poll_recv().unwrap();
+    assert_eq!(b.rx_bytes(got.buf)[..100], [2u8; 100]);
+    unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
 }

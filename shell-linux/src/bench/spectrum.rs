@@ -1,0 +1,210 @@
+//! `rmx bench spectrum`: a spectrum of buffer reuse. Buffer i of N is sent
+//! (ping-pong) i times, so reuse counts run from 1 to N; the buffers lie back
+//! to back ("packed": a registration's pages may cover the next buffer) or
+//! each on pages of its own ("paged": every buffer pays its own
+//! registration). Improvement of zero-copy over copy, per size and layout.
+
+use rmx_core::{Config, Source, TagSel};
+use serde_json::json;
+
+use super::report::{Column, Report};
+use super::Opts;
+use crate::clock::{now_ns, pin_to_cpu};
+use crate::loopnic::{Fabric, LoopConfig};
+use crate::rank::Rank;
+use crate::reuse::{Calibration, PAGE};
+
+/// How the N buffers are laid out in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Packed,
+    Paged,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Packed => "packed",
+            Layout::Paged => "paged",
+        }
+    }
+
+    fn stride(self, size: usize) -> usize {
+        match self {
+            Layout::Packed => size,
+            Layout::Paged => size.div_ceil(PAGE as usize) * PAGE as usize,
+        }
+    }
+}
+
+/// An anonymous mapping holding `n` buffers of `size` bytes in `layout`.
+struct Buffers {
+    base: *mut u8,
+    len: usize,
+    stride: usize,
+}
+
+impl Buffers {
+    fn new(n: usize, size: usize, layout: Layout) -> Buffers {
+        let stride = layout.stride(size);
+        let len = (n * stride).div_ceil(PAGE as usize) * PAGE as usize;
+        // SAFETY: a private anonymous mapping, unmapped on drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "mmap for the spectrum buffers");
+        Buffers {
+            base: base.cast(),
+            len,
+            stride,
+        }
+    }
+
+    fn get(&mut self, i: usize, size: usize) -> &mut [u8] {
+        assert!(i * self.stride + size <= self.len);
+        // SAFETY: inside the mapping (checked above), borrowed mutably from self.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(i * self.stride), size) }
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// One spectrum on a fresh pair of ranks; returns (rank 0's elapsed ns,
+/// registrations, frequent per mille of tracked buffers).
+fn spectrum(
+    n: usize,
+    size: usize,
+    layout: Layout,
+    cfg: Config,
+    nic: LoopConfig,
+    cal: Option<&Calibration>,
+) -> (u64, u64, u32) {
+    let fabric = Fabric::new(2, nic);
+    let out: Vec<(u64, u64, u32)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..2u16)
+            .map(|me| {
+                let port = fabric.port(me);
+                s.spawn(move || {
+                    pin_to_cpu(me as usize);
+                    let mut r = match cal {
+                        None => Rank::new(port, 2, cfg).expect("rank"),
+                        Some(c) => Rank::with_reuse(port, 2, cfg, c).expect("zero-copy rank"),
+                    };
+                    let mut bufs = Buffers::new(n, size, layout);
+                    let mut rbuf = vec![0u8; size];
+                    let peer = 1 - me;
+                    let t0 = now_ns();
+                    for i in 0..n {
+                        for _ in 0..=i {
+                            if me == 0 {
+                                r.send(peer, 1, bufs.get(i, size)).expect("send");
+                                r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf)
+                                    .expect("recv");
+                            } else {
+                                r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf)
+                                    .expect("recv");
+                                r.send(peer, 1, bufs.get(i, size)).expect("send");
+                            }
+                        }
+                    }
+                    let t = now_ns() - t0;
+                    let (regs, freq) = r.reuse().map_or((0, 0), |p| {
+                        (
+                            p.cache().stats().registrations,
+                            p.tracker().report().frequent_permille,
+                        )
+                    });
+                    (t, regs, freq)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("rank thread"))
+            .collect()
+    });
+    out[0]
+}
+
+pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usize) -> Report {
+    let sizes = opts.sizes();
+    let layouts = [Layout::Packed, Layout::Paged];
+    let pb = opts.progress("spectrum", sizes.len() * layouts.len());
+    let mut results = Vec::new();
+    for &size in &sizes {
+        for layout in layouts {
+            let (copy, ..) = spectrum(n, size, layout, cfg, nic, None);
+            let (zero, regs, freq) = spectrum(n, size, layout, cfg, nic, Some(cal));
+            results.push(json!({
+                "size": size,
+                "layout": layout.name(),
+                "copy_ms": copy as f64 / 1e6,
+                "zero_copy_ms": zero as f64 / 1e6,
+                "improvement_pct": (copy as f64 - zero as f64) / copy as f64 * 100.0,
+                "registrations": regs,
+                "frequent_pct": freq as f64 / 10.0,
+            }));
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    let mut config = opts.config_json(&cfg, &nic);
+    config["buffers"] = json!(n);
+    config["round_trips_per_run"] = json!(n * (n + 1) / 2);
+    config["calibration"] = serde_json::to_value(cal).expect("json");
+    Report::new(
+        "spectrum",
+        opts,
+        config,
+        results,
+        vec![
+            Column::new("layout", "layout", 0),
+            Column::new("copy_ms", "copy_ms", 1),
+            Column::new("zero_copy_ms", "zero_copy_ms", 1),
+            Column::new("improvement_pct", "improvement_%", 1),
+            Column::new("registrations", "registrations", 0),
+            Column::new("frequent_pct", "frequent_%", 1),
+        ],
+    )
+}
+
+/// Improvement against size, one curve per layout.
+pub fn plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
+    let rows: Vec<_> = r
+        .results
+        .iter()
+        .filter(|x| x["layout"] == "packed")
+        .map(|p| {
+            let size = &p["size"];
+            let paged = r
+                .results
+                .iter()
+                .find(|x| x["layout"] == "paged" && &x["size"] == size)
+                .map(|x| x["improvement_pct"].clone());
+            json!({"size": size, "packed": p["improvement_pct"], "paged": paged})
+        })
+        .collect();
+    let curves = Report {
+        results: rows,
+        ..r.clone()
+    };
+    curves.svg(
+        path,
+        &[
+            ("packed", "packed (back to back)"),
+            ("paged", "paged (one per page)"),
+        ],
+        "improvement over copy (%)",
+    )
+}

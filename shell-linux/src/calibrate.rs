@@ -1,0 +1,163 @@
+//! `rmx calibrate`: measures the cost model's figures on this machine — one
+//! copy C per size, one registration + deregistration R per size (page
+//! granular, as the loop NIC registers: page walk, key table, and the
+//! userfaultfd watch when the monitor runs), and the lookup overhead V
+//! (tracker + registration cache on a hit) — and prints the minimum reuse
+//! per size, the paper's Table 2.
+
+use std::hint::black_box;
+
+use rmx_core::reuse::{Adaptation, FrequentBuffers, RegCache, SendReuse, Tracked, Tracker};
+use rmx_core::{Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId};
+
+use crate::clock::now_ns;
+use crate::loopnic::{Fabric, LoopConfig};
+use crate::monitor::Monitor;
+use crate::reuse::{Calibration, Row, BUCKETS, PAGE, REGISTRATIONS, TRACKED};
+
+/// Sizes calibrated: the eager range, from where copies are cheaper than lookups.
+pub const SIZES: [u32; 10] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+/// Nanoseconds of one copy of `size` bytes between warm buffers, as the
+/// sender's eager copy into its bounce slot does it.
+pub fn copy_ns(size: usize, reps: u64) -> f64 {
+    let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; size.max(1)];
+    for _ in 0..reps / 10 + 1 {
+        // SAFETY: both buffers hold `size` bytes.
+        unsafe { crate::copy::copy_bytes(dst.as_mut_ptr(), src.as_ptr(), size) };
+    }
+    let t0 = now_ns();
+    for _ in 0..reps {
+        // SAFETY: as above.
+        unsafe {
+            crate::copy::copy_bytes(black_box(dst.as_mut_ptr()), black_box(src.as_ptr()), size)
+        };
+        black_box(&mut dst);
+    }
+    (now_ns() - t0) as f64 / reps as f64
+}
+
+/// Nanoseconds to register and deregister the pages `size` bytes span, on
+/// fresh anonymous memory each time round (as a new buffer would be).
+fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
+    let fabric = Fabric::new(1, LoopConfig::default());
+    let port = fabric.port(0);
+    let len = (size as u64).div_ceil(PAGE) * PAGE;
+    let area = reps * len as usize;
+    // SAFETY: a private anonymous mapping we own and unmap below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            area,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED, "mmap for calibration");
+    let mut total = 0u64;
+    for i in 0..reps {
+        let a = base as u64 + i as u64 * len;
+        let t0 = now_ns();
+        if let Some(m) = monitor {
+            let _ = m.watch(a, len);
+        }
+        let mr = port.register_user(a as usize, len as usize);
+        if let Ok(mr) = mr {
+            let _ = port.deregister_user(mr);
+        }
+        total += now_ns() - t0;
+    }
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(base, area) };
+    total as f64 / reps as f64
+}
+
+/// A NIC that registers instantly: what is left of a lookup is the policy's own cost.
+struct NullNic;
+
+impl Nic for NullNic {
+    fn slot_mut(&mut self, _: SlotId) -> &mut [u8] {
+        &mut []
+    }
+    fn rx(&self, _: RxBuf) -> &[u8] {
+        &[]
+    }
+    fn copy(&mut self, _: Loc, _: Loc, _: usize) {}
+    fn post_send(&mut self, _: u16, _: SlotId, _: usize) -> Result<Posted, PostError> {
+        Err(PostError::Unsupported)
+    }
+    fn repost(&mut self, _: RxBuf) {}
+    fn register(&mut self, _: u64, _: u64) -> Result<MemKey, RegError> {
+        Ok(MemKey(1))
+    }
+}
+
+/// Nanoseconds of the zero-copy decision on a frequent, registered buffer:
+/// tracker lookup, cache lookup and reference, and its release — with
+/// `tracked` other buffers in the 2^20-bucket tracker.
+pub fn lookup_ns(reps: u64, tracked: usize) -> f64 {
+    let cal = Calibration {
+        lookup_ns: 0,
+        speculate_permille: 0,
+        rows: vec![Row {
+            size: 4096,
+            copy_ns: 1000,
+            reg_ns: 1,
+        }],
+    };
+    let tracker = Tracker::new(
+        vec![0u32; BUCKETS],
+        vec![Tracked::default(); TRACKED.max(tracked + 1)],
+        Adaptation {
+            min_frequent_permille: 0,
+            resume_after: 0,
+        },
+    )
+    .expect("tracker");
+    let mut fb: FrequentBuffers<_, _, 16, REGISTRATIONS> = FrequentBuffers::new(
+        tracker,
+        cal.model().expect("model"),
+        RegCache::new(PAGE).expect("cache"),
+    );
+    let mut nic = NullNic;
+    for i in 0..tracked as u64 {
+        let _ = fb.plan(&mut nic, 0x7f00_0000_0000 + i * 8192, 4096);
+    }
+    let addr = 0x10_0000_0000u64;
+    let p = fb.plan(&mut nic, addr, 4096).expect("frequent at once");
+    fb.release(&mut nic, p.id);
+    let t0 = now_ns();
+    for _ in 0..reps {
+        let p = fb.plan(&mut nic, black_box(addr), black_box(4096));
+        if let Some(p) = p {
+            fb.release(&mut nic, p.id);
+        }
+    }
+    (now_ns() - t0) as f64 / reps as f64
+}
+
+/// Measures every figure; `quick` takes fewer samples (for tests).
+pub fn measure(quick: bool) -> Calibration {
+    let monitor = Monitor::global().ok();
+    let (copies, regs, lookups) = if quick {
+        (2_000, 20, 20_000)
+    } else {
+        (200_000, 300, 2_000_000)
+    };
+    let rows = SIZES
+        .iter()
+        .map(|&size| Row {
+            size,
+            copy_ns: copy_ns(size as usize, copies).round().max(1.0) as u32,
+            reg_ns: reg_ns(size as usize, regs, monitor.as_deref()).round() as u32,
+        })
+        .collect();
+    Calibration {
+        lookup_ns: lookup_ns(lookups, 1).round().max(1.0) as u32,
+        speculate_permille: 250,
+        rows,
+    }
+}

@@ -1,0 +1,200 @@
+//! The invalidation monitor: tells every rank's registration cache when
+//! registered memory is unmapped, released or moved.
+//!
+//! A userfaultfd with the non-cooperative events UNMAP (munmap), REMOVE
+//! (madvise DONTNEED/REMOVE) and REMAP (mremap). Each registered range is also
+//! registered with the userfaultfd in write-protect mode with nothing ever
+//! write-protected, so it never faults: only the events arrive. A handler
+//! thread reads them and queues the ranges on every subscriber's
+//! [`Pending`] queue.
+//!
+//! Ordering: the kernel holds `munmap` until its event is *read*, not until it
+//! is queued. The handler therefore raises `busy` before it reads and lowers it
+//! after queueing; a sender calls [`Monitor::settle`] (wait while busy) before
+//! draining its queue, so an unmap that returned is always seen.
+//!
+//! Fallback when userfaultfd is unavailable (kernel without it, or
+//! `vm.unprivileged_userfaultfd = 0` for a process without CAP_SYS_PTRACE on
+//! kernels before 5.11): [`Monitor::global`] returns why, and ranks run with
+//! registration caching off — every eager send copies. Correctness first.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rmx_core::reuse::Pending;
+
+/// Ranges a subscriber's queue holds before it overflows into a full flush.
+pub const QUEUE: usize = 64;
+
+/// One rank's queue of ranges to invalidate.
+pub type Queue = Pending<QUEUE>;
+
+// From <linux/userfaultfd.h> (checked against the 6.x header).
+const UFFD_API: u64 = 0xAA;
+const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
+const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+const UFFD_FEATURE_EVENT_REMAP: u64 = 1 << 2;
+const UFFD_FEATURE_EVENT_REMOVE: u64 = 1 << 3;
+const UFFD_FEATURE_EVENT_UNMAP: u64 = 1 << 6;
+const UFFDIO_REGISTER_MODE_WP: u64 = 2;
+const UFFD_EVENT_REMAP: u8 = 0x14;
+const UFFD_EVENT_REMOVE: u8 = 0x15;
+const UFFD_EVENT_UNMAP: u8 = 0x16;
+const MSG_LEN: usize = 32;
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioRegister {
+    start: u64,
+    len: u64,
+    mode: u64,
+    ioctls: u64,
+}
+
+/// The process's userfaultfd and its subscribers.
+pub struct Monitor {
+    fd: OwnedFd,
+    subscribers: Mutex<Vec<Weak<Queue>>>,
+    busy: AtomicBool,
+}
+
+impl Monitor {
+    /// The process-wide monitor, started on first use; `Err` says why
+    /// userfaultfd cannot be used here (then run without caching).
+    pub fn global() -> Result<Arc<Monitor>, String> {
+        static M: OnceLock<Result<Arc<Monitor>, String>> = OnceLock::new();
+        M.get_or_init(Monitor::start).clone()
+    }
+
+    fn start() -> Result<Arc<Monitor>, String> {
+        let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // SAFETY: plain system calls; the result is checked.
+        let mut raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY) };
+        if raw < 0 {
+            // Kernels before 5.11 do not know the user-mode-only flag.
+            raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+        }
+        if raw < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!(
+                "userfaultfd is unavailable ({e}); run as root or set vm.unprivileged_userfaultfd=1"
+            ));
+        }
+        // SAFETY: a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw as libc::c_int) };
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: UFFD_FEATURE_EVENT_UNMAP
+                | UFFD_FEATURE_EVENT_REMOVE
+                | UFFD_FEATURE_EVENT_REMAP,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API reads and writes a uffdio_api.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("userfaultfd lacks unmap/remove/remap events ({e})"));
+        }
+        let m = Arc::new(Monitor {
+            fd,
+            subscribers: Mutex::new(Vec::new()),
+            busy: AtomicBool::new(false),
+        });
+        let h = Arc::clone(&m);
+        std::thread::Builder::new()
+            .name("rmx-uffd".into())
+            .spawn(move || h.handle())
+            .map_err(|e| format!("cannot start the monitor thread: {e}"))?;
+        Ok(m)
+    }
+
+    /// A new queue that receives every invalidation from now on.
+    pub fn subscribe(&self) -> Arc<Queue> {
+        let q = Arc::new(Queue::new());
+        let mut s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        s.retain(|w| w.strong_count() > 0);
+        s.push(Arc::downgrade(&q));
+        q
+    }
+
+    /// Watches the page-aligned range for unmap/remove/remap. Fails for
+    /// memory userfaultfd cannot watch (e.g. some file mappings).
+    pub fn watch(&self, addr: u64, len: u64) -> std::io::Result<()> {
+        let mut reg = UffdioRegister {
+            start: addr,
+            len,
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER reads and writes a uffdio_register.
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_REGISTER, &mut reg) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits while the handler has read an event it has not queued yet.
+    #[inline]
+    pub fn settle(&self) {
+        while self.busy.load(Ordering::SeqCst) {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn handle(&self) {
+        let mut msg = [0u8; MSG_LEN * 16];
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, -1) } <= 0 {
+                continue;
+            }
+            self.busy.store(true, Ordering::SeqCst);
+            loop {
+                // SAFETY: reads whole uffd_msg records into our buffer.
+                let n =
+                    unsafe { libc::read(self.fd.as_raw_fd(), msg.as_mut_ptr().cast(), msg.len()) };
+                if n <= 0 {
+                    break;
+                }
+                for m in msg[..n as usize].chunks_exact(MSG_LEN) {
+                    if let Some((start, len)) = range_of(m) {
+                        self.publish(start, len);
+                    }
+                }
+            }
+            self.busy.store(false, Ordering::SeqCst);
+        }
+    }
+
+    fn publish(&self, start: u64, len: u64) {
+        let s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        for q in s.iter().filter_map(Weak::upgrade) {
+            q.push(start, len);
+        }
+    }
+}
+
+/// The range an event invalidates: `uffd_msg` is `event: u8`, 7 reserved
+/// bytes, then the event's arguments as u64s.
+fn range_of(m: &[u8]) -> Option<(u64, u64)> {
+    let arg = |i: usize| u64::from_le_bytes(m[8 + 8 * i..16 + 8 * i].try_into().expect("8 bytes"));
+    match m[0] {
+        // remove { start, end }
+        UFFD_EVENT_UNMAP | UFFD_EVENT_REMOVE => Some((arg(0), arg(1).saturating_sub(arg(0)))),
+        // remap { from, to, len }: the old range is gone.
+        UFFD_EVENT_REMAP => Some((arg(0), arg(2))),
+        _ => None,
+    }
+}

@@ -1,0 +1,144 @@
+//! Zero-copy eager sends in this shell: the calibrated cost figures, where
+//! they are kept, and the policy each rank builds from them.
+
+use std::path::PathBuf;
+
+use rmx_core::reuse::{
+    Adaptation, CostModel, CostPoint, FrequentBuffers, RegCache, Tracked, Tracker,
+};
+use serde::{Deserialize, Serialize};
+
+/// Calibrated sizes the cost model holds.
+pub const POINTS: usize = 16;
+/// Registrations each rank keeps (lazily deregistered beyond this).
+pub const REGISTRATIONS: usize = 256;
+/// Buckets of the reuse tracker: 2^20, as in the paper.
+pub const BUCKETS: usize = 1 << 20;
+/// Send buffers the tracker can count.
+pub const TRACKED: usize = 1 << 16;
+/// The unit of registration.
+pub const PAGE: u64 = 4096;
+
+/// The policy a rank runs: tracker, cost model and registration cache.
+pub type ShellReuse = FrequentBuffers<Vec<u32>, Vec<Tracked>, POINTS, REGISTRATIONS>;
+
+/// One calibrated size (JSON row of `rmx calibrate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Row {
+    pub size: u32,
+    pub copy_ns: u32,
+    pub reg_ns: u32,
+}
+
+/// The figures the cost model uses, as `rmx calibrate` saves them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Lookup overhead V: tracker and cache lookup of a frequent buffer.
+    pub lookup_ns: u32,
+    /// Register at this fraction of n_min, per mille (the paper: 250).
+    pub speculate_permille: u32,
+    pub rows: Vec<Row>,
+}
+
+impl Default for Calibration {
+    /// Figures measured by `rmx calibrate` on a 2-core AMD EPYC VM; used until
+    /// this machine is calibrated.
+    fn default() -> Self {
+        let rows = [
+            (128, 5, 2_400),
+            (256, 7, 2_400),
+            (512, 12, 2_400),
+            (1024, 22, 2_450),
+            (2048, 45, 2_500),
+            (4096, 95, 2_600),
+            (8192, 190, 3_600),
+        ]
+        .map(|(size, copy_ns, reg_ns)| Row {
+            size,
+            copy_ns,
+            reg_ns,
+        })
+        .to_vec();
+        Calibration {
+            lookup_ns: 8,
+            speculate_permille: 250,
+            rows,
+        }
+    }
+}
+
+impl Calibration {
+    /// Where calibration is kept: `$RMX_CALIBRATION`, else
+    /// `$XDG_CONFIG_HOME/rmx/calibration.json`, else `~/.config/rmx/calibration.json`.
+    pub fn path() -> PathBuf {
+        if let Some(p) = std::env::var_os("RMX_CALIBRATION") {
+            return PathBuf::from(p);
+        }
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("rmx").join("calibration.json")
+    }
+
+    /// The saved calibration, or the defaults if there is none. A file that
+    /// exists but cannot be used is an error (say which and how to fix it).
+    pub fn load() -> Result<(Calibration, bool), String> {
+        let p = Self::path();
+        match std::fs::read_to_string(&p) {
+            Ok(s) => {
+                let c: Calibration = serde_json::from_str(&s).map_err(|e| {
+                    format!(
+                        "{} is not a calibration ({e}); run `rmx calibrate` again or delete it",
+                        p.display()
+                    )
+                })?;
+                c.model().map_err(|e| format!("{}: {e}", p.display()))?;
+                Ok((c, true))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok((Calibration::default(), false))
+            }
+            Err(e) => Err(format!("cannot read {}: {e}", p.display())),
+        }
+    }
+
+    pub fn save(&self) -> Result<PathBuf, String> {
+        let p = Self::path();
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        }
+        let s = serde_json::to_string_pretty(self).expect("serializable");
+        std::fs::write(&p, s).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        Ok(p)
+    }
+
+    /// The core's cost model from these figures.
+    pub fn model(&self) -> Result<CostModel<POINTS>, String> {
+        let pts: Vec<CostPoint> = self
+            .rows
+            .iter()
+            .map(|r| CostPoint {
+                size: r.size,
+                copy_ns: r.copy_ns,
+                reg_ns: r.reg_ns,
+            })
+            .collect();
+        CostModel::new(&pts, self.lookup_ns, self.speculate_permille)
+            .map_err(|e| format!("unusable calibration: {e:?}"))
+    }
+
+    /// A rank's policy: a 2^20-bucket tracker on the heap, this cost model,
+    /// and a page-granular registration cache.
+    pub fn policy(&self) -> Result<ShellReuse, String> {
+        let tracker = Tracker::new(
+            vec![0u32; BUCKETS],
+            vec![Tracked::default(); TRACKED],
+            Adaptation::default(),
+        )
+        .map_err(|e| format!("tracker: {e:?}"))?;
+        let cache = RegCache::new(PAGE).map_err(|e| format!("cache: {e:?}"))?;
+        Ok(FrequentBuffers::new(tracker, self.model()?, cache))
+    }
+}
