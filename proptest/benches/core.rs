@@ -92,3 +92,62 @@ fn eager_send_and_receive(b: Bencher) {
         black_box(z.test(r).unwrap())
     });
 }
+
+/// Buffers tracked in the lookup benchmarks (the paper's Figure 3 spans 1 … 1M).
+const TRACKED: [usize; 6] = [1, 16, 256, 4096, 65536, 1 << 20];
+
+/// `n` distinct buffer addresses, spread as heap allocations are.
+fn addresses(n: usize) -> Vec<u64> {
+    (0..n as u64).map(|k| 0x5555_0000_0000 + k * 4160).collect()
+}
+
+/// Lookup (and count) of a tracked buffer in the reuse tracker — 2^20
+/// buckets, multiplicative hash, chained in an arena — with `n` buffers tracked.
+#[divan::bench(args = TRACKED)]
+fn reuse_lookup_tracker(b: Bencher, n: usize) {
+    use rmx_core::reuse::{Adaptation, Tracked, Tracker};
+    let never = Adaptation {
+        min_frequent_permille: 0,
+        resume_after: 0,
+    };
+    let mut t = Tracker::new(vec![0u32; 1 << 20], vec![Tracked::default(); n], never).unwrap();
+    let addrs = addresses(n);
+    for &a in &addrs {
+        t.touch(a, 12, || u32::MAX);
+    }
+    let mut i = 0;
+    b.bench_local(|| {
+        i = (i + 7919) % n;
+        t.touch(black_box(addrs[i]), 12, || u32::MAX)
+    });
+}
+
+/// The same lookup in a balanced tree (the registration cache's structure in MVAPICH2).
+#[divan::bench(args = TRACKED)]
+fn reuse_lookup_btreemap(b: Bencher, n: usize) {
+    let addrs = addresses(n);
+    let mut t: std::collections::BTreeMap<(u64, u8), u32> =
+        addrs.iter().map(|&a| ((a, 12), 1)).collect();
+    let mut i = 0;
+    b.bench_local(|| {
+        i = (i + 7919) % n;
+        if let Some(c) = t.get_mut(&(black_box(addrs[i]), 12)) {
+            *c += 1;
+        }
+    });
+}
+
+/// The same lookup in std's HashMap (SipHash).
+#[divan::bench(args = TRACKED)]
+fn reuse_lookup_hashmap(b: Bencher, n: usize) {
+    let addrs = addresses(n);
+    let mut t: std::collections::HashMap<(u64, u8), u32> =
+        addrs.iter().map(|&a| ((a, 12), 1)).collect();
+    let mut i = 0;
+    b.bench_local(|| {
+        i = (i + 7919) % n;
+        if let Some(c) = t.get_mut(&(black_box(addrs[i]), 12)) {
+            *c += 1;
+        }
+    });
+}

@@ -345,6 +345,45 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
             r.table()
         ));
     }
+    // Zero-copy eager sends of reused buffers, where the monitor they need runs.
+    match reuse_ready() {
+        Ok(cal) => {
+            let o = Opts {
+                min_size: 128,
+                ..o.clone()
+            };
+            let cfg = rmx_linux::rank::loop_config();
+            let r = bench::eager_reuse::run(&o, cfg, LoopConfig::default(), &cal);
+            println!("{}", r.table());
+            std::fs::write(out.join("eager-reuse.json"), r.json())
+                .map_err(|e| format!("cannot write eager-reuse.json: {e}"))?;
+            r.svg_linear(
+                &out.join("eager-reuse.svg"),
+                &[
+                    ("improvement_pct", "measured improvement"),
+                    ("theoretical_pct", "one copy / copy-path latency"),
+                ],
+                "latency improvement (%)",
+            )?;
+            md.push_str(&format!(
+                "## eager-reuse\n\n```\n{}```\n\n![eager-reuse](eager-reuse.svg)\n\n",
+                r.table()
+            ));
+            let r = bench::spectrum::run(&o, cfg, LoopConfig::default(), &cal, 1000);
+            println!("{}", r.table());
+            std::fs::write(out.join("spectrum.json"), r.json())
+                .map_err(|e| format!("cannot write spectrum.json: {e}"))?;
+            bench::spectrum::plot(&r, &out.join("spectrum.svg"))?;
+            md.push_str(&format!(
+                "## spectrum\n\n```\n{}```\n\n![spectrum](spectrum.svg)\n\n",
+                r.table()
+            ));
+        }
+        Err(e) => {
+            eprintln!("rmx: skipping eager-reuse and spectrum: {e}");
+            md.push_str(&format!("## eager-reuse, spectrum\n\nNot run: {e}\n\n"));
+        }
+    }
     std::fs::write(out.join("report.md"), md)
         .map_err(|e| format!("cannot write report.md: {e}"))?;
     eprintln!("report written to {}/report.md", out.display());

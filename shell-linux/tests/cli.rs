@@ -3,8 +3,13 @@
 use std::process::Command;
 
 fn rmx(args: &[&str]) -> (i32, String, String) {
+    rmx_env(args, &[])
+}
+
+fn rmx_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run rmx");
     (
@@ -152,4 +157,165 @@ fn suite_writes_a_report_with_plots() {
     let svg = std::fs::read_to_string(dir.join("pingpong.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("floor"));
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// A calibration file path private to one test.
+fn cal_path(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("rmx-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join("calibration.json").display().to_string()
+}
+
+/// Zero-copy needs the invalidation monitor (userfaultfd); skip where it is refused.
+fn monitor_refused(code: i32, err: &str) -> bool {
+    if code == 2 && err.contains("invalidation monitor") {
+        eprintln!("skipped: {}", err.trim());
+        return true;
+    }
+    false
+}
+
+#[test]
+fn calibrate_prints_table_2_and_saves_what_the_endpoint_uses() {
+    let path = cal_path("calibrate");
+    let (code, out, err) = rmx_env(&["calibrate", "--json"], &[("RMX_CALIBRATION", &path)]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["benchmark"], "calibrate");
+    let rows = v["results"].as_array().unwrap();
+    let sizes: Vec<u64> = rows.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(
+        sizes,
+        vec![16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    );
+    for r in rows {
+        let (c, reg, v) = (
+            r["copy_ns"].as_u64().unwrap(),
+            r["reg_ns"].as_u64().unwrap(),
+            r["lookup_ns"].as_u64().unwrap(),
+        );
+        assert!(reg > 0, "registration costs something: {r}");
+        match r["min_reuse"].as_u64() {
+            None => assert!(c <= v, "disabled only where V >= C: {r}"),
+            Some(n) => assert_eq!(n, reg / (c - v) + 1, "inequality 3: {r}"),
+        }
+    }
+    let saved = json(&std::fs::read_to_string(&path).expect("saved"));
+    assert_eq!(saved["rows"].as_array().unwrap().len(), 10);
+    // A damaged file is refused with what to do.
+    std::fs::write(&path, "{").unwrap();
+    let (code, _, err) = rmx_env(
+        &[
+            "bench",
+            "pingpong",
+            "--eager-reuse",
+            "on",
+            "--max-size",
+            "8",
+            "--iters",
+            "10",
+        ],
+        &[("RMX_CALIBRATION", &path)],
+    );
+    if !monitor_refused(code, &err) {
+        assert_eq!(code, 2);
+        assert!(err.contains("rmx calibrate"), "{err}");
+    }
+}
+
+#[test]
+fn eager_reuse_and_spectrum_report_the_documented_rows() {
+    let path = cal_path("absent");
+    let env = [("RMX_CALIBRATION", path.as_str())];
+    let (code, out, err) = rmx_env(
+        &[
+            "bench",
+            "eager-reuse",
+            "--min-size",
+            "1024",
+            "--iters",
+            "300",
+            "--warmup",
+            "100",
+            "--json",
+        ],
+        &env,
+    );
+    if monitor_refused(code, &err) {
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("rmx calibrate"),
+        "says the figures are defaults: {err}"
+    );
+    let v = json(&out);
+    assert_eq!(v["benchmark"], "eager-reuse");
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    for r in rows {
+        for k in [
+            "copy_us",
+            "zero_copy_us",
+            "improvement_pct",
+            "theoretical_pct",
+        ] {
+            assert!(r[k].is_number(), "{k} in {r}");
+        }
+    }
+    let (code, out, err) = rmx_env(
+        &[
+            "bench",
+            "spectrum",
+            "--buffers",
+            "12",
+            "--min-size",
+            "4096",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let layouts: Vec<(u64, String)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(r["improvement_pct"].is_number());
+            (
+                r["size"].as_u64().unwrap(),
+                r["layout"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        layouts,
+        [
+            (4096, "packed"),
+            (4096, "paged"),
+            (8192, "packed"),
+            (8192, "paged")
+        ]
+        .map(|(s, l)| (s, l.to_string()))
+    );
+    let (code, out, err) = rmx_env(
+        &[
+            "bench",
+            "pingpong",
+            "--eager-reuse",
+            "on",
+            "--min-size",
+            "4096",
+            "--iters",
+            "100",
+            "--json",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["config"]["eager_reuse"], true);
+    let (code, _, err) = rmx(&["bench", "spectrum", "--buffers", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--buffers"), "{err}");
 }

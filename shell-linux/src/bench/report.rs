@@ -1,5 +1,6 @@
 //! A benchmark's results: an aligned table, one JSON document, an SVG plot.
 
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use serde_json::Value;
 
@@ -121,14 +122,36 @@ impl Report {
         series: &[(&str, &str)],
         y_label: &str,
     ) -> Result<(), String> {
+        self.plot(path, series, y_label, true)
+    }
+
+    /// As [`svg`](Self::svg) with a linear y axis (percentages, signed values).
+    pub fn svg_linear(
+        &self,
+        path: &std::path::Path,
+        series: &[(&str, &str)],
+        y_label: &str,
+    ) -> Result<(), String> {
+        self.plot(path, series, y_label, false)
+    }
+
+    fn plot(
+        &self,
+        path: &std::path::Path,
+        series: &[(&str, &str)],
+        y_label: &str,
+        log_y: bool,
+    ) -> Result<(), String> {
         let points = |key: &str| -> Vec<(f64, f64)> {
             self.results
                 .iter()
                 .filter_map(|r| Some((r["size"].as_f64()?.max(1.0), r[key].as_f64()?)))
-                .filter(|&(_, y)| y > 0.0)
+                .filter(|&(_, y)| !log_y || y > 0.0)
                 .collect()
         };
-        let all: Vec<(f64, f64)> = series.iter().flat_map(|(k, _)| points(k)).collect();
+        let curves: Vec<(Vec<(f64, f64)>, &str)> =
+            series.iter().map(|(k, l)| (points(k), *l)).collect();
+        let all: Vec<(f64, f64)> = curves.iter().flat_map(|c| c.0.iter().copied()).collect();
         if all.is_empty() {
             return Ok(());
         }
@@ -137,10 +160,11 @@ impl Report {
             .fold((f64::MAX, 0f64), |a, p| (a.0.min(p.0), a.1.max(p.0)));
         let (ymin, ymax) = all
             .iter()
-            .fold((f64::MAX, 0f64), |a, p| (a.0.min(p.1), a.1.max(p.1)));
+            .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.1), a.1.max(p.1)));
         let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut builder = ChartBuilder::on(&root);
+        builder
             .caption(
                 format!(
                     "rmx {} ({}, {} cores)",
@@ -150,46 +174,62 @@ impl Report {
             )
             .margin(15)
             .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                (xmin..xmax * 1.5).log_scale(),
-                (ymin * 0.7..ymax * 1.4).log_scale(),
-            )
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("message size (bytes)")
-            .y_desc(y_label)
-            .x_label_formatter(&|v| compact(*v))
-            .y_label_formatter(&|v| compact(*v))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
-        for (i, (key, label)) in series.iter().enumerate() {
-            let color = colors[i % colors.len()];
-            chart
-                .draw_series(LineSeries::new(points(key), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(*label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                });
-            chart
-                .draw_series(
-                    points(key)
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, color.filled())),
-                )
+            .y_label_area_size(70);
+        let x = (xmin..xmax * 1.5).log_scale();
+        if log_y {
+            let chart = builder
+                .build_cartesian_2d(x, (ymin * 0.7..ymax * 1.4).log_scale())
                 .map_err(|e| e.to_string())?;
+            draw(chart, &curves, y_label)?;
+        } else {
+            let pad = ((ymax - ymin) * 0.15).max(1.0);
+            let chart = builder
+                .build_cartesian_2d(x, (ymin.min(0.0) - pad)..(ymax.max(0.0) + pad))
+                .map_err(|e| e.to_string())?;
+            draw(chart, &curves, y_label)?;
         }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()
-            .map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())
     }
+}
+
+/// Draws the mesh, one line with markers per curve, and the legend.
+fn draw<'a, X, Y>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    curves: &[(Vec<(f64, f64)>, &str)],
+    y_label: &str,
+) -> Result<(), String>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("message size (bytes)")
+        .y_desc(y_label)
+        .x_label_formatter(&|v| compact(*v))
+        .y_label_formatter(&|v| compact(*v))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let colors = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+    for (i, (pts, label)) in curves.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(*label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ pub fn plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
         results: rows,
         ..r.clone()
     };
-    curves.svg(
+    curves.svg_linear(
         path,
         &[
             ("packed", "packed (back to back)"),
