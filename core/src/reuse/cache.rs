@@ -66,6 +66,9 @@ pub struct RegCache<const N: usize> {
     /// Longest registration ever made: bounds the backward search of a lookup.
     max_span: u64,
     clock: u64,
+    /// Bumped by every insertion and removal: a lookup result remembered at
+    /// one epoch is still the lookup result at the same epoch.
+    epoch: u64,
     stats: CacheStats,
 }
 
@@ -87,6 +90,7 @@ impl<const N: usize> RegCache<N> {
             page,
             max_span: 0,
             clock: 0,
+            epoch: 0,
             stats: CacheStats::default(),
         })
     }
@@ -173,6 +177,7 @@ impl<const N: usize> RegCache<N> {
             valid: true,
         };
         self.live[s as usize] = true;
+        self.epoch += 1;
         self.max_span = self.max_span.max(end - start);
         let at = self
             .order
@@ -211,6 +216,7 @@ impl<const N: usize> RegCache<N> {
                 n += 1;
                 self.stats.invalidated += 1;
                 self.order.remove(i);
+                self.epoch += 1;
                 self.regs[s as usize].valid = false;
                 if r.refs == 0 {
                     self.drop_entry(nic, s);
@@ -237,6 +243,7 @@ impl<const N: usize> RegCache<N> {
             }
         }
         self.live[s as usize] = false;
+        self.epoch += 1;
         nic.deregister(self.regs[s as usize].key);
         self.stats.deregistrations += 1;
         let _ = self.free.push(s);
@@ -249,6 +256,12 @@ impl<const N: usize> RegCache<N> {
             .filter(|&i| self.live[i] && self.regs[i].refs > 0)
             .count();
         (live, used)
+    }
+
+    /// Changes when any entry is added, invalidated or removed.
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     pub fn stats(&self) -> &CacheStats {

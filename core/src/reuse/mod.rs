@@ -64,6 +64,9 @@ pub struct ReuseStats {
     pub counted: u64,
     /// Sends that went zero-copy.
     pub zero_copy: u64,
+    /// Of those, repeats of the previous zero-copy send's buffer, which skip
+    /// both lookups.
+    pub repeats: u64,
     /// Frequent buffers that still had to be copied (cache full, registration refused).
     pub fallbacks: u64,
 }
@@ -76,6 +79,10 @@ pub struct FrequentBuffers<B, E, const P: usize, const R: usize> {
     cost: CostModel<P>,
     cache: RegCache<R>,
     stats: ReuseStats,
+    /// The last zero-copy send: (address, length, registration, cache epoch,
+    /// tracker resets). The same buffer sent again while neither the cache
+    /// nor the tracker changed needs neither lookup.
+    last: Option<(u64, u32, RegId, u64, u32)>,
 }
 
 impl<B, E, const P: usize, const R: usize> FrequentBuffers<B, E, P, R>
@@ -89,6 +96,7 @@ where
             cost,
             cache,
             stats: ReuseStats::default(),
+            last: None,
         }
     }
 
@@ -116,6 +124,20 @@ where
 {
     #[inline]
     fn plan<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned> {
+        if let Some((a, l, id, epoch, resets)) = self.last {
+            if a == addr
+                && l == len
+                && epoch == self.cache.epoch()
+                && resets == self.tracker.resets()
+            {
+                self.stats.zero_copy += 1;
+                self.stats.repeats += 1;
+                return Some(Pinned {
+                    id,
+                    key: self.cache.acquire(id),
+                });
+            }
+        }
         if !self.cost.may_profit(len) {
             self.stats.unprofitable += 1;
             return None;
@@ -137,10 +159,9 @@ where
             },
         };
         self.stats.zero_copy += 1;
-        Some(Pinned {
-            id,
-            key: self.cache.acquire(id),
-        })
+        let key = self.cache.acquire(id);
+        self.last = Some((addr, len, id, self.cache.epoch(), self.tracker.resets()));
+        Some(Pinned { id, key })
     }
 
     fn release<N: Nic>(&mut self, nic: &mut N, id: RegId) {

@@ -245,6 +245,12 @@ where
         self.resets += 1;
     }
 
+    /// How often the tracker has forgotten everything (adaptation resets).
+    #[inline]
+    pub fn resets(&self) -> u32 {
+        self.resets
+    }
+
     /// The tracker's occupancy, chaining and frequent fraction.
     pub fn report(&self) -> TrackerReport {
         TrackerReport {
