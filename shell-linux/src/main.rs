@@ -245,6 +245,7 @@ fn info(json_out: bool) {
         },
         "endpoint_bytes": CoreEndpoint::ENDPOINT_BYTES,
         "peer_bytes": CoreEndpoint::PEER_BYTES,
+        "reuse_bytes": rmx_linux::reuse::policy_bytes(),
     });
     if json_out {
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
@@ -280,6 +281,10 @@ fn info(json_out: bool) {
     println!("memory (core, from the types):");
     println!("  endpoint_bytes    {}", CoreEndpoint::ENDPOINT_BYTES);
     println!("  peer_bytes        {}", CoreEndpoint::PEER_BYTES);
+    println!(
+        "  reuse_bytes       {} (zero-copy tracker storage, per rank, outside the endpoint)",
+        rmx_linux::reuse::policy_bytes()
+    );
 }
 
 /// One benchmark of the suite and how to plot it.

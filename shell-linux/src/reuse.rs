@@ -22,6 +22,13 @@ pub const PAGE: u64 = 4096;
 /// The policy a rank runs: tracker, cost model and registration cache.
 pub type ShellReuse = FrequentBuffers<Vec<u32>, Vec<Tracked>, POINTS, REGISTRATIONS>;
 
+/// Heap bytes of one rank's zero-copy policy: the tracker's buckets and
+/// arena. The rest of the policy (cost model, registration cache) lives
+/// inside the endpoint and is counted in its `ENDPOINT_BYTES`.
+pub fn policy_bytes() -> usize {
+    BUCKETS * 4 + TRACKED * std::mem::size_of::<Tracked>()
+}
+
 /// One calibrated size (JSON row of `rmx calibrate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
@@ -45,13 +52,16 @@ impl Default for Calibration {
     /// this machine is calibrated.
     fn default() -> Self {
         let rows = [
-            (128, 5, 2_400),
-            (256, 7, 2_400),
-            (512, 12, 2_400),
-            (1024, 22, 2_450),
-            (2048, 45, 2_500),
-            (4096, 95, 2_600),
-            (8192, 190, 3_600),
+            (16, 1, 1_853),
+            (32, 1, 1_842),
+            (64, 1, 1_843),
+            (128, 3, 1_832),
+            (256, 2, 1_853),
+            (512, 3, 1_833),
+            (1024, 8, 1_843),
+            (2048, 14, 1_853),
+            (4096, 31, 2_254),
+            (8192, 55, 2_244),
         ]
         .map(|(size, copy_ns, reg_ns)| Row {
             size,
@@ -60,7 +70,7 @@ impl Default for Calibration {
         })
         .to_vec();
         Calibration {
-            lookup_ns: 8,
+            lookup_ns: 10,
             speculate_permille: 250,
             rows,
         }
