@@ -19,7 +19,7 @@
 //! registration caching off — every eager send copies. Correctness first.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmx_core::reuse::Pending;
@@ -64,6 +64,7 @@ pub struct Monitor {
     fd: OwnedFd,
     subscribers: Mutex<Vec<Weak<Queue>>>,
     busy: AtomicBool,
+    events: AtomicU64,
 }
 
 impl Monitor {
@@ -106,6 +107,7 @@ impl Monitor {
             fd,
             subscribers: Mutex::new(Vec::new()),
             busy: AtomicBool::new(false),
+            events: AtomicU64::new(0),
         });
         let h = Arc::clone(&m);
         std::thread::Builder::new()
@@ -141,10 +143,18 @@ impl Monitor {
     }
 
     /// Waits while the handler has read an event it has not queued yet.
+    /// Yields while it waits: on a machine whose cores all run spinning ranks
+    /// the handler may be waiting for this very core.
     #[inline]
     pub fn settle(&self) {
+        let mut spins = 0u32;
         while self.busy.load(Ordering::SeqCst) {
-            std::hint::spin_loop();
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 
@@ -178,7 +188,13 @@ impl Monitor {
         }
     }
 
+    /// Changed ranges seen so far (unmap, remove, remap events).
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
+    }
+
     fn publish(&self, start: u64, len: u64) {
+        self.events.fetch_add(1, Ordering::Relaxed);
         let s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         for q in s.iter().filter_map(Weak::upgrade) {
             q.push(start, len);
