@@ -20,12 +20,16 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmx_core::reuse::Pending;
 
 /// Ranges a subscriber's queue holds before it overflows into a full flush.
 pub const QUEUE: usize = 64;
+
+/// Events the handler holds while the subscriber list is busy; beyond this
+/// every subscriber is told to flush.
+const BACKLOG: usize = 256;
 
 /// One rank's queue of ranges to invalidate.
 pub type Queue = Pending<QUEUE>;
@@ -62,7 +66,7 @@ struct UffdioRegister {
 /// The process's userfaultfd and its subscribers.
 pub struct Monitor {
     fd: OwnedFd,
-    subscribers: Mutex<Vec<Weak<Queue>>>,
+    subscribers: Mutex<Vec<Arc<Queue>>>,
     busy: AtomicBool,
     events: AtomicU64,
 }
@@ -117,13 +121,25 @@ impl Monitor {
         Ok(m)
     }
 
-    /// A new queue that receives every invalidation from now on.
+    /// A new queue that receives every invalidation from now on, until
+    /// [`unsubscribe`](Self::unsubscribe). The monitor holds it strongly, so
+    /// its handler never frees memory (see the module notes on deadlock).
     pub fn subscribe(&self) -> Arc<Queue> {
         let q = Arc::new(Queue::new());
         let mut s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        s.retain(|w| w.strong_count() > 0);
-        s.push(Arc::downgrade(&q));
+        s.push(Arc::clone(&q));
         q
+    }
+
+    /// Stops delivering to `q` (its owner is going away).
+    pub fn unsubscribe(&self, q: &Arc<Queue>) {
+        let gone = {
+            let mut s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+            s.iter()
+                .position(|x| Arc::ptr_eq(x, q))
+                .map(|i| s.swap_remove(i))
+        };
+        drop(gone);
     }
 
     /// Watches the page-aligned range for unmap/remove/remap. Fails for
@@ -158,32 +174,70 @@ impl Monitor {
         }
     }
 
+    /// The handler loop. It must never wait for anything an application
+    /// thread can hold while it is itself blocked on an event — a malloc
+    /// arena lock held across a heap trim that unmaps a watched page, say —
+    /// or the two wait for each other forever. So it reads events into fixed
+    /// storage, delivers them only when the subscriber list is free
+    /// (`try_lock`), keeps reading meanwhile, and never allocates or frees.
     fn handle(&self) {
         let mut msg = [0u8; MSG_LEN * 16];
+        let mut backlog = [(0u64, 0u64); BACKLOG];
+        let mut held = 0usize;
+        let mut lost = false;
         loop {
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             };
+            // Waiting to deliver: come back soon even without new events.
+            let timeout = if held > 0 || lost { 1 } else { -1 };
             // SAFETY: one valid pollfd.
-            if unsafe { libc::poll(&mut pfd, 1, -1) } <= 0 {
-                continue;
-            }
-            self.busy.store(true, Ordering::SeqCst);
-            loop {
-                // SAFETY: reads whole uffd_msg records into our buffer.
-                let n =
-                    unsafe { libc::read(self.fd.as_raw_fd(), msg.as_mut_ptr().cast(), msg.len()) };
-                if n <= 0 {
-                    break;
-                }
-                for m in msg[..n as usize].chunks_exact(MSG_LEN) {
-                    if let Some((start, len)) = range_of(m) {
-                        self.publish(start, len);
+            let ready = unsafe { libc::poll(&mut pfd, 1, timeout) } > 0;
+            if ready {
+                self.busy.store(true, Ordering::SeqCst);
+                loop {
+                    // SAFETY: reads whole uffd_msg records into our buffer.
+                    let n = unsafe {
+                        libc::read(self.fd.as_raw_fd(), msg.as_mut_ptr().cast(), msg.len())
+                    };
+                    if n <= 0 {
+                        break;
+                    }
+                    for m in msg[..n as usize].chunks_exact(MSG_LEN) {
+                        if let Some(r) = range_of(m) {
+                            self.events.fetch_add(1, Ordering::Relaxed);
+                            if held < BACKLOG {
+                                backlog[held] = r;
+                                held += 1;
+                            } else {
+                                lost = true;
+                            }
+                        }
                     }
                 }
             }
+            if held == 0 && !lost {
+                self.busy.store(false, Ordering::SeqCst);
+                continue;
+            }
+            let subs = match self.subscribers.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => continue,
+            };
+            for q in subs.iter() {
+                if lost {
+                    q.push_lost();
+                }
+                for &(start, len) in &backlog[..held] {
+                    q.push(start, len);
+                }
+            }
+            drop(subs);
+            held = 0;
+            lost = false;
             self.busy.store(false, Ordering::SeqCst);
         }
     }
@@ -191,14 +245,6 @@ impl Monitor {
     /// Changed ranges seen so far (unmap, remove, remap events).
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
-    }
-
-    fn publish(&self, start: u64, len: u64) {
-        self.events.fetch_add(1, Ordering::Relaxed);
-        let s = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        for q in s.iter().filter_map(Weak::upgrade) {
-            q.push(start, len);
-        }
     }
 }
 

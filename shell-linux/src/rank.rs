@@ -245,6 +245,14 @@ impl Nic for LoopNic {
     }
 }
 
+impl Drop for Rank {
+    fn drop(&mut self) {
+        if let (Some(q), Some(m)) = (&self.invalidations, &self.nic.monitor) {
+            m.unsubscribe(q);
+        }
+    }
+}
+
 /// One rank of a job on the `loop` transport.
 pub struct Rank {
     ep: Box<CoreEndpoint>,

@@ -181,3 +181,43 @@ fn unmapped_and_released_memory_is_never_sent_from_a_stale_registration() {
         "registered again after each change"
     );
 }
+
+/// Jobs that come and go while their heap buffers — registered, so watched
+/// by the monitor — are freed: the allocator unmaps or trims watched pages
+/// while other ranks subscribe and send. Nothing may wait for the monitor
+/// while the monitor waits for it.
+#[test]
+fn jobs_freeing_watched_heap_memory_never_deadlock_the_monitor() {
+    if let Some(why) = unavailable(false) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _guard = watchdog(
+        "jobs_freeing_watched_heap_memory_never_deadlock_the_monitor",
+        120,
+    );
+    let cal = eager_cal();
+    for round in 0..40u32 {
+        job::run_with(2, loop_config(), LoopConfig::default(), Some(&cal), |r| {
+            for k in 0..20u32 {
+                // Heap buffers of many sizes, freed at once: some are returned
+                // to the system (munmap, trim) while registered pages are watched.
+                let len = 1 + ((round * 7919 + k * 104_729) % 8192) as usize;
+                let big = vec![k as u8; 64 * 1024 + len * 8];
+                let data = pattern(round + k, len);
+                if r.rank() == 0 {
+                    r.send(1, k, &data).unwrap();
+                    r.send(1, k + 100, &big[..len]).unwrap();
+                } else {
+                    let mut got = vec![0u8; len];
+                    r.recv(Source::Rank(0), TagSel::Tag(k), &mut got).unwrap();
+                    assert!(got == data);
+                    r.recv(Source::Rank(0), TagSel::Tag(k + 100), &mut got)
+                        .unwrap();
+                    assert!(got == big[..len]);
+                }
+                drop(big);
+            }
+        });
+    }
+}

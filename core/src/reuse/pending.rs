@@ -50,25 +50,34 @@ impl<const N: usize> Pending<N> {
         self.flagged.store(true, Ordering::Release);
     }
 
+    /// Ranges were lost before they could be queued: the next drain flushes all.
+    pub fn push_lost(&self) {
+        self.overflowed.store(true, Ordering::Release);
+        self.flagged.store(true, Ordering::Release);
+    }
+
     /// Nothing queued: one load, for the send path.
     #[inline]
     pub fn is_empty(&self) -> bool {
         !self.flagged.load(Ordering::Acquire)
     }
 
-    /// Hands every queued invalidation to `f`, oldest first.
+    /// Hands every queued invalidation to `f`, oldest first. `f` runs after
+    /// the queue's lock is released: a notifier pushing meanwhile never waits
+    /// for whatever `f` does.
     pub fn drain(&self, mut f: impl FnMut(Invalidation)) {
         // Cleared before the queue is read: a push racing with the drain
         // flags again and is seen next time.
         self.flagged.store(false, Ordering::Release);
-        let mut q = self.queue.lock();
+        let taken = {
+            let mut q = self.queue.lock();
+            core::mem::take(&mut *q)
+        };
         if self.overflowed.swap(false, Ordering::AcqRel) {
-            q.clear();
-            drop(q);
             f(Invalidation::All);
             return;
         }
-        while let Some((start, len)) = q.pop_front() {
+        for &(start, len) in taken.iter() {
             f(Invalidation::Range { start, len });
         }
     }
@@ -114,5 +123,13 @@ mod tests {
         seen.clear();
         p.drain(|i| seen.push(i).unwrap());
         assert!(seen.is_empty());
+        p.push_lost();
+        assert!(!p.is_empty());
+        p.drain(|i| seen.push(i).unwrap());
+        assert_eq!(
+            seen.as_slice(),
+            [Invalidation::All],
+            "lost before queueing: flush"
+        );
     }
 }
