@@ -3,8 +3,6 @@
 //! used, registered) user buffer, alternating size by size in one run, beside
 //! the bound the saved copy sets: one copy ÷ copy-path latency.
 
-use std::sync::Barrier;
-
 use rmx_core::Config;
 use serde_json::json;
 
@@ -24,7 +22,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration) -> Repo
     let max = sizes.iter().copied().max().unwrap_or(1).max(1);
     let copy_fab = Fabric::new(2, nic);
     let zc_fab = Fabric::new(2, nic);
-    let barrier = Barrier::new(2);
+    let barrier = super::SpinBarrier::new(2);
     let pb = opts.progress("eager-reuse", sizes.len());
     let rows: Vec<Vec<(usize, f64, f64, f64)>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2u16)

@@ -9,6 +9,7 @@ pub mod report;
 pub mod spectrum;
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rmx_core::Config;
@@ -76,5 +77,37 @@ impl Opts {
         );
         pb.set_prefix(what.to_string());
         pb
+    }
+}
+
+/// A barrier whose waiters spin instead of sleeping, for benchmarks that
+/// switch between timed phases often: a thread put to sleep (and its idle
+/// vCPU descheduled by the host) comes back slow, which would show up in the
+/// next phase's figures.
+pub struct SpinBarrier {
+    n: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    pub fn new(n: usize) -> SpinBarrier {
+        SpinBarrier {
+            n,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn wait(&self) {
+        let gen = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        while self.generation.load(Ordering::Acquire) == gen {
+            std::hint::spin_loop();
+        }
     }
 }

@@ -2,8 +2,6 @@
 //! of a bare shared-memory copy measured between the same two threads in the
 //! same run, alternating size by size.
 
-use std::sync::Barrier;
-
 use rmx_core::{Config, Source, TagSel};
 use serde_json::json;
 
@@ -46,7 +44,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let floor = Floor::new(max);
-    let barrier = Barrier::new(2);
+    let barrier = super::SpinBarrier::new(2);
     let pb = opts.progress("pingpong", sizes.len());
     let rows = job::run_with(2, cfg, nic, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
