@@ -10,6 +10,7 @@ use std::hint::black_box;
 use rmx_core::reuse::{Adaptation, FrequentBuffers, RegCache, SendReuse, Tracked, Tracker};
 use rmx_core::{Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId};
 
+use crate::anon::AnonMap;
 use crate::clock::now_ns;
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::monitor::Monitor;
@@ -66,19 +67,8 @@ fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
     let fabric = Fabric::new(1, LoopConfig::default());
     let port = fabric.port(0);
     let len = (size as u64).div_ceil(PAGE) * PAGE;
-    let area = reps * len as usize;
-    // SAFETY: a private anonymous mapping we own and unmap below.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            area,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(base, libc::MAP_FAILED, "mmap for calibration");
+    let area = AnonMap::new(reps * len as usize);
+    let base = area.addr();
     let times = (0..reps)
         .map(|i| {
             let a = base as u64 + i as u64 * len;
@@ -92,8 +82,7 @@ fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
             (now_ns() - t0) as f64
         })
         .collect();
-    // SAFETY: the mapping made above.
-    unsafe { libc::munmap(base, area) };
+    drop(area);
     median(times)
 }
 

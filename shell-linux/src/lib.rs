@@ -2,6 +2,7 @@
 //! memory, NICs, threads and clocks. Transports live in their own modules;
 //! the `rmx` binary's commands and benchmarks are in `cli` and `bench`.
 
+pub mod anon;
 pub mod bench;
 pub mod calibrate;
 pub mod clock;

@@ -64,12 +64,12 @@ enum BenchCmd {
     },
     /// Ping-pong with eager zero-copy of reused buffers off and on, alternating
     /// in one run, beside the bound one saved copy sets (128 B - 8 KiB).
-    EagerReuse(ReuseArgs),
+    EagerReuse(BenchArgs),
     /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
     /// one per page: improvement of zero-copy over copy per size and layout.
     Spectrum {
         #[command(flatten)]
-        args: ReuseArgs,
+        args: BenchArgs,
         /// Buffers in the spectrum (N·(N+1)/2 round trips per size, layout and mode).
         #[arg(long, default_value_t = 1000)]
         buffers: usize,
@@ -97,48 +97,14 @@ enum OnOff {
 }
 
 #[derive(Args, Clone)]
-struct ReuseArgs {
-    /// Transport to measure: loop (in-process software NIC).
-    #[arg(long, default_value = "loop")]
-    transport: String,
-    /// Smallest message size in bytes.
-    #[arg(long, default_value_t = 128)]
-    min_size: usize,
-    /// Largest message size in bytes (the eager range ends at 8192).
-    #[arg(long, default_value_t = 8192)]
-    max_size: usize,
-    /// Timed round trips per size and mode (after the warm-up).
-    #[arg(long, default_value_t = 10_000)]
-    iters: u64,
-    /// Untimed round trips per size and mode; they also register the buffers.
-    #[arg(long, default_value_t = 1_000)]
-    warmup: u64,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
-}
-
-impl ReuseArgs {
-    fn bench(&self) -> BenchArgs {
-        BenchArgs {
-            transport: self.transport.clone(),
-            min_size: self.min_size,
-            max_size: self.max_size,
-            iters: self.iters,
-            warmup: self.warmup,
-            json: self.json,
-        }
-    }
-}
-
-#[derive(Args, Clone)]
 struct BenchArgs {
     /// Transport to measure: loop (in-process software NIC).
     #[arg(long, default_value = "loop")]
     transport: String,
-    /// Smallest message size in bytes.
-    #[arg(long, default_value_t = 1)]
-    min_size: usize,
+    /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
+    /// spectrum, where copies below it are too cheap to save].
+    #[arg(long)]
+    min_size: Option<usize>,
     /// Largest message size in bytes (the eager range ends at 8192).
     #[arg(long, default_value_t = 8192)]
     max_size: usize,
@@ -179,12 +145,14 @@ fn check_transport(t: &str) -> Result<(), String> {
     }
 }
 
-fn opts(a: &BenchArgs) -> Result<Opts, String> {
+/// The run's options; `min_default` is the benchmark's smallest size.
+fn opts(a: &BenchArgs, min_default: usize) -> Result<Opts, String> {
     check_transport(&a.transport)?;
-    if a.min_size > a.max_size {
+    let min_size = a.min_size.unwrap_or(min_default);
+    if min_size > a.max_size {
         return Err(format!(
             "--min-size {} is larger than --max-size {}",
-            a.min_size, a.max_size
+            min_size, a.max_size
         ));
     }
     let cfg = rmx_linux::rank::loop_config();
@@ -200,7 +168,7 @@ rendezvous protocol, which this build does not have yet",
     }
     Ok(Opts {
         transport: a.transport.clone(),
-        min_size: a.min_size,
+        min_size,
         max_size: a.max_size,
         iters: a.iters,
         warmup: a.warmup,
@@ -461,7 +429,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Pingpong {
             args: a,
             eager_reuse,
-        }) => opts(&a).and_then(|mut o| {
+        }) => opts(&a, 1).and_then(|mut o| {
             if eager_reuse == OnOff::On {
                 o.eager_reuse = Some(reuse_ready()?);
             }
@@ -471,7 +439,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }),
-        Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a.bench()).and_then(|o| {
+        Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, 128).and_then(|o| {
             let cal = reuse_ready()?;
             emit(
                 &bench::eager_reuse::run(
@@ -484,7 +452,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }),
-        Cmd::Bench(BenchCmd::Bw(a)) => opts(&a).map(|o| {
+        Cmd::Bench(BenchCmd::Bw(a)) => opts(&a, 1).map(|o| {
             emit(
                 &bench::bw::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
                 a.json,
@@ -496,7 +464,7 @@ fn main() -> ExitCode {
             args: a,
             buffers,
             plot,
-        }) => opts(&a.bench()).and_then(|o| {
+        }) => opts(&a, 128).and_then(|o| {
             if buffers == 0 {
                 return Err("--buffers must be at least 1".into());
             }

@@ -35,23 +35,10 @@ fn unavailable(need_frames: bool) -> Option<String> {
     None
 }
 
+/// A fresh private anonymous page range (caller unmaps), or one replacing `at`.
 fn map(len: usize, at: Option<usize>) -> *mut u8 {
-    let (hint, fixed) = at.map_or((std::ptr::null_mut(), 0), |a| {
-        (a as *mut libc::c_void, libc::MAP_FIXED)
-    });
-    // SAFETY: an anonymous mapping; MAP_FIXED only over the caller's own range.
-    let p = unsafe {
-        libc::mmap(
-            hint,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    p.cast()
+    // SAFETY: MAP_FIXED is only used over the test's own range.
+    unsafe { rmx_linux::anon::map(len, at, false) as *mut u8 }
 }
 
 fn pattern(seed: u32, len: usize) -> Vec<u8> {

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::report::{Column, Report};
 use super::Opts;
+use crate::anon::AnonMap;
 use crate::clock::{now_ns, pin_to_cpu};
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::monitor::Monitor;
@@ -39,10 +40,9 @@ impl Layout {
     }
 }
 
-/// An anonymous mapping holding `n` buffers of `size` bytes in `layout`.
+/// `n` buffers of `size` bytes in `layout`, in memory of their own.
 struct Buffers {
-    base: *mut u8,
-    len: usize,
+    map: AnonMap,
     stride: usize,
 }
 
@@ -50,36 +50,14 @@ impl Buffers {
     fn new(n: usize, size: usize, layout: Layout) -> Buffers {
         let stride = layout.stride(size);
         let len = (n * stride).div_ceil(PAGE as usize) * PAGE as usize;
-        // SAFETY: a private anonymous mapping, unmapped on drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED, "mmap for the spectrum buffers");
         Buffers {
-            base: base.cast(),
-            len,
+            map: AnonMap::new(len),
             stride,
         }
     }
 
     fn get(&mut self, i: usize, size: usize) -> &mut [u8] {
-        assert!(i * self.stride + size <= self.len);
-        // SAFETY: inside the mapping (checked above), borrowed mutably from self.
-        unsafe { std::slice::from_raw_parts_mut(self.base.add(i * self.stride), size) }
-    }
-}
-
-impl Drop for Buffers {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        self.map.slice_mut(i * self.stride, size)
     }
 }
 

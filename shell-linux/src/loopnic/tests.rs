@@ -163,24 +163,10 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     assert_eq!(a.post_send_inline(5, &head, &[]), Err(PostErr::BadPeer));
 }
 
-/// A fresh private anonymous page range (caller unmaps).
+/// A fresh private anonymous page range (caller unmaps), or one replacing `at`.
 fn map(len: usize, at: Option<usize>) -> usize {
-    let (hint, fixed) = at.map_or((std::ptr::null_mut(), 0), |a| {
-        (a as *mut libc::c_void, libc::MAP_FIXED)
-    });
-    // SAFETY: an anonymous mapping; MAP_FIXED only over our own range.
-    let p = unsafe {
-        libc::mmap(
-            hint,
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    p as usize
+    // SAFETY: MAP_FIXED is only used over the test's own range.
+    unsafe { crate::anon::map(len, at, false) }
 }
 
 #[test]
