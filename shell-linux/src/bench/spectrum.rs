@@ -64,74 +64,72 @@ impl Buffers {
 /// What a spectrum run measured on rank 0.
 #[derive(Clone, Copy, Debug, Default)]
 struct Run {
-    ns: u64,
+    copy_ns: u64,
+    zero_copy_ns: u64,
     registrations: u64,
     tracker: TrackerReport,
 }
 
-/// One spectrum on a fresh pair of ranks.
+/// `rounds` ping-pongs of `data` between the two ranks.
+fn rounds(r: &mut Rank, rounds: usize, data: &[u8], rbuf: &mut [u8]) {
+    let peer = 1 - r.rank();
+    for _ in 0..rounds {
+        if r.rank() == 0 {
+            r.send(peer, 1, data).expect("send");
+            r.recv(Source::Rank(peer), TagSel::Tag(1), rbuf)
+                .expect("recv");
+        } else {
+            r.recv(Source::Rank(peer), TagSel::Tag(1), rbuf)
+                .expect("recv");
+            r.send(peer, 1, data).expect("send");
+        }
+    }
+}
+
+/// One spectrum, copy and zero-copy interleaved buffer by buffer: each
+/// thread drives a plain rank and a zero-copy rank (each pair on its own
+/// fabric, each with its own buffers), so a slow spell of a shared machine
+/// falls on both modes alike.
 fn spectrum(
     n: usize,
     size: usize,
     layout: Layout,
     cfg: Config,
     nic: LoopConfig,
-    cal: Option<&Calibration>,
+    cal: &Calibration,
 ) -> Run {
-    let fabric = Fabric::new(2, nic);
+    let (plain_fab, zc_fab) = (Fabric::new(2, nic), Fabric::new(2, nic));
     let out: Vec<Run> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..2u16)
             .map(|me| {
-                let port = fabric.port(me);
+                let (pp, pz) = (plain_fab.port(me), zc_fab.port(me));
                 s.spawn(move || {
                     pin_to_cpu(me as usize);
-                    let mut r = match cal {
-                        None => Rank::new(port, 2, cfg).expect("rank"),
-                        Some(c) => Rank::with_reuse(port, 2, cfg, c).expect("zero-copy rank"),
-                    };
-                    let mut bufs = Buffers::new(n, size, layout);
+                    let mut plain = Rank::new(pp, 2, cfg).expect("rank");
+                    let mut zc = Rank::with_reuse(pz, 2, cfg, cal).expect("zero-copy rank");
+                    let mut bufs = [Buffers::new(n, size, layout), Buffers::new(n, size, layout)];
                     let mut rbuf = vec![0u8; size];
-                    let peer = 1 - me;
                     // Warm-up from a buffer outside the spectrum: fault in the
                     // receive rings and bounce slots before the clock starts.
                     let warm = vec![7u8; size];
-                    for _ in 0..2 * nic.srq_depth {
-                        if me == 0 {
-                            r.send(peer, 2, &warm).expect("send");
-                            r.recv(Source::Rank(peer), TagSel::Tag(2), &mut rbuf)
-                                .expect("recv");
-                        } else {
-                            r.recv(Source::Rank(peer), TagSel::Tag(2), &mut rbuf)
-                                .expect("recv");
-                            r.send(peer, 2, &warm).expect("send");
-                        }
+                    for r in [&mut plain, &mut zc] {
+                        rounds(r, 2 * nic.srq_depth, &warm, &mut rbuf);
                     }
-                    let t0 = now_ns();
+                    let mut ns = [0u64; 2];
                     for i in 0..n {
-                        for _ in 0..=i {
-                            if me == 0 {
-                                r.send(peer, 1, bufs.get(i, size)).expect("send");
-                                r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf)
-                                    .expect("recv");
-                            } else {
-                                r.recv(Source::Rank(peer), TagSel::Tag(1), &mut rbuf)
-                                    .expect("recv");
-                                r.send(peer, 1, bufs.get(i, size)).expect("send");
-                            }
+                        for (k, r) in [&mut plain, &mut zc].into_iter().enumerate() {
+                            let t0 = now_ns();
+                            rounds(r, i + 1, bufs[k].get(i, size), &mut rbuf);
+                            ns[k] += now_ns() - t0;
                         }
                     }
-                    let ns = now_ns() - t0;
-                    r.reuse().map_or(
-                        Run {
-                            ns,
-                            ..Run::default()
-                        },
-                        |p| Run {
-                            ns,
-                            registrations: p.cache().stats().registrations,
-                            tracker: p.tracker().report(),
-                        },
-                    )
+                    let p = zc.reuse().expect("zero-copy policy");
+                    Run {
+                        copy_ns: ns[0],
+                        zero_copy_ns: ns[1],
+                        registrations: p.cache().stats().registrations,
+                        tracker: p.tracker().report(),
+                    }
                 })
             })
             .collect();
@@ -142,9 +140,6 @@ fn spectrum(
     out[0]
 }
 
-/// Runs of each mode per size and layout.
-const REPEATS: usize = 3;
-
 pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usize) -> Report {
     let sizes = opts.sizes();
     let layouts = [Layout::Packed, Layout::Paged];
@@ -154,26 +149,16 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usiz
     let mut results = Vec::new();
     for &size in &sizes {
         for layout in layouts {
-            // REPEATS runs of each mode, alternating; the median run of each
-            // is kept, so one preemption of a shared machine does not decide.
-            let mut copies = Vec::new();
-            let mut zeros = Vec::new();
-            for _ in 0..REPEATS {
-                copies.push(spectrum(n, size, layout, cfg, nic, None).ns);
-                zeros.push(spectrum(n, size, layout, cfg, nic, Some(cal)));
-            }
-            copies.sort_unstable();
-            zeros.sort_by_key(|r| r.ns);
-            let copy = copies[REPEATS / 2] as f64;
-            let zero = zeros[REPEATS / 2];
-            let t = zero.tracker;
+            let run = spectrum(n, size, layout, cfg, nic, cal);
+            let (copy, zero) = (run.copy_ns as f64, run.zero_copy_ns as f64);
+            let t = run.tracker;
             results.push(json!({
                 "size": size,
                 "layout": layout.name(),
                 "copy_ms": copy / 1e6,
-                "zero_copy_ms": zero.ns as f64 / 1e6,
-                "improvement_pct": (copy - zero.ns as f64) / copy * 100.0,
-                "registrations": zero.registrations,
+                "zero_copy_ms": zero / 1e6,
+                "improvement_pct": (copy - zero) / copy * 100.0,
+                "registrations": run.registrations,
                 "frequent_pct": t.frequent_permille as f64 / 10.0,
                 "tracked": t.tracked,
                 "chained_buckets": t.chained_buckets,
@@ -187,7 +172,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usiz
     let mut config = opts.config_json(&cfg, &nic);
     config["buffers"] = json!(n);
     config["round_trips_per_run"] = json!(n * (n + 1) / 2);
-    config["runs_per_mode"] = json!(REPEATS);
+    config["interleaved"] = json!("per buffer");
     config["invalidation_events"] = json!(events() - events_before);
     config["calibration"] = serde_json::to_value(cal).expect("json");
     Report::new(
