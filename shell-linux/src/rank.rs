@@ -205,14 +205,11 @@ impl Nic for LoopNic {
         let Some(m) = &self.monitor else {
             return Err(RegError::Unmonitored);
         };
-        let t0 = now_ns();
         m.watch(addr, len).map_err(|_| RegError::Unmonitored)?;
-        let t1 = now_ns();
         let mr = self
             .port
             .register_user(addr as usize, len as usize)
             .map_err(|_| RegError::NoResources)?;
-        eprintln!("watch {} reg {}", t1 - t0, now_ns() - t1);
         self.user_regs.insert(mr.key, mr);
         Ok(MemKey(mr.key))
     }
