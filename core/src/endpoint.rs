@@ -634,8 +634,15 @@ impl<
             return Sent::No;
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
+        let meta = SlotMeta {
+            peer: q.dest,
+            len: HEADER_LEN as u32 + q.len,
+            seq: h.seq,
+            awaiting_ack: !self.cfg.reliable,
+            ..SlotMeta::default()
+        };
         if self.cfg.reliable && may_pend && q.len > 0 {
-            if let Some(sent) = self.try_zero_copy(nic, q, slot, &h) {
+            if let Some(sent) = self.try_zero_copy(nic, q, slot, &h, meta) {
                 return sent;
             }
         }
@@ -647,13 +654,7 @@ impl<
             );
         }
         self.sent(d, &h);
-        self.slots[slot as usize] = SlotMeta {
-            peer: q.dest,
-            len: HEADER_LEN as u32 + q.len,
-            seq: h.seq,
-            awaiting_ack: !self.cfg.reliable,
-            ..SlotMeta::default()
-        };
+        self.slots[slot as usize] = meta;
         if !self.cfg.reliable {
             // Cannot fail: unacked packets never exceed credits <= W.
             let _ = self.peers[d].unacked.push_back(slot);
@@ -676,6 +677,7 @@ impl<
         q: &QueuedSend,
         slot: u16,
         h: &Header,
+        meta: SlotMeta,
     ) -> Option<Sent> {
         let addr = nic.user_addr(q.buf)?;
         let pin = self.reuse.plan(nic, addr, q.len)?;
@@ -692,12 +694,9 @@ impl<
             Ok(Posted::Done) => Sent::Done,
             Ok(Posted::Later) => {
                 self.slots[slot as usize] = SlotMeta {
-                    peer: q.dest,
-                    len: HEADER_LEN as u32 + q.len,
-                    seq: h.seq,
                     in_nic: true,
                     pin: Some(pin.id),
-                    ..SlotMeta::default()
+                    ..meta
                 };
                 Sent::Reading(slot)
             }

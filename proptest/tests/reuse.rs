@@ -73,6 +73,11 @@ fn a_full_cache_of_referenced_entries_refuses_without_evicting() {
         c.register(&mut n, 0x20000, 10),
         Err(CacheError::Register(RegError::NoResources))
     );
+    n.refuse_registration = false;
+    assert!(
+        c.register(&mut n, 0x20000, 10).is_ok(),
+        "a refused registration frees its slot"
+    );
     assert_eq!(RegCache::<1>::new(3000).err(), Some(CacheError::PageSize));
 }
 

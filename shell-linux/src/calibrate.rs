@@ -7,14 +7,14 @@
 
 use std::hint::black_box;
 
-use rmx_core::reuse::{Adaptation, FrequentBuffers, RegCache, SendReuse, Tracked, Tracker};
+use rmx_core::reuse::SendReuse;
 use rmx_core::{Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId};
 
 use crate::anon::AnonMap;
 use crate::clock::now_ns;
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::monitor::Monitor;
-use crate::reuse::{Calibration, Row, BUCKETS, PAGE, REGISTRATIONS, TRACKED};
+use crate::reuse::{Calibration, Row, PAGE};
 
 /// Sizes calibrated: the eager range, from where copies are cheaper than lookups.
 pub const SIZES: [u32; 10] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
@@ -107,9 +107,10 @@ impl Nic for NullNic {
 }
 
 /// Nanoseconds of the zero-copy decision on a frequent, registered buffer:
-/// tracker lookup, cache lookup and reference, and its release — with
-/// `tracked` other buffers in the 2^20-bucket tracker.
-pub fn lookup_ns(reps: u64, tracked: usize) -> f64 {
+/// tracker lookup, cache lookup and reference, and its release, in the
+/// policy a rank runs.
+pub fn lookup_ns(reps: u64) -> f64 {
+    // Figures that make every 4 KiB buffer frequent on its first send.
     let cal = Calibration {
         lookup_ns: 0,
         speculate_permille: 0,
@@ -119,24 +120,8 @@ pub fn lookup_ns(reps: u64, tracked: usize) -> f64 {
             reg_ns: 1,
         }],
     };
-    let tracker = Tracker::new(
-        vec![0u32; BUCKETS],
-        vec![Tracked::default(); TRACKED.max(tracked + 1)],
-        Adaptation {
-            min_frequent_permille: 0,
-            resume_after: 0,
-        },
-    )
-    .expect("tracker");
-    let mut fb: FrequentBuffers<_, _, 16, REGISTRATIONS> = FrequentBuffers::new(
-        tracker,
-        cal.model().expect("model"),
-        RegCache::new(PAGE).expect("cache"),
-    );
+    let mut fb = cal.policy().expect("policy");
     let mut nic = NullNic;
-    for i in 0..tracked as u64 {
-        let _ = fb.plan(&mut nic, 0x7f00_0000_0000 + i * 8192, 4096);
-    }
     let addr = 0x10_0000_0000u64;
     let p = fb.plan(&mut nic, addr, 4096).expect("frequent at once");
     fb.release(&mut nic, p.id);
@@ -155,14 +140,10 @@ pub fn lookup_ns(reps: u64, tracked: usize) -> f64 {
     })
 }
 
-/// Measures every figure; `quick` takes fewer samples (for tests).
-pub fn measure(quick: bool) -> Calibration {
+/// Measures every figure.
+pub fn measure() -> Calibration {
     let monitor = Monitor::global().ok();
-    let (copies, regs, lookups) = if quick {
-        (2_000, 20, 20_000)
-    } else {
-        (200_000, 300, 2_000_000)
-    };
+    let (copies, regs, lookups) = (200_000, 300, 2_000_000);
     let rows = SIZES
         .iter()
         .map(|&size| Row {
@@ -172,7 +153,7 @@ pub fn measure(quick: bool) -> Calibration {
         })
         .collect();
     Calibration {
-        lookup_ns: lookup_ns(lookups, 1).round().max(1.0) as u32,
+        lookup_ns: lookup_ns(lookups).round().max(1.0) as u32,
         speculate_permille: 250,
         rows,
     }

@@ -55,3 +55,33 @@ where
             .collect()
     })
 }
+
+/// Two ranks per thread, for comparing copy against zero-copy in one run:
+/// each of two pinned threads drives a plain rank (one fabric) and a rank
+/// with zero-copy eager sends from `cal` (a second fabric), handed to `body`
+/// in that order. Results in rank order.
+pub fn run_side_by_side<T, F>(cfg: Config, nic: LoopConfig, cal: &Calibration, body: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(&mut Rank, &mut Rank) -> T + Sync,
+{
+    let (plain_fab, zc_fab) = (Fabric::new(2, nic), Fabric::new(2, nic));
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2u16)
+            .map(|me| {
+                let (pp, pz) = (plain_fab.port(me), zc_fab.port(me));
+                let body = &body;
+                s.spawn(move || {
+                    pin_to_cpu(me as usize);
+                    let mut plain = Rank::new(pp, 2, cfg).expect("rank configuration");
+                    let mut zc = Rank::with_reuse(pz, 2, cfg, cal).expect("zero-copy rank");
+                    body(&mut plain, &mut zc)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("rank thread panicked"))
+            .collect()
+    })
+}

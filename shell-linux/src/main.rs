@@ -263,6 +263,19 @@ struct SuiteEntry {
     y_label: &'static str,
 }
 
+/// Prints a suite member's table, writes `{name}.json`, and adds its section
+/// (table and `{name}.svg`, which the caller draws) to the report.
+fn record(out: &std::path::Path, md: &mut String, name: &str, r: &Report) -> Result<(), String> {
+    println!("{}", r.table());
+    let file = format!("{name}.json");
+    std::fs::write(out.join(&file), r.json()).map_err(|e| format!("cannot write {file}: {e}"))?;
+    md.push_str(&format!(
+        "## {name}\n\n```\n{}```\n\n![{name}]({name}.svg)\n\n",
+        r.table()
+    ));
+    Ok(())
+}
+
 fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let o = Opts {
@@ -300,11 +313,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     } in runs
     {
         let r = run(&o, rmx_linux::rank::loop_config(), LoopConfig::default());
-        println!("{}", r.table());
-        let write = |file: String, body: String| {
-            std::fs::write(out.join(&file), body).map_err(|e| format!("cannot write {file}: {e}"))
-        };
-        write(format!("{name}.json"), r.json())?;
+        record(out, &mut md, name, &r)?;
         r.svg(&out.join(format!("{name}.svg")), series, y_label)?;
         if name == "bw" {
             r.svg(
@@ -313,10 +322,6 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
                 "messages/s",
             )?;
         }
-        md.push_str(&format!(
-            "## {name}\n\n```\n{}```\n\n![{name}]({name}.svg)\n\n",
-            r.table()
-        ));
     }
     // Zero-copy eager sends of reused buffers, where the monitor they need runs.
     match reuse_ready() {
@@ -327,9 +332,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
             };
             let cfg = rmx_linux::rank::loop_config();
             let r = bench::eager_reuse::run(&o, cfg, LoopConfig::default(), &cal);
-            println!("{}", r.table());
-            std::fs::write(out.join("eager-reuse.json"), r.json())
-                .map_err(|e| format!("cannot write eager-reuse.json: {e}"))?;
+            record(out, &mut md, "eager-reuse", &r)?;
             r.svg_linear(
                 &out.join("eager-reuse.svg"),
                 &[
@@ -338,19 +341,9 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
                 ],
                 "latency improvement (%)",
             )?;
-            md.push_str(&format!(
-                "## eager-reuse\n\n```\n{}```\n\n![eager-reuse](eager-reuse.svg)\n\n",
-                r.table()
-            ));
             let r = bench::spectrum::run(&o, cfg, LoopConfig::default(), &cal, 1000);
-            println!("{}", r.table());
-            std::fs::write(out.join("spectrum.json"), r.json())
-                .map_err(|e| format!("cannot write spectrum.json: {e}"))?;
+            record(out, &mut md, "spectrum", &r)?;
             bench::spectrum::plot(&r, &out.join("spectrum.svg"))?;
-            md.push_str(&format!(
-                "## spectrum\n\n```\n{}```\n\n![spectrum](spectrum.svg)\n\n",
-                r.table()
-            ));
         }
         Err(e) => {
             eprintln!("rmx: skipping eager-reuse and spectrum: {e}");
@@ -367,7 +360,7 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
     if !json_out {
         eprintln!("rmx: calibrating (a few seconds)...");
     }
-    let cal = rmx_linux::calibrate::measure(false);
+    let cal = rmx_linux::calibrate::measure();
     let model = cal.model()?;
     let results = cal
         .rows

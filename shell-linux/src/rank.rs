@@ -242,20 +242,12 @@ impl Nic for LoopNic {
     }
 }
 
-impl Drop for Rank {
-    fn drop(&mut self) {
-        if let (Some(q), Some(m)) = (&self.invalidations, &self.nic.monitor) {
-            m.unsubscribe(q);
-        }
-    }
-}
-
 /// One rank of a job on the `loop` transport.
 pub struct Rank {
     ep: Box<CoreEndpoint>,
     nic: LoopNic,
-    /// Invalidations for this rank's registration cache (zero-copy on).
-    invalidations: Option<Arc<Queue>>,
+    /// Zero-copy on: the monitor and this rank's queue of invalidations.
+    watch: Option<(Arc<Monitor>, Arc<Queue>)>,
     now: u64,
     idle: u32,
     wcs: Vec<Wc>,
@@ -288,8 +280,8 @@ impl Rank {
         let monitor = Monitor::global()?;
         let policy = cal.policy()?;
         let mut r = Self::build(port, nranks, cfg, Some(policy)).map_err(|e| format!("{e:?}"))?;
-        r.invalidations = Some(monitor.subscribe());
-        r.nic.monitor = Some(monitor);
+        r.nic.monitor = Some(Arc::clone(&monitor));
+        r.watch = Some((Arc::clone(&monitor), monitor.subscribe()));
         Ok(r)
     }
 
@@ -310,7 +302,7 @@ impl Rank {
         Ok(Rank {
             ep,
             nic: LoopNic::new(port, cfg.eager_threshold as usize, unexpected),
-            invalidations: None,
+            watch: None,
             now: now_ns(),
             idle: 0,
             wcs: Vec::new(),
@@ -359,11 +351,9 @@ impl Rank {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
-        if let Some(q) = &self.invalidations {
+        if let Some((m, q)) = &self.watch {
             // Memory unmapped before this call must not be sent from.
-            if let Some(m) = &self.nic.monitor {
-                m.settle();
-            }
+            m.settle();
             self.ep.apply_invalidations(&mut self.nic, q);
         }
         self.start(ptr as usize, len, |ep, nic, now, buf| {
@@ -467,5 +457,13 @@ impl Rank {
             }
         }
         n
+    }
+}
+
+impl Drop for Rank {
+    fn drop(&mut self) {
+        if let Some((m, q)) = &self.watch {
+            m.unsubscribe(q);
+        }
     }
 }

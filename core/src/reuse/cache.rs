@@ -147,27 +147,27 @@ impl<const N: usize> RegCache<N> {
             let victim = (0..N)
                 .filter(|&i| self.live[i] && self.regs[i].refs == 0)
                 .min_by_key(|&i| self.regs[i].last_use);
-            match victim {
-                Some(v) => {
-                    self.stats.evictions += 1;
-                    self.drop_entry(nic, v as u16);
-                }
-                None => {
-                    self.stats.full += 1;
-                    return Err(CacheError::Full);
-                }
-            }
+            let Some(v) = victim else {
+                self.stats.full += 1;
+                return Err(CacheError::Full);
+            };
+            self.stats.evictions += 1;
+            self.drop_entry(nic, v as u16);
         }
-        let (start, end) = self.pages(addr, len);
-        let key = nic.register(start, end - start).map_err(|e| {
-            self.stats.register_failures += 1;
-            CacheError::Register(e)
-        })?;
-        self.stats.registrations += 1;
-        // Cannot fail: a slot was freed above.
+        // A slot is free now: there was one, or the eviction freed one.
         let Some(s) = self.free.pop() else {
             return Err(CacheError::Full);
         };
+        let (start, end) = self.pages(addr, len);
+        let key = match nic.register(start, end - start) {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = self.free.push(s);
+                self.stats.register_failures += 1;
+                return Err(CacheError::Register(e));
+            }
+        };
+        self.stats.registrations += 1;
         self.regs[s as usize] = Reg {
             start,
             end,

@@ -9,9 +9,8 @@ use serde_json::json;
 use super::pingpong::rmx_rounds;
 use super::report::{Column, Report};
 use super::Opts;
-use crate::clock::pin_to_cpu;
-use crate::loopnic::{Fabric, LoopConfig};
-use crate::rank::Rank;
+use crate::job;
+use crate::loopnic::LoopConfig;
 use crate::reuse::Calibration;
 
 /// Timed slices per size and mode.
@@ -20,54 +19,38 @@ const CHUNKS: u64 = 10;
 pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration) -> Report {
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(1).max(1);
-    let copy_fab = Fabric::new(2, nic);
-    let zc_fab = Fabric::new(2, nic);
     let barrier = super::SpinBarrier::new(2);
     let pb = opts.progress("eager-reuse", sizes.len());
-    let rows: Vec<Vec<(usize, f64, f64, f64)>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2u16)
-            .map(|me| {
-                let (pc, pz) = (copy_fab.port(me), zc_fab.port(me));
-                let (barrier, sizes, pb) = (&barrier, &sizes, &pb);
-                s.spawn(move || {
-                    pin_to_cpu(me as usize);
-                    let mut plain = Rank::new(pc, 2, cfg).expect("rank");
-                    let mut zc = Rank::with_reuse(pz, 2, cfg, cal).expect("zero-copy rank");
-                    let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
-                    let mut rbuf = vec![0u8; max];
-                    let mut rows = Vec::new();
-                    for &size in sizes {
-                        for r in [&mut plain, &mut zc] {
-                            barrier.wait();
-                            rmx_rounds(r, opts.warmup, size, &sbuf, &mut rbuf);
-                        }
-                        // Timed in CHUNKS, alternating which mode goes first,
-                        // so drift in the machine falls on both alike.
-                        let mut ns = [0u64; 2];
-                        let per = (opts.iters / CHUNKS).max(1);
-                        for c in 0..CHUNKS {
-                            for k in [c % 2, 1 - c % 2] {
-                                let r = if k == 0 { &mut plain } else { &mut zc };
-                                barrier.wait();
-                                ns[k as usize] += rmx_rounds(r, per, size, &sbuf, &mut rbuf);
-                            }
-                        }
-                        let rounds = (per * CHUNKS) as f64 * 2.0;
-                        let lat = [ns[0] as f64 / rounds, ns[1] as f64 / rounds];
-                        barrier.wait();
-                        if me == 0 {
-                            let c = crate::calibrate::copy_ns(size, opts.iters.max(1000));
-                            rows.push((size, lat[0], lat[1], c));
-                            pb.inc(1);
-                        }
-                    }
-                    rows
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("rank thread"))
-            .collect()
+    let rows = job::run_side_by_side(cfg, nic, cal, |plain, zc| {
+        let me = plain.rank();
+        let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut rbuf = vec![0u8; max];
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            for r in [&mut *plain, &mut *zc] {
+                barrier.wait();
+                rmx_rounds(r, opts.warmup, size, &sbuf, &mut rbuf);
+            }
+            // Timed in CHUNKS, alternating which mode goes first, so drift
+            // in the machine falls on both alike.
+            let mut ns = [0u64; 2];
+            let per = (opts.iters / CHUNKS).max(1);
+            for c in 0..CHUNKS {
+                for k in [c % 2, 1 - c % 2] {
+                    let r = if k == 0 { &mut *plain } else { &mut *zc };
+                    barrier.wait();
+                    ns[k as usize] += rmx_rounds(r, per, size, &sbuf, &mut rbuf);
+                }
+            }
+            let rounds = (per * CHUNKS) as f64 * 2.0;
+            barrier.wait();
+            if me == 0 {
+                let one = crate::calibrate::copy_ns(size, opts.iters.max(1000));
+                rows.push((size, ns[0] as f64 / rounds, ns[1] as f64 / rounds, one));
+                pb.inc(1);
+            }
+        }
+        rows
     });
     pb.finish_and_clear();
     let results = rows[0]

@@ -5,16 +5,16 @@
 //! registration). Improvement of zero-copy over copy, per size and layout.
 
 use rmx_core::reuse::TrackerReport;
-use rmx_core::{Config, Source, TagSel};
+use rmx_core::Config;
 use serde_json::json;
 
+use super::pingpong::rmx_rounds;
 use super::report::{Column, Report};
 use super::Opts;
 use crate::anon::AnonMap;
-use crate::clock::{now_ns, pin_to_cpu};
-use crate::loopnic::{Fabric, LoopConfig};
+use crate::job;
+use crate::loopnic::LoopConfig;
 use crate::monitor::Monitor;
-use crate::rank::Rank;
 use crate::reuse::{Calibration, PAGE};
 
 /// How the N buffers are laid out in memory.
@@ -70,22 +70,6 @@ struct Run {
     tracker: TrackerReport,
 }
 
-/// `rounds` ping-pongs of `data` between the two ranks.
-fn rounds(r: &mut Rank, rounds: usize, data: &[u8], rbuf: &mut [u8]) {
-    let peer = 1 - r.rank();
-    for _ in 0..rounds {
-        if r.rank() == 0 {
-            r.send(peer, 1, data).expect("send");
-            r.recv(Source::Rank(peer), TagSel::Tag(1), rbuf)
-                .expect("recv");
-        } else {
-            r.recv(Source::Rank(peer), TagSel::Tag(1), rbuf)
-                .expect("recv");
-            r.send(peer, 1, data).expect("send");
-        }
-    }
-}
-
 /// One spectrum, copy and zero-copy interleaved buffer by buffer: each
 /// thread drives a plain rank and a zero-copy rank (each pair on its own
 /// fabric, each with its own buffers), so a slow spell of a shared machine
@@ -98,44 +82,28 @@ fn spectrum(
     nic: LoopConfig,
     cal: &Calibration,
 ) -> Run {
-    let (plain_fab, zc_fab) = (Fabric::new(2, nic), Fabric::new(2, nic));
-    let out: Vec<Run> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..2u16)
-            .map(|me| {
-                let (pp, pz) = (plain_fab.port(me), zc_fab.port(me));
-                s.spawn(move || {
-                    pin_to_cpu(me as usize);
-                    let mut plain = Rank::new(pp, 2, cfg).expect("rank");
-                    let mut zc = Rank::with_reuse(pz, 2, cfg, cal).expect("zero-copy rank");
-                    let mut bufs = [Buffers::new(n, size, layout), Buffers::new(n, size, layout)];
-                    let mut rbuf = vec![0u8; size];
-                    // Warm-up from a buffer outside the spectrum: fault in the
-                    // receive rings and bounce slots before the clock starts.
-                    let warm = vec![7u8; size];
-                    for r in [&mut plain, &mut zc] {
-                        rounds(r, 2 * nic.srq_depth, &warm, &mut rbuf);
-                    }
-                    let mut ns = [0u64; 2];
-                    for i in 0..n {
-                        for (k, r) in [&mut plain, &mut zc].into_iter().enumerate() {
-                            let t0 = now_ns();
-                            rounds(r, i + 1, bufs[k].get(i, size), &mut rbuf);
-                            ns[k] += now_ns() - t0;
-                        }
-                    }
-                    let p = zc.reuse().expect("zero-copy policy");
-                    Run {
-                        copy_ns: ns[0],
-                        zero_copy_ns: ns[1],
-                        registrations: p.cache().stats().registrations,
-                        tracker: p.tracker().report(),
-                    }
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("rank thread"))
-            .collect()
+    let out = job::run_side_by_side(cfg, nic, cal, |plain, zc| {
+        let mut bufs = [Buffers::new(n, size, layout), Buffers::new(n, size, layout)];
+        let mut rbuf = vec![0u8; size];
+        // Warm-up from a buffer outside the spectrum: fault in the receive
+        // rings and bounce slots before the clock starts.
+        let warm = vec![7u8; size];
+        for r in [&mut *plain, &mut *zc] {
+            rmx_rounds(r, 2 * nic.srq_depth as u64, size, &warm, &mut rbuf);
+        }
+        let mut ns = [0u64; 2];
+        for i in 0..n {
+            for (k, r) in [&mut *plain, &mut *zc].into_iter().enumerate() {
+                ns[k] += rmx_rounds(r, i as u64 + 1, size, bufs[k].get(i, size), &mut rbuf);
+            }
+        }
+        let p = zc.reuse().expect("zero-copy policy");
+        Run {
+            copy_ns: ns[0],
+            zero_copy_ns: ns[1],
+            registrations: p.cache().stats().registrations,
+            tracker: p.tracker().report(),
+        }
     });
     out[0]
 }
