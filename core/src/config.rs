@@ -1,5 +1,19 @@
 //! Per-endpoint configuration, chosen by the shell for its transport.
 
+/// When eager messages to a connection are packed into one send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Coalesce {
+    /// Never: each message is its own send, queued while the send queue is full.
+    Off,
+    /// Once every send work-queue entry of the connection is in use (the
+    /// paper's design): messages that would wait are packed instead.
+    WhenFull,
+    /// Once this many sends are outstanding on the connection, even if entries
+    /// are free (MVAPICH2's coalescing threshold); larger messages may still
+    /// use every entry.
+    Outstanding(u16),
+}
+
 /// Tunables of one endpoint. Times are integer nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -22,6 +36,15 @@ pub struct Config {
     pub rto_max_ns: u64,
     /// How long an acknowledgement may wait for a packet to ride on.
     pub ack_delay_ns: u64,
+    /// Sends that may be outstanding on one connection (its send work-queue
+    /// entries; a send is outstanding from its post until its completion).
+    /// The transport's send queue must have at least this many entries.
+    pub send_wqes: u16,
+    /// When to pack queued eager messages into one send.
+    pub coalesce: Coalesce,
+    /// Inside a packed send, a message whose context, tag and size equal the
+    /// previous one's carries a one-byte marker instead of its header.
+    pub header_cache: bool,
 }
 
 impl Config {
@@ -36,6 +59,9 @@ impl Config {
             rto_ns: 200_000,
             rto_max_ns: 50_000_000,
             ack_delay_ns: 20_000,
+            send_wqes: 16,
+            coalesce: Coalesce::WhenFull,
+            header_cache: true,
         }
     }
 
@@ -71,4 +97,7 @@ pub enum ConfigError {
     /// At least two send bounce slots: one for data and one always kept for
     /// acknowledgements, so that they can never deadlock.
     Slots { required: usize },
+    /// `send_wqes` must be at least 1, and a coalescing threshold at least 1
+    /// and at most `send_wqes`.
+    SendWqes,
 }

@@ -7,11 +7,12 @@
 
 use heapless::{Deque, Vec};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Coalesce, Config, ConfigError};
 use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
-use crate::peer::{seq_le, Peer};
+use crate::packed::{record_len, write_head, Record, Unpacker};
+use crate::peer::{seq_le, Peer, NO_SLOT};
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
 };
@@ -60,11 +61,23 @@ enum Arrival {
 #[derive(Clone, Copy, Debug, Default)]
 struct SlotMeta {
     peer: u16,
+    /// Bytes to post: header and payload (or records).
     len: u32,
+    /// Sequence of the (first) message.
     seq: u32,
+    /// Messages in the packet: 1, or the records of a packed packet.
+    msgs: u16,
     in_nic: bool,
     awaiting_ack: bool,
+    /// In its peer's backlog, waiting for a send entry.
     unposted: bool,
+    /// Posted at least once: no record may be added any more.
+    sealed: bool,
+    /// A packed packet; `last` is its newest record (for the header cache).
+    packed: bool,
+    last: Option<Record>,
+    /// Next slot of the peer's backlog.
+    next: u16,
     /// A zero-copy send: the NIC reads the user buffer through this
     /// registration, and the send's request completes with the slot.
     pin: Option<RegId>,
@@ -111,9 +124,12 @@ pub struct Endpoint<
     unexp_free: Vec<u16, UNEXP>,
     reqs: Table<REQS>,
     queued: Deque<QueuedSend, REQS>,
-    unposted: Deque<u16, SLOTS>,
+    /// Peers whose backlog is not empty (each listed once).
+    backlogged: Deque<u16, PEERS>,
     /// A bounce slot came free while sends were queued: flush at the next poll.
     flush_due: bool,
+    /// A post met a busy NIC: retry the backlogs at the next poll.
+    retry_due: bool,
     deadline: Option<u64>,
     stats: Stats,
     reuse: Z,
@@ -164,6 +180,13 @@ impl<
         if SLOTS < 2 {
             return Err(ConfigError::Slots { required: 2 });
         }
+        let threshold_ok = match cfg.coalesce {
+            Coalesce::Outstanding(n) => n >= 1 && n <= cfg.send_wqes,
+            _ => true,
+        };
+        if cfg.send_wqes == 0 || !threshold_ok {
+            return Err(ConfigError::SendWqes);
+        }
         let mut free_slots = Vec::new();
         for i in (0..SLOTS as u16).rev() {
             let _ = free_slots.push(i);
@@ -183,8 +206,9 @@ impl<
             unexp_free,
             reqs: Table::new(),
             queued: Deque::new(),
-            unposted: Deque::new(),
+            backlogged: Deque::new(),
             flush_due: false,
+            retry_due: false,
             deadline: None,
             stats: Stats::default(),
             reuse,
@@ -381,13 +405,10 @@ impl<
             }
         }
         nic.repost(buf);
-        if !self.unposted.is_empty() {
-            self.retry_unposted(nic);
-        }
     }
 
     fn handle<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header, len: u32) {
-        if h.src >= self.npeers || (h.kind == Kind::Eager && len > self.cfg.eager_threshold) {
+        if h.src >= self.npeers || (h.kind.has_payload() && len > self.cfg.eager_threshold) {
             debug!(
                 "rmx: rank {} dropped a packet from bad rank {} or of {} bytes",
                 self.me, h.src, len
@@ -425,7 +446,13 @@ impl<
                 if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
                     return;
                 }
-                self.arrive(now, nic, env, buf, len);
+                self.arrive(now, nic, env, Loc::Rx(buf, HEADER_LEN as u32), len);
+            }
+            Kind::Packed => {
+                if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
+                    return;
+                }
+                self.unpack(now, nic, buf, h);
             }
         }
         let credit_back = self.peers[src].peer_consumed != before && self.peers[src].queued > 0;
@@ -463,9 +490,68 @@ impl<
         false
     }
 
-    /// An in-sequence eager message: deliver it to the oldest matching posted
-    /// receive, or keep it as unexpected.
-    fn arrive<N: Nic>(&mut self, now: u64, nic: &mut N, env: Envelope, buf: RxBuf, len: u32) {
+    /// The messages of an in-sequence packed packet, in order, each matched
+    /// as if it had arrived alone. A malformed record is counted and ends the
+    /// packet; the records before it are delivered. On a lossy transport a
+    /// packet is taken whole or not at all (the sender resends what is not
+    /// acknowledged), so it is checked before anything is delivered.
+    fn unpack<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header) {
+        if !self.cfg.reliable {
+            let mut dry = Unpacker::new(h.tag);
+            let body = &nic.rx(buf)[HEADER_LEN..];
+            while let Some(r) = dry.next(body) {
+                let bad = match r {
+                    Ok((rec, _)) => rec.len > self.cfg.eager_threshold,
+                    Err(_) => true,
+                };
+                if bad {
+                    self.stats.malformed += 1;
+                    self.stats.malformed_packed += 1;
+                    return;
+                }
+            }
+            if self.unexp_free.len() < h.tag as usize {
+                // Not every message could be kept: take none, like a lone
+                // eager packet without room (a conforming peer never gets here).
+                self.stats.no_room += 1;
+                return;
+            }
+        }
+        let mut u = Unpacker::new(h.tag);
+        loop {
+            let next = u.next(&nic.rx(buf)[HEADER_LEN..]);
+            let (rec, at) = match next {
+                None => return,
+                Some(Ok((rec, at))) if rec.len <= self.cfg.eager_threshold => (rec, at),
+                Some(_) => {
+                    debug!("rmx: rank {} dropped a malformed packed record", self.me);
+                    self.stats.malformed += 1;
+                    self.stats.malformed_packed += 1;
+                    return;
+                }
+            };
+            let env = Envelope {
+                src: h.src,
+                tag: rec.tag,
+                context: rec.context,
+            };
+            let from = Loc::Rx(buf, (HEADER_LEN + at) as u32);
+            if !self.arrive(now, nic, env, from, rec.len) {
+                return;
+            }
+        }
+    }
+
+    /// An in-sequence eager message at `from`: deliver it to the oldest
+    /// matching posted receive, or keep it as unexpected. `false`: no room.
+    fn arrive<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        env: Envelope,
+        from: Loc,
+        len: u32,
+    ) -> bool {
         let dest = match self.matcher.arrive(&env) {
             Some(posted) => Arrival::Posted(posted),
             None => match self.unexp_free.pop() {
@@ -475,7 +561,7 @@ impl<
                     // unacknowledged for the sender to retransmit; on a reliable
                     // one only a peer ignoring its credits gets here.
                     self.stats.no_room += 1;
-                    return;
+                    return false;
                 }
             },
         };
@@ -486,7 +572,6 @@ impl<
             p.nacked = None;
             self.arm_ack(now, env.src as usize);
         }
-        let from = Loc::Rx(buf, HEADER_LEN as u32);
         match dest {
             Arrival::Posted(pr) => {
                 let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
@@ -500,6 +585,7 @@ impl<
                 self.stats.unexpected += 1;
             }
         }
+        true
     }
 
     fn deliver_to<N: Nic>(
@@ -560,7 +646,9 @@ impl<
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
             while let Some(&s) = p.unacked.front() {
-                if seq_le(ack, self.slots[s as usize].seq) {
+                let m = &self.slots[s as usize];
+                let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
+                if seq_le(ack, last) {
                     break;
                 }
                 p.unacked.pop_front();
@@ -586,14 +674,24 @@ impl<
 
     /// Sends `q` now if a credit and a bounce slot are free. One slot is always
     /// kept for control packets, so acknowledgements can never deadlock.
-    /// `may_pend`: a zero-copy send whose completion comes later can be given
-    /// a request.
+    /// When the connection has no free send entry (or already has a backlog,
+    /// which keeps the order) the message is copied into the backlog, packed
+    /// with others when coalescing allows. `may_pend`: a zero-copy send whose
+    /// completion comes later can be given a request.
     fn try_send<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend, may_pend: bool) -> Sent {
         let d = q.dest as usize;
         if self.peers[d].credits_left(self.cfg.credits) == 0 {
             return Sent::No;
         }
+        let packable = self.packable(q.len);
+        let limit = match self.cfg.coalesce {
+            Coalesce::Outstanding(n) if packable => n,
+            _ => self.cfg.send_wqes,
+        };
         let p = &self.peers[d];
+        if p.backlog_head != NO_SLOT || p.wqes >= limit {
+            return self.backlog_send(now, nic, q, packable);
+        }
         let h = Header {
             kind: Kind::Eager,
             src: self.me,
@@ -608,16 +706,17 @@ impl<
             let mut hdr = [0u8; HEADER_LEN];
             let _ = h.encode(&mut hdr);
             match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
-                Ok(()) => {
+                Ok(r) => {
+                    self.peers[d].wqes += (r == Posted::Later) as u16;
                     self.stats.packets_out += 1;
                     self.sent(d, &h);
                     return Sent::Done;
                 }
                 Err(PostError::Busy) => {
-                    // Receiver not ready: retry from the queue at the next poll.
+                    // Receiver or send queue not ready: wait in the backlog.
                     self.stats.post_busy += 1;
-                    self.flush_due = true;
-                    return Sent::No;
+                    self.retry_due = true;
+                    return self.backlog_send(now, nic, q, packable);
                 }
                 Err(PostError::Down) => {
                     self.stats.post_down += 1;
@@ -638,7 +737,9 @@ impl<
             peer: q.dest,
             len: HEADER_LEN as u32 + q.len,
             seq: h.seq,
+            msgs: 1,
             awaiting_ack: !self.cfg.reliable,
+            next: NO_SLOT,
             ..SlotMeta::default()
         };
         if self.cfg.reliable && may_pend && q.len > 0 {
@@ -655,17 +756,185 @@ impl<
         }
         self.sent(d, &h);
         self.slots[slot as usize] = meta;
-        if !self.cfg.reliable {
-            // Cannot fail: unacked packets never exceed credits <= W.
-            let _ = self.peers[d].unacked.push_back(slot);
-            if self.peers[d].rto_at.is_none() {
-                let t = now + self.peers[d].rto;
-                self.peers[d].rto_at = Some(t);
-                self.arm(t);
+        self.track_unacked(now, d, slot);
+        self.post_or_queue(nic, slot);
+        Sent::Done
+    }
+
+    /// Small enough to share a packed send: at most half a buffer (the paper's rule).
+    fn packable(&self, len: u32) -> bool {
+        self.cfg.coalesce != Coalesce::Off && len <= self.cfg.eager_threshold / 2
+    }
+
+    /// Lossy transports keep every data slot until it is acknowledged.
+    fn track_unacked(&mut self, now: u64, d: usize, slot: u16) {
+        if self.cfg.reliable {
+            return;
+        }
+        // Cannot fail: unacked packets never exceed credits <= W.
+        let _ = self.peers[d].unacked.push_back(slot);
+        if self.peers[d].rto_at.is_none() {
+            let t = now + self.peers[d].rto;
+            self.peers[d].rto_at = Some(t);
+            self.arm(t);
+        }
+    }
+
+    /// Copies `q` into the connection's backlog: appended to the newest queued
+    /// packed send if it has room, else into a new bounce slot (packed, if
+    /// `packable`, so that later messages can join it).
+    fn backlog_send<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        q: &QueuedSend,
+        packable: bool,
+    ) -> Sent {
+        let d = q.dest as usize;
+        let rec = Record {
+            context: q.context,
+            tag: q.tag,
+            len: q.len,
+        };
+        let cap = HEADER_LEN as u32 + self.cfg.eager_threshold;
+        let tail = self.peers[d].backlog_tail;
+        if packable && tail != NO_SLOT {
+            let m = self.slots[tail as usize];
+            let n = record_len(m.last, rec, self.cfg.header_cache) as u32;
+            if m.packed && !m.sealed && m.len + n <= cap {
+                self.append(nic, tail, q, rec, n);
+                self.stats.coalesced += 1;
+                self.stats.backlogged += 1;
+                return Sent::Done;
             }
         }
-        self.post(nic, slot);
+        if self.free_slots.len() < 2 {
+            return Sent::No;
+        }
+        let Some(slot) = self.free_slots.pop() else {
+            return Sent::No;
+        };
+        let p = &self.peers[d];
+        let h = Header {
+            kind: if packable { Kind::Packed } else { Kind::Eager },
+            src: self.me,
+            context: if packable { 0 } else { q.context },
+            tag: if packable { 0 } else { q.tag },
+            len: if packable { 0 } else { q.len },
+            seq: p.tx_seq,
+            ack: p.rx_next,
+            credit: p.consumed,
+        };
+        let _ = h.encode(nic.slot_mut(SlotId(slot)));
+        self.slots[slot as usize] = SlotMeta {
+            peer: q.dest,
+            len: HEADER_LEN as u32,
+            seq: h.seq,
+            awaiting_ack: !self.cfg.reliable,
+            packed: packable,
+            next: NO_SLOT,
+            ..SlotMeta::default()
+        };
+        if packable {
+            let n = record_len(None, rec, self.cfg.header_cache) as u32;
+            self.append(nic, slot, q, rec, n);
+        } else {
+            if q.len > 0 {
+                nic.copy(
+                    Loc::Slot(SlotId(slot), HEADER_LEN as u32),
+                    Loc::User(q.buf, 0),
+                    q.len as usize,
+                );
+            }
+            self.slots[slot as usize].len += q.len;
+            self.slots[slot as usize].msgs = 1;
+            self.sent(d, &h);
+        }
+        self.stats.backlogged += 1;
+        self.track_unacked(now, d, slot);
+        self.enqueue(slot);
         Sent::Done
+    }
+
+    /// Adds `q` as a record of `n` bytes to the packed, unposted `slot`, and
+    /// refreshes the packet's count, length, ack and credit.
+    fn append<N: Nic>(&mut self, nic: &mut N, slot: u16, q: &QueuedSend, rec: Record, n: u32) {
+        let m = self.slots[slot as usize];
+        let at = m.len as usize;
+        let cache = self.cfg.header_cache;
+        let head = write_head(&mut nic.slot_mut(SlotId(slot))[at..], m.last, rec, cache);
+        if q.len > 0 {
+            nic.copy(
+                Loc::Slot(SlotId(slot), (at + head) as u32),
+                Loc::User(q.buf, 0),
+                q.len as usize,
+            );
+        }
+        let msgs = m.msgs + 1;
+        let len = m.len + n;
+        let p = &mut self.peers[q.dest as usize];
+        let (ack, credit) = (p.rx_next, p.consumed);
+        let out = nic.slot_mut(SlotId(slot));
+        Header::set_packed(out, msgs as u32, len - HEADER_LEN as u32);
+        Header::refresh(out, ack, credit);
+        p.tx_seq = p.tx_seq.wrapping_add(1);
+        p.carried(credit);
+        self.stats.messages_out += 1;
+        self.stats.cached_headers += (head == crate::packed::CACHED_LEN) as u64;
+        let m = &mut self.slots[slot as usize];
+        m.msgs = msgs;
+        m.len = len;
+        m.last = Some(rec);
+    }
+
+    /// Puts `slot` at the tail of its peer's backlog.
+    fn enqueue(&mut self, slot: u16) {
+        let m = &mut self.slots[slot as usize];
+        m.unposted = true;
+        m.next = NO_SLOT;
+        let d = m.peer as usize;
+        let p = &mut self.peers[d];
+        if p.backlog_tail == NO_SLOT {
+            p.backlog_head = slot;
+        } else {
+            self.slots[p.backlog_tail as usize].next = slot;
+        }
+        p.backlog_tail = slot;
+        if !p.listed {
+            p.listed = true;
+            // Cannot fail: each peer is listed at most once.
+            let _ = self.backlogged.push_back(d as u16);
+        }
+    }
+
+    /// Posts the oldest backlog slots of `peer` while it has free send entries.
+    fn drain<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        let d = peer as usize;
+        while self.peers[d].wqes < self.cfg.send_wqes {
+            let slot = self.peers[d].backlog_head;
+            if slot == NO_SLOT {
+                return;
+            }
+            let p = &self.peers[d];
+            Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.consumed);
+            let credit = p.consumed;
+            if !self.post_now(nic, slot) {
+                return;
+            }
+            self.peers[d].carried(credit);
+            let next = self.slots[slot as usize].next;
+            let p = &mut self.peers[d];
+            p.backlog_head = next;
+            if next == NO_SLOT {
+                p.backlog_tail = NO_SLOT;
+            }
+            let m = &mut self.slots[slot as usize];
+            m.unposted = false;
+            if !m.busy() {
+                let _ = self.free_slots.push(slot);
+                self.flush_due |= !self.queued.is_empty();
+            }
+        }
     }
 
     /// Posts the header in `slot` with the payload gathered straight from the
@@ -695,9 +964,11 @@ impl<
             Ok(Posted::Later) => {
                 self.slots[slot as usize] = SlotMeta {
                     in_nic: true,
+                    sealed: true,
                     pin: Some(pin.id),
                     ..meta
                 };
+                self.peers[q.dest as usize].wqes += 1;
                 Sent::Reading(slot)
             }
             Err(PostError::Down) => {
@@ -724,24 +995,40 @@ impl<
         self.stats.messages_out += 1;
     }
 
-    /// Posts an encoded slot and frees it if nothing else holds it.
-    fn post<N: Nic>(&mut self, nic: &mut N, slot: u16) {
-        let m = self.slots[slot as usize];
-        self.stats.packets_out += 1;
-        match nic.post_send(m.peer, SlotId(slot), m.len as usize) {
-            Ok(Posted::Done) => {}
-            Ok(Posted::Later) => self.slots[slot as usize].in_nic = true,
-            Err(PostError::Busy) => {
-                self.stats.post_busy += 1;
-                self.slots[slot as usize].unposted = true;
-                // Cannot fail: at most SLOTS slots exist.
-                let _ = self.unposted.push_back(slot);
-            }
-            Err(PostError::Down | PostError::Unsupported) => self.stats.post_down += 1,
+    /// Posts an encoded slot, or queues it behind its peer's backlog when the
+    /// connection has no free send entry or the NIC is busy.
+    fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) {
+        let p = &self.peers[self.slots[slot as usize].peer as usize];
+        if p.backlog_head != NO_SLOT || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
+            self.enqueue(slot);
+            return;
         }
         if !self.slots[slot as usize].busy() {
             let _ = self.free_slots.push(slot);
         }
+    }
+
+    /// Posts `slot` now; `false` if the NIC was busy (nothing happened).
+    /// The caller frees the slot if nothing else holds it.
+    fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> bool {
+        let m = self.slots[slot as usize];
+        match nic.post_send(m.peer, SlotId(slot), m.len as usize) {
+            Ok(r) => {
+                if r == Posted::Later {
+                    self.slots[slot as usize].in_nic = true;
+                    self.peers[m.peer as usize].wqes += 1;
+                }
+                self.stats.packets_out += 1;
+            }
+            Err(PostError::Busy) => {
+                self.stats.post_busy += 1;
+                self.retry_due = true;
+                return false;
+            }
+            Err(PostError::Down | PostError::Unsupported) => self.stats.post_down += 1,
+        }
+        self.slots[slot as usize].sealed = true;
+        true
     }
 
     /// Sends an ACK (with credit) or a NACK; `false` if no slot or the NIC is busy
@@ -769,15 +1056,18 @@ impl<
             credit: p.consumed,
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
-        self.stats.packets_out += 1;
         match nic.post_send(dest, SlotId(slot), HEADER_LEN) {
             Ok(r) => {
+                self.stats.packets_out += 1;
                 self.peers[dest as usize].carried(h.credit);
                 if r == Posted::Later {
+                    self.peers[dest as usize].wqes += 1;
                     self.slots[slot as usize] = SlotMeta {
                         peer: dest,
                         len: HEADER_LEN as u32,
                         in_nic: true,
+                        sealed: true,
+                        next: NO_SLOT,
                         ..SlotMeta::default()
                     };
                 } else {
@@ -807,7 +1097,7 @@ impl<
             }
             Header::refresh(nic.slot_mut(SlotId(s)), ack, credit);
             self.stats.retransmits += 1;
-            self.post(nic, s);
+            self.post_or_queue(nic, s);
         }
         let p = &mut self.peers[peer];
         p.carried(credit);
@@ -818,8 +1108,9 @@ impl<
         }
     }
 
-    /// The NIC finished reading a slot posted with [`Posted::Later`] (and,
-    /// for a zero-copy send, the user buffer behind it).
+    /// The NIC finished a send posted with [`Posted::Later`]: its send entry
+    /// is free, and the slot (and, for a zero-copy send, the user buffer
+    /// behind it) is no longer read. Posts what waits in the peer's backlog.
     pub fn on_send_complete<N: Nic>(&mut self, nic: &mut N, slot: SlotId) {
         let Some(m) = self.slots.get_mut(slot.0 as usize) else {
             return;
@@ -828,7 +1119,7 @@ impl<
             return;
         }
         m.in_nic = false;
-        let (pin, req) = (m.pin.take(), m.req.take());
+        let (pin, req, peer) = (m.pin.take(), m.req.take(), m.peer);
         if let Some(id) = pin {
             self.reuse.release(nic, id);
         }
@@ -840,15 +1131,21 @@ impl<
             let _ = self.free_slots.push(slot.0);
             self.flush_due |= !self.queued.is_empty();
         }
+        self.entry_free(nic, peer);
     }
 
-    fn retry_unposted<N: Nic>(&mut self, nic: &mut N) {
-        for _ in 0..self.unposted.len() {
-            let Some(s) = self.unposted.pop_front() else {
-                break;
-            };
-            self.slots[s as usize].unposted = false;
-            self.post(nic, s);
+    /// An inline send to `peer` that returned [`Posted::Later`] completed.
+    pub fn on_inline_complete<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        if peer < self.npeers && self.peers[peer as usize].wqes > 0 {
+            self.entry_free(nic, peer);
+        }
+    }
+
+    fn entry_free<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        p.wqes = p.wqes.saturating_sub(1);
+        if p.backlog_head != NO_SLOT {
+            self.drain(nic, peer);
         }
     }
 
@@ -882,9 +1179,36 @@ impl<
         }
     }
 
+    /// Posts what the backlogs hold, as far as free send entries allow.
+    fn drain_all<N: Nic>(&mut self, nic: &mut N) {
+        for _ in 0..self.backlogged.len() {
+            let Some(d) = self.backlogged.pop_front() else {
+                break;
+            };
+            self.drain(nic, d);
+            if self.peers[d as usize].backlog_head == NO_SLOT {
+                self.peers[d as usize].listed = false;
+            } else {
+                let _ = self.backlogged.push_back(d);
+            }
+        }
+    }
+
+    /// Every send has left the endpoint's queues and backlogs for the NIC.
+    /// Sends complete for the application before that (their data is
+    /// copied), so a rank must keep driving the endpoint until this holds
+    /// before it stops (MPI's finalize).
+    pub fn flushed(&self) -> bool {
+        self.queued.is_empty()
+            && self
+                .backlogged
+                .iter()
+                .all(|&d| self.peers[d as usize].backlog_head == NO_SLOT)
+    }
+
     /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.flush_due || !self.unposted.is_empty() {
+        if self.flush_due || self.retry_due {
             return Some(0);
         }
         self.deadline
@@ -892,8 +1216,9 @@ impl<
 
     /// Runs timers: retransmission, delayed acks and credit returns, queued sends.
     pub fn poll<N: Nic>(&mut self, now: u64, nic: &mut N) {
-        self.retry_unposted(nic);
         self.flush_due = false;
+        self.retry_due = false;
+        self.drain_all(nic);
         self.flush_queued(now, nic);
         self.deadline = None;
         for i in 0..self.npeers as usize {

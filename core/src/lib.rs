@@ -17,13 +17,14 @@ pub mod endpoint;
 mod log;
 pub mod matching;
 pub mod nic;
+pub mod packed;
 mod peer;
 pub mod request;
 pub mod reuse;
 pub mod stats;
 pub mod wire;
 
-pub use config::{Config, ConfigError};
+pub use config::{Coalesce, Config, ConfigError};
 pub use endpoint::{Endpoint, RecvError, SendError};
 pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{Gather, Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId, UserBuf};

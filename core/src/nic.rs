@@ -58,7 +58,9 @@ pub struct Gather {
 pub enum Posted {
     /// The data left the slot during the call (inline/PIO send); the slot is free.
     Done,
-    /// The NIC still reads the slot; the shell calls `Endpoint::on_send_complete`.
+    /// The NIC still holds the send (reads the slot, or waits for the peer to
+    /// take it): it occupies one of the connection's `Config::send_wqes`
+    /// until the shell calls `Endpoint::on_send_complete`.
     Later,
 }
 
@@ -88,15 +90,16 @@ pub trait Nic {
 
     /// Sends `header` then `len` bytes at `payload` as one packet, copied out by
     /// the CPU during the call (verbs' `IBV_SEND_INLINE`): no bounce slot, no
-    /// key check, no completion. Called only on reliable transports, for
-    /// payloads up to `Config::inline_max`.
+    /// key check. Called only on reliable transports, for payloads up to
+    /// `Config::inline_max`. [`Posted::Later`]: the send still holds one of the
+    /// connection's send entries; the shell calls `Endpoint::on_inline_complete`.
     fn send_inline(
         &mut self,
         peer: u16,
         header: &[u8; crate::wire::HEADER_LEN],
         payload: Loc,
         len: usize,
-    ) -> Result<(), PostError> {
+    ) -> Result<Posted, PostError> {
         let _ = (peer, header, payload, len);
         Err(PostError::Unsupported)
     }

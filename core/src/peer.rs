@@ -43,7 +43,18 @@ pub(crate) struct Peer<const W: usize> {
     pub nacked: Option<u32>,
     /// Sends waiting in the endpoint's queue for this peer (keeps per-peer order).
     pub queued: u32,
+    /// Posts to this peer not yet completed (send work-queue entries in use).
+    pub wqes: u16,
+    /// Filled bounce slots waiting for a send entry, oldest first: a list
+    /// linked through the slots (`NO_SLOT`: empty).
+    pub backlog_head: u16,
+    pub backlog_tail: u16,
+    /// Listed in the endpoint's peers-with-backlog queue.
+    pub listed: bool,
 }
+
+/// End of a backlog list.
+pub(crate) const NO_SLOT: u16 = u16::MAX;
 
 impl<const W: usize> Peer<W> {
     pub const fn new(rto: u64) -> Self {
@@ -60,6 +71,10 @@ impl<const W: usize> Peer<W> {
             ack_at: None,
             nacked: None,
             queued: 0,
+            wqes: 0,
+            backlog_head: NO_SLOT,
+            backlog_tail: NO_SLOT,
+            listed: false,
         }
     }
 

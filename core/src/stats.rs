@@ -26,6 +26,16 @@ pub struct Stats {
     pub send_stalls: u64,
     /// Eager sends whose payload the NIC gathered from the user buffer.
     pub zero_copy_sends: u64,
+    /// Messages that waited for a free send entry of their connection, in a
+    /// queued send of their own or packed into one.
+    pub backlogged: u64,
+    /// Messages packed into a queued send that already held another message.
+    pub coalesced: u64,
+    /// Records of packed sends that carried the one-byte cached marker.
+    pub cached_headers: u64,
+    /// Packed packets with a malformed record (also counted in `malformed`);
+    /// the records before it were delivered.
+    pub malformed_packed: u64,
     pub post_busy: u64,
     pub post_down: u64,
 }

@@ -1,23 +1,28 @@
 //! The packet header: explicit little-endian layout, versioned, validated on decode.
 //!
-//! Every packet starts with this 28-byte header; an eager packet's payload follows it.
+//! Every packet starts with this 28-byte header; an eager packet's payload follows
+//! it, a packed packet's records ([`crate::packed`]) follow it.
 //!
 //! ```text
 //! offset size field     meaning
 //!      0    1 version   `VERSION`; a decoder rejects any other value
-//!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack)
+//!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed)
 //!      2    2 src       sender's rank
 //!      4    2 context   MPI communicator context
 //!      6    2 flags     reserved, must be zero in version 1
-//!      8    4 tag       MPI tag
+//!      8    4 tag       MPI tag (packed: number of messages)
 //!     12    4 len       payload bytes that follow the header
-//!     16    4 seq       per-peer packet sequence (eager); first missing sequence (nack)
+//!     16    4 seq       per-peer message sequence (eager; packed: of its first
+//!                         message); first missing sequence (nack)
 //!     20    4 ack       cumulative: next sequence the sender expects from the receiver
 //!     24    4 credit    cumulative: messages from the receiver the sender has consumed
 //! ```
 //!
 //! `ack` and `credit` are cumulative counters rather than deltas, so a lost or
 //! duplicated control packet can never lose or double a credit.
+//!
+//! Evolution: kind 4 (packed) was added without a version change, as the format
+//! is append-only; a decoder that predates it rejects it as `DecodeError::Kind(4)`.
 
 /// Wire format version this build speaks. Evolution is append-only.
 pub const VERSION: u8 = 1;
@@ -34,14 +39,22 @@ pub enum Kind {
     Ack = 2,
     /// Early re-request: `seq` is the first sequence the receiver is missing.
     Nack = 3,
+    /// Several eager messages coalesced into one packet; `tag` counts them.
+    Packed = 4,
 }
 
 impl Kind {
+    /// Data packets carry bytes after the header; control packets never do.
+    pub fn has_payload(self) -> bool {
+        matches!(self, Kind::Eager | Kind::Packed)
+    }
+
     fn from_u8(v: u8) -> Option<Kind> {
         match v {
             1 => Some(Kind::Eager),
             2 => Some(Kind::Ack),
             3 => Some(Kind::Nack),
+            4 => Some(Kind::Packed),
             _ => None,
         }
     }
@@ -141,6 +154,13 @@ impl Header {
         })
     }
 
+    /// Rewrites the message count (`tag`) and body length of an encoded packed
+    /// header in place, as records are added.
+    pub fn set_packed(out: &mut [u8], count: u32, len: u32) {
+        out[8..12].copy_from_slice(&count.to_le_bytes());
+        out[12..16].copy_from_slice(&len.to_le_bytes());
+    }
+
     /// Rewrites the cumulative ack and credit fields of an encoded header in place
     /// (a retransmission carries fresh values).
     pub fn refresh(out: &mut [u8], ack: u32, credit: u32) {
@@ -154,7 +174,7 @@ impl Header {
 pub fn decode_packet(b: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     let h = Header::decode(b)?;
     let declared = HEADER_LEN + h.len as usize;
-    if h.kind != Kind::Eager && h.len != 0 {
+    if !h.kind.has_payload() && h.len != 0 {
         return Err(DecodeError::ControlWithPayload);
     }
     if b.len() < declared {

@@ -34,6 +34,20 @@ pub struct MemNic {
     pub refuse_registration: bool,
     /// Payloads gathered straight from user buffers.
     pub gathered: usize,
+    /// With `later`: the completion each posted packet owes, in outbox order
+    /// (the network reports it once it delivered the packet).
+    pub owed: Vec<Token>,
+    /// With `later`: refuse a post (`Busy`) while this many sends to one peer
+    /// are uncompleted, as a send queue of that depth would.
+    pub sq_depth: Option<usize>,
+    uncompleted: Vec<u16>,
+}
+
+/// What completes a send posted with `Posted::Later`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token {
+    Slot(SlotId),
+    Inline(u16),
 }
 
 impl MemNic {
@@ -57,6 +71,31 @@ impl MemNic {
             deregistrations: 0,
             refuse_registration: false,
             gathered: 0,
+            owed: Vec::new(),
+            sq_depth: None,
+            uncompleted: Vec::new(),
+        }
+    }
+
+    fn posted(&mut self, t: Token) -> Posted {
+        if !self.later {
+            return Posted::Done;
+        }
+        let peer = self.outbox.last().map_or(0, |o| o.0);
+        self.owed.push(t);
+        self.uncompleted.push(peer);
+        Posted::Later
+    }
+
+    fn limit_reached(&self, peer: u16) -> bool {
+        self.sq_depth
+            .is_some_and(|d| self.uncompleted.iter().filter(|&&p| p == peer).count() >= d)
+    }
+
+    /// The send to `peer` that completed first is done (for `sq_depth`).
+    pub fn completed(&mut self, peer: u16) {
+        if let Some(i) = self.uncompleted.iter().position(|&p| p == peer) {
+            self.uncompleted.remove(i);
         }
     }
 
@@ -131,13 +170,12 @@ impl Nic for MemNic {
         if self.busy {
             return Err(PostError::Busy);
         }
+        if self.limit_reached(peer) {
+            return Err(PostError::Busy);
+        }
         let bytes = self.slots[slot.0 as usize][..len].to_vec();
         self.outbox.push((peer, bytes));
-        Ok(if self.later {
-            Posted::Later
-        } else {
-            Posted::Done
-        })
+        Ok(self.posted(Token::Slot(slot)))
     }
     fn repost(&mut self, buf: RxBuf) {
         self.rx[buf.0 as usize] = None;
@@ -185,11 +223,7 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&self.read_at(payload.addr, payload.len as usize));
         self.outbox.push((peer, bytes));
         self.gathered += 1;
-        Ok(if self.later {
-            Posted::Later
-        } else {
-            Posted::Done
-        })
+        Ok(self.posted(Token::Slot(slot)))
     }
     fn send_inline(
         &mut self,
@@ -197,11 +231,11 @@ impl Nic for MemNic {
         header: &[u8; HEADER_LEN],
         payload: Loc,
         len: usize,
-    ) -> Result<(), PostError> {
+    ) -> Result<Posted, PostError> {
         if !self.inline {
             return Err(PostError::Unsupported);
         }
-        if self.busy {
+        if self.busy || self.limit_reached(peer) {
             return Err(PostError::Busy);
         }
         let (v, o) = self.place(payload);
@@ -209,6 +243,6 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&v[o..o + len]);
         self.outbox.push((peer, bytes));
         self.inline_sent += 1;
-        Ok(())
+        Ok(self.posted(Token::Inline(peer)))
     }
 }

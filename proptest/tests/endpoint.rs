@@ -458,18 +458,29 @@ fn inline_falls_back_to_a_slot_when_the_nic_cannot() {
 }
 
 #[test]
-fn inline_to_a_busy_receiver_queues_and_retries() {
-    let (mut a, mut an, _, _) = pair(inline_cfg());
+fn inline_to_a_busy_receiver_is_buffered_and_retried() {
+    let (mut a, mut an, mut b, mut bn) = pair(inline_cfg());
     an.inline = true;
     an.busy = true;
     let small = an.buf(b"tiny");
     let r = a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
-    assert_ne!(r, Request::COMPLETE);
+    assert_eq!(r, Request::COMPLETE, "copied into the backlog");
+    assert_eq!(a.stats().backlogged, 1);
+    assert!(!a.flushed());
     assert_eq!(a.poll_timeout(), Some(0), "a retry is due");
     an.busy = false;
     a.poll(1, &mut an);
-    assert_eq!(an.inline_sent, 1);
-    assert!(a.test(r).unwrap().is_some());
+    assert!(a.flushed());
+    assert_eq!(
+        (an.inline_sent, an.outbox.len()),
+        (0, 1),
+        "posted from its slot"
+    );
+    let d = bn.buf(&[0; 4]);
+    let rr = b.irecv(0, &mut bn, ANY.0, TagSel::Tag(1), 0, d, 4).unwrap();
+    pump(0, &mut an, &mut b, &mut bn);
+    assert_eq!(b.test(rr).unwrap().unwrap().len, 4);
+    assert_eq!(&bn.user[0][..], b"tiny");
 }
 
 #[test]

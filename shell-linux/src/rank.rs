@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmx_core::{
-    Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RecvError,
-    RegError, Request, RequestError, RxBuf, SendError, SlotId, Source, Stats, Status, TagSel,
-    UserBuf,
+    Coalesce, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted,
+    RecvError, RegError, Request, RequestError, RxBuf, SendError, SlotId, Source, Stats, Status,
+    TagSel, UserBuf,
 };
 
 use crate::clock::now_ns;
 use crate::loopnic::region::Mr;
-use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus};
+use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus, INLINE_WR_ID};
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 
@@ -227,13 +227,14 @@ impl Nic for LoopNic {
         header: &[u8; rmx_core::wire::HEADER_LEN],
         payload: Loc,
         len: usize,
-    ) -> Result<(), PostError> {
+    ) -> Result<Posted, PostError> {
         let p = self.resolve(payload, len);
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
         self.port
             .post_send_inline(peer, header, body)
-            .map_err(post_error)
+            .map_err(post_error)?;
+        Ok(Posted::Later)
     }
 
     #[inline]
@@ -297,6 +298,12 @@ impl Rank {
             .inline_max
             .saturating_sub(rmx_core::wire::HEADER_LEN);
         cfg.inline_max = cfg.inline_max.min(nic_inline as u32);
+        // The connection's send queue bounds the core's outstanding sends.
+        let depth = port.config().sq_depth.min(u16::MAX as u32) as u16;
+        cfg.send_wqes = cfg.send_wqes.min(depth);
+        if let Coalesce::Outstanding(n) = cfg.coalesce {
+            cfg.coalesce = Coalesce::Outstanding(n.min(cfg.send_wqes));
+        }
         let ep = Box::new(CoreEndpoint::with_reuse(cfg, me, nranks, reuse)?);
         let unexpected = nranks as usize * cfg.credits as usize;
         Ok(Rank {
@@ -421,6 +428,12 @@ impl Rank {
         Ok(self.wait(r))
     }
 
+    /// Sends buffered in the core (waiting for a free send entry or a
+    /// credit) still need this rank to progress; `true` once none is left.
+    pub fn flushed(&self) -> bool {
+        self.ep.flushed()
+    }
+
     /// Cancels a posted receive; `true` if it had not matched yet.
     pub fn cancel(&mut self, req: &Req) -> bool {
         self.ep.cancel(req.req).unwrap_or(false)
@@ -437,8 +450,12 @@ impl Rank {
         }
         if self.nic.port.poll_cq(&mut self.wcs) > 0 {
             for wc in self.wcs.drain(..) {
-                self.ep
-                    .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16));
+                if wc.wr_id == INLINE_WR_ID {
+                    self.ep.on_inline_complete(&mut self.nic, wc.qp);
+                } else {
+                    self.ep
+                        .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16));
+                }
             }
         }
         self.idle = if n > 0 { 0 } else { self.idle + 1 };

@@ -2,9 +2,15 @@
 //! runs without hardware. Ranks are threads of one process; each has a
 //! protection domain (regions and keys), a shared receive queue
 //! ([`ring::RecvRing`]), and a completion queue; each connection has a send
-//! queue of bounded depth. Operations up to `inline_max` bytes complete on the
-//! posting thread (as inline/PIO sends do); larger ones run on the NIC's own
+//! queue of bounded depth. Data of operations up to `sync_max` bytes moves on
+//! the posting thread (as inline/PIO sends do); larger ones run on the NIC's own
 //! thread ([`engine::Engine`]) and complete through the completion queue.
+//!
+//! A SEND holds its send-queue entry until the receiving NIC has taken the
+//! packet, as on an RC connection, where the entry completes with the remote
+//! acknowledgement. `loop` has no processor on the receiving side: the
+//! receiving rank's poll is its NIC taking the packet, so a connection has at
+//! most `sq_depth` packets that the peer has not yet polled.
 
 pub mod engine;
 pub mod pagemap;
@@ -12,7 +18,9 @@ pub mod region;
 pub mod ring;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Mutex, RwLock};
 
 use engine::{Engine, Job};
@@ -116,6 +124,8 @@ struct Hca {
     frames: RwLock<HashMap<u32, (usize, Vec<u64>)>>,
     cq: Mutex<VecDeque<Wc>>,
     cq_len: AtomicUsize,
+    /// Receive positions below this have been polled (taken by the rank).
+    polled: CachePadded<AtomicU64>,
 }
 
 impl Hca {
@@ -149,6 +159,7 @@ impl Fabric {
                 frames: RwLock::new(HashMap::new()),
                 cq: Mutex::new(VecDeque::new()),
                 cq_len: AtomicUsize::new(0),
+                polled: CachePadded::new(AtomicU64::new(0)),
             })
             .collect();
         Fabric {
@@ -176,6 +187,8 @@ impl Fabric {
             reposts: Reposts::new(self.shared.cfg.srq_depth),
             keys: region::KeyCache::default(),
             outstanding: vec![0; n],
+            untaken: (0..n).map(|_| VecDeque::new()).collect(),
+            untaken_n: 0,
         }
     }
 }
@@ -230,10 +243,17 @@ pub struct Port {
     seen: Vec<u64>,
     reposts: Reposts,
     keys: region::KeyCache,
-    /// Offloaded work requests per connection whose completion is not yet
-    /// polled: as in verbs, a send-queue entry frees when its CQE is polled.
+    /// Work requests per connection whose completion is not yet polled: as
+    /// in verbs, a send-queue entry frees when its CQE is polled.
     outstanding: Vec<u32>,
+    /// SENDs per connection delivered into the peer's ring but not yet taken
+    /// by it: (ring position, wr_id, length), oldest first.
+    untaken: Vec<VecDeque<(u64, u64, usize)>>,
+    untaken_n: usize,
 }
+
+/// The `wr_id` of an inline send's completion (inline sends name no buffer).
+pub const INLINE_WR_ID: u64 = u64::MAX;
 
 impl Port {
     pub fn rank(&self) -> u16 {
@@ -333,9 +353,7 @@ impl Port {
             return Ok(Some(done(WcStatus::LocalLength, 0)));
         }
         let big = total > self.shared.cfg.sync_max;
-        if big {
-            sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
-        }
+        sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
         let pos = dst
             .ring
             .claim(&mut self.seen[peer as usize])
@@ -350,7 +368,8 @@ impl Port {
                 off += s.len;
             }
             dst.ring.publish(pos, total as u32, None, self.rank);
-            return Ok(Some(done(WcStatus::Success, total)));
+            self.until_taken(peer, pos, wr_id, total);
+            return Ok(None);
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
         self.outstanding[peer as usize] += 1;
@@ -381,7 +400,8 @@ impl Port {
     }
 
     /// Inline SEND of `head` then `body` (at most `inline_max` bytes together):
-    /// copied during the call, no key check, no completion.
+    /// copied during the call, no key check; it completes (with
+    /// [`INLINE_WR_ID`]) once the peer takes it.
     #[inline]
     pub fn post_send_inline(&mut self, peer: u16, head: &[u8], body: &[u8]) -> Result<(), PostErr> {
         let dst = hca_of(&self.shared, peer)?;
@@ -389,6 +409,7 @@ impl Port {
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
             return Err(PostErr::TooLong);
         }
+        sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
         let pos = dst
             .ring
             .claim(&mut self.seen[peer as usize])
@@ -400,7 +421,16 @@ impl Port {
             crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
         dst.ring.publish(pos, total as u32, None, self.rank);
+        self.until_taken(peer, pos, INLINE_WR_ID, total);
         Ok(())
+    }
+
+    /// A SEND now in `peer`'s ring at `pos` holds its entry until taken.
+    #[inline]
+    fn until_taken(&mut self, peer: u16, pos: u64, wr_id: u64, len: usize) {
+        self.outstanding[peer as usize] += 1;
+        self.untaken[peer as usize].push_back((pos, wr_id, len));
+        self.untaken_n += 1;
     }
 
     /// RDMA WRITE (with an immediate when `imm` is set, which consumes a receive
@@ -508,6 +538,7 @@ impl Port {
     pub fn poll_recv(&mut self) -> Option<RecvWc> {
         let wc = self.hca().ring.poll(self.head)?;
         self.head += 1;
+        self.hca().polled.store(self.head, Ordering::Release);
         Some(wc)
     }
 
@@ -522,12 +553,17 @@ impl Port {
         self.reposts.repost(ring, buf)
     }
 
-    /// Moves send-side completions of offloaded operations into `out`.
+    /// Moves send-side completions into `out`: SENDs the peers have taken,
+    /// and operations the NIC thread finished.
     #[inline]
     pub fn poll_cq(&mut self, out: &mut Vec<Wc>) -> usize {
+        let mut taken = 0;
+        if self.untaken_n > 0 {
+            taken = self.reap_taken(out);
+        }
         let hca = &self.shared.hcas[self.rank as usize];
         if hca.cq_len.load(Ordering::Acquire) == 0 {
-            return 0;
+            return taken;
         }
         let mut q = hca.cq.lock().unwrap_or_else(|e| e.into_inner());
         let n = q.len();
@@ -536,6 +572,33 @@ impl Port {
             out.push(wc);
         }
         hca.cq_len.fetch_sub(n, Ordering::AcqRel);
+        n + taken
+    }
+
+    fn reap_taken(&mut self, out: &mut Vec<Wc>) -> usize {
+        let mut n = 0;
+        for (peer, q) in self.untaken.iter_mut().enumerate() {
+            let Some(&(first, ..)) = q.front() else {
+                continue;
+            };
+            let polled = self.shared.hcas[peer].polled.load(Ordering::Acquire);
+            if first >= polled {
+                continue;
+            }
+            while let Some(&(pos, wr_id, len)) = q.front() {
+                if pos >= polled {
+                    break;
+                }
+                q.pop_front();
+                self.outstanding[peer] -= 1;
+                out.push(completion(wr_id, peer as u16, WcOp::Send)(
+                    WcStatus::Success,
+                    len,
+                ));
+                n += 1;
+            }
+        }
+        self.untaken_n -= n;
         n
     }
 }

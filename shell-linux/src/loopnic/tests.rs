@@ -42,9 +42,16 @@ fn send_gathers_two_entries_into_one_receive() {
     let mut h = *b"head";
     let mut d = *b"-data";
     let sg = [sge(&a, &mut h, 0), sge(&a, &mut d, 0)];
-    let wc = a.post_send(1, 9, &sg).unwrap().unwrap();
-    assert_eq!((wc.wr_id, wc.status, wc.len), (9, WcStatus::Success, 9));
+    assert_eq!(a.post_send(1, 9, &sg), Ok(None));
+    let mut wcs = Vec::new();
+    assert_eq!(
+        a.poll_cq(&mut wcs),
+        0,
+        "not complete before the peer takes it"
+    );
     let r = b.poll_recv().unwrap();
+    let wc = wait_cq(&mut a);
+    assert_eq!((wc.wr_id, wc.status, wc.len), (9, WcStatus::Success, 9));
     assert_eq!((r.len, r.src, r.imm), (9, 0, None));
     assert_eq!(b.rx_bytes(r.buf), b"head-data");
     b.repost(r.buf);
@@ -118,32 +125,45 @@ fn large_transfers_run_on_the_nic_thread_and_complete_in_the_cq() {
 
 #[test]
 fn send_queue_depth_and_receiver_readiness_are_enforced() {
-    // 4 KiB sends are offloaded (and count against the SQ depth of 2); 4-byte
-    // sends complete inline.
+    // Every send holds one of the 2 send-queue entries until the peer takes
+    // it: offloaded 4 KiB sends and 4-byte sends alike.
     let (mut a, mut b) = fabric(1024);
     let mut big = vec![3u8; 4096];
     let s = sge(&a, &mut big, 0);
     assert_eq!(a.post_send(1, 1, &[s]), Ok(None));
     assert_eq!(a.post_send(1, 2, &[s]), Ok(None));
     assert_eq!(a.post_send(1, 3, &[s]), Err(PostErr::SqFull));
-    wait_cq(&mut a);
-    // Four receive buffers: two taken, two more fit, then RNR.
+    let mut wcs = Vec::new();
+    while wcs.len() < 2 {
+        a.poll_cq(&mut wcs);
+    }
     let mut small = [0u8; 4];
     let t = sge(&a, &mut small, 0);
-    let mut n = 0;
-    while a.post_send(1, 0, &[t]).is_ok() {
-        n += 1;
-        assert!(n < 10);
-    }
-    assert_eq!(a.post_send(1, 0, &[t]), Err(PostErr::Rnr));
-    let first = loop {
-        if let Some(r) = b.poll_recv() {
-            break r;
+    assert_eq!(a.post_send(1, 4, &[t]), Ok(None));
+    assert_eq!(a.post_send(1, 5, &[t]), Ok(None));
+    assert_eq!(a.post_send(1, 6, &[t]), Err(PostErr::SqFull));
+    assert_eq!(a.post_send_inline(1, b"x", &[]), Err(PostErr::SqFull));
+    // The peer takes packets one by one; each small one frees one entry, in
+    // order (the offloaded ones completed when the NIC thread delivered them).
+    let mut taken = Vec::new();
+    for want in [None, None, Some(4), Some(5)] {
+        let r = loop {
+            if let Some(r) = b.poll_recv() {
+                break r;
+            }
+        };
+        taken.push(r.buf);
+        match want {
+            Some(id) => assert_eq!(wait_cq(&mut a).wr_id, id),
+            None => assert_eq!(a.poll_cq(&mut Vec::new()), 0),
         }
-    };
-    b.repost(first.buf);
-    assert!(
-        a.post_send(1, 0, &[t]).is_ok(),
+    }
+    // Four receive buffers, none reposted: the next send finds no buffer (RNR).
+    assert_eq!(a.post_send(1, 0, &[t]), Err(PostErr::Rnr));
+    b.repost(taken[0]);
+    assert_eq!(
+        a.post_send(1, 0, &[t]),
+        Ok(None),
         "a reposted buffer is usable again"
     );
     assert_eq!(a.post_send(9, 0, &[t]), Err(PostErr::BadPeer));
@@ -158,6 +178,7 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     a.post_send_inline(1, &head, &body).unwrap();
     let r = b.poll_recv().unwrap();
     assert_eq!(b.rx_bytes(r.buf), b"hdr:payload");
+    assert_eq!(wait_cq(&mut a).wr_id, INLINE_WR_ID);
     let big = vec![0u8; 65];
     assert_eq!(a.post_send_inline(1, &big, &[]), Err(PostErr::TooLong));
     assert_eq!(a.post_send_inline(5, &head, &[]), Err(PostErr::BadPeer));
@@ -183,19 +204,16 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
         .register_user(a_mem, 8192)
         .expect("mapped memory registers");
     let send = |a: &mut Port| {
-        let wc = a
-            .post_send(
-                1,
-                7,
-                &[Sge {
-                    addr: a_mem,
-                    len: 100,
-                    key: mr.key,
-                }],
-            )
-            .unwrap()
-            .unwrap();
-        wc.status
+        let r = a.post_send(
+            1,
+            7,
+            &[Sge {
+                addr: a_mem,
+                len: 100,
+                key: mr.key,
+            }],
+        );
+        r.unwrap().map_or(WcStatus::Success, |wc| wc.status)
     };
     assert_eq!(send(&mut a), WcStatus::Success);
     let got = b.poll_recv().unwrap();
@@ -211,19 +229,16 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     assert!(b.poll_recv().is_none(), "nothing delivered");
     a.deregister_user(mr).unwrap();
     let mr2 = a.register_user(a_mem, 8192).unwrap();
-    let wc = a
-        .post_send(
-            1,
-            8,
-            &[Sge {
-                addr: a_mem,
-                len: 100,
-                key: mr2.key,
-            }],
-        )
-        .unwrap()
-        .unwrap();
-    assert_eq!(wc.status, WcStatus::Success);
+    let r = a.post_send(
+        1,
+        8,
+        &[Sge {
+            addr: a_mem,
+            len: 100,
+            key: mr2.key,
+        }],
+    );
+    assert_eq!(r, Ok(None), "posted, completes when taken");
     let got = b.poll_recv().unwrap();
     assert_eq!(b.rx_bytes(got.buf)[..100], [2u8; 100]);
     unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
