@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rmx_core::Config;
 
 use crate::clock::pin_to_cpu;
-use crate::loopnic::{Fabric, LoopConfig};
+use crate::loopnic::{Fabric, LoopConfig, Port};
 use crate::rank::Rank;
 use crate::reuse::Calibration;
 
@@ -98,20 +98,67 @@ where
     T: Send,
     F: Fn(&mut Rank, &mut Rank) -> T + Sync,
 {
-    let nic = queue_for(cfg, nic);
-    let (plain_fab, zc_fab) = (Fabric::new(2, nic), Fabric::new(2, nic));
+    let nics = [queue_for(cfg, nic); 2];
+    two_threads(
+        &nics,
+        |_, mut ports| {
+            let zc = ports.pop().expect("two ports");
+            let plain = ports.pop().expect("two ports");
+            vec![
+                Rank::new(plain, 2, cfg).expect("rank configuration"),
+                Rank::with_reuse(zc, 2, cfg, cal).expect("zero-copy rank"),
+            ]
+        },
+        |ranks| match ranks {
+            [plain, zc] => body(plain, zc),
+            _ => unreachable!("two ranks per thread"),
+        },
+    )
+}
+
+/// One job per configuration, side by side on two pinned threads: thread
+/// `me` drives rank `me` of every job, handed to `body` in the order of
+/// `cfgs`, so a benchmark can alternate between configurations in one run.
+pub fn run_configs<T, F>(cfgs: &[Config], nic: LoopConfig, body: F) -> Vec<T>
+where
+    T: Send,
+    F: Fn(&mut [Rank]) -> T + Sync,
+{
+    let nics: Vec<LoopConfig> = cfgs.iter().map(|&c| queue_for(c, nic)).collect();
+    two_threads(
+        &nics,
+        |_, ports| {
+            ports
+                .into_iter()
+                .zip(cfgs)
+                .map(|(p, &c)| Rank::new(p, 2, c).expect("rank configuration"))
+                .collect()
+        },
+        body,
+    )
+}
+
+/// Two pinned threads, each building its ranks from its port of every
+/// fabric (one per entry of `nics`), running `body`, then finalizing.
+fn two_threads<T, M, F>(nics: &[LoopConfig], make: M, body: F) -> Vec<T>
+where
+    T: Send,
+    M: Fn(u16, Vec<Port>) -> Vec<Rank> + Sync,
+    F: Fn(&mut [Rank]) -> T + Sync,
+{
+    let fabrics: Vec<Fabric> = nics.iter().map(|&n| Fabric::new(2, n)).collect();
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..2u16)
             .map(|me| {
-                let (pp, pz) = (plain_fab.port(me), zc_fab.port(me));
-                let (body, done) = (&body, &done);
+                let ports = fabrics.iter().map(|f| f.port(me)).collect();
+                let (make, body, done) = (&make, &body, &done);
                 s.spawn(move || {
                     pin_to_cpu(me as usize);
-                    let mut plain = Rank::new(pp, 2, cfg).expect("rank configuration");
-                    let mut zc = Rank::with_reuse(pz, 2, cfg, cal).expect("zero-copy rank");
-                    let out = body(&mut plain, &mut zc);
-                    finish(&mut [&mut plain, &mut zc], done, 2);
+                    let mut ranks = make(me, ports);
+                    let out = body(&mut ranks);
+                    let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
+                    finish(&mut refs, done, 2);
                     out
                 })
             })

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod copy;
 pub mod job;
 pub mod loopnic;
+pub mod model;
 pub mod monitor;
 pub mod rank;
 pub mod reuse;

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use rmx_core::Config;
 use rmx_linux::bench::{self, report::Report, Opts};
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
@@ -35,6 +34,9 @@ enum Cmd {
     /// Run a benchmark.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Models built from rmx's own sizes.
+    #[command(subcommand)]
+    Model(ModelCmd),
     /// Measure copy, registration and lookup costs; print the minimum reuse
     /// that makes registering a send buffer pay (per size) and save the
     /// figures zero-copy eager sends use.
@@ -77,8 +79,16 @@ enum BenchCmd {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
-    /// Windows of 64 non-blocking sends, then an ack: MB/s and messages/s.
-    Bw(BenchArgs),
+    /// Windows of 64 non-blocking sends, then an ack: MB/s (and messages/s)
+    /// per send-queue configuration (the paper's 200, 5, 5 + coalescing and
+    /// 10 + coalescing WQEs unless --wqes/--coalesce choose).
+    Bw(RateArgs),
+    /// Windows of 64 non-blocking sends, then an ack: messages/s (and MB/s)
+    /// per send-queue configuration, as `bw`.
+    #[command(
+        long_about = "Uni-directional message rate, osu_bw style: the sender posts a window of 64 non-blocking sends, the receiver acknowledges the window, repeated. Each connection may have --wqes sends outstanding (its send work-queue entries); with --coalesce on, messages that find every entry in use are packed into one queued send (at most half a buffer each), and with --header-cache on a message matching the previous one's context, tag and size carries a one-byte marker instead of its header. Without --wqes and --coalesce the paper's four configurations run, alternating in one run: 200 WQEs, 5 WQEs, 5 WQEs + coalescing, 10 WQEs + coalescing. --header-cache both compares the marker on and off (default sizes 8-512 B)."
+    )]
+    Msgrate(RateArgs),
     /// Every benchmark; writes tables, JSON and SVG plots into a folder.
     Suite {
         /// Folder for the report (created if missing).
@@ -94,6 +104,59 @@ enum BenchCmd {
 enum OnOff {
     On,
     Off,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum OnOffBoth {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Subcommand)]
+enum ModelCmd {
+    /// Per-process memory of a fully connected job as it grows, from rmx's
+    /// bytes per connection, beside the coalescing paper's MVAPICH figures.
+    Memory {
+        /// Largest job size: rows for 1, 2, 4, ... up to this many processes.
+        #[arg(long, default_value_t = 16384)]
+        procs: u64,
+        /// Send work-queue entries per connection [default: the paper's 5, 10,
+        /// 20, 40, 100 and 200].
+        #[arg(long)]
+        wqes: Option<u16>,
+        /// Credits per connection (each reserves one eager buffer of
+        /// unexpected-message storage) [default: the loop transport's].
+        #[arg(long)]
+        credits: Option<u16>,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write per-process memory against job size as an SVG plot here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+}
+
+/// Options of the streaming benchmarks (`bw`, `msgrate`).
+#[derive(Args, Clone)]
+struct RateArgs {
+    #[command(flatten)]
+    args: BenchArgs,
+    /// Send work-queue entries per connection (outstanding sends).
+    #[arg(long)]
+    wqes: Option<u16>,
+    /// Pack messages that find every send entry in use into one send.
+    #[arg(long, value_enum)]
+    coalesce: Option<OnOff>,
+    /// Coalesce once this many sends are outstanding on the connection, even
+    /// with entries free (MVAPICH2's threshold), instead of once all are in use.
+    #[arg(long)]
+    coalesce_after: Option<u16>,
+    /// One-byte marker for a packed message whose matching information
+    /// equals the previous one's; `both` compares on and off.
+    #[arg(long, value_enum, default_value_t = OnOffBoth::On)]
+    header_cache: OnOffBoth,
 }
 
 #[derive(Args, Clone)]
@@ -255,14 +318,6 @@ fn info(json_out: bool) {
     );
 }
 
-/// One benchmark of the suite and how to plot it.
-struct SuiteEntry {
-    name: &'static str,
-    run: fn(&Opts, Config, LoopConfig) -> Report,
-    series: &'static [(&'static str, &'static str)],
-    y_label: &'static str,
-}
-
 /// Prints a suite member's table, writes `{name}.json`, and adds its section
 /// (table and `{name}.svg`, which the caller draws) to the report.
 fn record(out: &std::path::Path, md: &mut String, name: &str, r: &Report) -> Result<(), String> {
@@ -288,41 +343,39 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         quiet: false,
     };
     let mut md = String::from("# rmx benchmark report\n\n");
-    let runs: [SuiteEntry; 2] = [
-        SuiteEntry {
-            name: "pingpong",
-            run: bench::pingpong::run,
-            series: &[
-                ("latency_us", "rmx latency"),
-                ("floor_us", "shared-memory floor"),
-            ],
-            y_label: "one-way latency (us)",
-        },
-        SuiteEntry {
-            name: "bw",
-            run: bench::bw::run,
-            series: &[("mb_per_s", "rmx bandwidth")],
-            y_label: "MB/s",
+    let cfg = rmx_linux::rank::loop_config();
+    let r = bench::pingpong::run(&o, cfg, LoopConfig::default());
+    record(out, &mut md, "pingpong", &r)?;
+    r.svg(
+        &out.join("pingpong.svg"),
+        &[
+            ("latency_us", "rmx latency"),
+            ("floor_us", "shared-memory floor"),
+        ],
+        "one-way latency (us)",
+    )?;
+    // One streaming run serves both the message-rate and the bandwidth plot.
+    let setups = bench::rate::Setup::PAPER;
+    let r = bench::rate::run("msgrate", &o, cfg, LoopConfig::default(), &setups);
+    record(out, &mut md, "msgrate", &r)?;
+    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw.svg"))?;
+    md.push_str("![bw](bw.svg)\n\n");
+    let cache = [
+        bench::rate::Setup::new(5, true),
+        bench::rate::Setup {
+            header_cache: false,
+            ..bench::rate::Setup::new(5, true)
         },
     ];
-    for SuiteEntry {
-        name,
-        run,
-        series,
-        y_label,
-    } in runs
-    {
-        let r = run(&o, rmx_linux::rank::loop_config(), LoopConfig::default());
-        record(out, &mut md, name, &r)?;
-        r.svg(&out.join(format!("{name}.svg")), series, y_label)?;
-        if name == "bw" {
-            r.svg(
-                &out.join("msgrate.svg"),
-                &[("msg_per_s", "rmx messages/s")],
-                "messages/s",
-            )?;
-        }
-    }
+    let small = Opts {
+        min_size: 8,
+        max_size: 512,
+        ..o.clone()
+    };
+    let r = bench::rate::run("header-cache", &small, cfg, LoopConfig::default(), &cache);
+    record(out, &mut md, "header-cache", &r)?;
+    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
     // Zero-copy eager sends of reused buffers, where the monitor they need runs.
     match reuse_ready() {
         Ok(cal) => {
@@ -353,6 +406,138 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     std::fs::write(out.join("report.md"), md)
         .map_err(|e| format!("cannot write report.md: {e}"))?;
     eprintln!("report written to {}/report.md", out.display());
+    Ok(())
+}
+
+/// The configurations a `bw`/`msgrate` run compares.
+fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
+    use bench::rate::Setup;
+    if a.wqes == Some(0) {
+        return Err("--wqes must be at least 1 (a connection needs a send entry)".into());
+    }
+    let base: Vec<Setup> = match (a.wqes, a.coalesce) {
+        (None, None) => Setup::PAPER.to_vec(),
+        (w, c) => {
+            let ws = w.map_or(vec![200, 10, 5], |w| vec![w]);
+            let cs = c.map_or(vec![false, true], |c| vec![c == OnOff::On]);
+            ws.iter()
+                .flat_map(|&w| cs.iter().map(move |&c| Setup::new(w, c)))
+                .collect()
+        }
+    };
+    let caches: &[bool] = match a.header_cache {
+        OnOffBoth::On => &[true],
+        OnOffBoth::Off => &[false],
+        OnOffBoth::Both => &[true, false],
+    };
+    let after = a.coalesce_after;
+    if let Some(n) = after {
+        if n == 0 || a.wqes.is_some_and(|w| n > w) {
+            return Err("--coalesce-after must be between 1 and --wqes".into());
+        }
+    }
+    // The marker exists only in packed sends: without coalescing, one run.
+    let out = base
+        .into_iter()
+        .flat_map(|s| {
+            let hs: &[bool] = if s.coalesce { caches } else { &caches[..1] };
+            hs.iter().map(move |&h| Setup {
+                header_cache: h,
+                after: if s.coalesce { after } else { None },
+                ..s
+            })
+        })
+        .collect();
+    Ok(out)
+}
+
+fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
+    let mut args = a.args.clone();
+    if a.header_cache == OnOffBoth::Both {
+        args.min_size = args.min_size.or(Some(8));
+        if args.max_size == 8192 {
+            args.max_size = 512;
+        }
+    }
+    let o = opts(&args, 1)?;
+    let setups = setups(a)?;
+    let r = bench::rate::run(
+        name,
+        &o,
+        rmx_linux::rank::loop_config(),
+        LoopConfig::default(),
+        &setups,
+    );
+    emit(&r, a.args.json);
+    Ok(())
+}
+
+fn memory(
+    procs: u64,
+    wqes: Option<u16>,
+    credits: Option<u16>,
+    json_out: bool,
+    plot: Option<PathBuf>,
+) -> Result<(), String> {
+    use rmx_linux::model;
+    if procs == 0 || wqes == Some(0) || credits == Some(0) {
+        return Err("--procs, --wqes and --credits must be at least 1".into());
+    }
+    let cfg = rmx_linux::rank::loop_config();
+    let credits = credits.unwrap_or(cfg.credits);
+    let wqes: Vec<u16> = wqes.map_or(model::PAPER_TABLE2.iter().map(|t| t.0).collect(), |w| vec![w]);
+    let nic = LoopConfig::default();
+    let rows = model::rows(
+        &model::job_sizes(procs),
+        &wqes,
+        credits,
+        cfg.eager_threshold,
+        &nic,
+    );
+    let o = Opts {
+        transport: "loop".into(),
+        min_size: 0,
+        max_size: 0,
+        iters: 0,
+        warmup: 0,
+        eager_reuse: None,
+        quiet: json_out,
+    };
+    let config = json!({
+        "credits": credits,
+        "eager_threshold": cfg.eager_threshold,
+        "wqe_bytes": model::WQE_BYTES,
+        "nic": nic,
+    });
+    let r = Report::new(
+        "model memory",
+        &o,
+        config,
+        rows,
+        vec![
+            bench::report::Column::new("wqes", "wqes", 0),
+            bench::report::Column::new("per_connection_bytes", "per_conn_B", 0),
+            bench::report::Column::new("per_process_bytes", "per_process_B", 0),
+            bench::report::Column::new("paper_per_connection_bytes", "paper_conn_B", 0),
+            bench::report::Column::new("paper_per_process_bytes", "paper_process_B", 0),
+            bench::report::Column::new("dominant", "dominant_term", 0),
+        ],
+    )
+    .keyed_by("procs", "processes (fully connected)");
+    if let Some(p) = plot {
+        let (rmx, mut labels) = r.pivot("rmx_label", "per_process_bytes");
+        let (paper, paper_labels) = r.pivot("paper_label", "paper_per_process_bytes");
+        let mut both = rmx;
+        for (row, p) in both.results.iter_mut().zip(&paper.results) {
+            for l in &paper_labels {
+                row[l.as_str()] = p[l.as_str()].clone();
+            }
+        }
+        labels.extend(paper_labels);
+        let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
+        both.svg(&p, &series, "bytes per process")?;
+    }
+    emit(&r, json_out);
     Ok(())
 }
 
@@ -445,12 +630,15 @@ fn main() -> ExitCode {
             );
             Ok(())
         }),
-        Cmd::Bench(BenchCmd::Bw(a)) => opts(&a, 1).map(|o| {
-            emit(
-                &bench::bw::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
-                a.json,
-            )
-        }),
+        Cmd::Bench(BenchCmd::Bw(a)) => rate("bw", &a),
+        Cmd::Bench(BenchCmd::Msgrate(a)) => rate("msgrate", &a),
+        Cmd::Model(ModelCmd::Memory {
+            procs,
+            wqes,
+            credits,
+            json,
+            plot,
+        }) => memory(procs, wqes, credits, json, plot),
         Cmd::Bench(BenchCmd::Suite { out, iters }) => suite(&out, iters),
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
         Cmd::Bench(BenchCmd::Spectrum {

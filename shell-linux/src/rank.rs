@@ -17,7 +17,7 @@ use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 
 /// Send bounce slots per rank.
-const SLOTS: usize = 256;
+pub const SLOTS: usize = 256;
 
 /// The capacities this shell builds the core with: up to 16 ranks, 64 credits
 /// per peer, 1024 posted receives and unexpected messages, 256 bounce slots;

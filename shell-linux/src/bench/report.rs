@@ -52,6 +52,9 @@ pub struct Report {
     pub results: Vec<Value>,
     #[serde(skip)]
     pub columns: Vec<Column>,
+    /// The rows' key (first column, plots' x axis) and its axis label.
+    #[serde(skip)]
+    pub x: (&'static str, &'static str),
 }
 
 impl Column {
@@ -80,6 +83,15 @@ impl Report {
             config,
             results,
             columns,
+            x: ("size", "message size (bytes)"),
+        }
+    }
+
+    /// Rows keyed by `key` (labelled `label` on plots) instead of size.
+    pub fn keyed_by(self, key: &'static str, label: &'static str) -> Report {
+        Report {
+            x: (key, label),
+            ..self
         }
     }
 
@@ -93,26 +105,57 @@ impl Report {
             "# rmx {} — transport {}, {} cores\n",
             self.benchmark, self.transport, self.cores
         );
-        let width = |c: &Column| c.header.len().max(12);
-        out.push_str(&format!("{:<10}", "# size"));
+        let cell = |row: &Value, c: &Column| match &row[c.key] {
+            Value::Number(n) => format!("{:.*}", c.decimals, n.as_f64().unwrap_or(0.0)),
+            Value::Null => "-".into(),
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        let width = |c: &Column| {
+            let widest = self.results.iter().map(|r| cell(r, c).len()).max();
+            c.header.len().max(12).max(widest.unwrap_or(0))
+        };
+        out.push_str(&format!("{:<10}", format!("# {}", self.x.0)));
         for c in &self.columns {
             out.push_str(&format!("{:>w$}", c.header, w = width(c) + 2));
         }
         out.push('\n');
         for row in &self.results {
-            out.push_str(&format!("{:<10}", row["size"].to_string()));
+            out.push_str(&format!("{:<10}", row[self.x.0].to_string()));
             for c in &self.columns {
-                let cell = match &row[c.key] {
-                    Value::Number(n) => format!("{:.*}", c.decimals, n.as_f64().unwrap_or(0.0)),
-                    Value::Null => "-".into(),
-                    Value::String(s) => s.clone(),
-                    v => v.to_string(),
-                };
-                out.push_str(&format!("{:>w$}", cell, w = width(c) + 2));
+                out.push_str(&format!("{:>w$}", cell(row, c), w = width(c) + 2));
             }
             out.push('\n');
         }
         out
+    }
+
+    /// One row per size holding `value` under the name of each row's `group`
+    /// (a string field), and those names in order of first appearance: the
+    /// shape [`svg`](Self::svg) plots one curve per name from.
+    pub fn pivot(&self, group: &str, value: &str) -> (Report, Vec<String>) {
+        let mut names: Vec<String> = Vec::new();
+        let mut rows: Vec<Value> = Vec::new();
+        for r in &self.results {
+            let name = r[group].as_str().unwrap_or_default().to_string();
+            if !names.contains(&name) {
+                names.push(name.clone());
+            }
+            let key = self.x.0;
+            match rows.iter_mut().find(|x| x[key] == r[key]) {
+                Some(x) => x[name.as_str()] = r[value].clone(),
+                None => {
+                    let mut x = serde_json::json!({ key: r[key] });
+                    x[name.as_str()] = r[value].clone();
+                    rows.push(x);
+                }
+            }
+        }
+        let pivoted = Report {
+            results: rows,
+            ..self.clone()
+        };
+        (pivoted, names)
     }
 
     /// Plots the `series` keys against message size (log-log) into an SVG file.
@@ -145,7 +188,7 @@ impl Report {
         let points = |key: &str| -> Vec<(f64, f64)> {
             self.results
                 .iter()
-                .filter_map(|r| Some((r["size"].as_f64()?.max(1.0), r[key].as_f64()?)))
+                .filter_map(|r| Some((r[self.x.0].as_f64()?.max(1.0), r[key].as_f64()?)))
                 .filter(|&(_, y)| !log_y || y > 0.0)
                 .collect()
         };
@@ -180,13 +223,13 @@ impl Report {
             let chart = builder
                 .build_cartesian_2d(x, (ymin * 0.7..ymax * 1.4).log_scale())
                 .map_err(|e| e.to_string())?;
-            draw(chart, &curves, y_label)?;
+            draw(chart, &curves, self.x.1, y_label)?;
         } else {
             let pad = ((ymax - ymin) * 0.15).max(1.0);
             let chart = builder
                 .build_cartesian_2d(x, (ymin.min(0.0) - pad)..(ymax.max(0.0) + pad))
                 .map_err(|e| e.to_string())?;
-            draw(chart, &curves, y_label)?;
+            draw(chart, &curves, self.x.1, y_label)?;
         }
         root.present().map_err(|e| e.to_string())
     }
@@ -196,6 +239,7 @@ impl Report {
 fn draw<'a, X, Y>(
     mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
     curves: &[(Vec<(f64, f64)>, &str)],
+    x_label: &str,
     y_label: &str,
 ) -> Result<(), String>
 where
@@ -204,7 +248,7 @@ where
 {
     chart
         .configure_mesh()
-        .x_desc("message size (bytes)")
+        .x_desc(x_label)
         .y_desc(y_label)
         .x_label_formatter(&|v| compact(*v))
         .y_label_formatter(&|v| compact(*v))

@@ -161,24 +161,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usiz
 
 /// Improvement against size, one curve per layout.
 pub fn plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
-    let rows: Vec<_> = r
-        .results
-        .iter()
-        .filter(|x| x["layout"] == "packed")
-        .map(|p| {
-            let size = &p["size"];
-            let paged = r
-                .results
-                .iter()
-                .find(|x| x["layout"] == "paged" && &x["size"] == size)
-                .map(|x| x["improvement_pct"].clone());
-            json!({"size": size, "packed": p["improvement_pct"], "paged": paged})
-        })
-        .collect();
-    let curves = Report {
-        results: rows,
-        ..r.clone()
-    };
+    let (curves, _) = r.pivot("layout", "improvement_pct");
     curves.svg_linear(
         path,
         &[

@@ -256,6 +256,12 @@ pub struct Port {
 pub const INLINE_WR_ID: u64 = u64::MAX;
 
 impl Port {
+    /// Bytes this port keeps per connection (cached ring state, entry count,
+    /// the queue of sends not yet taken), before the entries themselves.
+    pub const CONNECTION_BYTES: usize = std::mem::size_of::<u64>()
+        + std::mem::size_of::<u32>()
+        + std::mem::size_of::<VecDeque<(u64, u64, usize)>>();
+
     pub fn rank(&self) -> u16 {
         self.rank
     }

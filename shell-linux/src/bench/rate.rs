@@ -1,0 +1,213 @@
+//! `rmx bench msgrate` and `rmx bench bw`: uni-directional streaming, osu_bw
+//! style — a window of 64 non-blocking sends, then a small acknowledgement back
+//! — under several send-queue and coalescing configurations alternating in one
+//! run (the coalescing paper's Figures 2–5).
+
+use rmx_core::{Coalesce, Config, Source, TagSel};
+use serde_json::json;
+
+use super::report::{Column, Report};
+use super::Opts;
+use crate::job;
+use crate::loopnic::LoopConfig;
+use crate::rank::{Rank, Req};
+
+/// Messages in flight per window, as osu_bw and osu_mbw_mr use.
+pub const WINDOW: usize = 64;
+const DATA: u32 = 2;
+const ACK: u32 = 3;
+/// Each configuration's windows are split into this many slices, taken in
+/// turn with the other configurations', so that the machine's slow spells
+/// fall on all of them alike.
+const SLICES: u64 = 10;
+
+/// One configuration of a connection's sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    pub wqes: u16,
+    pub coalesce: bool,
+    pub header_cache: bool,
+    /// Coalesce once this many sends are outstanding (MVAPICH2's threshold)
+    /// instead of once every entry is in use.
+    pub after: Option<u16>,
+}
+
+impl Setup {
+    /// The paper's four: 200 entries (MVAPICH's default), 5 without and with
+    /// coalescing, and 10 with coalescing.
+    pub const PAPER: [Setup; 4] = [
+        Setup::new(200, false),
+        Setup::new(5, false),
+        Setup::new(5, true),
+        Setup::new(10, true),
+    ];
+
+    pub const fn new(wqes: u16, coalesce: bool) -> Setup {
+        Setup {
+            wqes,
+            coalesce,
+            header_cache: true,
+            after: None,
+        }
+    }
+
+    /// How the table and the plot name it.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} WQEs", self.wqes);
+        if self.coalesce {
+            s.push_str(" + coalescing");
+            if let Some(n) = self.after {
+                s.push_str(&format!(" after {n}"));
+            }
+            if !self.header_cache {
+                s.push_str(", no header cache");
+            }
+        }
+        s
+    }
+
+    /// `cfg` with this configuration's send entries and coalescing.
+    pub fn apply(&self, cfg: Config) -> Config {
+        Config {
+            send_wqes: self.wqes,
+            coalesce: if self.coalesce {
+                self.after.map_or(Coalesce::WhenFull, Coalesce::Outstanding)
+            } else {
+                Coalesce::Off
+            },
+            header_cache: self.header_cache,
+            ..cfg
+        }
+    }
+}
+
+/// Runs `n` windows of `size`-byte messages; the sender's elapsed time.
+fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]) -> u64 {
+    let mut ack = [0u8; 4];
+    let mut reqs: Vec<Req> = Vec::with_capacity(WINDOW);
+    let t0 = crate::clock::now_ns();
+    // SAFETY: every request is waited for within the window that posted it.
+    unsafe {
+        if r.rank() == 0 {
+            for _ in 0..n {
+                let a = r
+                    .irecv_raw(Source::Rank(1), TagSel::Tag(ACK), ack.as_mut_ptr(), 4)
+                    .unwrap();
+                for _ in 0..WINDOW {
+                    reqs.push(r.isend_raw(1, DATA, sbuf.as_ptr(), size).unwrap());
+                }
+                for q in reqs.drain(..) {
+                    r.wait(q);
+                }
+                r.wait(a);
+            }
+        } else {
+            for _ in 0..n {
+                for b in rbufs.iter_mut() {
+                    reqs.push(
+                        r.irecv_raw(Source::Rank(0), TagSel::Tag(DATA), b.as_mut_ptr(), size)
+                            .unwrap(),
+                    );
+                }
+                for q in reqs.drain(..) {
+                    r.wait(q);
+                }
+                r.send(0, ACK, &ack).unwrap();
+            }
+        }
+    }
+    crate::clock::now_ns() - t0
+}
+
+/// Measures every size under every setup; `name` is `msgrate` or `bw`
+/// (the same measurement, tabled by message rate or by bandwidth first).
+pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setup]) -> Report {
+    let sizes = opts.sizes();
+    let max = sizes.iter().copied().max().unwrap_or(0).max(1);
+    let pb = opts.progress(name, sizes.len());
+    // Windows per size and setup: the iteration count spread over 64-message
+    // windows, at least 100 windows, in SLICES slices.
+    let per_slice = ((opts.iters / 10).max(100)).div_ceil(SLICES);
+    let warm = (opts.warmup / 10).max(10);
+    let cfgs: Vec<Config> = setups.iter().map(|s| s.apply(cfg)).collect();
+    let out = job::run_configs(&cfgs, nic, |ranks| {
+        let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut rbufs = vec![vec![0u8; max]; WINDOW];
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            for r in ranks.iter_mut() {
+                windows(r, warm, size, &sbuf, &mut rbufs);
+            }
+            let mut ns = vec![0u64; ranks.len()];
+            let before: Vec<_> = ranks.iter().map(|r| *r.stats()).collect();
+            for _ in 0..SLICES {
+                for (k, r) in ranks.iter_mut().enumerate() {
+                    ns[k] += windows(r, per_slice, size, &sbuf, &mut rbufs);
+                }
+            }
+            if ranks[0].rank() == 0 {
+                for (k, r) in ranks.iter().enumerate() {
+                    let s = r.stats();
+                    let msgs = (s.messages_out - before[k].messages_out) as f64;
+                    let packets = (s.packets_out - before[k].packets_out) as f64;
+                    let timed = (per_slice * SLICES) as f64 * WINDOW as f64;
+                    let secs = ns[k] as f64 / 1e9;
+                    rows.push((size, k, timed / secs, msgs / packets.max(1.0)));
+                }
+                pb.inc(1);
+            }
+        }
+        rows
+    });
+    pb.finish_and_clear();
+    let results = out[0]
+        .iter()
+        .map(|&(size, k, rate, per_packet)| {
+            let s = setups[k];
+            json!({
+                "size": size,
+                "config": s.label(),
+                "wqes": s.wqes,
+                "coalesce": s.coalesce,
+                "header_cache": s.header_cache,
+                "msg_per_s": rate,
+                "mb_per_s": rate * size as f64 / 1e6,
+                "msgs_per_packet": per_packet,
+            })
+        })
+        .collect();
+    let mut config = opts.config_json(&cfg, &nic);
+    config["window"] = json!(WINDOW);
+    config["windows"] = json!(per_slice * SLICES);
+    config["setups"] = json!(setups.iter().map(Setup::label).collect::<Vec<_>>());
+    let (first, second) = if name == "bw" {
+        (
+            Column::new("mb_per_s", "mb_per_s", 2),
+            Column::new("msg_per_s", "msg_per_s", 0),
+        )
+    } else {
+        (
+            Column::new("msg_per_s", "msg_per_s", 0),
+            Column::new("mb_per_s", "mb_per_s", 2),
+        )
+    };
+    Report::new(
+        name,
+        opts,
+        config,
+        results,
+        vec![
+            Column::new("config", "config", 0),
+            first,
+            second,
+            Column::new("msgs_per_packet", "msgs/packet", 2),
+        ],
+    )
+}
+
+/// The report's `value` against size, one curve per configuration (log-log).
+pub fn plot(r: &Report, value: &str, y_label: &str, path: &std::path::Path) -> Result<(), String> {
+    let (curves, labels) = r.pivot("config", value);
+    let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
+    curves.svg(path, &series, y_label)
+}

@@ -1,0 +1,165 @@
+//! `rmx model memory`: what a fully connected job costs each process, from
+//! rmx's own per-connection bytes, beside the MVAPICH figures of the
+//! coalescing paper (Table 2 and Figure 1).
+
+use serde_json::{json, Value};
+
+use crate::loopnic::{LoopConfig, Port};
+use crate::rank::CoreEndpoint;
+
+/// Bytes of one send work-queue entry: a 64-byte WQE basic block, the
+/// smallest entry a verbs send queue has (mlx5); inline data or more gather
+/// entries make it larger. `loop` keeps 24 bytes per outstanding send.
+pub const WQE_BYTES: u64 = 64;
+
+/// Table 2 of the paper: MVAPICH memory per additional connection (KB) by
+/// send WQEs.
+pub const PAPER_TABLE2: [(u16, f64); 6] = [
+    (5, 8.82),
+    (10, 12.82),
+    (20, 20.81),
+    (40, 36.86),
+    (100, 68.73),
+    (200, 132.76),
+];
+
+/// The paper's per-connection bytes at `wqes`, where Table 2 has them.
+pub fn paper_per_connection(wqes: u16) -> Option<u64> {
+    PAPER_TABLE2
+        .iter()
+        .find(|t| t.0 == wqes)
+        .map(|t| (t.1 * 1024.0).round() as u64)
+}
+
+/// What one connection and one process cost, term by term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Costs {
+    /// The core's state for one peer (`size_of` its per-peer struct).
+    pub peer_state: u64,
+    /// `wqes` send-queue entries.
+    pub send_entries: u64,
+    /// The NIC's state for one connection (the `loop` port's per-peer part).
+    pub nic_connection: u64,
+    /// Unexpected-message storage the endpoint must hold for the peer: every
+    /// peer may fill its credits with messages nobody has asked for yet, so
+    /// the endpoint refuses to start with less than peers x credits eager
+    /// buffers (`ConfigError::UnexpectedCapacity`).
+    pub unexpected_reserve: u64,
+    /// Per process, whatever the job size: send bounce slots and the shared
+    /// receive queue's buffers.
+    pub shared: u64,
+}
+
+impl Costs {
+    /// The costs of `wqes` entries and `credits` credits per connection with
+    /// the shell's endpoint and `nic`.
+    pub fn of(wqes: u16, credits: u16, eager: u32, nic: &LoopConfig) -> Costs {
+        let slot = (rmx_core::wire::HEADER_LEN as u64 + eager as u64).div_ceil(64) * 64;
+        Costs {
+            peer_state: CoreEndpoint::PEER_BYTES as u64,
+            send_entries: wqes as u64 * WQE_BYTES,
+            nic_connection: Port::CONNECTION_BYTES as u64,
+            unexpected_reserve: credits as u64 * eager as u64,
+            shared: crate::rank::SLOTS as u64 * slot + nic.srq_depth as u64 * nic.buf_size as u64,
+        }
+    }
+
+    pub fn per_connection(&self) -> u64 {
+        self.peer_state + self.send_entries + self.nic_connection + self.unexpected_reserve
+    }
+
+    /// A process of a fully connected job of `procs` processes.
+    pub fn per_process(&self, procs: u64) -> u64 {
+        self.shared + procs.saturating_sub(1) * self.per_connection()
+    }
+
+    /// The largest term of a connection's cost.
+    pub fn dominant(&self) -> &'static str {
+        [
+            (self.peer_state, "peer_state"),
+            (self.send_entries, "send_entries"),
+            (self.nic_connection, "nic_connection"),
+            (self.unexpected_reserve, "unexpected_reserve"),
+        ]
+        .iter()
+        .max_by_key(|t| t.0)
+        .map_or("", |t| t.1)
+    }
+}
+
+/// Job sizes 1, 2, 4, ... up to `max` (and `max` itself).
+pub fn job_sizes(max: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut n = 1;
+    while n < max {
+        v.push(n);
+        n *= 2;
+    }
+    v.push(max.max(1));
+    v
+}
+
+/// One row per (job size, send entries).
+pub fn rows(procs: &[u64], wqes: &[u16], credits: u16, eager: u32, nic: &LoopConfig) -> Vec<Value> {
+    let mut out = Vec::new();
+    for &w in wqes {
+        let c = Costs::of(w, credits, eager, nic);
+        for &n in procs {
+            let paper = paper_per_connection(w);
+            out.push(json!({
+                "procs": n,
+                "wqes": w,
+                "credits": credits,
+                "per_connection_bytes": c.per_connection(),
+                "per_process_bytes": c.per_process(n),
+                "peer_state_bytes": c.peer_state,
+                "send_entry_bytes": c.send_entries,
+                "nic_connection_bytes": c.nic_connection,
+                "unexpected_reserve_bytes": c.unexpected_reserve,
+                "shared_bytes": c.shared,
+                "dominant": c.dominant(),
+                "paper_per_connection_bytes": paper,
+                "paper_per_process_bytes": paper.map(|p| p * n.saturating_sub(1)),
+                "rmx_label": format!("rmx, {w} WQEs"),
+                "paper_label": format!("MVAPICH (paper), {w} WQEs"),
+            }));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn costs_add_up_and_scale_with_the_job() {
+        let nic = LoopConfig::default();
+        let c = Costs::of(5, 4, 8192, &nic);
+        assert_eq!(c.send_entries, 5 * WQE_BYTES);
+        assert_eq!(c.unexpected_reserve, 4 * 8192);
+        assert_eq!(
+            c.per_connection(),
+            c.peer_state + c.send_entries + c.nic_connection + c.unexpected_reserve
+        );
+        assert_eq!(c.per_process(1), c.shared);
+        assert_eq!(
+            c.per_process(8192) - c.per_process(4096),
+            4096 * c.per_connection()
+        );
+        assert_eq!(c.dominant(), "unexpected_reserve");
+        let few = Costs::of(200, 1, 64, &nic);
+        assert_eq!(few.dominant(), "send_entries");
+    }
+
+    #[test]
+    fn paper_figures_match_its_text() {
+        // ~1 GB per process at 8K processes with 200 WQEs; < 90 MB with 5.
+        let at = |w| paper_per_connection(w).unwrap() * 8191;
+        assert!((1_000_000_000..1_200_000_000).contains(&at(200)));
+        assert!(at(5) < 90_000_000);
+        assert_eq!(paper_per_connection(7), None);
+        assert_eq!(job_sizes(8192).len(), 14);
+        assert_eq!(job_sizes(6), vec![1, 2, 4, 6]);
+    }
+}
