@@ -1,11 +1,13 @@
 //! An endpoint fed arbitrary packet sequences, with receives posted and sends
 //! started between them, on both a reliable and a lossy configuration: it must
 //! never panic, always repost every receive buffer, and keep its queues bounded.
+//! With sends completing only when told (mode bit 2), sends wait in the
+//! backlog and are packed into shared sends.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use rmx_core::{Config, Endpoint, Source, TagSel};
-use rmx_proptest::memnic::MemNic;
+use rmx_proptest::memnic::{MemNic, Token};
 
 type Ep = Endpoint<4, 16, 64, 16, 64, 16>;
 
@@ -18,8 +20,11 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Config::unreliable(256, 16)
     };
-    let mut ep = Ep::new(cfg, 0, 4).unwrap();
     let mut nic = MemNic::new(16, 512, 64, 256);
+    nic.later = mode & 2 != 0;
+    let mut cfg = cfg;
+    cfg.send_wqes = 2;
+    let mut ep = Ep::new(cfg, 0, 4).unwrap();
     let mut now = 0u64;
     // Chunks: a length byte, then that many bytes of packet; control bytes
     // interleave receives, sends and timer polls.
@@ -39,6 +44,14 @@ fuzz_target!(|data: &[u8]| {
             2 => {
                 now += 1_000_000;
                 ep.poll(now, &mut nic);
+            }
+            3 => {
+                if !nic.owed.is_empty() {
+                    match nic.owed.remove(0) {
+                        Token::Slot(s) => ep.on_send_complete(&mut nic, s),
+                        Token::Inline(p) => ep.on_inline_complete(&mut nic, p),
+                    }
+                }
             }
             _ => {
                 let end = (i + n).min(rest.len());

@@ -376,6 +376,9 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     let r = bench::rate::run("header-cache", &small, cfg, LoopConfig::default(), &cache);
     record(out, &mut md, "header-cache", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
+    let r = memory_report(8192, &[5, 10, 200], cfg.credits, true);
+    record(out, &mut md, "memory", &r)?;
+    memory_plot(&r, &out.join("memory.svg"))?;
     // Zero-copy eager sends of reused buffers, where the monitor they need runs.
     match reuse_ready() {
         Ok(cal) => {
@@ -479,17 +482,28 @@ fn memory(
     json_out: bool,
     plot: Option<PathBuf>,
 ) -> Result<(), String> {
-    use rmx_linux::model;
     if procs == 0 || wqes == Some(0) || credits == Some(0) {
         return Err("--procs, --wqes and --credits must be at least 1".into());
     }
+    let credits = credits.unwrap_or(rmx_linux::rank::loop_config().credits);
+    let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
+    let wqes = wqes.map_or(all, |w| vec![w]);
+    let r = memory_report(procs, &wqes, credits, json_out);
+    if let Some(p) = plot {
+        memory_plot(&r, &p)?;
+    }
+    emit(&r, json_out);
+    Ok(())
+}
+
+/// The connection-memory model for job sizes up to `procs`.
+fn memory_report(procs: u64, wqes: &[u16], credits: u16, quiet: bool) -> Report {
+    use rmx_linux::model;
     let cfg = rmx_linux::rank::loop_config();
-    let credits = credits.unwrap_or(cfg.credits);
-    let wqes: Vec<u16> = wqes.map_or(model::PAPER_TABLE2.iter().map(|t| t.0).collect(), |w| vec![w]);
     let nic = LoopConfig::default();
     let rows = model::rows(
         &model::job_sizes(procs),
-        &wqes,
+        wqes,
         credits,
         cfg.eager_threshold,
         &nic,
@@ -501,7 +515,7 @@ fn memory(
         iters: 0,
         warmup: 0,
         eager_reuse: None,
-        quiet: json_out,
+        quiet,
     };
     let config = json!({
         "credits": credits,
@@ -509,7 +523,7 @@ fn memory(
         "wqe_bytes": model::WQE_BYTES,
         "nic": nic,
     });
-    let r = Report::new(
+    Report::new(
         "model memory",
         &o,
         config,
@@ -523,22 +537,21 @@ fn memory(
             bench::report::Column::new("dominant", "dominant_term", 0),
         ],
     )
-    .keyed_by("procs", "processes (fully connected)");
-    if let Some(p) = plot {
-        let (rmx, mut labels) = r.pivot("rmx_label", "per_process_bytes");
-        let (paper, paper_labels) = r.pivot("paper_label", "paper_per_process_bytes");
-        let mut both = rmx;
-        for (row, p) in both.results.iter_mut().zip(&paper.results) {
-            for l in &paper_labels {
-                row[l.as_str()] = p[l.as_str()].clone();
-            }
+    .keyed_by("procs", "processes (fully connected)")
+}
+
+/// Per-process bytes against job size: rmx's curves and the paper's.
+fn memory_plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
+    let (mut both, mut labels) = r.pivot("rmx_label", "per_process_bytes");
+    let (paper, paper_labels) = r.pivot("paper_label", "paper_per_process_bytes");
+    for (row, p) in both.results.iter_mut().zip(&paper.results) {
+        for l in &paper_labels {
+            row[l.as_str()] = p[l.as_str()].clone();
         }
-        labels.extend(paper_labels);
-        let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
-        both.svg(&p, &series, "bytes per process")?;
     }
-    emit(&r, json_out);
-    Ok(())
+    labels.extend(paper_labels);
+    let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
+    both.svg(path, &series, "bytes per process")
 }
 
 fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {

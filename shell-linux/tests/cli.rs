@@ -83,11 +83,135 @@ fn bw_json_has_rates() {
     assert_eq!(code, 0);
     let v = json(&out);
     assert_eq!(v["benchmark"], "bw");
-    let r = &v["results"][0];
-    assert_eq!(r["size"], 8);
-    let rate = r["msg_per_s"].as_f64().unwrap();
-    let mbs = r["mb_per_s"].as_f64().unwrap();
-    assert!((mbs - rate * 8.0 / 1e6).abs() < 1e-6 * mbs.max(1.0));
+    let rows = v["results"].as_array().unwrap();
+    let configs: Vec<(u64, bool)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["wqes"].as_u64().unwrap(),
+                r["coalesce"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        configs,
+        vec![(200, false), (5, false), (5, true), (10, true)],
+        "the paper's four configurations by default"
+    );
+    for r in rows {
+        assert_eq!(r["size"], 8);
+        let rate = r["msg_per_s"].as_f64().unwrap();
+        let mbs = r["mb_per_s"].as_f64().unwrap();
+        assert!(rate > 0.0);
+        assert!((mbs - rate * 8.0 / 1e6).abs() < 1e-6 * mbs.max(1.0));
+    }
+}
+
+#[test]
+fn msgrate_runs_the_chosen_configuration_and_header_cache_comparison() {
+    let small = ["--iters", "1000", "--json"];
+    let (code, out, err) = rmx(&[
+        &[
+            "bench",
+            "msgrate",
+            "--wqes",
+            "3",
+            "--coalesce",
+            "on",
+            "--max-size",
+            "4",
+        ][..],
+        &small,
+    ]
+    .concat());
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["benchmark"], "msgrate");
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "sizes 1, 2, 4 under one configuration");
+    for r in rows {
+        assert_eq!(
+            (r["wqes"].as_u64(), r["coalesce"].as_bool()),
+            (Some(3), Some(true))
+        );
+        assert!(r["msgs_per_packet"].as_f64().unwrap() > 1.0, "packed: {r}");
+    }
+    let (code, out, err) = rmx(&[
+        &[
+            "bench",
+            "msgrate",
+            "--header-cache",
+            "both",
+            "--wqes",
+            "5",
+            "--coalesce",
+            "on",
+        ][..],
+        &small,
+    ]
+    .concat());
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows = v["results"].as_array().unwrap();
+    let sizes: Vec<u64> = rows.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+    assert_eq!(
+        sizes,
+        vec![8, 8, 16, 16, 32, 32, 64, 64, 128, 128, 256, 256, 512, 512]
+    );
+    let caches: Vec<bool> = rows
+        .iter()
+        .map(|r| r["header_cache"].as_bool().unwrap())
+        .collect();
+    assert_eq!(&caches[..2], &[true, false]);
+    let (code, _, err) = rmx(&["bench", "msgrate", "--wqes", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--wqes must be at least 1"), "{err}");
+}
+
+#[test]
+fn memory_model_has_rmx_and_paper_figures() {
+    let (code, out, err) = rmx(&[
+        "model", "memory", "--procs", "8192", "--wqes", "200", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 14, "1, 2, 4 ... 8192");
+    let last = rows.last().unwrap();
+    assert_eq!(
+        (last["procs"].as_u64(), last["wqes"].as_u64()),
+        (Some(8192), Some(200))
+    );
+    let conn = last["per_connection_bytes"].as_u64().unwrap();
+    let shared = last["shared_bytes"].as_u64().unwrap();
+    assert_eq!(
+        last["per_process_bytes"].as_u64().unwrap(),
+        shared + 8191 * conn
+    );
+    let paper = last["paper_per_process_bytes"].as_u64().unwrap();
+    assert!(
+        (1_000_000_000..1_200_000_000).contains(&paper),
+        "~1 GB: {paper}"
+    );
+    let terms: u64 = [
+        "peer_state_bytes",
+        "send_entry_bytes",
+        "nic_connection_bytes",
+        "unexpected_reserve_bytes",
+    ]
+    .iter()
+    .map(|k| last[*k].as_u64().unwrap())
+    .sum();
+    assert_eq!(terms, conn);
+    let (code, out, _) = rmx(&["model", "memory", "--procs", "4", "--wqes", "7", "--json"]);
+    assert_eq!(code, 0);
+    assert!(
+        json(&out)["results"][0]["paper_per_connection_bytes"].is_null(),
+        "no paper figure for 7"
+    );
+    let (code, _, err) = rmx(&["model", "memory", "--procs", "0"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("at least 1"), "{err}");
 }
 
 #[test]
@@ -139,14 +263,18 @@ fn suite_writes_a_report_with_plots() {
         "200",
     ]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("pingpong") && out.contains("bw"));
+    assert!(out.contains("pingpong") && out.contains("msgrate"));
     for f in [
         "report.md",
         "pingpong.json",
         "pingpong.svg",
-        "bw.json",
-        "bw.svg",
+        "msgrate.json",
         "msgrate.svg",
+        "bw.svg",
+        "header-cache.json",
+        "header-cache.svg",
+        "memory.json",
+        "memory.svg",
     ] {
         let p = dir.join(f);
         let len = std::fs::metadata(&p)
@@ -156,6 +284,8 @@ fn suite_writes_a_report_with_plots() {
     }
     let svg = std::fs::read_to_string(dir.join("pingpong.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("floor"));
+    let svg = std::fs::read_to_string(dir.join("msgrate.svg")).unwrap();
+    assert!(svg.contains("5 WQEs + coalescing") && svg.contains("200 WQEs"));
     std::fs::remove_dir_all(dir).ok();
 }
 

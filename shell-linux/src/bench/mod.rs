@@ -1,10 +1,10 @@
 //! The `rmx bench` suite: OSU-style micro-benchmarks on a transport, printed as
 //! aligned tables or one JSON document, and plotted as SVG by the suite.
 
-pub mod rate;
 pub mod eager_reuse;
 pub mod floor;
 pub mod pingpong;
+pub mod rate;
 pub mod report;
 pub mod spectrum;
 
