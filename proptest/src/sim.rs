@@ -12,7 +12,7 @@ use std::collections::BinaryHeap;
 use rmx_core::reuse::{NoReuse, SendReuse};
 use rmx_core::{Config, Endpoint, Request, Source, Stats, TagSel, UserBuf};
 
-use crate::memnic::MemNic;
+use crate::memnic::{MemNic, Token};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
@@ -70,6 +70,9 @@ pub struct Params {
     pub posted: usize,
     /// Send frequently used buffers zero-copy (reliable transports only).
     pub reuse: bool,
+    /// Bound each connection to this many outstanding sends, which complete
+    /// one network delay after they were posted, and coalesce what waits.
+    pub wqes: Option<u16>,
 }
 
 /// What a successful run did.
@@ -159,6 +162,10 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         c.ack_delay_ns = 5_000;
         c
     };
+    let mut cfg = cfg;
+    if let Some(w) = p.wqes {
+        cfg.send_wqes = w;
+    }
     let max = (p.max_size.min(EAGER) as usize).max(ID);
     let mut ranks: Vec<Rank<Z>> = (0..p.ranks)
         .map(|me| {
@@ -172,6 +179,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 })
                 .collect();
             let mut nic = MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize);
+            nic.later = p.wqes.is_some();
             let pool = (0..POOL)
                 .map(|_| (nic.user_buf(vec![0; max]), None))
                 .collect();
@@ -199,6 +207,8 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     }
     let total: usize = ranks.iter().map(|r| r.expected_total).sum();
     let mut net: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
+    // Send completions due: (time, order, rank, slot or inline peer).
+    let mut done: BinaryHeap<Reverse<(u64, u64, u16, Result<u16, u16>)>> = BinaryHeap::new();
     let mut order = 0u64;
     let mut now = 0u64;
     let limit = 120_000_000_000u64;
@@ -208,7 +218,15 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             app_step(now, me as u16, r, p, max)?;
         }
         // The network takes what was posted.
-        for r in ranks.iter_mut() {
+        for (me, r) in ranks.iter_mut().enumerate() {
+            for t in r.nic.owed.drain(..) {
+                order += 1;
+                let t = match t {
+                    Token::Slot(s) => Ok(s.0),
+                    Token::Inline(peer) => Err(peer),
+                };
+                done.push(Reverse((now + p.faults.delay_ns, order, me as u16, t)));
+            }
             for (dst, bytes) in r.nic.outbox.drain(..) {
                 if rng.chance(p.faults.loss_ppm) {
                     continue;
@@ -246,7 +264,12 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         }
         // Advance virtual time to the next packet or timer.
         let next_pkt = net.peek().map(|Reverse(f)| f.at);
-        let next_timer = ranks.iter().filter_map(|r| r.ep.poll_timeout()).min();
+        let next_done = done.peek().map(|Reverse(d)| d.0);
+        let next_timer = ranks
+            .iter()
+            .filter_map(|r| r.ep.poll_timeout())
+            .chain(next_done)
+            .min();
         let next = match (next_pkt, next_timer) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -264,6 +287,14 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             return Err(format!(
                 "no completion within {limit} virtual ns: {delivered}/{total}"
             ));
+        }
+        while done.peek().is_some_and(|Reverse(d)| d.0 <= now) {
+            let Reverse((_, _, me, t)) = done.pop().expect("peeked");
+            let r = &mut ranks[me as usize];
+            match t {
+                Ok(s) => r.ep.on_send_complete(&mut r.nic, rmx_core::SlotId(s)),
+                Err(peer) => r.ep.on_inline_complete(&mut r.nic, peer),
+            }
         }
         while net.peek().is_some_and(|Reverse(f)| f.at <= now) {
             let Reverse(f) = net.pop().expect("peeked");
@@ -287,8 +318,13 @@ fn app_step<Z: SendReuse>(
     p: &Params,
     max: usize,
 ) -> Result<(), String> {
-    // Start one send per step, from a pool buffer no pending send still reads.
-    if let Some(&(dst, len)) = r.to_send.first() {
+    // Start one send per step (a burst of four when send entries are
+    // bounded, so that sends queue), from a pool buffer no pending send still reads.
+    let burst = if p.wqes.is_some() { 4 } else { 1 };
+    for _ in 0..burst {
+        let Some(&(dst, len)) = r.to_send.first() else {
+            break;
+        };
         let n = r.next_n[dst as usize];
         let data = payload(me, dst, n, len);
         let slot = r.pool.iter().position(|(_, q)| q.is_none());

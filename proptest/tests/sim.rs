@@ -28,6 +28,7 @@ fn reliable_transport_delivers_everything_in_order() {
         reliable: true,
         posted: 4,
         reuse: false,
+        wqes: None,
     };
     check("reliable_transport_delivers_everything_in_order", p, 0..20);
 }
@@ -42,6 +43,7 @@ fn lossy_network_delivers_exactly_once_in_order() {
         reliable: false,
         posted: 3,
         reuse: false,
+        wqes: None,
     };
     check("lossy_network_delivers_exactly_once_in_order", p, 0..40);
 }
@@ -60,6 +62,7 @@ fn heavy_loss_with_two_ranks_still_completes() {
         reliable: false,
         posted: 1,
         reuse: false,
+        wqes: None,
     };
     check("heavy_loss_with_two_ranks_still_completes", p, 0..20);
 }
@@ -74,6 +77,7 @@ fn the_reliability_layer_actually_worked() {
         reliable: false,
         posted: 2,
         reuse: false,
+        wqes: None,
     };
     let out = run(7, &p).unwrap();
     let sum = |f: fn(&rmx_core::Stats) -> u64| out.stats.iter().map(f).sum::<u64>();
@@ -99,6 +103,7 @@ fn the_same_seed_replays_the_same_run() {
         reliable: false,
         posted: 2,
         reuse: false,
+        wqes: None,
     };
     let a = run(42, &p).unwrap();
     let b = run(42, &p).unwrap();
@@ -122,6 +127,7 @@ fn zero_copy_on_and_off_deliver_the_same_messages() {
         reliable: true,
         posted: 4,
         reuse: false,
+        wqes: None,
     };
     let on = Params { reuse: true, ..off };
     for seed in seeds(0..20) {
@@ -136,5 +142,28 @@ fn zero_copy_on_and_off_deliver_the_same_messages() {
             |o: &rmx_proptest::sim::Outcome| o.stats.iter().map(|s| s.zero_copy_sends).sum::<u64>();
         assert_eq!(zc(&a), 0);
         assert!(zc(&b) > 100, "seed {seed}: only {} zero-copy sends", zc(&b));
+    }
+}
+
+#[test]
+fn few_send_entries_coalesce_under_loss_and_reordering() {
+    for (reliable, faults) in [(true, Faults::NONE), (false, Faults::LOSSY)] {
+        let p = Params {
+            ranks: 3,
+            messages: 300,
+            max_size: 64,
+            faults,
+            reliable,
+            posted: 4,
+            reuse: false,
+            wqes: Some(2),
+        };
+        let name = "few_send_entries_coalesce_under_loss_and_reordering";
+        check(name, p, 0..20);
+        let out = run(3, &p).unwrap();
+        let packed: u64 = out.stats.iter().map(|s| s.coalesced).sum();
+        assert!(packed > 0, "reliable {reliable}: nothing was packed");
+        let plain = run(3, &Params { wqes: None, ..p }).unwrap();
+        assert_eq!(out.digest, plain.digest, "the same messages arrived");
     }
 }
