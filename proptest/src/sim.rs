@@ -142,6 +142,9 @@ impl Ord for InFlight {
     }
 }
 
+/// A send completion due: (time, order, rank, slot or inline peer).
+type Due = (u64, u64, u16, Result<u16, u16>);
+
 /// Runs one simulation. `Err` explains the first violation; include the seed
 /// when reporting it, since the same seed replays the same run.
 pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
@@ -207,8 +210,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     }
     let total: usize = ranks.iter().map(|r| r.expected_total).sum();
     let mut net: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
-    // Send completions due: (time, order, rank, slot or inline peer).
-    let mut done: BinaryHeap<Reverse<(u64, u64, u16, Result<u16, u16>)>> = BinaryHeap::new();
+    let mut done: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
     let mut order = 0u64;
     let mut now = 0u64;
     let limit = 120_000_000_000u64;
