@@ -270,6 +270,9 @@ fn info(json_out: bool) {
             "eager_threshold": cfg.eager_threshold,
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
+            "send_wqes": cfg.send_wqes,
+            "coalesce": format!("{:?}", cfg.coalesce),
+            "header_cache": cfg.header_cache,
             "header_bytes": rmx_core::wire::HEADER_LEN,
             "wire_version": rmx_core::wire::VERSION,
             "loop": nic,
@@ -299,6 +302,12 @@ fn info(json_out: bool) {
     println!(
         "  credits per peer  {} (returned after {})",
         cfg.credits, cfg.credit_return
+    );
+    println!(
+        "  send entries      {} per connection, coalescing {:?}, header cache {}",
+        cfg.send_wqes,
+        cfg.coalesce,
+        if cfg.header_cache { "on" } else { "off" }
     );
     println!(
         "  header            {} bytes, wire version {}",

@@ -59,6 +59,9 @@ impl Opts {
             "eager_threshold": cfg.eager_threshold,
             "credits": cfg.credits,
             "reliable": cfg.reliable,
+            "send_wqes": cfg.send_wqes,
+            "coalesce": format!("{:?}", cfg.coalesce),
+            "header_cache": cfg.header_cache,
             "eager_reuse": self.eager_reuse.is_some(),
             "nic": nic,
         })
