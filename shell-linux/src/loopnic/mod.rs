@@ -183,6 +183,7 @@ impl Fabric {
             rank,
             shared: Arc::clone(&self.shared),
             head: 0,
+            told: 0,
             seen: vec![0; n],
             reposts: Reposts::new(self.shared.cfg.srq_depth),
             keys: region::KeyCache::default(),
@@ -239,6 +240,8 @@ pub struct Port {
     rank: u16,
     shared: Arc<Shared>,
     head: u64,
+    /// The `head` last published as `polled`.
+    told: u64,
     /// Cached `released` of each peer's receive ring.
     seen: Vec<u64>,
     reposts: Reposts,
@@ -542,10 +545,29 @@ impl Port {
     /// The next receive completion, if any.
     #[inline]
     pub fn poll_recv(&mut self) -> Option<RecvWc> {
-        let wc = self.hca().ring.poll(self.head)?;
-        self.head += 1;
+        match self.hca().ring.poll(self.head) {
+            Some(wc) => {
+                self.head += 1;
+                // Taken packets free their senders' entries. Told in batches
+                // (every 16, and whenever the ring is empty), so a sender
+                // polling for completions does not miss on this line per packet.
+                if self.head % 16 == 0 {
+                    self.tell_taken();
+                }
+                Some(wc)
+            }
+            None => {
+                if self.told != self.head {
+                    self.tell_taken();
+                }
+                None
+            }
+        }
+    }
+
+    fn tell_taken(&mut self) {
+        self.told = self.head;
         self.hca().polled.store(self.head, Ordering::Release);
-        Some(wc)
     }
 
     /// The bytes of a received buffer (valid until [`repost`](Self::repost)).
