@@ -517,15 +517,7 @@ fn memory_report(procs: u64, wqes: &[u16], credits: u16, quiet: bool) -> Report 
         cfg.eager_threshold,
         &nic,
     );
-    let o = Opts {
-        transport: "loop".into(),
-        min_size: 0,
-        max_size: 0,
-        iters: 0,
-        warmup: 0,
-        eager_reuse: None,
-        quiet,
-    };
+    let o = Opts::tool(quiet);
     let config = json!({
         "credits": credits,
         "eager_threshold": cfg.eager_threshold,
@@ -583,15 +575,7 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
             })
         })
         .collect();
-    let o = Opts {
-        transport: "loop".into(),
-        min_size: 0,
-        max_size: 0,
-        iters: 0,
-        warmup: 0,
-        eager_reuse: None,
-        quiet: json_out,
-    };
+    let o = Opts::tool(json_out);
     let config = json!({
         "speculate_permille": cal.speculate_permille,
         "monitor": rmx_linux::monitor::Monitor::global().is_ok(),

@@ -33,6 +33,20 @@ pub struct Opts {
 }
 
 impl Opts {
+    /// The options of a report that is not a message benchmark (a model, a
+    /// calibration): no sizes, no iterations.
+    pub fn tool(quiet: bool) -> Opts {
+        Opts {
+            transport: "loop".into(),
+            min_size: 0,
+            max_size: 0,
+            iters: 0,
+            warmup: 0,
+            eager_reuse: None,
+            quiet,
+        }
+    }
+
     /// Message sizes: powers of two from `min_size` to `max_size` (0 is included as is).
     pub fn sizes(&self) -> Vec<usize> {
         let mut v = Vec::new();
