@@ -551,7 +551,7 @@ impl Port {
                 // Taken packets free their senders' entries. Told in batches
                 // (every 16, and whenever the ring is empty), so a sender
                 // polling for completions does not miss on this line per packet.
-                if self.head % 16 == 0 {
+                if self.head.is_multiple_of(16) {
                     self.tell_taken();
                 }
                 Some(wc)
