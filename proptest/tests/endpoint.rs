@@ -330,7 +330,12 @@ fn busy_nic_keeps_the_packet_and_posts_it_later() {
 
 #[test]
 fn slots_posted_later_are_freed_by_completion() {
-    let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 8));
+    // Send entries beyond the slots, so that only the slots limit.
+    let cfg = Config {
+        send_wqes: 64,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let (mut a, mut an, mut b, mut bn) = pair(cfg);
     an.later = true;
     let s = an.buf(b"q");
     // Eight sends leave; their slots stay with the NIC until completed.
@@ -493,4 +498,58 @@ fn lossy_transports_never_send_inline() {
     a.isend(0, &mut an, 1, 1, 0, small, 4).unwrap();
     assert_eq!(an.inline_sent, 0, "a retransmission needs the bounce slot");
     assert_eq!(an.outbox.len(), 1);
+}
+
+#[test]
+fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
+    let cfg = Config {
+        send_wqes: 2,
+        coalesce: Coalesce::Off,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let (mut a, mut an, _, _) = pair(cfg);
+    an.later = true;
+    let s = an.buf(b"q");
+    for _ in 0..5 {
+        assert_eq!(a.isend(0, &mut an, 1, 0, 0, s, 1), Ok(Request::COMPLETE));
+    }
+    assert_eq!(an.outbox.len(), 2, "two entries, two posts");
+    assert_eq!(a.stats().backlogged, 3);
+    assert!(!a.flushed());
+    let first = an.owed.remove(0);
+    let rmx_proptest::memnic::Token::Slot(slot) = first else {
+        panic!("a slot send");
+    };
+    a.on_send_complete(&mut an, slot);
+    assert_eq!(
+        an.outbox.len(),
+        3,
+        "a completion posts the oldest waiting send"
+    );
+    a.on_send_complete(&mut an, slot);
+    assert_eq!(an.outbox.len(), 3, "a repeated completion frees nothing");
+    for t in an.owed.drain(..).collect::<Vec<_>>() {
+        if let rmx_proptest::memnic::Token::Slot(s) = t {
+            a.on_send_complete(&mut an, s);
+        }
+    }
+    assert!(a.flushed());
+    assert_eq!(an.outbox.len(), 5);
+    assert_eq!(
+        Ep::new(
+            Config {
+                send_wqes: 0,
+                ..cfg
+            },
+            0,
+            2
+        )
+        .err(),
+        Some(ConfigError::SendWqes)
+    );
+    let threshold = Config {
+        coalesce: Coalesce::Outstanding(3),
+        ..cfg
+    };
+    assert_eq!(Ep::new(threshold, 0, 2).err(), Some(ConfigError::SendWqes));
 }
