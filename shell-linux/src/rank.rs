@@ -363,9 +363,16 @@ impl Rank {
             m.settle();
             self.ep.apply_invalidations(&mut self.nic, q);
         }
-        self.start(ptr as usize, len, |ep, nic, now, buf| {
+        let waited = self.ep.stats().backlogged;
+        let r = self.start(ptr as usize, len, |ep, nic, now, buf| {
             ep.isend(now, nic, dest, tag, 0, buf, len as u32)
-        })
+        });
+        // The send found no free send entry: take the completions the NIC
+        // has, so the backlog leaves now rather than at the next wait.
+        if self.ep.stats().backlogged != waited {
+            self.completions();
+        }
+        r
     }
 
     /// Starts a receive into `len` bytes at `ptr`.
@@ -439,15 +446,9 @@ impl Rank {
         self.ep.cancel(req.req).unwrap_or(false)
     }
 
-    /// Polls the NIC once: receives, send completions, and (every few idle
-    /// rounds) the clock and the core's timers. Returns packets handled.
+    /// Hands the NIC's send completions to the core.
     #[inline]
-    pub fn progress(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(wc) = self.nic.port.poll_recv() {
-            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
-            n += 1;
-        }
+    fn completions(&mut self) {
         if self.nic.port.poll_cq(&mut self.wcs) > 0 {
             for wc in self.wcs.drain(..) {
                 if wc.wr_id == INLINE_WR_ID {
@@ -458,6 +459,18 @@ impl Rank {
                 }
             }
         }
+    }
+
+    /// Polls the NIC once: receives, send completions, and (every few idle
+    /// rounds) the clock and the core's timers. Returns packets handled.
+    #[inline]
+    pub fn progress(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(wc) = self.nic.port.poll_recv() {
+            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
+            n += 1;
+        }
+        self.completions();
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
         // Timers are coarse (tens of microseconds): read the clock only after 64
         // empty polls, never in the spin right after a packet, where a reply is
