@@ -73,8 +73,8 @@ struct SlotMeta {
     unposted: bool,
     /// Posted at least once: no record may be added any more.
     sealed: bool,
-    /// A packed packet; `last` is its newest record (for the header cache).
-    packed: bool,
+    /// A packed packet's newest record (for the header cache); `None` for a
+    /// packet of one eager message.
     last: Option<Record>,
     /// Next slot of the peer's backlog.
     next: u16,
@@ -689,20 +689,17 @@ impl<
             _ => self.cfg.send_wqes,
         };
         let p = &self.peers[d];
-        if p.backlog_head != NO_SLOT || p.wqes >= limit {
-            return self.backlog_send(now, nic, q, packable);
+        let wait = p.backlog_head != NO_SLOT || p.wqes >= limit;
+        if wait && packable {
+            return self.pack(now, nic, q);
         }
         let h = Header {
-            kind: Kind::Eager,
-            src: self.me,
             context: q.context,
             tag: q.tag,
             len: q.len,
-            seq: p.tx_seq,
-            ack: p.rx_next,
-            credit: p.consumed,
+            ..self.header(q.dest, Kind::Eager)
         };
-        if q.len <= self.cfg.inline_max && self.cfg.reliable {
+        if !wait && q.len <= self.cfg.inline_max && self.cfg.reliable {
             let mut hdr = [0u8; HEADER_LEN];
             let _ = h.encode(&mut hdr);
             match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
@@ -716,7 +713,9 @@ impl<
                     // Receiver or send queue not ready: wait in the backlog.
                     self.stats.post_busy += 1;
                     self.retry_due = true;
-                    return self.backlog_send(now, nic, q, packable);
+                    if packable {
+                        return self.pack(now, nic, q);
+                    }
                 }
                 Err(PostError::Down) => {
                     self.stats.post_down += 1;
@@ -742,7 +741,7 @@ impl<
             next: NO_SLOT,
             ..SlotMeta::default()
         };
-        if self.cfg.reliable && may_pend && q.len > 0 {
+        if !wait && self.cfg.reliable && may_pend && q.len > 0 {
             if let Some(sent) = self.try_zero_copy(nic, q, slot, &h, meta) {
                 return sent;
             }
@@ -759,6 +758,21 @@ impl<
         self.track_unacked(now, d, slot);
         self.post_or_queue(nic, slot);
         Sent::Done
+    }
+
+    /// A header to `dest` with the current sequence, ack and credit.
+    fn header(&self, dest: u16, kind: Kind) -> Header {
+        let p = &self.peers[dest as usize];
+        Header {
+            kind,
+            src: self.me,
+            context: 0,
+            tag: 0,
+            len: 0,
+            seq: p.tx_seq,
+            ack: p.rx_next,
+            credit: p.consumed,
+        }
     }
 
     /// Small enough to share a packed send: at most half a buffer (the paper's rule).
@@ -781,15 +795,8 @@ impl<
     }
 
     /// Copies `q` into the connection's backlog: appended to the newest queued
-    /// packed send if it has room, else into a new bounce slot (packed, if
-    /// `packable`, so that later messages can join it).
-    fn backlog_send<N: Nic>(
-        &mut self,
-        now: u64,
-        nic: &mut N,
-        q: &QueuedSend,
-        packable: bool,
-    ) -> Sent {
+    /// packed send if it has room, else as the first record of a new one.
+    fn pack<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> Sent {
         let d = q.dest as usize;
         let rec = Record {
             context: q.context,
@@ -798,10 +805,10 @@ impl<
         };
         let cap = HEADER_LEN as u32 + self.cfg.eager_threshold;
         let tail = self.peers[d].backlog_tail;
-        if packable && tail != NO_SLOT {
+        if tail != NO_SLOT {
             let m = self.slots[tail as usize];
             let n = record_len(m.last, rec, self.cfg.header_cache) as u32;
-            if m.packed && !m.sealed && m.len + n <= cap {
+            if m.last.is_some() && !m.sealed && m.len + n <= cap {
                 self.append(nic, tail, q, rec, n);
                 self.stats.coalesced += 1;
                 self.stats.backlogged += 1;
@@ -814,43 +821,18 @@ impl<
         let Some(slot) = self.free_slots.pop() else {
             return Sent::No;
         };
-        let p = &self.peers[d];
-        let h = Header {
-            kind: if packable { Kind::Packed } else { Kind::Eager },
-            src: self.me,
-            context: if packable { 0 } else { q.context },
-            tag: if packable { 0 } else { q.tag },
-            len: if packable { 0 } else { q.len },
-            seq: p.tx_seq,
-            ack: p.rx_next,
-            credit: p.consumed,
-        };
+        let h = self.header(q.dest, Kind::Packed);
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
         self.slots[slot as usize] = SlotMeta {
             peer: q.dest,
             len: HEADER_LEN as u32,
             seq: h.seq,
             awaiting_ack: !self.cfg.reliable,
-            packed: packable,
             next: NO_SLOT,
             ..SlotMeta::default()
         };
-        if packable {
-            let n = record_len(None, rec, self.cfg.header_cache) as u32;
-            self.append(nic, slot, q, rec, n);
-        } else {
-            if q.len > 0 {
-                nic.copy(
-                    Loc::Slot(SlotId(slot), HEADER_LEN as u32),
-                    Loc::User(q.buf, 0),
-                    q.len as usize,
-                );
-            }
-            self.slots[slot as usize].len += q.len;
-            self.slots[slot as usize].msgs = 1;
-            self.sent(d, &h);
-        }
-        self.stats.backlogged += 1;
+        let n = record_len(None, rec, self.cfg.header_cache) as u32;
+        self.append(nic, slot, q, rec, n);
         self.track_unacked(now, d, slot);
         self.enqueue(slot);
         Sent::Done
@@ -890,6 +872,8 @@ impl<
     /// Puts `slot` at the tail of its peer's backlog.
     fn enqueue(&mut self, slot: u16) {
         let m = &mut self.slots[slot as usize];
+        // A retransmission (sealed) is not a message waiting for an entry.
+        self.stats.backlogged += !m.sealed as u64;
         m.unposted = true;
         m.next = NO_SLOT;
         let d = m.peer as usize;
@@ -1044,16 +1028,9 @@ impl<
         let Some(slot) = self.free_slots.pop() else {
             return false;
         };
-        let p = &mut self.peers[dest as usize];
         let h = Header {
-            kind,
-            src: self.me,
-            context: 0,
-            tag: 0,
-            len: 0,
             seq,
-            ack: p.rx_next,
-            credit: p.consumed,
+            ..self.header(dest, kind)
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
         match nic.post_send(dest, SlotId(slot), HEADER_LEN) {
