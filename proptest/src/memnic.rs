@@ -77,11 +77,10 @@ impl MemNic {
         }
     }
 
-    fn posted(&mut self, t: Token) -> Posted {
+    fn posted(&mut self, peer: u16, t: Token) -> Posted {
         if !self.later {
             return Posted::Done;
         }
-        let peer = self.outbox.last().map_or(0, |o| o.0);
         self.owed.push(t);
         self.uncompleted.push(peer);
         Posted::Later
@@ -175,7 +174,7 @@ impl Nic for MemNic {
         }
         let bytes = self.slots[slot.0 as usize][..len].to_vec();
         self.outbox.push((peer, bytes));
-        Ok(self.posted(Token::Slot(slot)))
+        Ok(self.posted(peer, Token::Slot(slot)))
     }
     fn repost(&mut self, buf: RxBuf) {
         self.rx[buf.0 as usize] = None;
@@ -223,7 +222,7 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&self.read_at(payload.addr, payload.len as usize));
         self.outbox.push((peer, bytes));
         self.gathered += 1;
-        Ok(self.posted(Token::Slot(slot)))
+        Ok(self.posted(peer, Token::Slot(slot)))
     }
     fn send_inline(
         &mut self,
@@ -243,6 +242,6 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&v[o..o + len]);
         self.outbox.push((peer, bytes));
         self.inline_sent += 1;
-        Ok(self.posted(Token::Inline(peer)))
+        Ok(self.posted(peer, Token::Inline(peer)))
     }
 }

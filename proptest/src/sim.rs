@@ -75,6 +75,28 @@ pub struct Params {
     pub wqes: Option<u16>,
 }
 
+impl Params {
+    /// Four ranks, 300 messages of up to 512 bytes each, a reliable transport,
+    /// plain sends: tests change what they are about.
+    pub const RELIABLE: Params = Params {
+        ranks: 4,
+        messages: 300,
+        max_size: 512,
+        faults: Faults::NONE,
+        reliable: true,
+        posted: 4,
+        reuse: false,
+        wqes: None,
+    };
+
+    /// The same over the hostile network, with the reliability layer.
+    pub const LOSSY: Params = Params {
+        faults: Faults::LOSSY,
+        reliable: false,
+        ..Params::RELIABLE
+    };
+}
+
 /// What a successful run did.
 #[derive(Clone, Debug)]
 pub struct Outcome {

@@ -21,14 +21,8 @@ fn check(name: &str, p: Params, range: std::ops::Range<u64>) {
 #[test]
 fn reliable_transport_delivers_everything_in_order() {
     let p = Params {
-        ranks: 4,
         messages: 400,
-        max_size: 512,
-        faults: Faults::NONE,
-        reliable: true,
-        posted: 4,
-        reuse: false,
-        wqes: None,
+        ..Params::RELIABLE
     };
     check("reliable_transport_delivers_everything_in_order", p, 0..20);
 }
@@ -36,14 +30,9 @@ fn reliable_transport_delivers_everything_in_order() {
 #[test]
 fn lossy_network_delivers_exactly_once_in_order() {
     let p = Params {
-        ranks: 4,
-        messages: 300,
         max_size: 300,
-        faults: Faults::LOSSY,
-        reliable: false,
         posted: 3,
-        reuse: false,
-        wqes: None,
+        ..Params::LOSSY
     };
     check("lossy_network_delivers_exactly_once_in_order", p, 0..40);
 }
@@ -59,10 +48,8 @@ fn heavy_loss_with_two_ranks_still_completes() {
             dup_ppm: 100_000,
             ..Faults::LOSSY
         },
-        reliable: false,
         posted: 1,
-        reuse: false,
-        wqes: None,
+        ..Params::LOSSY
     };
     check("heavy_loss_with_two_ranks_still_completes", p, 0..20);
 }
@@ -71,13 +58,9 @@ fn heavy_loss_with_two_ranks_still_completes() {
 fn the_reliability_layer_actually_worked() {
     let p = Params {
         ranks: 3,
-        messages: 300,
         max_size: 128,
-        faults: Faults::LOSSY,
-        reliable: false,
         posted: 2,
-        reuse: false,
-        wqes: None,
+        ..Params::LOSSY
     };
     let out = run(7, &p).unwrap();
     let sum = |f: fn(&rmx_core::Stats) -> u64| out.stats.iter().map(f).sum::<u64>();
@@ -99,11 +82,8 @@ fn the_same_seed_replays_the_same_run() {
         ranks: 3,
         messages: 150,
         max_size: 200,
-        faults: Faults::LOSSY,
-        reliable: false,
         posted: 2,
-        reuse: false,
-        wqes: None,
+        ..Params::LOSSY
     };
     let a = run(42, &p).unwrap();
     let b = run(42, &p).unwrap();
@@ -119,16 +99,7 @@ fn the_same_seed_replays_the_same_run() {
 
 #[test]
 fn zero_copy_on_and_off_deliver_the_same_messages() {
-    let off = Params {
-        ranks: 4,
-        messages: 300,
-        max_size: 512,
-        faults: Faults::NONE,
-        reliable: true,
-        posted: 4,
-        reuse: false,
-        wqes: None,
-    };
+    let off = Params::RELIABLE;
     let on = Params { reuse: true, ..off };
     for seed in seeds(0..20) {
         let a = run(seed, &off).unwrap_or_else(|e| panic!("seed {seed}, reuse off: {e}"));
@@ -147,16 +118,13 @@ fn zero_copy_on_and_off_deliver_the_same_messages() {
 
 #[test]
 fn few_send_entries_coalesce_under_loss_and_reordering() {
-    for (reliable, faults) in [(true, Faults::NONE), (false, Faults::LOSSY)] {
+    for base in [Params::RELIABLE, Params::LOSSY] {
+        let reliable = base.reliable;
         let p = Params {
             ranks: 3,
-            messages: 300,
             max_size: 64,
-            faults,
-            reliable,
-            posted: 4,
-            reuse: false,
             wqes: Some(2),
+            ..base
         };
         let name = "few_send_entries_coalesce_under_loss_and_reordering";
         check(name, p, 0..20);

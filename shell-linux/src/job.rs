@@ -61,32 +61,19 @@ where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
 {
-    let fabric = Fabric::new(nranks as usize, queue_for(cfg, nic));
-    let done = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..nranks)
-            .map(|r| {
-                let port = fabric.port(r);
-                let (body, done) = (&body, &done);
-                s.spawn(move || {
-                    pin_to_cpu(r as usize);
-                    let mut rank = match reuse {
-                        None => Rank::new(port, nranks, cfg).expect("rank configuration"),
-                        Some(cal) => {
-                            Rank::with_reuse(port, nranks, cfg, cal).expect("zero-copy rank")
-                        }
-                    };
-                    let out = body(&mut rank);
-                    finish(&mut [&mut rank], done, nranks as usize);
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("rank thread panicked"))
-            .collect()
-    })
+    threads(
+        nranks,
+        &[queue_for(cfg, nic)],
+        |_, mut ports| {
+            let port = ports.pop().expect("one port");
+            let rank = match reuse {
+                None => Rank::new(port, nranks, cfg).expect("rank configuration"),
+                Some(cal) => Rank::with_reuse(port, nranks, cfg, cal).expect("zero-copy rank"),
+            };
+            vec![rank]
+        },
+        |ranks| body(&mut ranks[0]),
+    )
 }
 
 /// Two ranks per thread, for comparing copy against zero-copy in one run:
@@ -99,7 +86,8 @@ where
     F: Fn(&mut Rank, &mut Rank) -> T + Sync,
 {
     let nics = [queue_for(cfg, nic); 2];
-    two_threads(
+    threads(
+        2,
         &nics,
         |_, mut ports| {
             let zc = ports.pop().expect("two ports");
@@ -125,7 +113,8 @@ where
     F: Fn(&mut [Rank]) -> T + Sync,
 {
     let nics: Vec<LoopConfig> = cfgs.iter().map(|&c| queue_for(c, nic)).collect();
-    two_threads(
+    threads(
+        2,
         &nics,
         |_, ports| {
             ports
@@ -138,18 +127,19 @@ where
     )
 }
 
-/// Two pinned threads, each building its ranks from its port of every
-/// fabric (one per entry of `nics`), running `body`, then finalizing.
-fn two_threads<T, M, F>(nics: &[LoopConfig], make: M, body: F) -> Vec<T>
+/// `n` pinned threads (thread `me` on CPU `me`, modulo the cores), each
+/// building its ranks from its port of every fabric (one per entry of `nics`),
+/// running `body`, then finalizing. Results in thread order.
+fn threads<T, M, F>(n: u16, nics: &[LoopConfig], make: M, body: F) -> Vec<T>
 where
     T: Send,
     M: Fn(u16, Vec<Port>) -> Vec<Rank> + Sync,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
-    let fabrics: Vec<Fabric> = nics.iter().map(|&n| Fabric::new(2, n)).collect();
+    let fabrics: Vec<Fabric> = nics.iter().map(|&c| Fabric::new(n as usize, c)).collect();
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..2u16)
+        let handles: Vec<_> = (0..n)
             .map(|me| {
                 let ports = fabrics.iter().map(|f| f.port(me)).collect();
                 let (make, body, done) = (&make, &body, &done);
@@ -158,7 +148,7 @@ where
                     let mut ranks = make(me, ports);
                     let out = body(&mut ranks);
                     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
-                    finish(&mut refs, done, 2);
+                    finish(&mut refs, done, n as usize);
                     out
                 })
             })

@@ -168,9 +168,10 @@ struct BenchArgs {
     /// spectrum, where copies below it are too cheap to save].
     #[arg(long)]
     min_size: Option<usize>,
-    /// Largest message size in bytes (the eager range ends at 8192).
-    #[arg(long, default_value_t = 8192)]
-    max_size: usize,
+    /// Largest message size in bytes [default: 8192, the end of the eager
+    /// range; 512 for --header-cache both].
+    #[arg(long)]
+    max_size: Option<usize>,
     /// Timed iterations per size (after the warm-up).
     #[arg(long, default_value_t = 10_000)]
     iters: u64,
@@ -208,22 +209,26 @@ fn check_transport(t: &str) -> Result<(), String> {
     }
 }
 
-/// The run's options; `min_default` is the benchmark's smallest size.
-fn opts(a: &BenchArgs, min_default: usize) -> Result<Opts, String> {
+/// The largest eager message: where the benchmarks' sizes end by default.
+const EAGER_END: usize = 8192;
+
+/// The run's options; `sizes` are the benchmark's default smallest and
+/// largest sizes.
+fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String> {
     check_transport(&a.transport)?;
-    let min_size = a.min_size.unwrap_or(min_default);
-    if min_size > a.max_size {
+    let min_size = a.min_size.unwrap_or(sizes.0);
+    let max_size = a.max_size.unwrap_or(sizes.1);
+    if min_size > max_size {
         return Err(format!(
-            "--min-size {} is larger than --max-size {}",
-            min_size, a.max_size
+            "--min-size {min_size} is larger than --max-size {max_size}"
         ));
     }
     let cfg = rmx_linux::rank::loop_config();
-    if a.max_size > cfg.eager_threshold as usize {
+    if max_size > cfg.eager_threshold as usize {
         return Err(format!(
             "--max-size {} exceeds the eager threshold ({} bytes); larger messages need the \
 rendezvous protocol, which this build does not have yet",
-            a.max_size, cfg.eager_threshold
+            max_size, cfg.eager_threshold
         ));
     }
     if a.iters == 0 {
@@ -232,7 +237,7 @@ rendezvous protocol, which this build does not have yet",
     Ok(Opts {
         transport: a.transport.clone(),
         min_size,
-        max_size: a.max_size,
+        max_size,
         iters: a.iters,
         warmup: a.warmup,
         eager_reuse: None,
@@ -345,7 +350,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     let o = Opts {
         transport: "loop".into(),
         min_size: 1,
-        max_size: 8192,
+        max_size: EAGER_END,
         iters,
         warmup: (iters / 10).max(100),
         eager_reuse: None,
@@ -464,14 +469,12 @@ fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
 }
 
 fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
-    let mut args = a.args.clone();
-    if a.header_cache == OnOffBoth::Both {
-        args.min_size = args.min_size.or(Some(8));
-        if args.max_size == 8192 {
-            args.max_size = 512;
-        }
-    }
-    let o = opts(&args, 1)?;
+    let sizes = if a.header_cache == OnOffBoth::Both {
+        (8, 512)
+    } else {
+        (1, EAGER_END)
+    };
+    let o = opts(&a.args, sizes)?;
     let setups = setups(a)?;
     let r = bench::rate::run(
         name,
@@ -543,8 +546,14 @@ fn memory_report(procs: u64, wqes: &[u16], credits: u16, quiet: bool) -> Report 
 
 /// Per-process bytes against job size: rmx's curves and the paper's.
 fn memory_plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
-    let (mut both, mut labels) = r.pivot("rmx_label", "per_process_bytes");
-    let (paper, paper_labels) = r.pivot("paper_label", "paper_per_process_bytes");
+    let mut r = r.clone();
+    for row in r.results.iter_mut() {
+        let w = row["wqes"].clone();
+        row["rmx"] = json!(format!("rmx, {w} WQEs"));
+        row["paper"] = json!(format!("MVAPICH (paper), {w} WQEs"));
+    }
+    let (mut both, mut labels) = r.pivot("rmx", "per_process_bytes");
+    let (paper, paper_labels) = r.pivot("paper", "paper_per_process_bytes");
     for (row, p) in both.results.iter_mut().zip(&paper.results) {
         for l in &paper_labels {
             row[l.as_str()] = p[l.as_str()].clone();
@@ -613,7 +622,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Pingpong {
             args: a,
             eager_reuse,
-        }) => opts(&a, 1).and_then(|mut o| {
+        }) => opts(&a, (1, EAGER_END)).and_then(|mut o| {
             if eager_reuse == OnOff::On {
                 o.eager_reuse = Some(reuse_ready()?);
             }
@@ -623,7 +632,7 @@ fn main() -> ExitCode {
             );
             Ok(())
         }),
-        Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, 128).and_then(|o| {
+        Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, (128, EAGER_END)).and_then(|o| {
             let cal = reuse_ready()?;
             emit(
                 &bench::eager_reuse::run(
@@ -651,7 +660,7 @@ fn main() -> ExitCode {
             args: a,
             buffers,
             plot,
-        }) => opts(&a, 128).and_then(|o| {
+        }) => opts(&a, (128, EAGER_END)).and_then(|o| {
             if buffers == 0 {
                 return Err("--buffers must be at least 1".into());
             }

@@ -120,8 +120,6 @@ pub fn rows(procs: &[u64], wqes: &[u16], credits: u16, eager: u32, nic: &LoopCon
                 "dominant": c.dominant(),
                 "paper_per_connection_bytes": paper,
                 "paper_per_process_bytes": paper.map(|p| p * n.saturating_sub(1)),
-                "rmx_label": format!("rmx, {w} WQEs"),
-                "paper_label": format!("MVAPICH (paper), {w} WQEs"),
             }));
         }
     }

@@ -95,6 +95,15 @@ impl LoopNic {
         }
     }
 
+    /// The first `len` bytes of a bounce slot as a gather entry.
+    fn slot_sge(&self, slot: SlotId, len: usize) -> Sge {
+        Sge {
+            addr: self.slots.as_ptr() as usize + slot.0 as usize * self.slot_size,
+            len,
+            key: self.slots_mr.key,
+        }
+    }
+
     fn add_user(&mut self, ptr: usize, len: usize) -> UserBuf {
         match self.user_free.pop() {
             Some(i) => {
@@ -165,11 +174,7 @@ impl Nic for LoopNic {
 
     #[inline]
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
-        let sge = Sge {
-            addr: self.slots.as_ptr() as usize + slot.0 as usize * self.slot_size,
-            len,
-            key: self.slots_mr.key,
-        };
+        let sge = self.slot_sge(slot, len);
         Self::sent(self.port.post_send(peer, slot.0 as u64, &[sge]))
     }
 
@@ -182,11 +187,7 @@ impl Nic for LoopNic {
         payload: Gather,
     ) -> Result<Posted, PostError> {
         let sges = [
-            Sge {
-                addr: self.slots.as_ptr() as usize + slot.0 as usize * self.slot_size,
-                len: header_len,
-                key: self.slots_mr.key,
-            },
+            self.slot_sge(slot, header_len),
             Sge {
                 addr: payload.addr as usize,
                 len: payload.len as usize,
@@ -363,13 +364,12 @@ impl Rank {
             m.settle();
             self.ep.apply_invalidations(&mut self.nic, q);
         }
-        let waited = self.ep.stats().backlogged;
         let r = self.start(ptr as usize, len, |ep, nic, now, buf| {
             ep.isend(now, nic, dest, tag, 0, buf, len as u32)
         });
-        // The send found no free send entry: take the completions the NIC
-        // has, so the backlog leaves now rather than at the next wait.
-        if self.ep.stats().backlogged != waited {
+        // Sends wait for free send entries: take the completions the NIC
+        // has, so they leave now rather than at the next wait.
+        if !self.ep.flushed() {
             self.completions();
         }
         r

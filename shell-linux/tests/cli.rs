@@ -166,6 +166,11 @@ fn msgrate_runs_the_chosen_configuration_and_header_cache_comparison() {
     let (code, _, err) = rmx(&["bench", "msgrate", "--wqes", "0"]);
     assert_eq!(code, 2);
     assert!(err.contains("--wqes must be at least 1"), "{err}");
+    for after in ["0", "6"] {
+        let (code, _, err) = rmx(&["bench", "msgrate", "--wqes", "5", "--coalesce-after", after]);
+        assert_eq!(code, 2, "--coalesce-after {after}");
+        assert!(err.contains("between 1 and --wqes"), "{err}");
+    }
 }
 
 #[test]

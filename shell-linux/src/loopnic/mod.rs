@@ -235,6 +235,19 @@ fn sq_room(outstanding: &[u32], depth: u32, peer: u16) -> Result<(), PostErr> {
     Ok(())
 }
 
+/// A send-queue entry of connection `peer` and a position in the ring of its
+/// NIC `dst`, or why not (`SqFull`, `Rnr`). Nothing is taken when it fails.
+fn claim_send(
+    outstanding: &[u32],
+    seen: &mut [u64],
+    depth: u32,
+    peer: u16,
+    dst: &Hca,
+) -> Result<u64, PostErr> {
+    sq_room(outstanding, depth, peer)?;
+    dst.ring.claim(&mut seen[peer as usize]).ok_or(PostErr::Rnr)
+}
+
 /// One rank's view of the NIC. Not shared between threads.
 pub struct Port {
     rank: u16,
@@ -362,11 +375,13 @@ impl Port {
             return Ok(Some(done(WcStatus::LocalLength, 0)));
         }
         let big = total > self.shared.cfg.sync_max;
-        sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
-        let pos = dst
-            .ring
-            .claim(&mut self.seen[peer as usize])
-            .ok_or(PostErr::Rnr)?;
+        let pos = claim_send(
+            &self.outstanding,
+            &mut self.seen,
+            self.shared.cfg.sq_depth,
+            peer,
+            dst,
+        )?;
         let base = dst.ring.data_ptr(pos);
         if !big {
             let mut off = 0;
@@ -418,11 +433,13 @@ impl Port {
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
             return Err(PostErr::TooLong);
         }
-        sq_room(&self.outstanding, self.shared.cfg.sq_depth, peer)?;
-        let pos = dst
-            .ring
-            .claim(&mut self.seen[peer as usize])
-            .ok_or(PostErr::Rnr)?;
+        let pos = claim_send(
+            &self.outstanding,
+            &mut self.seen,
+            self.shared.cfg.sq_depth,
+            peer,
+            dst,
+        )?;
         let base = dst.ring.data_ptr(pos);
         // SAFETY: the claimed buffer has room for `total` bytes.
         unsafe {
