@@ -17,7 +17,7 @@ pub enum Coalesce {
 /// Tunables of one endpoint. Times are integer nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Largest payload sent eagerly; larger sends are refused until a rendezvous exists.
+    /// Largest payload sent eagerly; larger messages use a rendezvous.
     pub eager_threshold: u32,
     /// Receive slots this endpoint may fill at each peer (and grants each peer).
     pub credits: u16,
@@ -49,6 +49,16 @@ pub struct Config {
     /// Inside a packed send, a message whose context, tag and size equal the
     /// previous one's carries a one-byte marker instead of its header.
     pub header_cache: bool,
+    /// The rendezvous for messages above `eager_threshold`; `None` picks by
+    /// what the transport can do: RGET (the sender is free once its RTS left),
+    /// else RPUT, else PULL. A receiver that cannot register its buffer
+    /// answers any of them by pulling.
+    pub rendezvous: Option<crate::rendezvous::Protocol>,
+    /// PULL: frames (of `eager_threshold` bytes) one request asks for.
+    pub pull_frames: u16,
+    /// PULL: requests outstanding per transfer; `pull_frames × pull_requests`
+    /// frames may be in flight, at most 64.
+    pub pull_requests: u16,
 }
 
 impl Config {
@@ -66,6 +76,9 @@ impl Config {
             send_wqes: 10,
             coalesce: Coalesce::WhenFull,
             header_cache: true,
+            rendezvous: None,
+            pull_frames: 8,
+            pull_requests: 4,
         }
     }
 
@@ -104,4 +117,7 @@ pub enum ConfigError {
     /// `send_wqes` must be at least 1, and a coalescing threshold at least 1
     /// and at most `send_wqes`.
     SendWqes,
+    /// `pull_frames` and `pull_requests` must be at least 1, and their
+    /// product at most 64 (the receiver's frame bitmap).
+    PullWindow,
 }

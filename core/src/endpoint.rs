@@ -1,9 +1,13 @@
-//! The endpoint: one per rank. Two-sided MPI messaging over the eager protocol,
-//! with credit flow control and, for lossy transports, a reliability layer.
+//! The endpoint: one per rank. Two-sided MPI messaging: the eager protocol
+//! with credit flow control, a rendezvous for large messages
+//! ([`rendezvous`](self::rendezvous)), and, for lossy transports, a
+//! reliability layer.
 //!
 //! Sans-I/O: every call takes `now` (nanoseconds, any monotonic origin) and the
 //! shell's [`Nic`]; the endpoint reads no clock and touches no memory but through
 //! the `Nic`. Call [`Endpoint::poll`] once `now` reaches [`Endpoint::poll_timeout`].
+
+mod rendezvous;
 
 use heapless::{Deque, Vec};
 
@@ -19,14 +23,13 @@ use crate::request::{
 use crate::reuse::{Invalidation, NoReuse, Pending, RegId, SendReuse};
 use crate::stats::Stats;
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
+use rendezvous::{Finished, Transfer};
 
 /// Why a send was refused. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendError {
     /// The destination is not a rank of this job.
     BadRank,
-    /// Larger than the eager threshold (`max` bytes); rendezvous is not built yet.
-    TooLarge { max: u32 },
     /// Every request handle is in use: complete some with `test`.
     RequestTableFull,
 }
@@ -42,19 +45,20 @@ pub enum RecvError {
     RequestTableFull,
 }
 
-/// An unexpected message kept in unexpected storage slot `slot`.
+/// A message nobody has asked for yet.
 #[derive(Clone, Copy, Debug)]
-struct Unexpected {
-    slot: u16,
-    len: u32,
+enum Held {
+    /// An eager message kept in unexpected storage slot `slot`.
+    Eager { slot: u16, len: u32 },
+    /// A large message's request to send (its data stays at the sender).
+    Rts(crate::rendezvous::Rts),
 }
 
-/// Where an in-sequence message goes.
-enum Arrival {
-    /// Into the buffer of the oldest matching posted receive.
-    Posted(PostedRecv),
-    /// Into unexpected storage slot `0..UNEXP`, until a receive asks for it.
-    Stored(u16),
+/// What an in-sequence message brings.
+#[derive(Clone, Copy)]
+enum Incoming {
+    Eager { from: Loc, len: u32 },
+    Rts(crate::rendezvous::Rts),
 }
 
 /// What a send bounce slot is doing. Free when no flag is set.
@@ -76,6 +80,8 @@ struct SlotMeta {
     /// A packed packet's newest record (for the header cache); `None` for a
     /// packet of one eager message.
     last: Option<Record>,
+    /// Posted as a solicited event: wakes the peer's progress thread.
+    wake: bool,
     /// Next slot of the peer's backlog.
     next: u16,
     /// A zero-copy send: the NIC reads the user buffer through this
@@ -92,6 +98,8 @@ enum Sent {
     Done,
     /// Posted zero-copy; the NIC reads the user buffer until this slot completes.
     Reading(u16),
+    /// A rendezvous's RTS left; its request stays pending.
+    Rts,
 }
 
 impl SlotMeta {
@@ -118,7 +126,7 @@ pub struct Endpoint<
     me: u16,
     npeers: u16,
     peers: [Peer<W>; PEERS],
-    matcher: Matcher<PostedRecv, Unexpected, POSTED, UNEXP>,
+    matcher: Matcher<PostedRecv, Held, POSTED, UNEXP>,
     slots: [SlotMeta; SLOTS],
     free_slots: Vec<u16, SLOTS>,
     unexp_free: Vec<u16, UNEXP>,
@@ -133,6 +141,14 @@ pub struct Endpoint<
     deadline: Option<u64>,
     stats: Stats,
     reuse: Z,
+    /// Rendezvous transfers, at their requests' indices.
+    xfers: [Transfer; REQS],
+    /// Transfers active.
+    active: u16,
+    /// A transfer waits for a slot or a busy NIC: retry at the next poll.
+    rndv_due: bool,
+    /// Recently finished PULL receives (lossy transports: FIN repeats).
+    finished: Deque<Finished, 16>,
 }
 
 impl<
@@ -187,6 +203,13 @@ impl<
         if cfg.send_wqes == 0 || !threshold_ok {
             return Err(ConfigError::SendWqes);
         }
+        let window = cfg.pull_frames as u32 * cfg.pull_requests as u32;
+        if cfg.pull_frames == 0 || cfg.pull_requests == 0 || window > 64 {
+            return Err(ConfigError::PullWindow);
+        }
+        if cfg.eager_threshold == 0 {
+            return Err(ConfigError::EagerThreshold { max });
+        }
         let mut free_slots = Vec::new();
         for i in (0..SLOTS as u16).rev() {
             let _ = free_slots.push(i);
@@ -212,6 +235,10 @@ impl<
             deadline: None,
             stats: Stats::default(),
             reuse,
+            xfers: [Transfer::IDLE; REQS],
+            active: 0,
+            rndv_due: false,
+            finished: Deque::new(),
         })
     }
 
@@ -272,6 +299,8 @@ impl<
     /// Non-blocking send of `len` bytes of `buf`. Returns [`Request::COMPLETE`]
     /// when the data left the user buffer during the call (the common case);
     /// otherwise a request to `test` — the buffer must stay valid until then.
+    /// Above the eager threshold the message goes by rendezvous, and the
+    /// request completes once the receiver has it (synchronous, as `MPI_Issend`).
     #[allow(clippy::too_many_arguments)]
     pub fn isend<N: Nic>(
         &mut self,
@@ -287,9 +316,7 @@ impl<
             return Err(SendError::BadRank);
         }
         if len > self.cfg.eager_threshold {
-            return Err(SendError::TooLarge {
-                max: self.cfg.eager_threshold,
-            });
+            return self.start_send(now, nic, dest, tag, context, buf, len);
         }
         let q = QueuedSend {
             req: Request::COMPLETE,
@@ -298,6 +325,7 @@ impl<
             context,
             buf,
             len,
+            rndv: false,
         };
         if self.peers[dest as usize].queued == 0 {
             match self.try_send(now, nic, &q, self.reqs.has_free()) {
@@ -311,7 +339,7 @@ impl<
                     self.slots[slot as usize].req = Some(req);
                     return Ok(req);
                 }
-                Sent::No => {}
+                Sent::No | Sent::Rts => {}
             }
         }
         let req = self
@@ -351,10 +379,16 @@ impl<
             .reqs
             .alloc(State::RecvPosted)
             .ok_or(RecvError::RequestTableFull)?;
-        if let Some((env, u)) = self.matcher.take_unexpected(&pattern) {
-            let st = self.deliver_to(nic, env, u.len, Loc::Unexpected(u.slot, 0), buf, capacity);
-            let _ = self.unexp_free.push(u.slot);
-            self.reqs.set(req, State::RecvDone(st));
+        if let Some((env, held)) = self.matcher.take_unexpected(&pattern) {
+            match held {
+                Held::Eager { slot, len } => {
+                    let st =
+                        self.deliver_to(nic, env, len, Loc::Unexpected(slot, 0), buf, capacity);
+                    let _ = self.unexp_free.push(slot);
+                    self.reqs.set(req, State::Done(st));
+                }
+                Held::Rts(rts) => self.start_recv(now, nic, req, buf, capacity, env, rts),
+            }
             self.consumed(now, nic, env.src);
             return Ok(req);
         }
@@ -383,7 +417,7 @@ impl<
         self.matcher.remove_posted(|p| p.req == req);
         self.reqs.set(
             req,
-            State::RecvDone(Status {
+            State::Done(Status {
                 source: 0,
                 tag: 0,
                 len: 0,
@@ -437,16 +471,33 @@ impl<
                     }
                 }
             }
-            Kind::Eager => {
+            Kind::Eager | Kind::Rts => {
                 let env = Envelope {
                     src: h.src,
                     tag: h.tag,
                     context: h.context,
                 };
+                let what = if h.kind == Kind::Rts {
+                    match crate::rendezvous::Rts::decode(&nic.rx(buf)[HEADER_LEN..]) {
+                        Ok(rts) => Incoming::Rts(rts),
+                        Err(_) => {
+                            self.stats.malformed += 1;
+                            return;
+                        }
+                    }
+                } else {
+                    Incoming::Eager {
+                        from: Loc::Rx(buf, HEADER_LEN as u32),
+                        len,
+                    }
+                };
                 if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
                     return;
                 }
-                self.arrive(now, nic, env, Loc::Rx(buf, HEADER_LEN as u32), len);
+                self.arrive(now, nic, env, what);
+            }
+            Kind::Cts | Kind::Fin | Kind::Pull | Kind::Data => {
+                self.on_rndv_packet(now, nic, buf, h);
             }
             Kind::Packed => {
                 if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
@@ -536,35 +587,34 @@ impl<
                 context: rec.context,
             };
             let from = Loc::Rx(buf, (HEADER_LEN + at) as u32);
-            if !self.arrive(now, nic, env, from, rec.len) {
+            let what = Incoming::Eager { from, len: rec.len };
+            if !self.arrive(now, nic, env, what) {
                 return;
             }
         }
     }
 
-    /// An in-sequence eager message at `from`: deliver it to the oldest
-    /// matching posted receive, or keep it as unexpected. `false`: no room.
-    fn arrive<N: Nic>(
-        &mut self,
-        now: u64,
-        nic: &mut N,
-        env: Envelope,
-        from: Loc,
-        len: u32,
-    ) -> bool {
-        let dest = match self.matcher.arrive(&env) {
-            Some(posted) => Arrival::Posted(posted),
-            None => match self.unexp_free.pop() {
-                Some(slot) => Arrival::Stored(slot),
-                None => {
-                    // Nothing accepted is lost: on a lossy transport leave it
-                    // unacknowledged for the sender to retransmit; on a reliable
-                    // one only a peer ignoring its credits gets here.
-                    self.stats.no_room += 1;
-                    return false;
-                }
-            },
+    /// An in-sequence message: delivered to (or, for an RTS, started with)
+    /// the oldest matching posted receive, or kept as unexpected. `false`: no room.
+    fn arrive<N: Nic>(&mut self, now: u64, nic: &mut N, env: Envelope, what: Incoming) -> bool {
+        let posted = self.matcher.arrive(&env);
+        let held = match (posted, what) {
+            (Some(_), _) => None,
+            (None, Incoming::Rts(rts)) => Some(Held::Rts(rts)),
+            (None, Incoming::Eager { len, .. }) => {
+                self.unexp_free.pop().map(|slot| Held::Eager { slot, len })
+            }
         };
+        if posted.is_none() && (held.is_none() || self.matcher.unexpected_full()) {
+            if let Some(Held::Eager { slot, .. }) = held {
+                let _ = self.unexp_free.push(slot);
+            }
+            // Nothing accepted is lost: on a lossy transport leave it
+            // unacknowledged for the sender to retransmit; on a reliable
+            // one only a peer ignoring its credits gets here.
+            self.stats.no_room += 1;
+            return false;
+        }
         self.stats.messages_in += 1;
         if !self.cfg.reliable {
             let p = &mut self.peers[env.src as usize];
@@ -572,16 +622,26 @@ impl<
             p.nacked = None;
             self.arm_ack(now, env.src as usize);
         }
-        match dest {
-            Arrival::Posted(pr) => {
+        match (posted, what) {
+            (Some(pr), Incoming::Eager { from, len }) => {
                 let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
-                self.reqs.set(pr.req, State::RecvDone(st));
+                self.reqs.set(pr.req, State::Done(st));
                 self.consumed(now, nic, env.src);
             }
-            Arrival::Stored(slot) => {
-                nic.copy(Loc::Unexpected(slot, 0), from, len as usize);
-                // Cannot fail: storage slots and queue entries are both UNEXP.
-                let _ = self.matcher.push_unexpected(env, Unexpected { slot, len });
+            (Some(pr), Incoming::Rts(rts)) => {
+                self.start_recv(now, nic, pr.req, pr.buf, pr.capacity, env, rts);
+                self.consumed(now, nic, env.src);
+            }
+            (None, what) => {
+                if let (Some(Held::Eager { slot, len }), Incoming::Eager { from, .. }) =
+                    (held, what)
+                {
+                    nic.copy(Loc::Unexpected(slot, 0), from, len as usize);
+                }
+                if let Some(h) = held {
+                    // Cannot fail: checked for room above.
+                    let _ = self.matcher.push_unexpected(env, h);
+                }
                 self.stats.unexpected += 1;
             }
         }
@@ -679,6 +739,9 @@ impl<
     /// with others when coalescing allows. `may_pend`: a zero-copy send whose
     /// completion comes later can be given a request.
     fn try_send<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend, may_pend: bool) -> Sent {
+        if q.rndv {
+            return self.send_rts(now, nic, q);
+        }
         let d = q.dest as usize;
         if self.peers[d].credits_left(self.cfg.credits) == 0 {
             return Sent::No;
@@ -717,7 +780,7 @@ impl<
                         return self.pack(now, nic, q);
                     }
                 }
-                Err(PostError::Down) => {
+                Err(PostError::Down | PostError::Access) => {
                     self.stats.post_down += 1;
                     self.sent(d, &h);
                     return Sent::Done;
@@ -872,8 +935,9 @@ impl<
     /// Puts `slot` at the tail of its peer's backlog.
     fn enqueue(&mut self, slot: u16) {
         let m = &mut self.slots[slot as usize];
-        // A retransmission (sealed) is not a message waiting for an entry.
-        self.stats.backlogged += !m.sealed as u64;
+        // A retransmission (sealed) is not a message waiting for an entry,
+        // nor is a PULL frame (no message of its own).
+        self.stats.backlogged += (!m.sealed && m.msgs > 0) as u64;
         m.unposted = true;
         m.next = NO_SLOT;
         let d = m.peer as usize;
@@ -960,7 +1024,7 @@ impl<
                 Sent::Done
             }
             // Busy or unable to gather: the copy path queues or posts it.
-            Err(PostError::Busy | PostError::Unsupported) => return None,
+            Err(PostError::Busy | PostError::Unsupported | PostError::Access) => return None,
         };
         self.stats.packets_out += 1;
         self.stats.zero_copy_sends += 1;
@@ -996,7 +1060,12 @@ impl<
     /// The caller frees the slot if nothing else holds it.
     fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> bool {
         let m = self.slots[slot as usize];
-        match nic.post_send(m.peer, SlotId(slot), m.len as usize) {
+        let r = if m.wake {
+            nic.post_send_solicited(m.peer, SlotId(slot), m.len as usize)
+        } else {
+            nic.post_send(m.peer, SlotId(slot), m.len as usize)
+        };
+        match r {
             Ok(r) => {
                 if r == Posted::Later {
                     self.slots[slot as usize].in_nic = true;
@@ -1009,7 +1078,9 @@ impl<
                 self.retry_due = true;
                 return false;
             }
-            Err(PostError::Down | PostError::Unsupported) => self.stats.post_down += 1,
+            Err(PostError::Down | PostError::Unsupported | PostError::Access) => {
+                self.stats.post_down += 1
+            }
         }
         self.slots[slot as usize].sealed = true;
         true
@@ -1147,6 +1218,7 @@ impl<
                     continue;
                 }
                 Sent::Done => self.reqs.set(q.req, State::SendDone),
+                Sent::Rts => {}
                 Sent::Reading(slot) => {
                     self.reqs.set(q.req, State::SendInFlight);
                     self.slots[slot as usize].req = Some(q.req);
@@ -1176,7 +1248,8 @@ impl<
     /// copied), so a rank must keep driving the endpoint until this holds
     /// before it stops (MPI's finalize).
     pub fn flushed(&self) -> bool {
-        self.queued.is_empty()
+        !self.rndv_due
+            && self.queued.is_empty()
             && self
                 .backlogged
                 .iter()
@@ -1185,7 +1258,7 @@ impl<
 
     /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.flush_due || self.retry_due {
+        if self.flush_due || self.retry_due || self.rndv_due {
             return Some(0);
         }
         self.deadline
@@ -1222,5 +1295,6 @@ impl<
                 self.arm(t);
             }
         }
+        self.poll_transfers(now, nic);
     }
 }

@@ -19,6 +19,7 @@ pub mod matching;
 pub mod nic;
 pub mod packed;
 mod peer;
+pub mod rendezvous;
 pub mod request;
 pub mod reuse;
 pub mod stats;
@@ -27,6 +28,10 @@ pub mod wire;
 pub use config::{Coalesce, Config, ConfigError};
 pub use endpoint::{Endpoint, RecvError, SendError};
 pub use matching::{Envelope, Pattern, Source, TagSel};
-pub use nic::{Gather, Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId, UserBuf};
+pub use nic::{
+    Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
+    SlotId, UserBuf,
+};
+pub use rendezvous::Protocol;
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;

@@ -104,6 +104,11 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
         Some(self.posted.remove(i).1)
     }
 
+    /// Is the unexpected queue out of room?
+    pub fn unexpected_full(&self) -> bool {
+        self.unexpected.is_full()
+    }
+
     /// Is there room for one more posted receive?
     pub fn posted_full(&self) -> bool {
         self.posted.is_full()

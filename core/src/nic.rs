@@ -73,6 +73,45 @@ pub enum PostError {
     Down,
     /// The NIC cannot do this (e.g. no inline sends); the core uses another way.
     Unsupported,
+    /// A memory key or bound check failed (verbs' local protection or remote
+    /// access error, reported during the post): nothing was transferred.
+    Access,
+}
+
+/// What a transport can do beyond sends, so the core can pick a rendezvous.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// RDMA write into a peer's registered memory (the RPUT rendezvous).
+    pub rdma_write: bool,
+    /// RDMA read from a peer's registered memory (the RGET rendezvous).
+    pub rdma_read: bool,
+    /// Largest single RDMA operation in bytes; longer transfers are split.
+    pub max_transfer: u32,
+}
+
+/// The direction of a one-sided transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaOp {
+    /// Local memory to the peer's.
+    Write,
+    /// The peer's memory to local.
+    Read,
+}
+
+/// Memory of a peer, named by the address and key it sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Remote {
+    pub addr: u64,
+    pub key: MemKey,
+}
+
+/// How an RDMA operation ended, as its completion reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RdmaError {
+    /// A key or bound check failed on either side; nothing defined was moved.
+    Access,
+    /// The connection failed.
+    Down,
 }
 
 /// Implemented by a shell for the NIC and memory it owns.
@@ -85,6 +124,19 @@ pub trait Nic {
     fn copy(&mut self, dst: Loc, src: Loc, len: usize);
     /// Sends the first `len` bytes of `slot` to `peer`.
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError>;
+
+    /// As [`post_send`](Self::post_send), and wakes a progress thread the
+    /// peer may have sleeping on its NIC's events (verbs' solicited event):
+    /// the core asks for it on rendezvous control packets only, so eager
+    /// traffic never pays for a wake-up.
+    fn post_send_solicited(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        len: usize,
+    ) -> Result<Posted, PostError> {
+        self.post_send(peer, slot, len)
+    }
     /// The core is done with a receive buffer; the NIC may fill it again.
     fn repost(&mut self, buf: RxBuf);
 
@@ -120,6 +172,34 @@ pub trait Nic {
     /// Ends a registration made by [`register`](Self::register).
     fn deregister(&mut self, key: MemKey) {
         let _ = key;
+    }
+
+    /// A registration for one rendezvous transfer, for local and remote
+    /// access, ended by [`deregister`](Self::deregister) when the transfer
+    /// completes. Unlike [`register`](Self::register) it is never cached, so
+    /// the range need not be watched for changes.
+    fn register_once(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
+        self.register(addr, len)
+    }
+
+    /// What the transport can do; the default is a message-only transport.
+    fn caps(&self) -> Caps {
+        Caps::default()
+    }
+
+    /// Posts one RDMA operation of `local.len` bytes between `local` and the
+    /// peer's `remote`. `id` comes back to `Endpoint::on_rdma_complete` when
+    /// the shell sees the completion of a [`Posted::Later`] post.
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        op: RdmaOp,
+        id: u32,
+        local: Gather,
+        remote: Remote,
+    ) -> Result<Posted, PostError> {
+        let _ = (peer, op, id, local, remote);
+        Err(PostError::Unsupported)
     }
 
     /// Sends the first `header_len` bytes of `slot` followed by `payload`,

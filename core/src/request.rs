@@ -16,6 +16,23 @@ impl Request {
         idx: u16::MAX,
         gen: 0,
     };
+
+    /// Slot in the request table (and in the endpoint's transfer table).
+    pub(crate) fn index(self) -> usize {
+        self.idx as usize
+    }
+
+    /// The handle as a rendezvous packet names it: index and generation.
+    pub(crate) fn to_wire(self) -> u32 {
+        (self.gen as u32) << 16 | self.idx as u32
+    }
+
+    pub(crate) fn from_wire(id: u32) -> Request {
+        Request {
+            idx: id as u16,
+            gen: (id >> 16) as u16,
+        }
+    }
 }
 
 /// Why a receive finished without delivering all it was sent.
@@ -26,6 +43,10 @@ pub enum RecvFault {
     Truncated { len: u32, capacity: u32 },
     /// The receive was cancelled before it matched.
     Cancelled,
+    /// A rendezvous transfer failed (a memory key or bound check, or the
+    /// connection): the receive buffer holds no defined data. Sends report
+    /// it too, as both sides of the transfer complete with the error.
+    Rdma(crate::nic::RdmaError),
 }
 
 /// The outcome of a completed request.
@@ -66,7 +87,10 @@ pub(crate) enum State {
     SendInFlight,
     SendDone,
     RecvPosted,
-    RecvDone(Status),
+    /// A rendezvous in progress (either side): matched, not cancellable.
+    Rndv,
+    /// Finished with a status (receives, and sends that failed).
+    Done(Status),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -143,7 +167,7 @@ impl<const N: usize> Table<N> {
         let e = self.entry(r)?;
         let st = match e.state {
             State::SendDone => Status::SENT,
-            State::RecvDone(s) => s,
+            State::Done(s) => s,
             _ => return Ok(None),
         };
         e.state = State::Free;
@@ -161,6 +185,9 @@ pub(crate) struct QueuedSend {
     pub context: u16,
     pub buf: UserBuf,
     pub len: u32,
+    /// Above the eager threshold: sending means sending the RTS, and the
+    /// request stays pending until the rendezvous ends.
+    pub rndv: bool,
 }
 
 /// A posted receive, as the matcher carries it.

@@ -36,6 +36,17 @@ pub struct Stats {
     /// Packed packets with a malformed record (also counted in `malformed`);
     /// the records before it were delivered.
     pub malformed_packed: u64,
+    /// Large sends and receives that went by rendezvous.
+    pub rndv_sends: u64,
+    pub rndv_recvs: u64,
+    /// RDMA operations posted for rendezvous transfers.
+    pub rdma_ops: u64,
+    /// Transfers that ended with an RDMA error (both sides report it).
+    pub rdma_faults: u64,
+    /// Buffers the shell could not register: the transfer went by PULL.
+    pub rndv_register_failures: u64,
+    /// Rendezvous packets naming no live transfer of theirs (also in `malformed`).
+    pub rndv_stray: u64,
     pub post_busy: u64,
     pub post_down: u64,
 }

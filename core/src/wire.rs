@@ -6,14 +6,16 @@
 //! ```text
 //! offset size field     meaning
 //!      0    1 version   `VERSION`; a decoder rejects any other value
-//!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed)
+//!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed,
+//!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data)
 //!      2    2 src       sender's rank
 //!      4    2 context   MPI communicator context
 //!      6    2 flags     reserved, must be zero in version 1
 //!      8    4 tag       MPI tag (packed: number of messages)
 //!     12    4 len       payload bytes that follow the header
-//!     16    4 seq       per-peer message sequence (eager; packed: of its first
-//!                         message); first missing sequence (nack)
+//!     16    4 seq       per-peer message sequence (eager, rts; packed: of its
+//!                         first message); first missing sequence (nack); frame
+//!                         index (data)
 //!     20    4 ack       cumulative: next sequence the sender expects from the receiver
 //!     24    4 credit    cumulative: messages from the receiver the sender has consumed
 //! ```
@@ -21,8 +23,9 @@
 //! `ack` and `credit` are cumulative counters rather than deltas, so a lost or
 //! duplicated control packet can never lose or double a credit.
 //!
-//! Evolution: kind 4 (packed) was added without a version change, as the format
-//! is append-only; a decoder that predates it rejects it as `DecodeError::Kind(4)`.
+//! Evolution: kinds 4 (packed) and 5–9 (rendezvous, bodies in
+//! [`crate::rendezvous`]) were added without a version change, as the format
+//! is append-only; a decoder that predates them rejects them as `DecodeError::Kind`.
 
 /// Wire format version this build speaks. Evolution is append-only.
 pub const VERSION: u8 = 1;
@@ -41,12 +44,28 @@ pub enum Kind {
     Nack = 3,
     /// Several eager messages coalesced into one packet; `tag` counts them.
     Packed = 4,
+    /// Request to send a large message: sequenced and matched like an eager one.
+    Rts = 5,
+    /// Clear to send (RPUT): the receiver's buffer.
+    Cts = 6,
+    /// A rendezvous transfer ended.
+    Fin = 7,
+    /// The receiver asks for frames of a large message (PULL).
+    Pull = 8,
+    /// A frame of a large message (PULL): `tag` names the receiver's transfer,
+    /// `seq` the frame.
+    Data = 9,
 }
 
 impl Kind {
-    /// Data packets carry bytes after the header; control packets never do.
+    /// Everything but acknowledgements carries bytes after the header.
     pub fn has_payload(self) -> bool {
-        matches!(self, Kind::Eager | Kind::Packed)
+        !matches!(self, Kind::Ack | Kind::Nack)
+    }
+
+    /// Takes a sequence number (and a credit): delivered once and in order.
+    pub fn sequenced(self) -> bool {
+        matches!(self, Kind::Eager | Kind::Packed | Kind::Rts)
     }
 
     fn from_u8(v: u8) -> Option<Kind> {
@@ -55,6 +74,11 @@ impl Kind {
             2 => Some(Kind::Ack),
             3 => Some(Kind::Nack),
             4 => Some(Kind::Packed),
+            5 => Some(Kind::Rts),
+            6 => Some(Kind::Cts),
+            7 => Some(Kind::Fin),
+            8 => Some(Kind::Pull),
+            9 => Some(Kind::Data),
             _ => None,
         }
     }
@@ -238,8 +262,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 9;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(9)));
+        k[1] = 10;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(10)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));

@@ -3,7 +3,10 @@
 use rmx_core::wire::HEADER_LEN;
 use std::collections::HashMap;
 
-use rmx_core::{Gather, Loc, MemKey, Nic, PostError, Posted, RegError, RxBuf, SlotId, UserBuf};
+use rmx_core::{
+    Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
+    SlotId, UserBuf,
+};
 
 /// Memory and posts of one simulated rank.
 pub struct MemNic {
@@ -41,6 +44,49 @@ pub struct MemNic {
     /// are uncompleted, as a send queue of that depth would.
     pub sq_depth: Option<usize>,
     uncompleted: Vec<u16>,
+    /// What the NIC reports it can do (default: messages only).
+    pub caps: Caps,
+    /// RDMA operations posted and not yet carried out by [`execute_rdma`].
+    pub rdma_out: Vec<RdmaPost>,
+    /// Refuse RDMA posts with `Busy` while set.
+    pub rdma_busy: bool,
+}
+
+/// A posted RDMA operation, waiting for the test or simulator to run it.
+#[derive(Clone, Copy, Debug)]
+pub struct RdmaPost {
+    pub peer: u16,
+    pub op: RdmaOp,
+    pub id: u32,
+    pub local: Gather,
+    pub remote: Remote,
+}
+
+/// Carries out `p`, posted by `me` to `peer`, checking both keys and bounds
+/// as a NIC does; the result is what the completion reports.
+pub fn execute_rdma(me: &mut MemNic, peer: &mut MemNic, p: &RdmaPost) -> Result<(), RdmaError> {
+    let covers = |n: &MemNic, key: MemKey, addr: u64, len: u32| {
+        n.regs
+            .get(&key.0)
+            .is_some_and(|&(s, l)| s <= addr && addr + len as u64 <= s + l)
+    };
+    if !covers(me, p.local.key, p.local.addr, p.local.len)
+        || !covers(peer, p.remote.key, p.remote.addr, p.local.len)
+    {
+        return Err(RdmaError::Access);
+    }
+    let n = p.local.len as usize;
+    match p.op {
+        RdmaOp::Write => {
+            let data = me.read_at(p.local.addr, n);
+            peer.write_at(p.remote.addr, &data);
+        }
+        RdmaOp::Read => {
+            let data = peer.read_at(p.remote.addr, n);
+            me.write_at(p.local.addr, &data);
+        }
+    }
+    Ok(())
 }
 
 /// What completes a send posted with `Posted::Later`.
@@ -74,7 +120,37 @@ impl MemNic {
             owed: Vec::new(),
             sq_depth: None,
             uncompleted: Vec::new(),
+            caps: Caps::default(),
+            rdma_out: Vec::new(),
+            rdma_busy: false,
         }
+    }
+
+    /// A NIC that can do RDMA write and read, in operations of at most `max` bytes.
+    pub fn with_rdma(mut self, max: u32) -> MemNic {
+        self.caps = Caps {
+            rdma_write: true,
+            rdma_read: true,
+            max_transfer: max,
+        };
+        self
+    }
+
+    /// Which user buffer holds `[addr, addr+len)`, and the offset there.
+    fn find(&self, addr: u64, len: usize) -> (usize, usize) {
+        let i = (0..self.user.len())
+            .rev()
+            .find(|&i| {
+                let a = self.user_addr[i];
+                a <= addr && addr + len as u64 <= a + self.user[i].len() as u64
+            })
+            .expect("memory no user buffer holds");
+        (i, (addr - self.user_addr[i]) as usize)
+    }
+
+    fn write_at(&mut self, addr: u64, data: &[u8]) {
+        let (i, o) = self.find(addr, data.len());
+        self.user[i][o..o + data.len()].copy_from_slice(data);
     }
 
     fn posted(&mut self, peer: u16, t: Token) -> Posted {
@@ -116,14 +192,7 @@ impl MemNic {
 
     /// The bytes at simulated `[addr, addr+len)`, from the newest buffer there.
     fn read_at(&self, addr: u64, len: usize) -> Vec<u8> {
-        let i = (0..self.user.len())
-            .rev()
-            .find(|&i| {
-                let a = self.user_addr[i];
-                a <= addr && addr + len as u64 <= a + self.user[i].len() as u64
-            })
-            .expect("gather from memory no user buffer holds");
-        let o = (addr - self.user_addr[i]) as usize;
+        let (i, o) = self.find(addr, len);
         self.user[i][o..o + len].to_vec()
     }
 
@@ -199,6 +268,36 @@ impl Nic for MemNic {
             "deregistered an unknown key"
         );
         self.deregistrations += 1;
+    }
+    fn caps(&self) -> Caps {
+        self.caps
+    }
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        op: RdmaOp,
+        id: u32,
+        local: Gather,
+        remote: Remote,
+    ) -> Result<Posted, PostError> {
+        if !(self.caps.rdma_read || self.caps.rdma_write) {
+            return Err(PostError::Unsupported);
+        }
+        assert!(
+            local.len <= self.caps.max_transfer,
+            "an RDMA operation above the transport's maximum"
+        );
+        if self.rdma_busy {
+            return Err(PostError::Busy);
+        }
+        self.rdma_out.push(RdmaPost {
+            peer,
+            op,
+            id,
+            local,
+            remote,
+        });
+        Ok(Posted::Later)
     }
     fn post_send_gather(
         &mut self,

@@ -126,19 +126,20 @@ fn cancel_removes_a_posted_receive() {
 }
 
 #[test]
-fn refuses_bad_rank_and_oversize() {
+fn refuses_bad_ranks_and_sends_large_messages_by_rendezvous() {
     let (mut a, mut an, _, _) = pair(Config::reliable(THRESHOLD, 4));
     let s = an.buf(&[0; 300]);
     assert_eq!(a.isend(0, &mut an, 2, 0, 0, s, 1), Err(SendError::BadRank));
-    assert_eq!(
-        a.isend(0, &mut an, 1, 0, 0, s, 300),
-        Err(SendError::TooLarge { max: THRESHOLD })
-    );
     assert_eq!(
         a.irecv(0, &mut an, Source::Rank(9), TagSel::Any, 0, s, 1),
         Err(RecvError::BadRank)
     );
     assert!(an.outbox.is_empty());
+    let r = a.isend(0, &mut an, 1, 0, 0, s, 300).unwrap();
+    assert_ne!(r, Request::COMPLETE, "pending until the receiver has it");
+    assert_eq!(an.outbox.len(), 1, "the RTS");
+    assert_eq!(an.outbox[0].1[1], wire::Kind::Rts as u8);
+    assert_eq!(a.test(r), Ok(None));
 }
 
 #[test]

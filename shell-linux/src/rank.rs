@@ -1,18 +1,31 @@
 //! A rank: one core [`Endpoint`] bound to one `loop` port, with the memory the
-//! core names by handle (bounce slots, unexpected storage, user buffers).
+//! core names by handle (bounce slots, unexpected storage, user buffers), and
+//! optionally a progress thread that drives it while the application computes.
+//!
+//! Locking: the endpoint is a plain state machine and is never entered by two
+//! threads at once. Without a progress thread the application's thread owns
+//! it outright (no lock on any call). With one, the endpoint, the NIC port and
+//! the memory handles live behind one mutex that each thread holds for the
+//! length of a call or a progress round, never across a computation. A std
+//! mutex rather than a spin lock: with more threads than cores (two ranks and
+//! a progress thread on two cores) a waiter must sleep, not spin against the
+//! holder it is waiting for.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rmx_core::{
-    Coalesce, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted,
-    RecvError, RegError, Request, RequestError, RxBuf, SendError, SlotId, Source, Stats, Status,
-    TagSel, UserBuf,
+    Caps, Coalesce, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted,
+    RdmaError, RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError,
+    SlotId, Source, Stats, Status, TagSel, UserBuf,
 };
 
 use crate::clock::now_ns;
 use crate::loopnic::region::Mr;
-use crate::loopnic::{Port, PostErr, Sge, Wc, WcStatus, INLINE_WR_ID};
+use crate::loopnic::{Events, Port, PostErr, Sge, Wc, WcOp, WcStatus, INLINE_WR_ID};
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 
@@ -90,6 +103,10 @@ impl LoopNic {
                 status: WcStatus::Success,
                 ..
             }) => Ok(Posted::Done),
+            Some(Wc {
+                status: WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_),
+                ..
+            }) => Err(PostError::Access),
             Some(_) => Err(PostError::Down),
             None => Ok(Posted::Later),
         }
@@ -221,6 +238,57 @@ impl Nic for LoopNic {
         }
     }
 
+    fn register_once(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
+        let mr = self
+            .port
+            .register_user(addr as usize, len as usize)
+            .map_err(|_| RegError::NoResources)?;
+        self.user_regs.insert(mr.key, mr);
+        Ok(MemKey(mr.key))
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            rdma_write: true,
+            rdma_read: true,
+            max_transfer: self.port.config().max_transfer,
+        }
+    }
+
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        op: RdmaOp,
+        id: u32,
+        local: Gather,
+        remote: Remote,
+    ) -> Result<Posted, PostError> {
+        let sge = Sge {
+            addr: local.addr as usize,
+            len: local.len as usize,
+            key: local.key.0,
+        };
+        let (raddr, rkey) = (remote.addr as usize, remote.key.0);
+        let r = match op {
+            RdmaOp::Write => self
+                .port
+                .post_write(peer, id as u64, sge, raddr, rkey, None),
+            RdmaOp::Read => self.port.post_read(peer, id as u64, sge, raddr, rkey),
+        };
+        Self::sent(r)
+    }
+
+    #[inline]
+    fn post_send_solicited(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        len: usize,
+    ) -> Result<Posted, PostError> {
+        let sge = self.slot_sge(slot, len);
+        Self::sent(self.port.post_send_solicited(peer, slot.0 as u64, &[sge]))
+    }
+
     #[inline]
     fn send_inline(
         &mut self,
@@ -244,8 +312,8 @@ impl Nic for LoopNic {
     }
 }
 
-/// One rank of a job on the `loop` transport.
-pub struct Rank {
+/// The endpoint and everything it names; whoever drives the rank holds it.
+struct Driver {
     ep: Box<CoreEndpoint>,
     nic: LoopNic,
     /// Zero-copy on: the monitor and this rank's queue of invalidations.
@@ -253,6 +321,150 @@ pub struct Rank {
     now: u64,
     idle: u32,
     wcs: Vec<Wc>,
+}
+
+impl Driver {
+    /// Hands the NIC's send and RDMA completions to the core.
+    #[inline]
+    fn completions(&mut self) {
+        if self.nic.port.poll_cq(&mut self.wcs) > 0 {
+            for wc in self.wcs.drain(..) {
+                match wc.op {
+                    WcOp::Send if wc.wr_id == INLINE_WR_ID => {
+                        self.ep.on_inline_complete(&mut self.nic, wc.qp)
+                    }
+                    WcOp::Send => self
+                        .ep
+                        .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16)),
+                    WcOp::Read | WcOp::Write => {
+                        let r = match wc.status {
+                            WcStatus::Success => Ok(()),
+                            WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_) => {
+                                Err(RdmaError::Access)
+                            }
+                            _ => Err(RdmaError::Down),
+                        };
+                        self.ep.on_rdma_complete(&mut self.nic, wc.wr_id as u32, r);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Polls the NIC once: receives, completions, and (every few idle
+    /// rounds) the clock and the core's timers. Returns packets handled.
+    #[inline]
+    fn progress(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(wc) = self.nic.port.poll_recv() {
+            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
+            n += 1;
+        }
+        self.completions();
+        self.idle = if n > 0 { 0 } else { self.idle + 1 };
+        // Timers are coarse (tens of microseconds): read the clock only after 64
+        // empty polls, never in the spin right after a packet, where a reply is
+        // most likely to land.
+        if self.idle & 63 == 63 {
+            self.timers();
+            // Oversubscribed (more ranks than cores): after ~1024 empty polls,
+            // give the core to a rank that may have work for us.
+            if self.idle & 1023 == 1023 {
+                std::thread::yield_now();
+            }
+        }
+        n
+    }
+
+    /// Reads the clock and runs the core's timers if one is due; returns
+    /// how long until the next one.
+    fn timers(&mut self) -> Option<u64> {
+        self.now = now_ns();
+        if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.ep.poll(self.now, &mut self.nic);
+        }
+        self.ep.poll_timeout().map(|t| t.saturating_sub(self.now))
+    }
+}
+
+/// Where a rank's driver lives.
+enum Home {
+    /// Only the application's thread drives the endpoint: no lock.
+    Own(Box<Driver>),
+    /// A progress thread drives it too.
+    Shared(Arc<Mutex<Driver>>, ProgressThread),
+    /// Only inside `set_progress_thread`, between the two.
+    Moving,
+}
+
+/// A thread that sleeps on the NIC's events (rendezvous control packets and
+/// RDMA completions, which the core posts as solicited) and drives the
+/// endpoint when one comes, so that a rendezvous moves while the
+/// application computes: the paper's independent progress.
+struct ProgressThread {
+    stop: Arc<AtomicBool>,
+    events: Events,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The longest a progress thread sleeps without an event: it then runs
+/// the core's timers and takes eager packets that raise no event.
+const PROGRESS_IDLE: Duration = Duration::from_millis(1);
+/// The shortest sleep when the core wants a retry at once (a transfer
+/// waiting for a bounce slot): yields the core rather than spinning.
+const PROGRESS_RETRY: Duration = Duration::from_micros(20);
+
+impl ProgressThread {
+    fn start(d: Arc<Mutex<Driver>>, events: Events, rank: u16) -> ProgressThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, ev) = (Arc::clone(&stop), events.clone());
+        let handle = std::thread::Builder::new()
+            .name(format!("rmx-progress-{rank}"))
+            .spawn(move || {
+                while !s.load(Ordering::Acquire) {
+                    // Read before draining: an event during the round makes
+                    // the wait below return at once.
+                    let seen = ev.count();
+                    let next = {
+                        let mut g = lock(&d);
+                        while g.progress() > 0 {}
+                        g.timers()
+                    };
+                    let sleep = match next {
+                        Some(0) => PROGRESS_RETRY,
+                        Some(ns) => Duration::from_nanos(ns).min(PROGRESS_IDLE),
+                        None => PROGRESS_IDLE,
+                    };
+                    ev.wait(seen, sleep);
+                }
+            })
+            .expect("spawn the progress thread");
+        ProgressThread {
+            stop,
+            events,
+            handle: Some(handle),
+        }
+    }
+}
+
+impl Drop for ProgressThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.events.kick();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn lock(d: &Mutex<Driver>) -> MutexGuard<'_, Driver> {
+    d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One rank of a job on the `loop` transport.
+pub struct Rank {
+    home: Home,
+    me: u16,
 }
 
 /// A pending operation and the user-buffer handle it holds.
@@ -282,8 +494,10 @@ impl Rank {
         let monitor = Monitor::global()?;
         let policy = cal.policy()?;
         let mut r = Self::build(port, nranks, cfg, Some(policy)).map_err(|e| format!("{e:?}"))?;
-        r.nic.monitor = Some(Arc::clone(&monitor));
-        r.watch = Some((Arc::clone(&monitor), monitor.subscribe()));
+        r.with(|d| {
+            d.nic.monitor = Some(Arc::clone(&monitor));
+            d.watch = Some((Arc::clone(&monitor), monitor.subscribe()));
+        });
         Ok(r)
     }
 
@@ -307,48 +521,98 @@ impl Rank {
         }
         let ep = Box::new(CoreEndpoint::with_reuse(cfg, me, nranks, reuse)?);
         let unexpected = nranks as usize * cfg.credits as usize;
-        Ok(Rank {
+        let d = Driver {
             ep,
             nic: LoopNic::new(port, cfg.eager_threshold as usize, unexpected),
             watch: None,
             now: now_ns(),
             idle: 0,
             wcs: Vec::new(),
+        };
+        Ok(Rank {
+            home: Home::Own(Box::new(d)),
+            me,
         })
     }
 
-    /// The zero-copy policy's state, if this rank has one.
-    pub fn reuse(&self) -> Option<&ShellReuse> {
-        self.ep.reuse().as_ref()
+    /// Runs `f` on the driver: directly, or under the lock when a progress
+    /// thread shares it.
+    #[inline]
+    fn with<R>(&mut self, f: impl FnOnce(&mut Driver) -> R) -> R {
+        match &mut self.home {
+            Home::Own(d) => f(d),
+            Home::Shared(d, _) => f(&mut lock(d)),
+            Home::Moving => unreachable!("no call runs while the driver moves"),
+        }
+    }
+
+    fn with_ref<R>(&self, f: impl FnOnce(&Driver) -> R) -> R {
+        match &self.home {
+            Home::Own(d) => f(d),
+            Home::Shared(d, _) => f(&lock(d)),
+            Home::Moving => unreachable!("no call runs while the driver moves"),
+        }
+    }
+
+    /// Starts or stops this rank's progress thread (off by default).
+    pub fn set_progress_thread(&mut self, on: bool) {
+        let home = std::mem::replace(&mut self.home, Home::Moving);
+        self.home = match (home, on) {
+            (Home::Own(d), true) => {
+                let events = d.nic.port.events();
+                let d = Arc::new(Mutex::new(*d));
+                let t = ProgressThread::start(Arc::clone(&d), events, self.me);
+                Home::Shared(d, t)
+            }
+            (Home::Shared(d, t), false) => {
+                drop(t);
+                match Arc::try_unwrap(d) {
+                    Ok(m) => Home::Own(Box::new(m.into_inner().unwrap_or_else(|e| e.into_inner()))),
+                    Err(_) => unreachable!("the progress thread ended and dropped its handle"),
+                }
+            }
+            (h, _) => h,
+        };
+    }
+
+    /// A progress thread drives this rank.
+    pub fn progress_thread(&self) -> bool {
+        matches!(self.home, Home::Shared(..))
+    }
+
+    /// The zero-copy policy's state, if this rank has one, seen by `f`.
+    pub fn reuse<R>(&self, f: impl FnOnce(Option<&ShellReuse>) -> R) -> R {
+        self.with_ref(|d| f(d.ep.reuse().as_ref()))
     }
 
     pub fn rank(&self) -> u16 {
-        self.ep.rank()
+        self.me
     }
 
-    pub fn stats(&self) -> &Stats {
-        self.ep.stats()
+    pub fn stats(&self) -> Stats {
+        self.with_ref(|d| *d.ep.stats())
     }
 
     /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
     /// handle for the core, and gives the handle back if the core refuses.
     fn start<E>(
-        &mut self,
+        d: &mut Driver,
         ptr: usize,
         len: usize,
         op: impl FnOnce(&mut CoreEndpoint, &mut LoopNic, u64, UserBuf) -> Result<Request, E>,
     ) -> Result<Req, E> {
-        let buf = self.nic.add_user(ptr, len);
-        match op(&mut self.ep, &mut self.nic, self.now, buf) {
+        let buf = d.nic.add_user(ptr, len);
+        match op(&mut d.ep, &mut d.nic, d.now, buf) {
             Ok(req) => Ok(Req { req, buf }),
             Err(e) => {
-                self.nic.drop_user(buf);
+                d.nic.drop_user(buf);
                 Err(e)
             }
         }
     }
 
-    /// Starts a send of `len` bytes at `ptr`.
+    /// Starts a send of `len` bytes at `ptr`. Above the eager threshold the
+    /// request completes once the receiver has the data (synchronous).
     ///
     /// # Safety
     /// The bytes must stay valid and unmodified until the request completes.
@@ -359,20 +623,22 @@ impl Rank {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
-        if let Some((m, q)) = &self.watch {
-            // Memory unmapped before this call must not be sent from.
-            m.settle();
-            self.ep.apply_invalidations(&mut self.nic, q);
-        }
-        let r = self.start(ptr as usize, len, |ep, nic, now, buf| {
-            ep.isend(now, nic, dest, tag, 0, buf, len as u32)
-        });
-        // Sends wait for free send entries: take the completions the NIC
-        // has, so they leave now rather than at the next wait.
-        if !self.ep.flushed() {
-            self.completions();
-        }
-        r
+        self.with(|d| {
+            if let Some((m, q)) = &d.watch {
+                // Memory unmapped before this call must not be sent from.
+                m.settle();
+                d.ep.apply_invalidations(&mut d.nic, q);
+            }
+            let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
+                ep.isend(now, nic, dest, tag, 0, buf, len as u32)
+            });
+            // Sends wait for free send entries: take the completions the NIC
+            // has, so they leave now rather than at the next wait.
+            if !d.ep.flushed() {
+                d.completions();
+            }
+            r
+        })
     }
 
     /// Starts a receive into `len` bytes at `ptr`.
@@ -386,21 +652,28 @@ impl Rank {
         ptr: *mut u8,
         len: usize,
     ) -> Result<Req, RecvError> {
-        self.start(ptr as usize, len, |ep, nic, now, buf| {
-            ep.irecv(now, nic, src, tag, 0, buf, len as u32)
+        self.with(|d| {
+            Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
+                ep.irecv(now, nic, src, tag, 0, buf, len as u32)
+            })
         })
     }
 
-    /// Completes `req` if it is done; otherwise hands it back.
-    pub fn test(&mut self, req: Req) -> Result<Status, Req> {
-        match self.ep.test(req.req) {
+    fn test_in(d: &mut Driver, req: Req) -> Result<Status, Req> {
+        match d.ep.test(req.req) {
             Ok(Some(st)) => {
-                self.nic.drop_user(req.buf);
+                d.nic.drop_user(req.buf);
                 Ok(st)
             }
             Ok(None) => Err(req),
             Err(RequestError::Stale) => unreachable!("Req is consumed when it completes"),
         }
+    }
+
+    /// Completes `req` if it is done; otherwise hands it back. Does not
+    /// drive the endpoint (call [`progress`](Self::progress) for that).
+    pub fn test(&mut self, req: Req) -> Result<Status, Req> {
+        self.with(|d| Self::test_in(d, req))
     }
 
     /// Drives progress until `req` completes.
@@ -410,10 +683,13 @@ impl Rank {
             // and an empty poll costs less than a table lookup. No PAUSE between
             // empty polls: measured on this machine it cost ~30% of the 8-byte
             // message rate and gained no latency.
-            if req.req != Request::COMPLETE {
-                self.progress();
-            }
-            match self.test(req) {
+            let r = self.with(|d| {
+                if req.req != Request::COMPLETE {
+                    d.progress();
+                }
+                Self::test_in(d, req)
+            });
+            match r {
                 Ok(st) => return st,
                 Err(r) => req = r,
             }
@@ -438,59 +714,23 @@ impl Rank {
     /// Sends buffered in the core (waiting for a free send entry or a
     /// credit) still need this rank to progress; `true` once none is left.
     pub fn flushed(&self) -> bool {
-        self.ep.flushed()
+        self.with_ref(|d| d.ep.flushed())
     }
 
     /// Cancels a posted receive; `true` if it had not matched yet.
     pub fn cancel(&mut self, req: &Req) -> bool {
-        self.ep.cancel(req.req).unwrap_or(false)
-    }
-
-    /// Hands the NIC's send completions to the core.
-    #[inline]
-    fn completions(&mut self) {
-        if self.nic.port.poll_cq(&mut self.wcs) > 0 {
-            for wc in self.wcs.drain(..) {
-                if wc.wr_id == INLINE_WR_ID {
-                    self.ep.on_inline_complete(&mut self.nic, wc.qp);
-                } else {
-                    self.ep
-                        .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16));
-                }
-            }
-        }
+        self.with(|d| d.ep.cancel(req.req).unwrap_or(false))
     }
 
     /// Polls the NIC once: receives, send completions, and (every few idle
     /// rounds) the clock and the core's timers. Returns packets handled.
     #[inline]
     pub fn progress(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(wc) = self.nic.port.poll_recv() {
-            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
-            n += 1;
-        }
-        self.completions();
-        self.idle = if n > 0 { 0 } else { self.idle + 1 };
-        // Timers are coarse (tens of microseconds): read the clock only after 64
-        // empty polls, never in the spin right after a packet, where a reply is
-        // most likely to land.
-        if self.idle & 63 == 63 {
-            self.now = now_ns();
-            if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.ep.poll(self.now, &mut self.nic);
-            }
-            // Oversubscribed (more ranks than cores): after ~1024 empty polls,
-            // give the core to a rank that may have work for us.
-            if self.idle & 1023 == 1023 {
-                std::thread::yield_now();
-            }
-        }
-        n
+        self.with(|d| d.progress())
     }
 }
 
-impl Drop for Rank {
+impl Drop for Driver {
     fn drop(&mut self) {
         if let Some((m, q)) = &self.watch {
             m.unsubscribe(q);

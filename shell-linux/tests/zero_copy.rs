@@ -132,10 +132,7 @@ fn unmapped_and_released_memory_is_never_sent_from_a_stale_registration() {
         };
         let first = fill(1);
         exchange(r, buf, &first, 0);
-        let before = r
-            .reuse()
-            .map(|p| p.cache().stats().registrations)
-            .unwrap_or(0);
+        let before = r.reuse(|p| p.map(|p| p.cache().stats().registrations).unwrap_or(0));
         // munmap, then new memory with new contents at the same address.
         if r.rank() == 0 {
             // SAFETY: our own mapping, remapped at once at the same place.
@@ -150,10 +147,7 @@ fn unmapped_and_released_memory_is_never_sent_from_a_stale_registration() {
             unsafe { libc::madvise(buf.cast(), 2 * 4096, libc::MADV_DONTNEED) };
         }
         exchange(r, buf, &vec![0u8; len], 200);
-        let after = r
-            .reuse()
-            .map(|p| p.cache().stats().registrations)
-            .unwrap_or(0);
+        let after = r.reuse(|p| p.map(|p| p.cache().stats().registrations).unwrap_or(0));
         if r.rank() == 0 {
             // SAFETY: our own mapping.
             unsafe { libc::munmap(buf.cast(), 2 * 4096) };

@@ -38,6 +38,13 @@ pub trait SendReuse {
     fn plan<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned>;
     /// The NIC is done reading through `id`.
     fn release<N: Nic>(&mut self, nic: &mut N, id: RegId);
+    /// A registration of `[addr, addr+len)` for a rendezvous, from the cache
+    /// whatever the reuse count; `None`: the caller registers for this
+    /// transfer alone.
+    fn pin<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned> {
+        let _ = (nic, addr, len);
+        None
+    }
     /// Memory changed: never send from a stale registration.
     fn invalidate<N: Nic>(&mut self, nic: &mut N, what: Invalidation);
 }
@@ -168,6 +175,17 @@ where
         self.cache.release(nic, id);
     }
 
+    fn pin<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned> {
+        let id = match self.cache.lookup(addr, len as u64) {
+            Some(id) => id,
+            None => self.cache.register(nic, addr, len as u64).ok()?,
+        };
+        Some(Pinned {
+            id,
+            key: self.cache.acquire(id),
+        })
+    }
+
     fn invalidate<N: Nic>(&mut self, nic: &mut N, what: Invalidation) {
         match what {
             Invalidation::Range { start, len } => {
@@ -188,6 +206,9 @@ impl<T: SendReuse> SendReuse for Option<T> {
         if let Some(r) = self {
             r.release(nic, id);
         }
+    }
+    fn pin<N: Nic>(&mut self, nic: &mut N, addr: u64, len: u32) -> Option<Pinned> {
+        self.as_mut()?.pin(nic, addr, len)
     }
     fn invalidate<N: Nic>(&mut self, nic: &mut N, what: Invalidation) {
         if let Some(r) = self {

@@ -139,7 +139,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setu
                 windows(r, warm, size, &sbuf, &mut rbufs);
             }
             let mut ns = vec![0u64; ranks.len()];
-            let before: Vec<_> = ranks.iter().map(|r| *r.stats()).collect();
+            let before: Vec<_> = ranks.iter().map(|r| r.stats()).collect();
             for _ in 0..SLICES {
                 for (k, r) in ranks.iter_mut().enumerate() {
                     ns[k] += windows(r, per_slice, size, &sbuf, &mut rbufs);

@@ -97,12 +97,15 @@ fn spectrum(
                 ns[k] += rmx_rounds(r, i as u64 + 1, size, bufs[k].get(i, size), &mut rbuf);
             }
         }
-        let p = zc.reuse().expect("zero-copy policy");
+        let (registrations, tracker) = zc.reuse(|p| {
+            let p = p.expect("zero-copy policy");
+            (p.cache().stats().registrations, p.tracker().report())
+        });
         Run {
             copy_ns: ns[0],
             zero_copy_ns: ns[1],
-            registrations: p.cache().stats().registrations,
-            tracker: p.tracker().report(),
+            registrations,
+            tracker,
         }
     });
     out[0]

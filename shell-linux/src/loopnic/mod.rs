@@ -21,7 +21,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
 
 use engine::{Engine, Job};
 use region::{access, KeyError, Mr, Pd};
@@ -47,6 +48,8 @@ pub struct LoopConfig {
     /// the work request with [`WcStatus::StaleRegistration`]. For tests: it
     /// costs a system call per send.
     pub verify_pages: bool,
+    /// Largest RDMA operation; a rendezvous splits longer transfers.
+    pub max_transfer: u32,
 }
 
 impl Default for LoopConfig {
@@ -58,6 +61,7 @@ impl Default for LoopConfig {
             sync_max: 16384,
             inline_max: 256,
             verify_pages: false,
+            max_transfer: 1 << 20,
         }
     }
 }
@@ -126,6 +130,10 @@ struct Hca {
     cq_len: AtomicUsize,
     /// Receive positions below this have been polled (taken by the rank).
     polled: CachePadded<AtomicU64>,
+    /// Events a progress thread sleeps on: completions in the CQ and
+    /// solicited packets in the ring (verbs' completion channel).
+    events: Mutex<u64>,
+    wake: Condvar,
 }
 
 impl Hca {
@@ -135,6 +143,48 @@ impl Hca {
             .unwrap_or_else(|e| e.into_inner())
             .push_back(wc);
         self.cq_len.fetch_add(1, Ordering::Release);
+        self.signal();
+    }
+
+    /// Counts an event and wakes whoever sleeps on this NIC.
+    fn signal(&self) {
+        *self.events.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.wake.notify_all();
+    }
+}
+
+/// A handle on one rank's NIC events, for a thread that sleeps until the
+/// NIC has something for the rank (a progress thread).
+#[derive(Clone)]
+pub struct Events {
+    shared: Arc<Shared>,
+    rank: u16,
+}
+
+impl Events {
+    /// Events so far.
+    pub fn count(&self) -> u64 {
+        *self.shared.hcas[self.rank as usize]
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sleeps until the count differs from `seen` or `timeout` passes;
+    /// returns the count.
+    pub fn wait(&self, seen: u64, timeout: Duration) -> u64 {
+        let hca = &self.shared.hcas[self.rank as usize];
+        let g = hca.events.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = hca
+            .wake
+            .wait_timeout_while(g, timeout, |n| *n == seen)
+            .unwrap_or_else(|e| e.into_inner());
+        *g
+    }
+
+    /// Wakes the sleeper (to stop it).
+    pub fn kick(&self) {
+        self.shared.hcas[self.rank as usize].signal();
     }
 }
 
@@ -160,6 +210,8 @@ impl Fabric {
                 cq: Mutex::new(VecDeque::new()),
                 cq_len: AtomicUsize::new(0),
                 polled: CachePadded::new(AtomicU64::new(0)),
+                events: Mutex::new(0),
+                wake: Condvar::new(),
             })
             .collect();
         Fabric {
@@ -313,7 +365,10 @@ impl Port {
                 return Err(e);
             }
         }
-        let mr = self.hca().pd.register(addr, len, 0);
+        // Local and remote access, as a rendezvous needs (RDMA read of a
+        // sender's buffer, RDMA write into a receiver's).
+        let all = access::LOCAL_WRITE | access::REMOTE_READ | access::REMOTE_WRITE;
+        let mr = self.hca().pd.register(addr, len, all);
         if self.shared.cfg.verify_pages {
             if let Some(f) = pagemap::frames(addr, len) {
                 let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
@@ -349,6 +404,14 @@ impl Port {
         })
     }
 
+    /// This rank's NIC events, for a thread that sleeps on them.
+    pub fn events(&self) -> Events {
+        Events {
+            shared: Arc::clone(&self.shared),
+            rank: self.rank,
+        }
+    }
+
     /// SEND with a gather list. Consumes one receive buffer at `peer`.
     /// `Ok(Some(wc))`: completed during the call; `Ok(None)`: completes in the CQ.
     pub fn post_send(
@@ -356,6 +419,28 @@ impl Port {
         peer: u16,
         wr_id: u64,
         sges: &[Sge],
+    ) -> Result<Option<Wc>, PostErr> {
+        self.send(peer, wr_id, sges, false)
+    }
+
+    /// SEND that also raises an event at `peer` once delivered (verbs'
+    /// `IBV_SEND_SOLICITED`), waking a thread sleeping on its [`Events`].
+    pub fn post_send_solicited(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+    ) -> Result<Option<Wc>, PostErr> {
+        self.send(peer, wr_id, sges, true)
+    }
+
+    #[inline]
+    fn send(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+        solicited: bool,
     ) -> Result<Option<Wc>, PostErr> {
         let dst = hca_of(&self.shared, peer)?;
         let done = completion(wr_id, peer, WcOp::Send);
@@ -392,6 +477,9 @@ impl Port {
                 off += s.len;
             }
             dst.ring.publish(pos, total as u32, None, self.rank);
+            if solicited {
+                dst.signal();
+            }
             self.until_taken(peer, pos, wr_id, total);
             return Ok(None);
         }
@@ -404,9 +492,11 @@ impl Port {
             let then: Box<dyn FnOnce() + Send> = if k + 1 == n {
                 let shared = Arc::clone(&self.shared);
                 Box::new(move || {
-                    shared.hcas[peer as usize]
-                        .ring
-                        .publish(pos, total as u32, None, me);
+                    let dst = &shared.hcas[peer as usize];
+                    dst.ring.publish(pos, total as u32, None, me);
+                    if solicited {
+                        dst.signal();
+                    }
                     shared.hcas[me as usize].complete(done(WcStatus::Success, total));
                 })
             } else {

@@ -11,6 +11,7 @@ fn fabric(sync_max: usize) -> (Port, Port) {
             sync_max,
             inline_max: 64,
             verify_pages: true,
+            max_transfer: 1 << 20,
         },
     );
     (f.port(0), f.port(1))

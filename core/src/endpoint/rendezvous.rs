@@ -1,0 +1,853 @@
+//! The rendezvous state machines of an endpoint ([`crate::rendezvous`] has
+//! the protocols and their packets). A transfer advances only when the
+//! endpoint is driven — by a packet, a completion, a call or `poll` — from
+//! whichever thread drives it: without a call or a progress thread, an RPUT
+//! sender never sees its CTS and no data moves.
+//!
+//! Each request can carry one transfer, kept at the request's index, so a
+//! large message needs no capacity beyond its request handle.
+
+use super::*;
+use crate::nic::{Caps, MemKey, RdmaError, RdmaOp, Remote};
+use crate::rendezvous::{Asked, Cts, Fin, Protocol, Pull, Rts, Window};
+use crate::reuse::Pinned;
+
+/// How a transfer's user buffer is registered.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Reg {
+    None,
+    /// Through the registration cache (released, not deregistered).
+    Cached(Pinned),
+    /// For this transfer only.
+    Own(MemKey),
+}
+
+impl Reg {
+    fn key(self) -> MemKey {
+        match self {
+            Reg::None => MemKey(0),
+            Reg::Cached(p) => p.key,
+            Reg::Own(k) => k,
+        }
+    }
+}
+
+/// A control packet a transfer still has to send (no slot, or a busy NIC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Owe {
+    Nothing,
+    Cts,
+    Fin,
+}
+
+/// One side of a rendezvous.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Transfer {
+    pub active: bool,
+    pub send: bool,
+    pub proto: Protocol,
+    pub req: Request,
+    pub peer: u16,
+    pub buf: UserBuf,
+    /// Bytes to move: the message (sender), what the receive takes (receiver).
+    pub len: u32,
+    pub reg: Reg,
+    pub addr: u64,
+    pub remote: Remote,
+    pub remote_id: u32,
+    /// RDMA: bytes posted so far, and operations not yet completed.
+    pub posted: u32,
+    pub chunks: u16,
+    /// The RDMA side could not post everything (busy NIC): `poll` goes on.
+    pub stalled: bool,
+    pub fault: Option<RdmaError>,
+    /// What the receive reports when it ends.
+    pub status: Status,
+    pub owe: Owe,
+    /// PULL receiver: frames arrived and asked for.
+    pub window: Window,
+    /// PULL sender: frames asked for and not yet sent.
+    pub asked: Asked,
+    /// PULL sender: sent a frame since the last FIN-less timeout.
+    pub served: bool,
+    /// When the transfer last moved (PULL timers on lossy transports).
+    pub last: u64,
+}
+
+impl Transfer {
+    pub const IDLE: Transfer = Transfer {
+        active: false,
+        send: false,
+        proto: Protocol::Pull,
+        req: Request::COMPLETE,
+        peer: 0,
+        buf: UserBuf(0),
+        len: 0,
+        reg: Reg::None,
+        addr: 0,
+        remote: Remote {
+            addr: 0,
+            key: MemKey(0),
+        },
+        remote_id: 0,
+        posted: 0,
+        chunks: 0,
+        stalled: false,
+        fault: None,
+        status: Status::SENT,
+        owe: Owe::Nothing,
+        window: Window {
+            base: 0,
+            bits: 0,
+            asked: 0,
+            frames: 0,
+        },
+        asked: Asked::EMPTY,
+        served: false,
+        last: 0,
+    };
+}
+
+/// A recently finished PULL receive, so a repeated frame (its FIN was lost)
+/// is answered with the FIN again.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Finished {
+    pub peer: u16,
+    pub id: u32,
+    pub sender: u32,
+}
+
+impl<
+        const PEERS: usize,
+        const POSTED: usize,
+        const UNEXP: usize,
+        const SLOTS: usize,
+        const REQS: usize,
+        const W: usize,
+        Z: SendReuse,
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
+{
+    /// The rendezvous to offer: configured, else the best the transport
+    /// can do. An RDMA protocol the transport lacks becomes PULL.
+    fn protocol(&self, caps: Caps) -> Protocol {
+        let best = if caps.rdma_read {
+            Protocol::Rget
+        } else if caps.rdma_write {
+            Protocol::Rput
+        } else {
+            Protocol::Pull
+        };
+        match self.cfg.rendezvous {
+            None => best,
+            Some(Protocol::Rget) if caps.rdma_read => Protocol::Rget,
+            Some(Protocol::Rput) if caps.rdma_write => Protocol::Rput,
+            Some(_) => Protocol::Pull,
+        }
+    }
+
+    /// Registers `len` bytes of `buf` for the NIC (cached when the reuse
+    /// policy keeps registrations); `None` if the shell cannot.
+    fn register_buf<N: Nic>(&mut self, nic: &mut N, buf: UserBuf, len: u32) -> Option<(u64, Reg)> {
+        let addr = nic.user_addr(buf)?;
+        if let Some(p) = self.reuse.pin(nic, addr, len) {
+            return Some((addr, Reg::Cached(p)));
+        }
+        match nic.register_once(addr, len as u64) {
+            Ok(k) => Some((addr, Reg::Own(k))),
+            Err(_) => {
+                self.stats.rndv_register_failures += 1;
+                None
+            }
+        }
+    }
+
+    fn release_buf<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        match core::mem::replace(&mut self.xfers[i].reg, Reg::None) {
+            Reg::None => {}
+            Reg::Cached(p) => self.reuse.release(nic, p.id),
+            Reg::Own(k) => nic.deregister(k),
+        }
+    }
+
+    /// `isend` of a message above the eager threshold: registers the buffer
+    /// when the protocol needs it, and sends (or queues) the RTS.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_send<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        buf: UserBuf,
+        len: u32,
+    ) -> Result<Request, SendError> {
+        let req = self
+            .reqs
+            .alloc(State::Rndv)
+            .ok_or(SendError::RequestTableFull)?;
+        let i = req.index();
+        let mut proto = self.protocol(nic.caps());
+        let mut x = Transfer {
+            active: true,
+            send: true,
+            proto,
+            req,
+            peer: dest,
+            buf,
+            len,
+            last: now,
+            ..Transfer::IDLE
+        };
+        if proto != Protocol::Pull {
+            match self.register_buf(nic, buf, len) {
+                Some((addr, reg)) => {
+                    x.addr = addr;
+                    x.reg = reg;
+                }
+                None => proto = Protocol::Pull,
+            }
+            x.proto = proto;
+        }
+        self.xfers[i] = x;
+        self.active += 1;
+        self.stats.rndv_sends += 1;
+        let q = QueuedSend {
+            req,
+            dest,
+            tag,
+            context,
+            buf,
+            len,
+            rndv: true,
+        };
+        if self.peers[dest as usize].queued == 0 {
+            if let Sent::Rts = self.send_rts(now, nic, &q) {
+                return Ok(req);
+            }
+        }
+        // Cannot fail: every queued send holds one of REQS requests.
+        let _ = self.queued.push_back(q);
+        self.peers[dest as usize].queued += 1;
+        self.stats.send_stalls += 1;
+        Ok(req)
+    }
+
+    /// Sends the RTS of `q` if a credit and a bounce slot are free: a
+    /// sequenced message like an eager one, queued behind the connection's
+    /// backlog to keep the order.
+    pub(super) fn send_rts<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> Sent {
+        let d = q.dest as usize;
+        if self.peers[d].credits_left(self.cfg.credits) == 0 || self.free_slots.len() < 2 {
+            return Sent::No;
+        }
+        let Some(slot) = self.free_slots.pop() else {
+            return Sent::No;
+        };
+        let x = &self.xfers[q.req.index()];
+        let rts = Rts {
+            proto: x.proto,
+            id: q.req.to_wire(),
+            len: q.len,
+            remote: if x.proto == Protocol::Rget {
+                Remote {
+                    addr: x.addr,
+                    key: x.reg.key(),
+                }
+            } else {
+                Remote::default()
+            },
+        };
+        let h = Header {
+            context: q.context,
+            tag: q.tag,
+            len: Rts::LEN as u32,
+            ..self.header(q.dest, Kind::Rts)
+        };
+        let out = nic.slot_mut(SlotId(slot));
+        let _ = h.encode(out);
+        let mut body = [0u8; Rts::LEN];
+        rts.encode(&mut body);
+        out[HEADER_LEN..HEADER_LEN + Rts::LEN].copy_from_slice(&body);
+        self.sent(d, &h);
+        self.slots[slot as usize] = SlotMeta {
+            peer: q.dest,
+            len: (HEADER_LEN + Rts::LEN) as u32,
+            seq: h.seq,
+            msgs: 1,
+            awaiting_ack: !self.cfg.reliable,
+            wake: true,
+            next: NO_SLOT,
+            ..SlotMeta::default()
+        };
+        self.track_unacked(now, d, slot);
+        self.post_or_queue(nic, slot);
+        Sent::Rts
+    }
+
+    /// A receive matched an RTS: the transfer starts by the protocol the
+    /// sender offered, or by pulling when this side cannot register.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_recv<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        req: Request,
+        buf: UserBuf,
+        capacity: u32,
+        env: Envelope,
+        rts: Rts,
+    ) {
+        let n = rts.len.min(capacity);
+        let fault = (rts.len > capacity).then(|| {
+            self.stats.truncated += 1;
+            RecvFault::Truncated {
+                len: rts.len,
+                capacity,
+            }
+        });
+        self.reqs.set(req, State::Rndv);
+        self.stats.rndv_recvs += 1;
+        let i = req.index();
+        self.xfers[i] = Transfer {
+            active: true,
+            send: false,
+            proto: rts.proto,
+            req,
+            peer: env.src,
+            buf,
+            len: n,
+            remote: rts.remote,
+            remote_id: rts.id,
+            status: Status {
+                source: env.src,
+                tag: env.tag,
+                len: n,
+                fault,
+            },
+            last: now,
+            ..Transfer::IDLE
+        };
+        self.active += 1;
+        if n == 0 {
+            self.finish(nic, i);
+            return;
+        }
+        if rts.proto != Protocol::Pull {
+            match self.register_buf(nic, buf, n) {
+                Some((addr, reg)) => {
+                    let x = &mut self.xfers[i];
+                    x.addr = addr;
+                    x.reg = reg;
+                }
+                None => self.xfers[i].proto = Protocol::Pull,
+            }
+        }
+        match self.xfers[i].proto {
+            Protocol::Rget => self.pump(nic, i),
+            Protocol::Rput => {
+                self.xfers[i].owe = Owe::Cts;
+                self.send_owed(nic, i);
+            }
+            Protocol::Pull => {
+                let frames = n.div_ceil(self.cfg.eager_threshold);
+                self.xfers[i].window = Window::new(frames);
+                self.ask(nic, i);
+            }
+        }
+    }
+
+    /// The transfer a rendezvous packet names, if it is live and `peer`'s.
+    fn named(&self, id: u32, peer: u16, send: bool) -> Option<usize> {
+        let r = Request::from_wire(id);
+        let x = self.xfers.get(r.index())?;
+        (x.active && x.req == r && x.peer == peer && x.send == send).then_some(r.index())
+    }
+
+    /// A CTS, FIN, PULL or DATA packet (RTS is matched as a message).
+    pub(super) fn on_rndv_packet<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header) {
+        let body = &nic.rx(buf)[HEADER_LEN..];
+        let ok = match h.kind {
+            Kind::Cts => match Cts::decode(body) {
+                Ok(c) => self.on_cts(nic, h.src, c),
+                Err(_) => false,
+            },
+            Kind::Fin => match Fin::decode(body) {
+                Ok(f) => self.on_fin(nic, h.src, f),
+                Err(_) => false,
+            },
+            Kind::Pull => match Pull::decode(body) {
+                Ok(p) => self.on_pull(now, nic, h.src, p),
+                Err(_) => false,
+            },
+            Kind::Data => self.on_data(now, nic, buf, h),
+            _ => false,
+        };
+        if !ok {
+            debug!("rmx: rank {} dropped a stray rendezvous packet", self.me);
+            self.stats.malformed += 1;
+            self.stats.rndv_stray += 1;
+        }
+    }
+
+    fn on_cts<N: Nic>(&mut self, nic: &mut N, src: u16, c: Cts) -> bool {
+        let Some(i) = self.named(c.sender, src, true) else {
+            return false;
+        };
+        let x = &mut self.xfers[i];
+        if x.proto != Protocol::Rput || x.remote_id != 0 || c.receiver == 0 {
+            return false;
+        }
+        x.remote = c.remote;
+        x.remote_id = c.receiver;
+        x.len = x.len.min(c.len);
+        if x.len == 0 {
+            x.owe = Owe::Fin;
+            self.settle(nic, i);
+        } else {
+            self.pump(nic, i);
+        }
+        true
+    }
+
+    fn on_fin<N: Nic>(&mut self, nic: &mut N, src: u16, f: Fin) -> bool {
+        // A sender (RGET, PULL) or an RPUT receiver waits for a FIN.
+        let i = match self.named(f.id, src, true) {
+            Some(i) if self.xfers[i].proto != Protocol::Rput => i,
+            _ => match self.named(f.id, src, false) {
+                Some(i) if self.xfers[i].proto == Protocol::Rput => i,
+                _ => {
+                    // A repeated FIN of a transfer already ended.
+                    return !self.cfg.reliable;
+                }
+            },
+        };
+        if self.xfers[i].chunks > 0 {
+            return false;
+        }
+        self.xfers[i].fault = self.xfers[i].fault.or(f.fault);
+        self.complete(nic, i);
+        true
+    }
+
+    fn on_pull<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16, p: Pull) -> bool {
+        let Some(i) = self.named(p.sender, src, true) else {
+            // Asked again after the FIN ended the send: nothing to serve.
+            return !self.cfg.reliable;
+        };
+        let frames = self.xfers[i].len.div_ceil(self.cfg.eager_threshold);
+        let x = &mut self.xfers[i];
+        if p.receiver == 0
+            || p.count == 0
+            || p.first >= frames
+            || p.count > frames - p.first
+            || (x.remote_id != 0 && x.remote_id != p.receiver)
+        {
+            return false;
+        }
+        x.remote_id = p.receiver;
+        x.last = now;
+        for f in p.first..p.first + p.count {
+            if !x.asked.insert(f) {
+                return false;
+            }
+        }
+        self.serve(now, nic, i);
+        true
+    }
+
+    fn on_data<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header) -> bool {
+        let Some(i) = self.named(h.tag, h.src, false) else {
+            // A frame of a receive that already ended: its FIN was lost.
+            if let Some(f) = self
+                .finished
+                .iter()
+                .find(|f| f.id == h.tag && f.peer == h.src)
+            {
+                let fin = Fin {
+                    id: f.sender,
+                    fault: None,
+                };
+                let mut b = [0u8; Fin::LEN];
+                fin.encode(&mut b);
+                self.ctl(nic, h.src, Kind::Fin, &b);
+                return true;
+            }
+            return !self.cfg.reliable;
+        };
+        let frame = self.cfg.eager_threshold;
+        let x = self.xfers[i];
+        if x.proto != Protocol::Pull || h.seq >= x.window.frames {
+            return false;
+        }
+        let off = h.seq * frame;
+        // A receive that truncates mid-frame takes the frame's first bytes.
+        let expect = (x.len - off).min(frame);
+        if h.len < expect || h.len > frame {
+            return false;
+        }
+        if !self.xfers[i].window.arrived(h.seq) {
+            self.stats.duplicates += 1;
+            return true;
+        }
+        nic.copy(
+            Loc::User(x.buf, off),
+            Loc::Rx(buf, HEADER_LEN as u32),
+            expect as usize,
+        );
+        self.xfers[i].last = now;
+        if self.xfers[i].window.complete() {
+            self.finish(nic, i);
+        } else {
+            self.ask(nic, i);
+        }
+        true
+    }
+
+    /// PULL receiver: asks for frames up to the window's limit.
+    fn ask<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        let per = self.cfg.pull_frames as u32;
+        let limit = per * self.cfg.pull_requests as u32;
+        loop {
+            let mut w = self.xfers[i].window;
+            let Some((first, count)) = w.next_ask(per, limit) else {
+                break;
+            };
+            if !self.send_pull(nic, i, first, count) {
+                // No slot now: `poll` (or the timeout on lossy transports) asks.
+                self.rndv_due = true;
+                break;
+            }
+            self.xfers[i].window = w;
+        }
+        self.arm_transfer(i);
+    }
+
+    fn send_pull<N: Nic>(&mut self, nic: &mut N, i: usize, first: u32, count: u32) -> bool {
+        let x = &self.xfers[i];
+        let p = Pull {
+            sender: x.remote_id,
+            receiver: x.req.to_wire(),
+            first,
+            count,
+        };
+        let mut b = [0u8; Pull::LEN];
+        p.encode(&mut b);
+        let peer = x.peer;
+        self.ctl(nic, peer, Kind::Pull, &b)
+    }
+
+    /// PULL sender: sends the frames asked for while slots allow.
+    fn serve<N: Nic>(&mut self, now: u64, nic: &mut N, i: usize) {
+        let frame = self.cfg.eager_threshold;
+        while let Some(f) = self.xfers[i].asked.first() {
+            if self.free_slots.len() < 2 {
+                self.rndv_due = true;
+                return;
+            }
+            let Some(slot) = self.free_slots.pop() else {
+                return;
+            };
+            let x = self.xfers[i];
+            let off = f * frame;
+            let n = (x.len - off).min(frame);
+            let h = Header {
+                tag: x.remote_id,
+                seq: f,
+                len: n,
+                ..self.header(x.peer, Kind::Data)
+            };
+            let _ = h.encode(nic.slot_mut(SlotId(slot)));
+            nic.copy(
+                Loc::Slot(SlotId(slot), HEADER_LEN as u32),
+                Loc::User(x.buf, off),
+                n as usize,
+            );
+            self.slots[slot as usize] = SlotMeta {
+                peer: x.peer,
+                len: HEADER_LEN as u32 + n,
+                wake: true,
+                next: NO_SLOT,
+                ..SlotMeta::default()
+            };
+            self.peers[x.peer as usize].carried(h.credit);
+            self.post_or_queue(nic, slot);
+            let x = &mut self.xfers[i];
+            x.asked.pop();
+            x.served = true;
+            x.last = now;
+        }
+        self.arm_transfer(i);
+    }
+
+    /// RDMA side (RGET receiver, RPUT sender): posts the transfer in
+    /// operations of at most the transport's maximum size.
+    fn pump<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        let max = nic.caps().max_transfer.max(1);
+        let op = if self.xfers[i].send {
+            RdmaOp::Write
+        } else {
+            RdmaOp::Read
+        };
+        self.xfers[i].stalled = false;
+        loop {
+            let x = self.xfers[i];
+            if x.posted >= x.len || x.fault.is_some() {
+                break;
+            }
+            let n = (x.len - x.posted).min(max);
+            let local = Gather {
+                addr: x.addr + x.posted as u64,
+                len: n,
+                key: x.reg.key(),
+            };
+            let remote = Remote {
+                addr: x.remote.addr + x.posted as u64,
+                key: x.remote.key,
+            };
+            let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
+            let x = &mut self.xfers[i];
+            match r {
+                Ok(Posted::Done) => x.posted += n,
+                Ok(Posted::Later) => {
+                    x.posted += n;
+                    x.chunks += 1;
+                }
+                Err(PostError::Busy) => {
+                    x.stalled = true;
+                    self.rndv_due = true;
+                    self.stats.post_busy += 1;
+                    return;
+                }
+                Err(PostError::Access) => x.fault = Some(RdmaError::Access),
+                Err(PostError::Down | PostError::Unsupported) => x.fault = Some(RdmaError::Down),
+            }
+            self.stats.rdma_ops += 1;
+        }
+        self.settle(nic, i);
+    }
+
+    /// An RDMA operation posted with `Posted::Later` completed.
+    pub fn on_rdma_complete<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        id: u32,
+        result: Result<(), RdmaError>,
+    ) {
+        let r = Request::from_wire(id);
+        let i = r.index();
+        match self.xfers.get(i) {
+            Some(x) if x.active && x.req == r && x.chunks > 0 => {}
+            _ => return,
+        }
+        let x = &mut self.xfers[i];
+        x.chunks -= 1;
+        if let Err(e) = result {
+            x.fault = Some(e);
+        }
+        self.settle(nic, i);
+    }
+
+    /// RDMA side: once every operation completed (or one failed and the
+    /// rest drained), the peer is told by FIN and this side ends.
+    fn settle<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        let x = self.xfers[i];
+        if x.chunks > 0 || (x.posted < x.len && x.fault.is_none()) {
+            return;
+        }
+        if x.fault.is_some() {
+            self.stats.rdma_faults += 1;
+        }
+        self.finish(nic, i);
+    }
+
+    /// This side moved its data: FIN to the peer, then the request ends.
+    fn finish<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        self.xfers[i].owe = Owe::Fin;
+        self.send_owed(nic, i);
+    }
+
+    /// Sends the control packet the transfer owes; `false` if it must wait.
+    fn send_owed<N: Nic>(&mut self, nic: &mut N, i: usize) -> bool {
+        let x = self.xfers[i];
+        let sent = match x.owe {
+            Owe::Nothing => return true,
+            Owe::Cts => {
+                let c = Cts {
+                    sender: x.remote_id,
+                    receiver: x.req.to_wire(),
+                    len: x.len,
+                    remote: Remote {
+                        addr: x.addr,
+                        key: x.reg.key(),
+                    },
+                };
+                let mut b = [0u8; Cts::LEN];
+                c.encode(&mut b);
+                self.ctl(nic, x.peer, Kind::Cts, &b)
+            }
+            Owe::Fin => {
+                let f = Fin {
+                    id: x.remote_id,
+                    fault: x.fault,
+                };
+                let mut b = [0u8; Fin::LEN];
+                f.encode(&mut b);
+                // A receive that ends before anything moved (nothing to take)
+                // still tells the sender; a PULL sender never sends one.
+                self.ctl(nic, x.peer, Kind::Fin, &b)
+            }
+        };
+        if !sent {
+            self.rndv_due = true;
+            return false;
+        }
+        self.xfers[i].owe = Owe::Nothing;
+        if x.owe == Owe::Fin {
+            if !x.send && x.proto == Protocol::Pull && !self.cfg.reliable {
+                if self.finished.is_full() {
+                    self.finished.pop_front();
+                }
+                let _ = self.finished.push_back(Finished {
+                    peer: x.peer,
+                    id: x.req.to_wire(),
+                    sender: x.remote_id,
+                });
+            }
+            self.complete(nic, i);
+        }
+        true
+    }
+
+    /// Ends the transfer and its request (with its fault, if any).
+    fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
+        self.release_buf(nic, i);
+        let x = self.xfers[i];
+        let state = if x.send {
+            match x.fault {
+                None => State::SendDone,
+                Some(e) => State::Done(Status {
+                    fault: Some(RecvFault::Rdma(e)),
+                    ..Status::SENT
+                }),
+            }
+        } else {
+            let mut st = x.status;
+            if let Some(e) = x.fault {
+                st.fault = Some(RecvFault::Rdma(e));
+                st.len = 0;
+            }
+            State::Done(st)
+        };
+        self.reqs.set(x.req, state);
+        self.xfers[i] = Transfer::IDLE;
+        self.active -= 1;
+    }
+
+    /// Sends a rendezvous control packet with `body`; `false` if no slot
+    /// or the NIC is busy (the transfer retries from `poll`).
+    fn ctl<N: Nic>(&mut self, nic: &mut N, dest: u16, kind: Kind, body: &[u8]) -> bool {
+        let Some(slot) = self.free_slots.pop() else {
+            return false;
+        };
+        let h = Header {
+            len: body.len() as u32,
+            ..self.header(dest, kind)
+        };
+        let out = nic.slot_mut(SlotId(slot));
+        let _ = h.encode(out);
+        out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
+        let len = HEADER_LEN + body.len();
+        match nic.post_send_solicited(dest, SlotId(slot), len) {
+            Ok(r) => {
+                self.stats.packets_out += 1;
+                self.peers[dest as usize].carried(h.credit);
+                if r == Posted::Later {
+                    self.peers[dest as usize].wqes += 1;
+                    self.slots[slot as usize] = SlotMeta {
+                        peer: dest,
+                        len: len as u32,
+                        in_nic: true,
+                        sealed: true,
+                        next: NO_SLOT,
+                        ..SlotMeta::default()
+                    };
+                } else {
+                    let _ = self.free_slots.push(slot);
+                }
+                true
+            }
+            Err(_) => {
+                let _ = self.free_slots.push(slot);
+                self.stats.post_busy += 1;
+                false
+            }
+        }
+    }
+
+    /// On lossy transports a PULL transfer keeps a timer.
+    fn arm_transfer(&mut self, i: usize) {
+        let x = &self.xfers[i];
+        if !self.cfg.reliable && x.active && x.proto == Protocol::Pull {
+            self.arm(x.last + self.cfg.rto_ns);
+        }
+    }
+
+    /// From `poll`: retries what waited for a slot or a busy NIC, and on
+    /// lossy transports recovers PULL transfers that stopped moving.
+    pub(super) fn poll_transfers<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        self.rndv_due = false;
+        if self.active == 0 {
+            return;
+        }
+        for i in 0..REQS {
+            if !self.xfers[i].active {
+                continue;
+            }
+            if self.xfers[i].owe != Owe::Nothing {
+                self.send_owed(nic, i);
+                continue;
+            }
+            let x = self.xfers[i];
+            if x.stalled {
+                self.pump(nic, i);
+                continue;
+            }
+            if x.proto != Protocol::Pull {
+                continue;
+            }
+            if x.send {
+                if !x.asked.is_empty() {
+                    self.serve(now, nic, i);
+                } else if !self.cfg.reliable && x.served && now >= x.last + self.cfg.rto_ns {
+                    // No FIN: it may be lost. The first frame again makes the
+                    // receiver repeat its FIN (or drop it as a duplicate).
+                    let _ = self.xfers[i].asked.insert(0);
+                    self.stats.retransmits += 1;
+                    self.serve(now, nic, i);
+                }
+            } else if x.remote_id != 0 {
+                if !self.cfg.reliable && now >= x.last + self.cfg.rto_ns {
+                    let w = x.window;
+                    let mut again = [(0u32, 0u32); 8];
+                    let mut n = 0;
+                    w.missing(|first, count| {
+                        if n < again.len() {
+                            again[n] = (first, count);
+                            n += 1;
+                        }
+                    });
+                    for &(first, count) in &again[..n] {
+                        self.stats.retransmits += 1;
+                        if !self.send_pull(nic, i, first, count) {
+                            break;
+                        }
+                    }
+                    self.xfers[i].last = now;
+                }
+                self.ask(nic, i);
+            }
+            self.arm_transfer(i);
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! Rendezvous for messages above the eager threshold: the protocols, the
+//! bodies of their packets, and the receiver's block bitmap for PULL.
+//!
+//! ```text
+//! RPUT  sender --RTS--> receiver --CTS(addr,key)--> sender --RDMA write--> --FIN--> receiver
+//! RGET  sender --RTS(addr,key)--> receiver --RDMA read--> --FIN--> sender
+//! PULL  sender --RTS--> receiver --PULL(frames)--> sender --DATA frames--> receiver --FIN--> sender
+//! ```
+//!
+//! The RTS is a sequenced message: it takes a credit and is matched like an
+//! eager message, so MPI's ordering holds across both protocols. CTS, FIN,
+//! PULL and DATA are control packets outside the sequence; on a lossy
+//! transport PULL recovers from loss by asking again (the receiver) and by
+//! re-sending a frame when no FIN came (the sender), which makes the
+//! receiver repeat its FIN.
+//!
+//! Bodies (little-endian, fixed length, validated):
+//!
+//! ```text
+//! RTS  24 B  proto u8, 3 reserved zero, sender id u32, length u32, key u32, addr u64
+//! CTS  24 B  sender id u32, receiver id u32, length u32, key u32, addr u64
+//! FIN   8 B  id u32 (the side being finished), fault u32 (0 none, 1 access, 2 down)
+//! PULL 16 B  sender id u32, receiver id u32, first frame u32, frames u32
+//! DATA       header tag = receiver id, header seq = frame index; the frame's bytes
+//! ```
+
+use crate::nic::{MemKey, RdmaError, Remote};
+
+/// Which rendezvous moves a large message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// RTS, CTS with the receiver's buffer, RDMA write by the sender, FIN
+    /// (a two-way handshake: the data waits for the sender to see the CTS).
+    Rput = 1,
+    /// RTS with the sender's buffer, RDMA read by the receiver, FIN (a
+    /// one-way handshake: the sender is free once the RTS left).
+    Rget = 2,
+    /// The receiver asks for frames, the sender answers with data packets;
+    /// for message-only transports.
+    Pull = 3,
+}
+
+impl Protocol {
+    fn from_u8(v: u8) -> Option<Protocol> {
+        match v {
+            1 => Some(Protocol::Rput),
+            2 => Some(Protocol::Rget),
+            3 => Some(Protocol::Pull),
+            _ => None,
+        }
+    }
+
+    /// The name used on command lines and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Rput => "rput",
+            Protocol::Rget => "rget",
+            Protocol::Pull => "pull",
+        }
+    }
+}
+
+/// Why a rendezvous body could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// The body is not the fixed length of its kind.
+    Len { expected: usize, got: usize },
+    /// An unknown protocol number in an RTS.
+    Protocol(u8),
+    /// Reserved bytes not zero.
+    Reserved,
+    /// An unknown fault code in a FIN.
+    Fault(u32),
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from(le32(b, at)) | u64::from(le32(b, at + 4)) << 32
+}
+
+fn exact<const N: usize>(b: &[u8]) -> Result<&[u8; N], BodyError> {
+    b.try_into().map_err(|_| BodyError::Len {
+        expected: N,
+        got: b.len(),
+    })
+}
+
+/// Request to send: the envelope rides in the header, this in the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rts {
+    pub proto: Protocol,
+    /// The sender's transfer, named in the CTS, PULL and FIN that answer.
+    pub id: u32,
+    /// The message's length.
+    pub len: u32,
+    /// The sender's buffer (RGET); zero otherwise.
+    pub remote: Remote,
+}
+
+impl Rts {
+    pub const LEN: usize = 24;
+
+    pub fn encode(&self, out: &mut [u8; Self::LEN]) {
+        out[0] = self.proto as u8;
+        out[1..4].fill(0);
+        out[4..8].copy_from_slice(&self.id.to_le_bytes());
+        out[8..12].copy_from_slice(&self.len.to_le_bytes());
+        out[12..16].copy_from_slice(&self.remote.key.0.to_le_bytes());
+        out[16..24].copy_from_slice(&self.remote.addr.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Rts, BodyError> {
+        let b = exact::<{ Self::LEN }>(b)?;
+        let proto = Protocol::from_u8(b[0]).ok_or(BodyError::Protocol(b[0]))?;
+        if b[1..4] != [0, 0, 0] {
+            return Err(BodyError::Reserved);
+        }
+        Ok(Rts {
+            proto,
+            id: le32(b, 4),
+            len: le32(b, 8),
+            remote: Remote {
+                key: MemKey(le32(b, 12)),
+                addr: le64(b, 16),
+            },
+        })
+    }
+}
+
+/// Clear to send (RPUT): where the sender writes, and how much.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cts {
+    pub sender: u32,
+    pub receiver: u32,
+    /// Bytes the receive can take (less than the message when it truncates).
+    pub len: u32,
+    pub remote: Remote,
+}
+
+impl Cts {
+    pub const LEN: usize = 24;
+
+    pub fn encode(&self, out: &mut [u8; Self::LEN]) {
+        out[0..4].copy_from_slice(&self.sender.to_le_bytes());
+        out[4..8].copy_from_slice(&self.receiver.to_le_bytes());
+        out[8..12].copy_from_slice(&self.len.to_le_bytes());
+        out[12..16].copy_from_slice(&self.remote.key.0.to_le_bytes());
+        out[16..24].copy_from_slice(&self.remote.addr.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Cts, BodyError> {
+        let b = exact::<{ Self::LEN }>(b)?;
+        Ok(Cts {
+            sender: le32(b, 0),
+            receiver: le32(b, 4),
+            len: le32(b, 8),
+            remote: Remote {
+                key: MemKey(le32(b, 12)),
+                addr: le64(b, 16),
+            },
+        })
+    }
+}
+
+/// The data has moved (or failed to): the peer's side ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fin {
+    /// The transfer being finished, as its owner named it.
+    pub id: u32,
+    pub fault: Option<RdmaError>,
+}
+
+impl Fin {
+    pub const LEN: usize = 8;
+
+    pub fn encode(&self, out: &mut [u8; Self::LEN]) {
+        let code: u32 = match self.fault {
+            None => 0,
+            Some(RdmaError::Access) => 1,
+            Some(RdmaError::Down) => 2,
+        };
+        out[0..4].copy_from_slice(&self.id.to_le_bytes());
+        out[4..8].copy_from_slice(&code.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Fin, BodyError> {
+        let b = exact::<{ Self::LEN }>(b)?;
+        let fault = match le32(b, 4) {
+            0 => None,
+            1 => Some(RdmaError::Access),
+            2 => Some(RdmaError::Down),
+            c => return Err(BodyError::Fault(c)),
+        };
+        Ok(Fin {
+            id: le32(b, 0),
+            fault,
+        })
+    }
+}
+
+/// The receiver asks for `count` frames from `first` (PULL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pull {
+    pub sender: u32,
+    pub receiver: u32,
+    pub first: u32,
+    pub count: u32,
+}
+
+impl Pull {
+    pub const LEN: usize = 16;
+
+    pub fn encode(&self, out: &mut [u8; Self::LEN]) {
+        out[0..4].copy_from_slice(&self.sender.to_le_bytes());
+        out[4..8].copy_from_slice(&self.receiver.to_le_bytes());
+        out[8..12].copy_from_slice(&self.first.to_le_bytes());
+        out[12..16].copy_from_slice(&self.count.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Pull, BodyError> {
+        let b = exact::<{ Self::LEN }>(b)?;
+        Ok(Pull {
+            sender: le32(b, 0),
+            receiver: le32(b, 4),
+            first: le32(b, 8),
+            count: le32(b, 12),
+        })
+    }
+}
+
+/// The receiver's view of a PULL: which frames arrived, within a window of
+/// 64 frames above the first missing one, and how far it has asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Window {
+    /// Every frame below this arrived.
+    pub base: u32,
+    /// Bit `i`: frame `base + i` arrived.
+    pub bits: u64,
+    /// Every frame below this was asked for at least once.
+    pub asked: u32,
+    /// Frames in the message.
+    pub frames: u32,
+}
+
+impl Window {
+    /// Frames a window can track beyond `base`.
+    pub const SPAN: u32 = 64;
+
+    pub fn new(frames: u32) -> Window {
+        Window {
+            frames,
+            ..Window::default()
+        }
+    }
+
+    /// Records frame `f`; `false` if it is a duplicate or outside the window.
+    pub fn arrived(&mut self, f: u32) -> bool {
+        if f < self.base || f >= self.frames || f - self.base >= Self::SPAN {
+            return false;
+        }
+        let bit = 1u64 << (f - self.base);
+        if self.bits & bit != 0 {
+            return false;
+        }
+        self.bits |= bit;
+        let run = self.bits.trailing_ones();
+        self.base += run;
+        self.bits = if run >= 64 { 0 } else { self.bits >> run };
+        true
+    }
+
+    pub fn complete(&self) -> bool {
+        self.base >= self.frames
+    }
+
+    /// The next run of frames to ask for the first time, at most `max`
+    /// long, keeping every asked frame within `limit` frames of `base`.
+    pub fn next_ask(&mut self, max: u32, limit: u32) -> Option<(u32, u32)> {
+        let end = self
+            .frames
+            .min(self.base.saturating_add(limit.min(Self::SPAN)));
+        if self.asked >= end {
+            return None;
+        }
+        let n = (end - self.asked).min(max);
+        let first = self.asked;
+        self.asked += n;
+        Some((first, n))
+    }
+
+    /// The runs of asked frames that have not arrived, for asking again
+    /// after a timeout; calls `ask(first, count)` for each.
+    pub fn missing(&self, mut ask: impl FnMut(u32, u32)) {
+        let mut f = self.base;
+        while f < self.asked {
+            let i = f - self.base;
+            if i >= Self::SPAN {
+                break;
+            }
+            if self.bits & (1u64 << i) != 0 {
+                f += 1;
+                continue;
+            }
+            let start = f;
+            while f < self.asked
+                && f - self.base < Self::SPAN
+                && self.bits & (1u64 << (f - self.base)) == 0
+            {
+                f += 1;
+            }
+            ask(start, f - start);
+        }
+    }
+}
+
+/// The sender's view of a PULL: frames asked for and not yet sent. Every
+/// such frame lies within 64 frames above the receiver's first missing one,
+/// so a 64-bit map from the lowest of them holds them all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Asked {
+    base: u32,
+    bits: u64,
+}
+
+impl Asked {
+    pub const EMPTY: Asked = Asked { base: 0, bits: 0 };
+
+    /// Adds frame `f`; `false` if it lies 64 or more frames from the others.
+    pub fn insert(&mut self, f: u32) -> bool {
+        if self.bits == 0 {
+            self.base = f;
+            self.bits = 1;
+            return true;
+        }
+        if f < self.base {
+            let shift = self.base - f;
+            if shift >= 64 || self.bits.leading_zeros() < shift {
+                return false;
+            }
+            self.bits <<= shift;
+            self.base = f;
+        }
+        let i = f - self.base;
+        if i >= 64 {
+            return false;
+        }
+        self.bits |= 1u64 << i;
+        true
+    }
+
+    /// The lowest frame still to send, without taking it.
+    pub fn first(&self) -> Option<u32> {
+        (self.bits != 0).then(|| self.base + self.bits.trailing_zeros())
+    }
+
+    /// Takes the lowest frame still to send.
+    pub fn pop(&mut self) -> Option<u32> {
+        let f = self.first()?;
+        self.bits &= self.bits - 1;
+        Some(f)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_round_trip_and_reject_bad_lengths_and_codes() {
+        let rts = Rts {
+            proto: Protocol::Rget,
+            id: 0x0001_0002,
+            len: 1 << 20,
+            remote: Remote {
+                addr: 0x7fff_0000_1234,
+                key: MemKey(77),
+            },
+        };
+        let mut b = [0u8; Rts::LEN];
+        rts.encode(&mut b);
+        assert_eq!(Rts::decode(&b), Ok(rts));
+        assert_eq!(
+            Rts::decode(&b[..23]),
+            Err(BodyError::Len {
+                expected: 24,
+                got: 23
+            })
+        );
+        let mut bad = b;
+        bad[0] = 9;
+        assert_eq!(Rts::decode(&bad), Err(BodyError::Protocol(9)));
+        let mut res = b;
+        res[2] = 1;
+        assert_eq!(Rts::decode(&res), Err(BodyError::Reserved));
+
+        let fin = Fin {
+            id: 5,
+            fault: Some(RdmaError::Access),
+        };
+        let mut f = [0u8; Fin::LEN];
+        fin.encode(&mut f);
+        assert_eq!(Fin::decode(&f), Ok(fin));
+        f[4] = 7;
+        assert_eq!(Fin::decode(&f), Err(BodyError::Fault(7)));
+
+        let cts = Cts {
+            sender: 1,
+            receiver: 2,
+            len: 3,
+            remote: Remote {
+                addr: 4,
+                key: MemKey(5),
+            },
+        };
+        let mut c = [0u8; Cts::LEN];
+        cts.encode(&mut c);
+        assert_eq!(Cts::decode(&c), Ok(cts));
+        let pull = Pull {
+            sender: 1,
+            receiver: 2,
+            first: 3,
+            count: 4,
+        };
+        let mut p = [0u8; Pull::LEN];
+        pull.encode(&mut p);
+        assert_eq!(Pull::decode(&p), Ok(pull));
+        assert!(Pull::decode(&c).is_err());
+    }
+
+    #[test]
+    fn asked_frames_come_out_lowest_first_and_far_ones_are_refused() {
+        let mut a = Asked::default();
+        assert!(a.insert(10));
+        assert!(a.insert(12));
+        assert!(a.insert(4));
+        assert!(!a.insert(80), "64 or more frames above the lowest");
+        assert_eq!(a.pop(), Some(4));
+        assert_eq!(a.pop(), Some(10));
+        assert!(a.insert(11));
+        assert_eq!(a.pop(), Some(11));
+        assert_eq!(a.pop(), Some(12));
+        assert_eq!(a.pop(), None);
+        assert!(a.is_empty());
+        assert!(a.insert(1000), "an empty map starts anywhere");
+    }
+
+    #[test]
+    fn window_slides_over_arrivals_in_any_order_and_refuses_duplicates() {
+        let mut w = Window::new(100);
+        assert_eq!(w.next_ask(8, 32), Some((0, 8)));
+        assert_eq!(w.next_ask(8, 32), Some((8, 8)));
+        assert_eq!(w.next_ask(8, 32), Some((16, 8)));
+        assert_eq!(w.next_ask(8, 32), Some((24, 8)));
+        assert_eq!(w.next_ask(8, 32), None, "window full until frames arrive");
+        assert!(w.arrived(1));
+        assert!(!w.arrived(1), "duplicate");
+        assert_eq!(w.base, 0);
+        assert!(w.arrived(0));
+        assert_eq!(w.base, 2);
+        assert!(!w.arrived(0), "below the window");
+        assert!(!w.arrived(100), "beyond the message");
+        assert_eq!(w.next_ask(8, 32), Some((32, 2)));
+        let mut runs = heapless::Vec::<(u32, u32), 8>::new();
+        w.arrived(5);
+        w.missing(|a, n| {
+            let _ = runs.push((a, n));
+        });
+        assert_eq!(&runs[..], &[(2, 3), (6, 28)]);
+        for f in 2..100 {
+            w.arrived(f);
+            while w.next_ask(8, 32).is_some() {}
+        }
+        assert!(w.complete());
+    }
+}
