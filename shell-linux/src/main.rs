@@ -59,6 +59,11 @@ enum BenchCmd {
     Pingpong {
         #[command(flatten)]
         args: BenchArgs,
+        /// Rendezvous for sizes above the eager threshold; `all` measures
+        /// each [default: the transport's choice; with --rndv the sizes run
+        /// to 4 MiB].
+        #[arg(long, value_enum)]
+        rndv: Option<RndvSel>,
         /// Send frequently used buffers zero-copy (registered, gathered by the
         /// NIC) instead of copying them into a bounce slot.
         #[arg(long, value_enum, default_value_t = OnOff::Off)]
@@ -89,6 +94,18 @@ enum BenchCmd {
         long_about = "Uni-directional message rate, osu_bw style: the sender posts a window of 64 non-blocking sends, the receiver acknowledges the window, repeated. Each connection may have --wqes sends outstanding (its send work-queue entries); with --coalesce on, messages that find every entry in use are packed into one queued send (at most half a buffer each), and with --header-cache on a message matching the previous one's context, tag and size carries a one-byte marker instead of its header. Without --wqes and --coalesce the paper's four configurations run, alternating in one run: 200 WQEs, 5 WQEs, 5 WQEs + coalescing, 10 WQEs + coalescing. --header-cache both compares the marker on and off (default sizes 8-512 B)."
     )]
     Msgrate(RateArgs),
+    /// Computation hidden behind a non-blocking send or receive (overlap
+    /// ratio), per rendezvous, with and without the progress thread.
+    #[command(
+        long_about = "Overlap, by the method of Rashti and Afsahi: a synchronous non-blocking send (--side send) or a non-blocking receive (--side recv), a computation, then the wait. l0 is the communication time without computation; the computation c grows by 10% of l0 per step until the communication time l reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0. Sizes 1 B - 1 MiB; above the eager threshold once per rendezvous (--rndv, default all three) and with and without a progress thread (--progress-thread, default both). Each time is the median of --iters repetitions (default 100)."
+    )]
+    Overlap(OverlapArgs),
+    /// Whether a pending send or receive moves during a computation
+    /// longer than its latency: the work left after the delay.
+    #[command(
+        long_about = "Progress, by the method of Rashti and Afsahi: the sender (--side send) starts a non-blocking send and computes for a delay longer than the message latency before waiting, while the receiver's blocking receive is timed; or the receiver (--side recv) posts a non-blocking receive and computes for the delay, watching its buffer for the data, then waits. post_delay_fraction = (latency - delay) / l0: near 0 when the transfer progressed on its own, near 1 when it all waited for the delay to end. Delays are 2 and 5 times l0 (at least 20 us). Each latency is the median of --iters repetitions (default 100)."
+    )]
+    Progress(OverlapArgs),
     /// Every benchmark; writes tables, JSON and SVG plots into a folder.
     Suite {
         /// Folder for the report (created if missing).
@@ -104,6 +121,51 @@ enum BenchCmd {
 enum OnOff {
     On,
     Off,
+}
+
+/// A rendezvous to measure, or all of them.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum RndvSel {
+    Rput,
+    Rget,
+    Pull,
+    All,
+}
+
+impl RndvSel {
+    fn protocols(sel: Option<RndvSel>) -> Vec<rmx_core::Protocol> {
+        use rmx_core::Protocol::*;
+        match sel {
+            None | Some(RndvSel::All) => vec![Rput, Rget, Pull],
+            Some(RndvSel::Rput) => vec![Rput],
+            Some(RndvSel::Rget) => vec![Rget],
+            Some(RndvSel::Pull) => vec![Pull],
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum SideSel {
+    Send,
+    Recv,
+}
+
+/// Options of `overlap` and `progress`.
+#[derive(Args, Clone)]
+struct OverlapArgs {
+    #[command(flatten)]
+    args: BenchArgs,
+    /// The side measured: the sender's non-blocking send or the receiver's
+    /// non-blocking receive.
+    #[arg(long, value_enum, default_value_t = SideSel::Send)]
+    side: SideSel,
+    /// Rendezvous above the eager threshold [default: all three].
+    #[arg(long, value_enum)]
+    rndv: Option<RndvSel>,
+    /// A progress thread per rank drives the endpoint during the
+    /// computation [default: both, off then on].
+    #[arg(long, value_enum)]
+    progress_thread: Option<OnOff>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +219,11 @@ struct RateArgs {
     /// equals the previous one's; `both` compares on and off.
     #[arg(long, value_enum, default_value_t = OnOffBoth::On)]
     header_cache: OnOffBoth,
+    /// Rendezvous for sizes above the eager threshold; `all` compares the
+    /// three (with the default send queue unless --wqes/--coalesce say) and
+    /// runs the sizes to 4 MiB.
+    #[arg(long, value_enum)]
+    rndv: Option<RndvSel>,
 }
 
 #[derive(Args, Clone)]
@@ -169,15 +236,17 @@ struct BenchArgs {
     #[arg(long)]
     min_size: Option<usize>,
     /// Largest message size in bytes [default: 8192, the end of the eager
-    /// range; 512 for --header-cache both].
+    /// range; 4 MiB with --rndv; 1 MiB for overlap and progress; 512 for
+    /// --header-cache both].
     #[arg(long)]
     max_size: Option<usize>,
-    /// Timed iterations per size (after the warm-up).
-    #[arg(long, default_value_t = 10_000)]
-    iters: u64,
-    /// Untimed warm-up iterations per size.
-    #[arg(long, default_value_t = 1_000)]
-    warmup: u64,
+    /// Timed iterations per size (after the warm-up) [default: 10000; 100
+    /// repetitions per step for overlap and progress].
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Untimed warm-up iterations per size [default: a tenth of --iters].
+    #[arg(long)]
+    warmup: Option<u64>,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -211,10 +280,19 @@ fn check_transport(t: &str) -> Result<(), String> {
 
 /// The largest eager message: where the benchmarks' sizes end by default.
 const EAGER_END: usize = 8192;
+/// Where sizes end with a rendezvous selected.
+const RNDV_END: usize = 4 << 20;
+/// The largest size a benchmark accepts (a window of 64 buffers of it is allocated).
+const SIZE_LIMIT: usize = 64 << 20;
 
 /// The run's options; `sizes` are the benchmark's default smallest and
 /// largest sizes.
 fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String> {
+    opts_iters(a, sizes, 10_000)
+}
+
+/// [`opts`] with the benchmark's default iteration count.
+fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, String> {
     check_transport(&a.transport)?;
     let min_size = a.min_size.unwrap_or(sizes.0);
     let max_size = a.max_size.unwrap_or(sizes.1);
@@ -223,23 +301,21 @@ fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String> {
             "--min-size {min_size} is larger than --max-size {max_size}"
         ));
     }
-    let cfg = rmx_linux::rank::loop_config();
-    if max_size > cfg.eager_threshold as usize {
+    if max_size > SIZE_LIMIT {
         return Err(format!(
-            "--max-size {} exceeds the eager threshold ({} bytes); larger messages need the \
-rendezvous protocol, which this build does not have yet",
-            max_size, cfg.eager_threshold
+            "--max-size {max_size} is above the benchmarks' limit of {SIZE_LIMIT} bytes"
         ));
     }
-    if a.iters == 0 {
+    let iters = a.iters.unwrap_or(iters);
+    if iters == 0 {
         return Err("--iters must be at least 1".into());
     }
     Ok(Opts {
         transport: a.transport.clone(),
         min_size,
         max_size,
-        iters: a.iters,
-        warmup: a.warmup,
+        iters,
+        warmup: a.warmup.unwrap_or(iters / 10),
         eager_reuse: None,
         quiet: a.json,
     })
@@ -358,7 +434,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     };
     let mut md = String::from("# rmx benchmark report\n\n");
     let cfg = rmx_linux::rank::loop_config();
-    let r = bench::pingpong::run(&o, cfg, LoopConfig::default());
+    let r = bench::pingpong::run(&o, cfg, LoopConfig::default(), &[]);
     record(out, &mut md, "pingpong", &r)?;
     r.svg(
         &out.join("pingpong.svg"),
@@ -390,6 +466,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     let r = bench::rate::run("header-cache", &small, cfg, LoopConfig::default(), &cache);
     record(out, &mut md, "header-cache", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
+    large_messages(out, &mut md, &o)?;
     let r = memory_report(8192, &[5, 10, 200], cfg.credits, true);
     record(out, &mut md, "memory", &r)?;
     memory_plot(&r, &out.join("memory.svg"))?;
@@ -426,6 +503,76 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The suite's rendezvous part: latency and bandwidth to 4 MiB per
+/// rendezvous, then overlap and progress on both sides.
+fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<(), String> {
+    use rmx_core::Protocol;
+    let cfg = rmx_linux::rank::loop_config();
+    let nic = LoopConfig::default();
+    let all = [Protocol::Rput, Protocol::Rget, Protocol::Pull];
+    let big = Opts {
+        min_size: 16384,
+        max_size: RNDV_END,
+        ..o.clone()
+    };
+    let r = bench::pingpong::run(&big, cfg, nic, &all);
+    record(out, md, "pingpong-rndv", &r)?;
+    let (curves, labels) = r.pivot("rndv", "latency_us");
+    let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
+    curves.svg(
+        &out.join("pingpong-rndv.svg"),
+        &series,
+        "one-way latency (us)",
+    )?;
+    let setups: Vec<_> = all
+        .iter()
+        .map(|&p| bench::rate::Setup::new(10, true).rndv(p))
+        .collect();
+    let r = bench::rate::run("bw-rndv", &big, cfg, nic, &setups);
+    record(out, md, "bw-rndv", &r)?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw-rndv.svg"))?;
+    let ov = Opts {
+        min_size: 1,
+        max_size: 1 << 20,
+        iters: (o.iters / 100).max(20),
+        warmup: 10,
+        ..o.clone()
+    };
+    for side in [bench::Side::Send, bench::Side::Recv] {
+        let name = format!("overlap-{}", side.name());
+        let r = bench::overlap::run(&ov, cfg, nic, side, &all, &[false, true]);
+        record(out, md, &name, &r)?;
+        bench::overlap::plot(&r, &out.join(format!("{name}.svg")))?;
+        let name = format!("progress-{}", side.name());
+        let r = bench::progress::run(&ov, cfg, nic, side, &all, &[false, true]);
+        record(out, md, &name, &r)?;
+        bench::progress::plot(&r, &out.join(format!("{name}.svg")))?;
+    }
+    Ok(())
+}
+
+/// `overlap` or `progress`, by their shared options.
+fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
+    let o = opts_iters(&a.args, (1, 1 << 20), 100)?;
+    let side = match a.side {
+        SideSel::Send => bench::Side::Send,
+        SideSel::Recv => bench::Side::Recv,
+    };
+    let variants = RndvSel::protocols(a.rndv);
+    let threads = match a.progress_thread {
+        None => vec![false, true],
+        Some(t) => vec![t == OnOff::On],
+    };
+    let (cfg, nic) = (rmx_linux::rank::loop_config(), LoopConfig::default());
+    let r = if progress {
+        bench::progress::run(&o, cfg, nic, side, &variants, &threads)
+    } else {
+        bench::overlap::run(&o, cfg, nic, side, &variants, &threads)
+    };
+    emit(&r, a.args.json);
+    Ok(())
+}
+
 /// The configurations a `bw`/`msgrate` run compares.
 fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
     use bench::rate::Setup;
@@ -433,6 +580,10 @@ fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
         return Err("--wqes must be at least 1 (a connection needs a send entry)".into());
     }
     let base: Vec<Setup> = match (a.wqes, a.coalesce) {
+        // Large messages: the rendezvous compared, with the default queue.
+        (None, None) if a.rndv.is_some() => {
+            vec![Setup::new(rmx_linux::rank::loop_config().send_wqes, true)]
+        }
         (None, None) => Setup::PAPER.to_vec(),
         (w, c) => {
             let ws = w.map_or(vec![200, 10, 5], |w| vec![w]);
@@ -453,6 +604,14 @@ fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
             return Err("--coalesce-after must be between 1 and --wqes".into());
         }
     }
+    let variants: Vec<Option<rmx_core::Protocol>> = match a.rndv {
+        None => vec![None],
+        sel => RndvSel::protocols(sel).into_iter().map(Some).collect(),
+    };
+    let base: Vec<Setup> = base
+        .into_iter()
+        .flat_map(|s| variants.iter().map(move |&p| Setup { rndv: p, ..s }))
+        .collect();
     // The marker exists only in packed sends: without coalescing, one run.
     let out = base
         .into_iter()
@@ -471,6 +630,8 @@ fn setups(a: &RateArgs) -> Result<Vec<bench::rate::Setup>, String> {
 fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
     let sizes = if a.header_cache == OnOffBoth::Both {
         (8, 512)
+    } else if a.rndv.is_some() {
+        (1, RNDV_END)
     } else {
         (1, EAGER_END)
     };
@@ -622,16 +783,28 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Pingpong {
             args: a,
             eager_reuse,
-        }) => opts(&a, (1, EAGER_END)).and_then(|mut o| {
-            if eager_reuse == OnOff::On {
-                o.eager_reuse = Some(reuse_ready()?);
-            }
-            emit(
-                &bench::pingpong::run(&o, rmx_linux::rank::loop_config(), LoopConfig::default()),
-                a.json,
-            );
-            Ok(())
-        }),
+            rndv,
+        }) => {
+            let end = if rndv.is_some() { RNDV_END } else { EAGER_END };
+            opts(&a, (1, end)).and_then(|mut o| {
+                if eager_reuse == OnOff::On {
+                    o.eager_reuse = Some(reuse_ready()?);
+                }
+                let variants = rndv.map_or(vec![], |s| RndvSel::protocols(Some(s)));
+                emit(
+                    &bench::pingpong::run(
+                        &o,
+                        rmx_linux::rank::loop_config(),
+                        LoopConfig::default(),
+                        &variants,
+                    ),
+                    a.json,
+                );
+                Ok(())
+            })
+        }
+        Cmd::Bench(BenchCmd::Overlap(a)) => overlap_or_progress(&a, false),
+        Cmd::Bench(BenchCmd::Progress(a)) => overlap_or_progress(&a, true),
         Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, (128, EAGER_END)).and_then(|o| {
             let cal = reuse_ready()?;
             emit(

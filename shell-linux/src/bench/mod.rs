@@ -3,7 +3,9 @@
 
 pub mod eager_reuse;
 pub mod floor;
+pub mod overlap;
 pub mod pingpong;
+pub mod progress;
 pub mod rate;
 pub mod report;
 pub mod spectrum;
@@ -127,4 +129,50 @@ impl SpinBarrier {
             std::hint::spin_loop();
         }
     }
+}
+
+/// Which side of a transfer a benchmark measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Send,
+    Recv,
+}
+
+impl Side {
+    /// The rank whose timing the benchmark reports: the sender (rank 0) or
+    /// the receiver (rank 1).
+    pub fn timed_rank(self) -> u16 {
+        match self {
+            Side::Send => 0,
+            Side::Recv => 1,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Send => "send",
+            Side::Recv => "recv",
+        }
+    }
+}
+
+/// The application's computation in the overlap and progress benchmarks:
+/// `ns` of busy work that makes no call into rmx.
+pub fn compute(ns: u64) {
+    if ns == 0 {
+        return;
+    }
+    let end = crate::clock::now_ns() + ns;
+    while crate::clock::now_ns() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// The median of `v` (reordered); 0 when empty.
+pub fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mid = v.len() / 2;
+    *v.select_nth_unstable(mid).1
 }

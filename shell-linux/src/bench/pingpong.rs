@@ -2,7 +2,7 @@
 //! of a bare shared-memory copy measured between the same two threads in the
 //! same run, alternating size by size.
 
-use rmx_core::{Config, Source, TagSel};
+use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
@@ -40,12 +40,72 @@ pub(crate) fn rmx_rounds(
     crate::clock::now_ns() - t0
 }
 
-pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
-    let sizes = opts.sizes();
+/// Latency per size; sizes above the eager threshold once per rendezvous
+/// in `variants` (the transport's choice when empty), with a tenth of the
+/// iterations there, as osu_latency does for large messages.
+pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, variants: &[Protocol]) -> Report {
+    let all = opts.sizes();
+    let eager: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&s| s as u64 <= cfg.eager_threshold as u64)
+        .collect();
+    let large: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&s| s as u64 > cfg.eager_threshold as u64)
+        .collect();
+    let mut results = Vec::new();
+    let pb = opts.progress(
+        "pingpong",
+        eager.len() + large.len() * variants.len().max(1),
+    );
+    if !eager.is_empty() {
+        results.extend(measure(opts, cfg, nic, &eager, opts.iters, None, &pb));
+    }
+    if !large.is_empty() {
+        let iters = (opts.iters / 10).max(10);
+        if variants.is_empty() {
+            results.extend(measure(opts, cfg, nic, &large, iters, None, &pb));
+        }
+        for &p in variants {
+            let c = Config {
+                rendezvous: Some(p),
+                ..cfg
+            };
+            results.extend(measure(opts, c, nic, &large, iters, Some(p), &pb));
+        }
+    }
+    pb.finish_and_clear();
+    let mut config = opts.config_json(&cfg, &nic);
+    config["large_iters"] = serde_json::json!((opts.iters / 10).max(10));
+    Report::new(
+        "pingpong",
+        opts,
+        config,
+        results,
+        vec![
+            Column::new("rndv", "rndv", 0),
+            Column::new("latency_us", "latency_us", 3),
+            Column::new("floor_us", "floor_us", 3),
+            Column::new("ratio", "x_floor", 2),
+        ],
+    )
+}
+
+fn measure(
+    opts: &Opts,
+    cfg: Config,
+    nic: LoopConfig,
+    sizes: &[usize],
+    iters: u64,
+    rndv: Option<Protocol>,
+    pb: &indicatif::ProgressBar,
+) -> Vec<serde_json::Value> {
+    let warmup = opts.warmup.min(iters);
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let floor = Floor::new(max);
     let barrier = super::SpinBarrier::new(2);
-    let pb = opts.progress("pingpong", sizes.len());
     let rows = job::run_with(2, cfg, nic, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
@@ -53,42 +113,31 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig) -> Report {
         let mut fbuf = vec![0u8; 2 * max];
         let mut seq = 0u64;
         let mut rows = Vec::new();
-        for &size in &sizes {
+        for &size in sizes {
             barrier.wait();
-            floor.run(me, seq, opts.warmup, size, &mut fbuf);
-            seq += opts.warmup;
+            floor.run(me, seq, warmup, size, &mut fbuf);
+            seq += warmup;
             barrier.wait();
-            let f = floor.run(me, seq, opts.iters, size, &mut fbuf);
-            seq += opts.iters;
+            let f = floor.run(me, seq, iters, size, &mut fbuf);
+            seq += iters;
             barrier.wait();
-            rmx_rounds(r, opts.warmup, size, &sbuf, &mut rbuf);
+            rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);
             barrier.wait();
-            let t = rmx_rounds(r, opts.iters, size, &sbuf, &mut rbuf);
+            let t = rmx_rounds(r, iters, size, &sbuf, &mut rbuf);
             if me == 0 {
-                let lat = t as f64 / opts.iters as f64 / 2.0 / 1000.0;
-                let fl = f as f64 / opts.iters as f64 / 2.0 / 1000.0;
+                let lat = t as f64 / iters as f64 / 2.0 / 1000.0;
+                let fl = f as f64 / iters as f64 / 2.0 / 1000.0;
                 rows.push((size, lat, fl));
                 pb.inc(1);
             }
         }
         rows
     });
-    pb.finish_and_clear();
-    let results = rows[0]
+    let name = rndv.map(|p| p.name());
+    rows[0]
         .iter()
         .map(|&(size, lat, fl)| {
-            json!({"size": size, "latency_us": lat, "floor_us": fl, "ratio": lat / fl})
+            json!({"size": size, "rndv": name, "latency_us": lat, "floor_us": fl, "ratio": lat / fl})
         })
-        .collect();
-    Report::new(
-        "pingpong",
-        opts,
-        opts.config_json(&cfg, &nic),
-        results,
-        vec![
-            Column::new("latency_us", "latency_us", 3),
-            Column::new("floor_us", "floor_us", 3),
-            Column::new("ratio", "x_floor", 2),
-        ],
-    )
+        .collect()
 }

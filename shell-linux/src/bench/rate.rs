@@ -3,7 +3,7 @@
 //! — under several send-queue and coalescing configurations alternating in one
 //! run (the coalescing paper's Figures 2–5).
 
-use rmx_core::{Coalesce, Config, Source, TagSel};
+use rmx_core::{Coalesce, Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::report::{Column, Report};
@@ -30,6 +30,8 @@ pub struct Setup {
     /// Coalesce once this many sends are outstanding (MVAPICH2's threshold)
     /// instead of once every entry is in use.
     pub after: Option<u16>,
+    /// The rendezvous above the eager threshold (the transport's choice if `None`).
+    pub rndv: Option<Protocol>,
 }
 
 impl Setup {
@@ -48,6 +50,15 @@ impl Setup {
             coalesce,
             header_cache: true,
             after: None,
+            rndv: None,
+        }
+    }
+
+    /// `self` with rendezvous `p`.
+    pub const fn rndv(self, p: Protocol) -> Setup {
+        Setup {
+            rndv: Some(p),
+            ..self
         }
     }
 
@@ -63,6 +74,9 @@ impl Setup {
                 s.push_str(", no header cache");
             }
         }
+        if let Some(p) = self.rndv {
+            s.push_str(&format!(", {}", p.name()));
+        }
         s
     }
 
@@ -76,6 +90,7 @@ impl Setup {
                 Coalesce::Off
             },
             header_cache: self.header_cache,
+            rendezvous: self.rndv.or(cfg.rendezvous),
             ..cfg
         }
     }
@@ -135,6 +150,10 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setu
         let mut rbufs = vec![vec![0u8; max]; WINDOW];
         let mut rows = Vec::new();
         for &size in &sizes {
+            // Beyond 64 KiB the windows shrink with the size, so that each
+            // size moves about as many bytes as 64 KiB messages do.
+            let scale = |w: u64| (w * 65536 / size.max(65536) as u64).max(1);
+            let (warm, per_slice) = (scale(warm), scale(per_slice));
             for r in ranks.iter_mut() {
                 windows(r, warm, size, &sbuf, &mut rbufs);
             }
@@ -167,6 +186,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setu
             json!({
                 "size": size,
                 "config": s.label(),
+                "rndv": s.rndv.map(|p| p.name()),
                 "wqes": s.wqes,
                 "coalesce": s.coalesce,
                 "header_cache": s.header_cache,
