@@ -134,7 +134,8 @@ pub struct Endpoint<
     queued: Deque<QueuedSend, REQS>,
     /// Peers whose backlog is not empty (each listed once).
     backlogged: Deque<u16, PEERS>,
-    /// A bounce slot came free while sends were queued: flush at the next poll.
+    /// A bounce slot came free while sends were queued or transfers were
+    /// active: flush and resume them at the next poll.
     flush_due: bool,
     /// A post met a busy NIC: retry the backlogs at the next poll.
     retry_due: bool,
@@ -145,7 +146,8 @@ pub struct Endpoint<
     xfers: [Transfer; REQS],
     /// Transfers active.
     active: u16,
-    /// A transfer waits for a slot or a busy NIC: retry at the next poll.
+    /// A transfer met a busy NIC: retry at the next poll (one waiting for a
+    /// bounce slot resumes when one frees).
     rndv_due: bool,
     /// Recently finished PULL receives (lossy transports: FIN repeats).
     finished: Deque<Finished, 16>,
@@ -715,7 +717,7 @@ impl<
                 self.slots[s as usize].awaiting_ack = false;
                 if !self.slots[s as usize].busy() {
                     let _ = self.free_slots.push(s);
-                    self.flush_due |= !self.queued.is_empty();
+                    self.flush_due |= !self.queued.is_empty() || self.active > 0;
                 }
             }
             let p = &mut self.peers[src];
@@ -980,7 +982,7 @@ impl<
             m.unposted = false;
             if !m.busy() {
                 let _ = self.free_slots.push(slot);
-                self.flush_due |= !self.queued.is_empty();
+                self.flush_due |= !self.queued.is_empty() || self.active > 0;
             }
         }
     }
@@ -1177,7 +1179,7 @@ impl<
         let m = &self.slots[slot.0 as usize];
         if !m.busy() {
             let _ = self.free_slots.push(slot.0);
-            self.flush_due |= !self.queued.is_empty();
+            self.flush_due |= !self.queued.is_empty() || self.active > 0;
         }
         self.entry_free(nic, peer);
     }

@@ -7,12 +7,12 @@
 //! exactly-once, in-order, byte-exact delivery. The same seed replays the same run.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use rmx_core::reuse::{NoReuse, SendReuse};
-use rmx_core::{Config, Endpoint, Request, Source, Stats, TagSel, UserBuf};
+use rmx_core::{Config, Endpoint, Protocol, Request, Source, Stats, TagSel, UserBuf};
 
-use crate::memnic::{MemNic, Token};
+use crate::memnic::{execute_rdma, MemNic, RdmaPost, Token};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
@@ -73,6 +73,10 @@ pub struct Params {
     /// Bound each connection to this many outstanding sends, which complete
     /// one network delay after they were posted, and coalesce what waits.
     pub wqes: Option<u16>,
+    /// Half the messages are large, up to this many bytes (0: none), and go
+    /// by rendezvous: `rndv`, or PULL on a transport without RDMA.
+    pub large: u32,
+    pub rndv: Option<Protocol>,
 }
 
 impl Params {
@@ -87,6 +91,8 @@ impl Params {
         posted: 4,
         reuse: false,
         wqes: None,
+        large: 0,
+        rndv: None,
     };
 
     /// The same over the hostile network, with the reliability layer.
@@ -164,8 +170,23 @@ impl Ord for InFlight {
     }
 }
 
-/// A send completion due: (time, order, rank, slot or inline peer).
-type Due = (u64, u64, u16, Result<u16, u16>);
+/// What completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Done {
+    Slot(u16),
+    Inline(u16),
+    /// An RDMA operation: the one kept under this entry's order.
+    Rdma,
+}
+
+/// A completion due: (time, order, rank, what).
+type Due = (u64, u64, u16, Done);
+
+/// The largest RDMA operation of the simulated NIC: transfers split.
+const MAX_TRANSFER: u32 = 1000;
+/// RDMA operations complete up to this long after the network delay, so
+/// their completions come in any order.
+const RDMA_JITTER_NS: u64 = 4_000;
 
 /// Runs one simulation. `Err` explains the first violation; include the seed
 /// when reporting it, since the same seed replays the same run.
@@ -191,7 +212,10 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     if let Some(w) = p.wqes {
         cfg.send_wqes = w;
     }
+    cfg.rendezvous = p.rndv;
     let max = (p.max_size.min(EAGER) as usize).max(ID);
+    // Receive buffers (and pool buffers) take the largest message.
+    let biggest = max.max(p.large as usize);
     let mut ranks: Vec<Rank<Z>> = (0..p.ranks)
         .map(|me| {
             let to_send = (0..p.messages)
@@ -200,13 +224,22 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                     if d >= me {
                         d += 1;
                     }
-                    (d, ID + rng.below((max - ID + 1) as u64) as usize)
+                    let len = if p.large > 0 && rng.below(2) == 0 {
+                        // Around and above the threshold.
+                        EAGER as usize - 8 + rng.below(p.large as u64 - EAGER as u64 + 9) as usize
+                    } else {
+                        ID + rng.below((max - ID + 1) as u64) as usize
+                    };
+                    (d, len)
                 })
                 .collect();
             let mut nic = MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize);
             nic.later = p.wqes.is_some();
+            if p.reliable && p.large > 0 {
+                nic = nic.with_rdma(MAX_TRANSFER);
+            }
             let pool = (0..POOL)
-                .map(|_| (nic.user_buf(vec![0; max]), None))
+                .map(|_| (nic.user_buf(vec![0; biggest]), None))
                 .collect();
             Ok(Rank {
                 ep: SimEndpoint::with_reuse(cfg, me, p.ranks, reuse())
@@ -233,23 +266,31 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     let total: usize = ranks.iter().map(|r| r.expected_total).sum();
     let mut net: BinaryHeap<Reverse<InFlight>> = BinaryHeap::new();
     let mut done: BinaryHeap<Reverse<Due>> = BinaryHeap::new();
+    let mut rdma: HashMap<u64, RdmaPost> = HashMap::new();
     let mut order = 0u64;
     let mut now = 0u64;
     let limit = 120_000_000_000u64;
     for _step in 0..10_000_000u64 {
         // Application work on every rank.
         for (me, r) in ranks.iter_mut().enumerate() {
-            app_step(now, me as u16, r, p, max)?;
+            app_step(now, me as u16, r, p, biggest)?;
         }
         // The network takes what was posted.
         for (me, r) in ranks.iter_mut().enumerate() {
             for t in r.nic.owed.drain(..) {
                 order += 1;
                 let t = match t {
-                    Token::Slot(s) => Ok(s.0),
-                    Token::Inline(peer) => Err(peer),
+                    Token::Slot(s) => Done::Slot(s.0),
+                    Token::Inline(peer) => Done::Inline(peer),
                 };
                 done.push(Reverse((now + p.faults.delay_ns, order, me as u16, t)));
+            }
+            // RDMA moves the data when it completes, a delay (and jitter) on.
+            for post in r.nic.rdma_out.drain(..) {
+                order += 1;
+                let at = now + p.faults.delay_ns + rng.below(RDMA_JITTER_NS);
+                rdma.insert(order, post);
+                done.push(Reverse((at, order, me as u16, Done::Rdma)));
             }
             for (dst, bytes) in r.nic.outbox.drain(..) {
                 if rng.chance(p.faults.loss_ppm) {
@@ -289,6 +330,11 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         // Advance virtual time to the next packet or timer.
         let next_pkt = net.peek().map(|Reverse(f)| f.at);
         let next_done = done.peek().map(|Reverse(d)| d.0);
+        let next_done = if ranks.iter().any(|r| !r.nic.rdma_out.is_empty()) {
+            Some(now)
+        } else {
+            next_done
+        };
         let next_timer = ranks
             .iter()
             .filter_map(|r| r.ep.poll_timeout())
@@ -313,11 +359,26 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             ));
         }
         while done.peek().is_some_and(|Reverse(d)| d.0 <= now) {
-            let Reverse((_, _, me, t)) = done.pop().expect("peeked");
+            let Reverse((_, o, me, t)) = done.pop().expect("peeked");
+            if t == Done::Rdma {
+                let post = rdma.remove(&o).expect("an RDMA post per entry");
+                let (a, b) = (me as usize, post.peer as usize);
+                let result = if a < b {
+                    let (x, y) = ranks.split_at_mut(b);
+                    execute_rdma(&mut x[a].nic, &mut y[0].nic, &post)
+                } else {
+                    let (x, y) = ranks.split_at_mut(a);
+                    execute_rdma(&mut y[0].nic, &mut x[b].nic, &post)
+                };
+                let r = &mut ranks[a];
+                r.ep.on_rdma_complete(&mut r.nic, post.id, result);
+                continue;
+            }
             let r = &mut ranks[me as usize];
             match t {
-                Ok(s) => r.ep.on_send_complete(&mut r.nic, rmx_core::SlotId(s)),
-                Err(peer) => r.ep.on_inline_complete(&mut r.nic, peer),
+                Done::Slot(s) => r.ep.on_send_complete(&mut r.nic, rmx_core::SlotId(s)),
+                Done::Inline(peer) => r.ep.on_inline_complete(&mut r.nic, peer),
+                Done::Rdma => {}
             }
         }
         while net.peek().is_some_and(|Reverse(f)| f.at <= now) {
@@ -332,7 +393,19 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             }
         }
     }
-    Err("step limit reached".into())
+    Err(format!(
+        "step limit reached at {now} ns: {:?}",
+        ranks
+            .iter()
+            .map(|r| (
+                r.received,
+                r.expected_total,
+                r.ep.poll_timeout(),
+                r.ep.stats().rndv_stray,
+                r.ep.stats().malformed
+            ))
+            .collect::<Vec<_>>()
+    ))
 }
 
 fn app_step<Z: SendReuse>(
@@ -390,8 +463,10 @@ fn app_step<Z: SendReuse>(
             Err(e) => return Err(format!("rank {me}: send test: {e:?}")),
         }
     }
-    // Check completed receives, then keep `posted` receives outstanding.
-    let mut i = 0;
+    // Check completed receives in the order they were posted (the order
+    // they matched: a rendezvous receive completes after a later eager one),
+    // then keep `posted` receives outstanding.
+    let i = 0;
     while i < r.recvs.len() {
         let (req, buf) = r.recvs[i];
         match r.ep.test(req) {
@@ -425,7 +500,7 @@ fn app_step<Z: SendReuse>(
                 std::hash::Hash::hash(&(src, dst, n, got), &mut h);
                 r.digest = r.digest.wrapping_add(std::hash::Hasher::finish(&h));
             }
-            Ok(None) => i += 1,
+            Ok(None) => break,
             Err(e) => return Err(format!("rank {me}: recv test: {e:?}")),
         }
     }

@@ -514,8 +514,7 @@ impl<
                 break;
             };
             if !self.send_pull(nic, i, first, count) {
-                // No slot now: `poll` (or the timeout on lossy transports) asks.
-                self.rndv_due = true;
+                // No slot now: the poll after one frees asks.
                 break;
             }
             self.xfers[i].window = w;
@@ -542,7 +541,7 @@ impl<
         let frame = self.cfg.eager_threshold;
         while let Some(f) = self.xfers[i].asked.first() {
             if self.free_slots.len() < 2 {
-                self.rndv_due = true;
+                // The poll after a slot frees goes on.
                 return;
             }
             let Some(slot) = self.free_slots.pop() else {
@@ -699,7 +698,8 @@ impl<
             }
         };
         if !sent {
-            self.rndv_due = true;
+            // No slot, or a busy NIC: retried from `poll`.
+            self.rndv_due |= !self.free_slots.is_empty();
             return false;
         }
         self.xfers[i].owe = Owe::Nothing;
@@ -785,12 +785,18 @@ impl<
         }
     }
 
-    /// On lossy transports a PULL transfer keeps a timer.
+    /// On lossy transports a PULL transfer keeps a timer: the receiver to
+    /// ask again, the sender (once it sent every frame asked for) to probe
+    /// for a lost FIN. A sender waiting for a slot resumes when one frees.
     fn arm_transfer(&mut self, i: usize) {
         let x = &self.xfers[i];
-        if !self.cfg.reliable && x.active && x.proto == Protocol::Pull {
-            self.arm(x.last + self.cfg.rto_ns);
+        if self.cfg.reliable || !x.active || x.proto != Protocol::Pull {
+            return;
         }
+        if x.send && (!x.served || !x.asked.is_empty()) {
+            return;
+        }
+        self.arm(x.last + self.cfg.rto_ns);
     }
 
     /// From `poll`: retries what waited for a slot or a busy NIC, and on
@@ -822,6 +828,7 @@ impl<
                 } else if !self.cfg.reliable && x.served && now >= x.last + self.cfg.rto_ns {
                     // No FIN: it may be lost. The first frame again makes the
                     // receiver repeat its FIN (or drop it as a duplicate).
+                    self.xfers[i].last = now;
                     let _ = self.xfers[i].asked.insert(0);
                     self.stats.retransmits += 1;
                     self.serve(now, nic, i);
