@@ -370,20 +370,30 @@ impl<
         let ok = match h.kind {
             Kind::Cts => match Cts::decode(body) {
                 Ok(c) => self.on_cts(nic, h.src, c),
-                Err(_) => false,
+                Err(_) => {
+                    self.stats.malformed += 1;
+                    return;
+                }
             },
             Kind::Fin => match Fin::decode(body) {
                 Ok(f) => self.on_fin(nic, h.src, f),
-                Err(_) => false,
+                Err(_) => {
+                    self.stats.malformed += 1;
+                    return;
+                }
             },
             Kind::Pull => match Pull::decode(body) {
                 Ok(p) => self.on_pull(now, nic, h.src, p),
-                Err(_) => false,
+                Err(_) => {
+                    self.stats.malformed += 1;
+                    return;
+                }
             },
             Kind::Data => self.on_data(now, nic, buf, h),
             _ => false,
         };
         if !ok {
+            // A body that decodes but names no live transfer of the sender's.
             debug!("rmx: rank {} dropped a stray rendezvous packet", self.me);
             self.stats.malformed += 1;
             self.stats.rndv_stray += 1;
