@@ -1,6 +1,6 @@
 //! The endpoint: one per rank. Two-sided MPI messaging: the eager protocol
 //! with credit flow control, a rendezvous for large messages
-//! ([`rendezvous`](self::rendezvous)), and, for lossy transports, a
+//! ([`crate::rendezvous`]), and, for lossy transports, a
 //! reliability layer.
 //!
 //! Sans-I/O: every call takes `now` (nanoseconds, any monotonic origin) and the
