@@ -356,10 +356,16 @@ impl Asked {
         (self.bits != 0).then(|| self.base + self.bits.trailing_zeros())
     }
 
-    /// Takes the lowest frame still to send.
+    /// Takes the lowest frame still to send; the map then starts at the
+    /// next one, so it spans only frames still asked for.
     pub fn pop(&mut self) -> Option<u32> {
         let f = self.first()?;
         self.bits &= self.bits - 1;
+        if self.bits != 0 {
+            let skip = self.bits.trailing_zeros();
+            self.bits >>= skip;
+            self.base += skip;
+        }
         Some(f)
     }
 
@@ -449,6 +455,20 @@ mod tests {
         assert_eq!(a.pop(), None);
         assert!(a.is_empty());
         assert!(a.insert(1000), "an empty map starts anywhere");
+        // Sent frames leave the span: 64 frames beyond the first one asked
+        // fit once the frames before them went.
+        let mut b = Asked::default();
+        for f in 0..40 {
+            assert!(b.insert(f));
+        }
+        for _ in 0..30 {
+            b.pop();
+        }
+        assert!(
+            b.insert(90),
+            "within 64 of frame 30, the lowest still asked"
+        );
+        assert_eq!(b.pop(), Some(30));
     }
 
     #[test]

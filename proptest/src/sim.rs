@@ -346,7 +346,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             (None, None) => {
                 if sends_left || ranks.iter().any(|r| r.received < r.expected_total) {
                     return Err(format!(
-                        "stalled at {now} ns: {delivered}/{total} delivered, nothing in flight, no timer"
+                        "stalled at {now} ns: {delivered}/{total} delivered, nothing in flight, no timer; stats {:?}", ranks.iter().map(|r| *r.ep.stats()).collect::<Vec<_>>()
                     ));
                 }
                 now

@@ -188,3 +188,25 @@ fn pull_survives_loss_duplication_and_reordering() {
     let resent: u64 = o.stats.iter().map(|s| s.retransmits).sum();
     assert!(pulled > 0 && resent > 0, "{pulled} pulls, {resent} resends");
 }
+
+/// Many PULL transfers of more frames than the receiver's bitmap spans,
+/// with few send entries: the sender falls behind the requests, and must
+/// never drop one (a reliable transport would not ask again).
+#[test]
+fn pull_with_many_long_transfers_in_flight_never_drops_a_request() {
+    let p = Params {
+        ranks: 2,
+        messages: 60,
+        large: 80_000,
+        rndv: Some(rmx_core::Protocol::Pull),
+        wqes: Some(4),
+        posted: 16,
+        ..Params::RELIABLE
+    };
+    for seed in seeds(0..6) {
+        match run(seed, &p) {
+            Ok(o) => assert!(o.stats.iter().all(|s| s.rndv_stray == 0), "seed {seed}"),
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+    }
+}

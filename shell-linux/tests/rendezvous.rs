@@ -25,6 +25,7 @@ fn config(p: Protocol) -> Config {
     }
 }
 
+const WIN: usize = 64;
 const PROTOCOLS: [Protocol; 3] = [Protocol::Rput, Protocol::Rget, Protocol::Pull];
 
 /// Random sizes around and above the threshold, into buffers at odd offsets.
@@ -202,5 +203,46 @@ fn rput_moves_data_during_a_computation_only_with_a_progress_thread() {
             out[1], thread,
             "progress thread {thread}: the receive completed during the sender's computation"
         );
+    }
+}
+
+/// A window of 64 large messages in flight at once (osu_bw's pattern).
+#[test]
+fn a_window_of_large_messages_completes_by_each_protocol() {
+    let _guard = watchdog("window_of_large_messages", 60);
+    for p in PROTOCOLS {
+        let out = job::run(2, config(p), LoopConfig::default(), |r| {
+            let n = 1 << 20;
+            let mut ok = true;
+            for round in 0..2 {
+                if r.rank() == 0 {
+                    let b = pattern(round, n);
+                    // SAFETY: every request is waited for before `b` drops.
+                    let qs: Vec<_> = (0..WIN)
+                        .map(|_| unsafe { r.isend_raw(1, 5, b.as_ptr(), n).unwrap() })
+                        .collect();
+                    for q in qs {
+                        r.wait(q);
+                    }
+                } else {
+                    let mut bufs = vec![vec![0u8; n]; WIN];
+                    // SAFETY: every request is waited for before `bufs` drops.
+                    let qs: Vec<_> = bufs
+                        .iter_mut()
+                        .map(|b| unsafe {
+                            r.irecv_raw(Source::Rank(0), TagSel::Tag(5), b.as_mut_ptr(), n)
+                                .unwrap()
+                        })
+                        .collect();
+                    for q in qs {
+                        r.wait(q);
+                    }
+                    let want = pattern(round, n);
+                    ok &= bufs.iter().all(|b| *b == want);
+                }
+            }
+            ok
+        });
+        assert!(out[1], "{p:?}");
     }
 }
