@@ -1098,15 +1098,42 @@ impl<
         kind: Kind,
         seq: u32,
     ) -> bool {
-        let Some(slot) = self.free_slots.pop() else {
-            return false;
-        };
         let h = Header {
             seq,
             ..self.header(dest, kind)
         };
-        let _ = h.encode(nic.slot_mut(SlotId(slot)));
-        match nic.post_send(dest, SlotId(slot), HEADER_LEN) {
+        if !self.post_control(nic, dest, h, &[], false) {
+            self.arm(now);
+            return false;
+        }
+        self.stats.acks_out += (kind == Kind::Ack) as u64;
+        true
+    }
+
+    /// Posts control packet `h` with `body` to `dest` from a bounce slot
+    /// (`wake`: as a solicited event, for the peer's progress thread);
+    /// `false` if no slot or the NIC is busy (nothing was sent).
+    fn post_control<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        dest: u16,
+        h: Header,
+        body: &[u8],
+        wake: bool,
+    ) -> bool {
+        let Some(slot) = self.free_slots.pop() else {
+            return false;
+        };
+        let out = nic.slot_mut(SlotId(slot));
+        let _ = h.encode(out);
+        out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
+        let len = HEADER_LEN + body.len();
+        let r = if wake {
+            nic.post_send_solicited(dest, SlotId(slot), len)
+        } else {
+            nic.post_send(dest, SlotId(slot), len)
+        };
+        match r {
             Ok(r) => {
                 self.stats.packets_out += 1;
                 self.peers[dest as usize].carried(h.credit);
@@ -1114,7 +1141,7 @@ impl<
                     self.peers[dest as usize].wqes += 1;
                     self.slots[slot as usize] = SlotMeta {
                         peer: dest,
-                        len: HEADER_LEN as u32,
+                        len: len as u32,
                         in_nic: true,
                         sealed: true,
                         next: NO_SLOT,
@@ -1123,13 +1150,11 @@ impl<
                 } else {
                     let _ = self.free_slots.push(slot);
                 }
-                self.stats.acks_out += (kind == Kind::Ack) as u64;
                 true
             }
             Err(_) => {
                 let _ = self.free_slots.push(slot);
                 self.stats.post_busy += 1;
-                self.arm(now);
                 false
             }
         }

@@ -754,45 +754,15 @@ impl<
         self.active -= 1;
     }
 
-    /// Sends a rendezvous control packet with `body`; `false` if no slot
-    /// or the NIC is busy (the transfer retries from `poll`).
+    /// Sends a rendezvous control packet with `body`, waking the peer's
+    /// progress thread; `false` if no slot or the NIC is busy (the transfer
+    /// retries from `poll`).
     fn ctl<N: Nic>(&mut self, nic: &mut N, dest: u16, kind: Kind, body: &[u8]) -> bool {
-        let Some(slot) = self.free_slots.pop() else {
-            return false;
-        };
         let h = Header {
             len: body.len() as u32,
             ..self.header(dest, kind)
         };
-        let out = nic.slot_mut(SlotId(slot));
-        let _ = h.encode(out);
-        out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
-        let len = HEADER_LEN + body.len();
-        match nic.post_send_solicited(dest, SlotId(slot), len) {
-            Ok(r) => {
-                self.stats.packets_out += 1;
-                self.peers[dest as usize].carried(h.credit);
-                if r == Posted::Later {
-                    self.peers[dest as usize].wqes += 1;
-                    self.slots[slot as usize] = SlotMeta {
-                        peer: dest,
-                        len: len as u32,
-                        in_nic: true,
-                        sealed: true,
-                        next: NO_SLOT,
-                        ..SlotMeta::default()
-                    };
-                } else {
-                    let _ = self.free_slots.push(slot);
-                }
-                true
-            }
-            Err(_) => {
-                let _ = self.free_slots.push(slot);
-                self.stats.post_busy += 1;
-                false
-            }
-        }
+        self.post_control(nic, dest, h, body, true)
     }
 
     /// On lossy transports a PULL transfer keeps a timer: the receiver to
