@@ -1273,10 +1273,10 @@ impl<
     /// Every send has left the endpoint's queues and backlogs for the NIC.
     /// Sends complete for the application before that (their data is
     /// copied), so a rank must keep driving the endpoint until this holds
-    /// before it stops (MPI's finalize).
+    /// before it stops (MPI's finalize). A rendezvous needs nothing here:
+    /// its request stays pending until its last packet has left.
     pub fn flushed(&self) -> bool {
-        !self.rndv_due
-            && self.queued.is_empty()
+        self.queued.is_empty()
             && self
                 .backlogged
                 .iter()

@@ -249,10 +249,12 @@ impl Window {
     /// Frames a window can track beyond `base`.
     pub const SPAN: u32 = 64;
 
-    pub fn new(frames: u32) -> Window {
+    pub const fn new(frames: u32) -> Window {
         Window {
+            base: 0,
+            bits: 0,
+            asked: 0,
             frames,
-            ..Window::default()
         }
     }
 

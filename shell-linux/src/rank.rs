@@ -224,12 +224,7 @@ impl Nic for LoopNic {
             return Err(RegError::Unmonitored);
         };
         m.watch(addr, len).map_err(|_| RegError::Unmonitored)?;
-        let mr = self
-            .port
-            .register_user(addr as usize, len as usize)
-            .map_err(|_| RegError::NoResources)?;
-        self.user_regs.insert(mr.key, mr);
-        Ok(MemKey(mr.key))
+        self.register_once(addr, len)
     }
 
     fn deregister(&mut self, key: MemKey) {

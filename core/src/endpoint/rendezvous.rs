@@ -96,12 +96,7 @@ impl Transfer {
         fault: None,
         status: Status::SENT,
         owe: Owe::Nothing,
-        window: Window {
-            base: 0,
-            bits: 0,
-            asked: 0,
-            frames: 0,
-        },
+        window: Window::new(0),
         asked: Asked::EMPTY,
         served: false,
         last: 0,
@@ -432,9 +427,6 @@ impl<
                 }
             },
         };
-        if self.xfers[i].chunks > 0 {
-            return false;
-        }
         self.xfers[i].fault = self.xfers[i].fault.or(f.fault);
         self.complete(nic, i);
         true

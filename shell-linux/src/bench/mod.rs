@@ -139,8 +139,8 @@ pub enum Side {
 }
 
 impl Side {
-    /// The rank whose timing the benchmark reports: the sender (rank 0) or
-    /// the receiver (rank 1).
+    /// The rank that makes the non-blocking call measured: the sender
+    /// (rank 0) or the receiver (rank 1).
     pub fn timed_rank(self) -> u16 {
         match self {
             Side::Send => 0,
@@ -166,6 +166,36 @@ pub fn compute(ns: u64) {
     while crate::clock::now_ns() < end {
         std::hint::spin_loop();
     }
+}
+
+/// Runs `body` on two ranks per rendezvous in `variants` and progress-thread
+/// setting in `threads`, one job each (the thread started before `body`,
+/// stopped after): the rows of rank `timed` for each setting, in order.
+pub fn per_setting<T: Send>(
+    cfg: Config,
+    nic: LoopConfig,
+    variants: &[rmx_core::Protocol],
+    threads: &[bool],
+    timed: u16,
+    body: impl Fn(&mut crate::rank::Rank) -> Vec<T> + Sync,
+) -> Vec<(rmx_core::Protocol, bool, Vec<T>)> {
+    let mut out = Vec::new();
+    for &p in variants {
+        for &pt in threads {
+            let cfg = Config {
+                rendezvous: Some(p),
+                ..cfg
+            };
+            let mut rows = crate::job::run(2, cfg, nic, |r| {
+                r.set_progress_thread(pt);
+                let rows = body(r);
+                r.set_progress_thread(false);
+                rows
+            });
+            out.push((p, pt, rows.swap_remove(timed as usize)));
+        }
+    }
+    out
 }
 
 /// The median of `v` (reordered); 0 when empty.

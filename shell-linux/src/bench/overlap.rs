@@ -20,7 +20,6 @@ use serde_json::json;
 use super::report::{Column, Report};
 use super::{compute, median, Opts, Side, SpinBarrier};
 use crate::clock::now_ns;
-use crate::job;
 use crate::loopnic::LoopConfig;
 use crate::rank::Rank;
 
@@ -152,43 +151,38 @@ pub fn run(
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let pb = opts.progress("overlap", sizes.len() * variants.len() * threads.len());
-    let mut results = Vec::new();
-    for &p in variants {
-        for &pt in threads {
-            let cfg = Config {
-                rendezvous: Some(p),
-                ..cfg
-            };
-            let barrier = SpinBarrier::new(2);
-            let plan = AtomicU64::new(0);
-            let out = job::run(2, cfg, nic, |r| {
-                r.set_progress_thread(pt);
-                let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
-                let mut rows = Vec::new();
-                for &size in &sizes {
-                    let eager = size as u64 <= cfg.eager_threshold as u64;
-                    let reps = if eager { opts.iters } else { opts.iters / 2 }.max(5);
-                    let got = measure(r, side, size, eager, reps, &barrier, &plan, &mut buf);
-                    if let Some((l0, ratio)) = got {
-                        rows.push((size, l0, ratio));
-                        pb.inc(1);
-                    }
-                }
-                r.set_progress_thread(false);
-                rows
-            });
-            let rows = &out[side.timed_rank() as usize];
-            for &(size, l0, ratio) in rows {
-                let eager = size as u64 <= cfg.eager_threshold as u64;
-                results.push(json!({
-                    "size": size,
-                    "rndv": if eager { json!(null) } else { json!(p.name()) },
-                    "progress_thread": pt,
-                    "l0_us": l0,
-                    "overlap_ratio": ratio,
-                    "setting": setting(p, pt),
-                }));
+    let barrier = SpinBarrier::new(2);
+    let plan = AtomicU64::new(0);
+    let eager = |size: usize| size as u64 <= cfg.eager_threshold as u64;
+    let runs = super::per_setting(cfg, nic, variants, threads, side.timed_rank(), |r| {
+        let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            let reps = if eager(size) {
+                opts.iters
+            } else {
+                opts.iters / 2
             }
+            .max(5);
+            let got = measure(r, side, size, eager(size), reps, &barrier, &plan, &mut buf);
+            if let Some((l0, ratio)) = got {
+                rows.push((size, l0, ratio));
+                pb.inc(1);
+            }
+        }
+        rows
+    });
+    let mut results = Vec::new();
+    for (p, pt, rows) in runs {
+        for (size, l0, ratio) in rows {
+            results.push(json!({
+                "size": size,
+                "rndv": if eager(size) { json!(null) } else { json!(p.name()) },
+                "progress_thread": pt,
+                "l0_us": l0,
+                "overlap_ratio": ratio,
+                "setting": setting(p, pt),
+            }));
         }
     }
     pb.finish_and_clear();

@@ -11,13 +11,14 @@
 //! as a fraction of the latency without delay. Each latency is the median
 //! of `--iters` repetitions.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::report::{Column, Report};
 use super::{compute, median, Opts, Side, SpinBarrier};
 use crate::clock::now_ns;
-use crate::job;
 use crate::loopnic::LoopConfig;
 use crate::rank::Rank;
 
@@ -26,6 +27,9 @@ const DATA: u32 = 21;
 /// Delays tried, as multiples of the latency without delay (at least
 /// `MIN_DELAY_NS` each, so that small messages see a real computation).
 const DELAYS: [u64; 2] = [2, 5];
+/// The rank timed on both sides: the receiver, whose receive completes
+/// when the transfer has.
+const TIMED: u16 = 1;
 const MIN_DELAY_NS: u64 = 20_000;
 
 /// One repetition; the timed side returns (latency ns, data seen during
@@ -114,77 +118,67 @@ pub fn run(
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let pb = opts.progress("progress", sizes.len() * variants.len() * threads.len());
-    let mut results = Vec::new();
-    let timed = side.timed_rank() as usize;
-    // The receiver is timed on both sides' tests here.
-    let timed = if side == Side::Send { 1 } else { timed };
-    for &p in variants {
-        for &pt in threads {
-            let cfg = Config {
-                rendezvous: Some(p),
-                ..cfg
-            };
-            let barrier = SpinBarrier::new(2);
-            let shared_l0 = std::sync::atomic::AtomicU64::new(0);
-            let out = job::run(2, cfg, nic, |r| {
-                r.set_progress_thread(pt);
-                let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
-                let mut rows = Vec::new();
-                for &size in &sizes {
-                    let eager = size as u64 <= cfg.eager_threshold as u64;
-                    let reps = if eager { opts.iters } else { opts.iters / 2 }.max(5);
-                    for _ in 0..(reps / 10).max(2) {
-                        barrier.wait();
-                        once(r, side, size, 0, 1, &mut buf);
-                    }
-                    let (l0, _) = series(r, side, size, 0, reps, &barrier, &mut buf);
-                    if r.rank() as usize == timed {
-                        shared_l0.store(l0, std::sync::atomic::Ordering::Release);
-                        rows.push((size, 0u64, l0, 0u64, reps));
-                    }
-                    barrier.wait();
-                    let l0 = shared_l0.load(std::sync::atomic::Ordering::Acquire);
-                    for k in DELAYS {
-                        let d = (k * l0).max(MIN_DELAY_NS);
-                        let (l, seen) = series(r, side, size, d, reps, &barrier, &mut buf);
-                        if r.rank() as usize == timed {
-                            rows.push((size, d, l, seen, reps));
-                        }
-                    }
-                    barrier.wait();
-                    if r.rank() as usize == timed {
-                        pb.inc(1);
-                    }
-                }
-                r.set_progress_thread(false);
-                rows
-            });
-            let mut l0 = 0u64;
-            let mut factor = 0;
-            for &(size, d, l, seen, reps) in &out[timed] {
-                let eager = size as u64 <= cfg.eager_threshold as u64;
-                if d == 0 {
-                    l0 = l.max(1);
-                    factor = 0;
-                } else {
-                    factor += 1;
-                }
-                let post = (d > 0).then(|| l.saturating_sub(d) as f64 / l0 as f64);
-                let mut row = json!({
-                    "size": size,
-                    "rndv": if eager { json!(null) } else { json!(p.name()) },
-                    "progress_thread": pt,
-                    "delay_us": d as f64 / 1000.0,
-                    "latency_us": l as f64 / 1000.0,
-                    "post_delay_fraction": post,
-                    "setting": super::overlap::setting(p, pt),
-                    "delay_factor": if factor == 0 { 0 } else { DELAYS[factor - 1] },
-                });
-                if side == Side::Recv {
-                    row["arrived_during_delay"] = json!(seen as f64 / reps as f64);
-                }
-                results.push(row);
+    let barrier = SpinBarrier::new(2);
+    let shared_l0 = AtomicU64::new(0);
+    let eager = |size: usize| size as u64 <= cfg.eager_threshold as u64;
+    let runs = super::per_setting(cfg, nic, variants, threads, TIMED, |r| {
+        let timed = r.rank() == TIMED;
+        let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            let reps = if eager(size) {
+                opts.iters
+            } else {
+                opts.iters / 2
             }
+            .max(5);
+            for _ in 0..(reps / 10).max(2) {
+                barrier.wait();
+                once(r, side, size, 0, 1, &mut buf);
+            }
+            let (l0, _) = series(r, side, size, 0, reps, &barrier, &mut buf);
+            if timed {
+                shared_l0.store(l0, Ordering::Release);
+                rows.push((size, 0, 0, l0, 0, reps));
+            }
+            barrier.wait();
+            let l0 = shared_l0.load(Ordering::Acquire);
+            for k in DELAYS {
+                let d = (k * l0).max(MIN_DELAY_NS);
+                let (l, seen) = series(r, side, size, d, reps, &barrier, &mut buf);
+                if timed {
+                    rows.push((size, k, d, l, seen, reps));
+                }
+            }
+            barrier.wait();
+            if timed {
+                pb.inc(1);
+            }
+        }
+        rows
+    });
+    let mut results = Vec::new();
+    for (p, pt, rows) in runs {
+        let mut l0 = 1;
+        for (size, k, d, l, seen, reps) in rows {
+            if k == 0 {
+                l0 = l.max(1);
+            }
+            let post = (k > 0).then(|| l.saturating_sub(d) as f64 / l0 as f64);
+            let mut row = json!({
+                "size": size,
+                "rndv": if eager(size) { json!(null) } else { json!(p.name()) },
+                "progress_thread": pt,
+                "delay_us": d as f64 / 1000.0,
+                "latency_us": l as f64 / 1000.0,
+                "post_delay_fraction": post,
+                "setting": super::overlap::setting(p, pt),
+                "delay_factor": k,
+            });
+            if side == Side::Recv {
+                row["arrived_during_delay"] = json!(seen as f64 / reps as f64);
+            }
+            results.push(row);
         }
     }
     pb.finish_and_clear();
