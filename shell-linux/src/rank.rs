@@ -314,15 +314,19 @@ struct Driver {
     /// Zero-copy on: the monitor and this rank's queue of invalidations.
     watch: Option<(Arc<Monitor>, Arc<Queue>)>,
     now: u64,
+    /// Polls in a row that found nothing, and when the first of them read
+    /// the clock.
     idle: u32,
+    idle_from: u64,
     wcs: Vec<Wc>,
 }
 
 impl Driver {
     /// Hands the NIC's send and RDMA completions to the core.
     #[inline]
-    fn completions(&mut self) {
-        if self.nic.port.poll_cq(&mut self.wcs) > 0 {
+    fn completions(&mut self) -> usize {
+        let n = self.nic.port.poll_cq(&mut self.wcs);
+        if n > 0 {
             for wc in self.wcs.drain(..) {
                 match wc.op {
                     WcOp::Send if wc.wr_id == INLINE_WR_ID => {
@@ -344,10 +348,12 @@ impl Driver {
                 }
             }
         }
+        n
     }
 
     /// Polls the NIC once: receives, completions, and (every few idle
-    /// rounds) the clock and the core's timers. Returns packets handled.
+    /// rounds) the clock and the core's timers. Returns packets and
+    /// completions handled.
     #[inline]
     fn progress(&mut self) -> usize {
         let mut n = 0;
@@ -355,13 +361,16 @@ impl Driver {
             self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
             n += 1;
         }
-        self.completions();
+        n += self.completions();
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
         // Timers are coarse (tens of microseconds): read the clock only after 64
         // empty polls, never in the spin right after a packet, where a reply is
         // most likely to land.
         if self.idle & 63 == 63 {
             self.timers();
+            if self.idle == 63 {
+                self.idle_from = self.now;
+            }
             // Oversubscribed (more ranks than cores): after ~1024 empty polls,
             // give the core to a rank that may have work for us.
             if self.idle & 1023 == 1023 {
@@ -369,6 +378,15 @@ impl Driver {
             }
         }
         n
+    }
+
+    /// How long polls have found nothing (0 in the first 63 empty polls).
+    fn idle_ns(&self) -> u64 {
+        if self.idle < 63 {
+            0
+        } else {
+            self.now.saturating_sub(self.idle_from)
+        }
     }
 
     /// Reads the clock and runs the core's timers if one is due; returns
@@ -405,6 +423,12 @@ struct ProgressThread {
 /// The longest a progress thread sleeps without an event: it then runs
 /// the core's timers and takes eager packets that raise no event.
 const PROGRESS_IDLE: Duration = Duration::from_millis(1);
+/// How long [`Rank::wait`] and [`Rank::flush`] poll in vain before it sleeps: well past a
+/// round trip, so a latency run never sleeps, yet short beside a time slice.
+const SLEEP_AFTER_NS: u64 = 50_000;
+/// The longest [`Rank::wait`] sleeps without an event: bounds the cost of
+/// an event missed while arming, and lets it run the core's timers.
+const WAIT_NAP: Duration = Duration::from_micros(200);
 /// The shortest sleep when the core wants a retry at once (a transfer
 /// waiting for a bounce slot): yields the core rather than spinning.
 const PROGRESS_RETRY: Duration = Duration::from_micros(20);
@@ -460,6 +484,8 @@ fn lock(d: &Mutex<Driver>) -> MutexGuard<'_, Driver> {
 pub struct Rank {
     home: Home,
     me: u16,
+    /// What [`wait`](Rank::wait) sleeps on once polling finds nothing.
+    events: Events,
 }
 
 /// A pending operation and the user-buffer handle it holds.
@@ -515,6 +541,7 @@ impl Rank {
             cfg.coalesce = Coalesce::Outstanding(n.min(cfg.send_wqes));
         }
         let ep = Box::new(CoreEndpoint::with_reuse(cfg, me, nranks, reuse)?);
+        let events = port.events();
         let unexpected = nranks as usize * cfg.credits as usize;
         let d = Driver {
             ep,
@@ -522,11 +549,13 @@ impl Rank {
             watch: None,
             now: now_ns(),
             idle: 0,
+            idle_from: 0,
             wcs: Vec::new(),
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),
             me,
+            events,
         })
     }
 
@@ -673,20 +702,81 @@ impl Rank {
 
     /// Drives progress until `req` completes.
     pub fn wait(&mut self, mut req: Req) -> Status {
+        let mut armed = None;
         loop {
-            // Progress first: a request waited on is rarely complete already,
-            // and an empty poll costs less than a table lookup. No PAUSE between
-            // empty polls: measured on this machine it cost ~30% of the 8-byte
-            // message rate and gained no latency.
-            let r = self.with(|d| {
+            let (r, idle) = self.with(|d| {
+                // Progress first: a request waited on is rarely complete
+                // already, and an empty poll costs less than a table lookup.
                 if req.req != Request::COMPLETE {
                     d.progress();
                 }
-                Self::test_in(d, req)
+                (Self::test_in(d, req), d.idle)
             });
             match r {
                 Ok(st) => return st,
                 Err(r) => req = r,
+            }
+            if idle >= 63 {
+                self.idle(&mut armed);
+            } else {
+                armed = None;
+            }
+        }
+    }
+
+    /// Drives progress until every buffered send has left for the NIC
+    /// ([`flushed`](Self::flushed)). A thread must do this before it turns
+    /// to another rank it drives: a send completes for the application once
+    /// copied, and one still queued here moves only while this rank is driven.
+    pub fn flush(&mut self) {
+        let mut armed = None;
+        loop {
+            let (done, idle) = self.with(|d| {
+                d.progress();
+                (d.ep.flushed(), d.idle)
+            });
+            if done {
+                return;
+            }
+            if idle >= 63 {
+                self.idle(&mut armed);
+            } else {
+                armed = None;
+            }
+        }
+    }
+
+    /// A waiter's polls found nothing for a while (the clock is read from
+    /// the 63rd empty poll on): it leaves the core to the NIC's thread if
+    /// that works for this rank, and after [`SLEEP_AFTER_NS`] sleeps on the
+    /// NIC's events, so that on an oversubscribed machine (ranks, progress
+    /// threads and the `loop` NIC's own thread sharing few cores) the thread
+    /// with the work gets the core instead of a spinner. `armed` carries the
+    /// event count across the one poll between arming and sleeping.
+    #[inline(never)]
+    fn idle(&mut self, armed: &mut Option<u64>) {
+        let sleeping = armed.is_some();
+        let (idle_ns, nic_working, next) = self.with(|d| {
+            let next = if sleeping { d.timers() } else { None };
+            (d.idle_ns(), d.nic.port.nic_working(), next)
+        });
+        if nic_working {
+            std::thread::yield_now();
+        }
+        if idle_ns < SLEEP_AFTER_NS {
+            *armed = None;
+            return;
+        }
+        match armed.take() {
+            // Arm, then poll once more before sleeping: a packet that came in
+            // between is seen by that poll or raises the event.
+            None => {
+                self.events.arm();
+                *armed = Some(self.events.count());
+            }
+            Some(seen) => {
+                let nap = next.map_or(WAIT_NAP, |ns| Duration::from_nanos(ns).min(WAIT_NAP));
+                self.events.wait(seen, nap);
             }
         }
     }

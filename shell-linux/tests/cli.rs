@@ -1,21 +1,53 @@
 //! The `rmx` command line as users and scripts call it.
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn rmx(args: &[&str]) -> (i32, String, String) {
     rmx_env(args, &[])
 }
 
+/// The longest any command here may run: a hang fails its test instead of
+/// stalling the whole run.
+const DEADLINE: Duration = Duration::from_secs(600);
+
 fn rmx_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rmx"))
         .args(args)
         .envs(env.iter().copied())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run rmx");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for rmx") {
+            break st;
+        }
+        if t0.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "rmx {} still ran after {DEADLINE:?}: killed",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
+        status.code().unwrap_or(-1),
+        out.join().unwrap(),
+        err.join().unwrap(),
     )
 }
 
@@ -105,6 +137,47 @@ fn bw_json_has_rates() {
         assert!(rate > 0.0);
         assert!((mbs - rate * 8.0 / 1e6).abs() < 1e-6 * mbs.max(1.0));
     }
+}
+
+/// `--rndv all` runs the three protocols side by side, one thread driving a
+/// rank of each in turn: sizes where the receiver's FINs fill its send queue
+/// and its ACK waits behind them.
+#[test]
+fn bw_compares_the_three_rendezvous_side_by_side() {
+    let (code, out, err) = rmx(&[
+        "bench",
+        "bw",
+        "--rndv",
+        "all",
+        "--min-size",
+        "16384",
+        "--max-size",
+        "65536",
+        "--iters",
+        "200",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows: Vec<(u64, String)> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(r["mb_per_s"].as_f64().unwrap() > 0.0);
+            (
+                r["size"].as_u64().unwrap(),
+                r["rndv"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    for size in [16384u64, 32768, 65536] {
+        for p in ["rput", "rget", "pull"] {
+            want.push((size, p.to_string()));
+        }
+    }
+    assert_eq!(rows, want);
 }
 
 #[test]

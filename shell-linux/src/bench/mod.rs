@@ -125,8 +125,16 @@ impl SpinBarrier {
             self.generation.fetch_add(1, Ordering::Release);
             return;
         }
+        // Spin briefly (the peer is usually close), then yield: on an
+        // oversubscribed machine the rank we wait for may need this core.
+        let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == gen {
-            std::hint::spin_loop();
+            if spins < 4096 {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
 }

@@ -18,7 +18,7 @@ pub mod region;
 pub mod ring;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -134,6 +134,9 @@ struct Hca {
     /// solicited packets in the ring (verbs' completion channel).
     events: Mutex<u64>,
     wake: Condvar,
+    /// Armed by a sleeper ([`Events::arm`]): the next packet delivered here,
+    /// or taken from here by a peer, raises an event, solicited or not.
+    armed: CachePadded<AtomicBool>,
 }
 
 impl Hca {
@@ -144,6 +147,27 @@ impl Hca {
             .push_back(wc);
         self.cq_len.fetch_add(1, Ordering::Release);
         self.signal();
+    }
+
+    /// Makes a packet in the ring visible, raising an event if it is
+    /// solicited or a sleeper armed the NIC for any packet.
+    fn deliver(&self, pos: u64, len: u32, imm: Option<u32>, src: u16, solicited: bool) {
+        self.ring.publish(pos, len, imm, src);
+        if solicited {
+            self.signal();
+        } else {
+            self.fire_armed();
+        }
+    }
+
+    /// Raises one event if a sleeper armed for any packet. No fence orders
+    /// this load after the delivery's store: a sleeper arming at that very
+    /// moment can miss the event, which is why every sleep is bounded.
+    #[inline]
+    fn fire_armed(&self) {
+        if self.armed.load(Ordering::Relaxed) && self.armed.swap(false, Ordering::AcqRel) {
+            self.signal();
+        }
     }
 
     /// Counts an event and wakes whoever sleeps on this NIC.
@@ -182,6 +206,17 @@ impl Events {
         *g
     }
 
+    /// Makes the next packet for this rank (or taken from it) raise an
+    /// event even if unsolicited, as `ibv_req_notify_cq` with
+    /// `solicited_only = 0` does; arm, read [`count`](Self::count), poll
+    /// once more, then [`wait`](Self::wait). Solicited packets and
+    /// completions always raise one.
+    pub fn arm(&self) {
+        self.shared.hcas[self.rank as usize]
+            .armed
+            .store(true, Ordering::SeqCst);
+    }
+
     /// Wakes the sleeper (to stop it).
     pub fn kick(&self) {
         self.shared.hcas[self.rank as usize].signal();
@@ -212,6 +247,7 @@ impl Fabric {
                 polled: CachePadded::new(AtomicU64::new(0)),
                 events: Mutex::new(0),
                 wake: Condvar::new(),
+                armed: CachePadded::new(AtomicBool::new(false)),
             })
             .collect();
         Fabric {
@@ -242,6 +278,7 @@ impl Fabric {
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
             untaken_n: 0,
+            in_engine: 0,
         }
     }
 }
@@ -318,6 +355,8 @@ pub struct Port {
     /// by it: (ring position, wr_id, length), oldest first.
     untaken: Vec<VecDeque<(u64, u64, usize)>>,
     untaken_n: usize,
+    /// Operations on the NIC's own thread not yet in the CQ.
+    in_engine: usize,
 }
 
 /// The `wr_id` of an inline send's completion (inline sends name no buffer).
@@ -476,15 +515,13 @@ impl Port {
                 unsafe { crate::copy::copy_bytes(base.add(off), s.addr as *const u8, s.len) };
                 off += s.len;
             }
-            dst.ring.publish(pos, total as u32, None, self.rank);
-            if solicited {
-                dst.signal();
-            }
+            dst.deliver(pos, total as u32, None, self.rank, solicited);
             self.until_taken(peer, pos, wr_id, total);
             return Ok(None);
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
         self.outstanding[peer as usize] += 1;
+        self.in_engine += 1;
         let me = self.rank;
         let mut off = 0;
         let n = sges.len();
@@ -493,10 +530,7 @@ impl Port {
                 let shared = Arc::clone(&self.shared);
                 Box::new(move || {
                     let dst = &shared.hcas[peer as usize];
-                    dst.ring.publish(pos, total as u32, None, me);
-                    if solicited {
-                        dst.signal();
-                    }
+                    dst.deliver(pos, total as u32, None, me, solicited);
                     shared.hcas[me as usize].complete(done(WcStatus::Success, total));
                 })
             } else {
@@ -536,7 +570,7 @@ impl Port {
             crate::copy::copy_bytes(base, head.as_ptr(), head.len());
             crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
-        dst.ring.publish(pos, total as u32, None, self.rank);
+        dst.deliver(pos, total as u32, None, self.rank, false);
         self.until_taken(peer, pos, INLINE_WR_ID, total);
         Ok(())
     }
@@ -628,11 +662,12 @@ impl Port {
             // SAFETY: both ranges checked against registered regions above.
             unsafe { std::ptr::copy(from as *const u8, to as *mut u8, local.len) };
             if let Some((pos, v)) = imm {
-                dst.ring.publish(pos, 0, Some(v), me);
+                dst.deliver(pos, 0, Some(v), me, false);
             }
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
         self.outstanding[peer as usize] += 1;
+        self.in_engine += 1;
         let shared = Arc::clone(&self.shared);
         let len = local.len;
         self.shared.engine.submit(Job {
@@ -641,12 +676,18 @@ impl Port {
             len,
             then: Box::new(move || {
                 if let Some((pos, v)) = imm {
-                    shared.hcas[peer as usize].ring.publish(pos, 0, Some(v), me);
+                    shared.hcas[peer as usize].deliver(pos, 0, Some(v), me, false);
                 }
                 shared.hcas[me as usize].complete(done(WcStatus::Success, len));
             }),
         });
         Ok(None)
+    }
+
+    /// The NIC's own thread has operations of this port to finish: a waiter
+    /// should leave it the core rather than spin.
+    pub fn nic_working(&self) -> bool {
+        self.in_engine > 0
     }
 
     /// The next receive completion, if any.
@@ -675,6 +716,12 @@ impl Port {
     fn tell_taken(&mut self) {
         self.told = self.head;
         self.hca().polled.store(self.head, Ordering::Release);
+        // Taking frees the senders' entries: wake any that sleep on them.
+        for (r, h) in self.shared.hcas.iter().enumerate() {
+            if r != self.rank as usize {
+                h.fire_armed();
+            }
+        }
     }
 
     /// The bytes of a received buffer (valid until [`repost`](Self::repost)).
@@ -707,6 +754,7 @@ impl Port {
             out.push(wc);
         }
         hca.cq_len.fetch_sub(n, Ordering::AcqRel);
+        self.in_engine -= n;
         n + taken
     }
 

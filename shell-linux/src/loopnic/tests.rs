@@ -250,3 +250,45 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     assert_eq!(b.rx_bytes(got.buf)[..100], [2u8; 100]);
     unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
 }
+
+#[test]
+fn an_armed_nic_raises_one_event_for_a_plain_packet_or_a_taken_send() {
+    let (mut a, mut b) = fabric(1 << 16);
+    let (ea, eb) = (a.events(), b.events());
+    let mut d = *b"data";
+    let sg = [sge(&a, &mut d, 0)];
+    // Unarmed: a plain SEND raises nothing, a solicited one does.
+    let n = eb.count();
+    assert_eq!(a.post_send(1, 1, &sg), Ok(None));
+    assert_eq!(eb.count(), n, "a plain packet is silent unless armed");
+    assert_eq!(a.post_send_solicited(1, 2, &sg), Ok(None));
+    assert_eq!(eb.count(), n + 1);
+    // Armed: the next plain packet raises one event, and disarms.
+    eb.arm();
+    let mut wcs = Vec::new();
+    for _ in 0..2 {
+        let r = b.poll_recv().unwrap();
+        b.repost(r.buf);
+    }
+    assert!(b.poll_recv().is_none());
+    while a.poll_cq(&mut wcs) > 0 {}
+    assert_eq!(a.post_send(1, 3, &sg), Ok(None));
+    assert_eq!(eb.count(), n + 2);
+    assert_eq!(a.post_send(1, 4, &sg), Ok(None));
+    assert_eq!(eb.count(), n + 2, "one event per arming");
+    // A sender armed while its SENDs wait to be taken hears the taking.
+    let m = ea.count();
+    ea.arm();
+    assert!(b.poll_recv().is_some());
+    assert!(b.poll_recv().is_some());
+    assert!(
+        b.poll_recv().is_none(),
+        "an empty ring tells what was taken"
+    );
+    assert_eq!(ea.count(), m + 1);
+    assert_eq!(
+        ea.wait(m, Duration::from_secs(5)),
+        m + 1,
+        "no sleep once counted"
+    );
+}
