@@ -120,6 +120,13 @@ pub enum PostErr {
     TooLong,
 }
 
+/// Events so far, and threads sleeping until the next one.
+#[derive(Default)]
+struct EventCount {
+    count: u64,
+    sleepers: u32,
+}
+
 struct Hca {
     ring: RecvRing,
     pd: Pd,
@@ -132,7 +139,7 @@ struct Hca {
     polled: CachePadded<AtomicU64>,
     /// Events a progress thread sleeps on: completions in the CQ and
     /// solicited packets in the ring (verbs' completion channel).
-    events: Mutex<u64>,
+    events: Mutex<EventCount>,
     wake: Condvar,
     /// Armed by a sleeper ([`Events::arm`]): the next packet delivered here,
     /// or taken from here by a peer, raises an event, solicited or not.
@@ -172,8 +179,12 @@ impl Hca {
 
     /// Counts an event and wakes whoever sleeps on this NIC.
     fn signal(&self) {
-        *self.events.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.wake.notify_all();
+        let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        ev.count += 1;
+        // A notification is a system call: none when nobody sleeps.
+        if ev.sleepers > 0 {
+            self.wake.notify_all();
+        }
     }
 }
 
@@ -188,22 +199,25 @@ pub struct Events {
 impl Events {
     /// Events so far.
     pub fn count(&self) -> u64 {
-        *self.shared.hcas[self.rank as usize]
+        self.shared.hcas[self.rank as usize]
             .events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .count
     }
 
     /// Sleeps until the count differs from `seen` or `timeout` passes;
     /// returns the count.
     pub fn wait(&self, seen: u64, timeout: Duration) -> u64 {
         let hca = &self.shared.hcas[self.rank as usize];
-        let g = hca.events.lock().unwrap_or_else(|e| e.into_inner());
-        let (g, _) = hca
+        let mut g = hca.events.lock().unwrap_or_else(|e| e.into_inner());
+        g.sleepers += 1;
+        let (mut g, _) = hca
             .wake
-            .wait_timeout_while(g, timeout, |n| *n == seen)
+            .wait_timeout_while(g, timeout, |e| e.count == seen)
             .unwrap_or_else(|e| e.into_inner());
-        *g
+        g.sleepers -= 1;
+        g.count
     }
 
     /// Makes the next packet for this rank (or taken from it) raise an
@@ -245,7 +259,7 @@ impl Fabric {
                 cq: Mutex::new(VecDeque::new()),
                 cq_len: AtomicUsize::new(0),
                 polled: CachePadded::new(AtomicU64::new(0)),
-                events: Mutex::new(0),
+                events: Mutex::new(EventCount::default()),
                 wake: Condvar::new(),
                 armed: CachePadded::new(AtomicBool::new(false)),
             })
