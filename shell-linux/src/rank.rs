@@ -363,12 +363,12 @@ impl Driver {
         }
         n += self.completions();
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
-        // Timers are coarse (tens of microseconds): read the clock only after 64
-        // empty polls, never in the spin right after a packet, where a reply is
-        // most likely to land.
-        if self.idle & 63 == 63 {
+        // Timers are coarse (tens of microseconds): read the clock only every
+        // CLOCK_POLLS empty polls, never in the spin right after a packet,
+        // where a reply is most likely to land.
+        if self.idle % CLOCK_POLLS == CLOCK_POLLS - 1 {
             self.timers();
-            if self.idle == 63 {
+            if self.idle == CLOCK_POLLS - 1 {
                 self.idle_from = self.now;
             }
             // Oversubscribed (more ranks than cores): after ~1024 empty polls,
@@ -380,9 +380,9 @@ impl Driver {
         n
     }
 
-    /// How long polls have found nothing (0 in the first 63 empty polls).
+    /// How long polls have found nothing (0 until the clock is first read).
     fn idle_ns(&self) -> u64 {
-        if self.idle < 63 {
+        if self.idle < CLOCK_POLLS - 1 {
             0
         } else {
             self.now.saturating_sub(self.idle_from)
@@ -420,11 +420,14 @@ struct ProgressThread {
     handle: Option<JoinHandle<()>>,
 }
 
+/// Empty polls between two readings of the clock (and the core's timers).
+const CLOCK_POLLS: u32 = 64;
 /// The longest a progress thread sleeps without an event: it then runs
 /// the core's timers and takes eager packets that raise no event.
 const PROGRESS_IDLE: Duration = Duration::from_millis(1);
-/// How long [`Rank::wait`] and [`Rank::flush`] poll in vain before it sleeps: well past a
-/// round trip, so a latency run never sleeps, yet short beside a time slice.
+/// How long [`Rank::wait`] and [`Rank::flush`] poll in vain before they
+/// sleep: well past a round trip, so a latency run never sleeps, yet short
+/// beside a time slice.
 const SLEEP_AFTER_NS: u64 = 50_000;
 /// The longest [`Rank::wait`] sleeps without an event: bounds the cost of
 /// an event missed while arming, and lets it run the core's timers.
@@ -716,11 +719,7 @@ impl Rank {
                 Ok(st) => return st,
                 Err(r) => req = r,
             }
-            if idle >= 63 {
-                self.idle(&mut armed);
-            } else {
-                armed = None;
-            }
+            self.rest(idle, &mut armed);
         }
     }
 
@@ -738,16 +737,22 @@ impl Rank {
             if done {
                 return;
             }
-            if idle >= 63 {
-                self.idle(&mut armed);
-            } else {
-                armed = None;
-            }
+            self.rest(idle, &mut armed);
         }
     }
 
-    /// A waiter's polls found nothing for a while (the clock is read from
-    /// the 63rd empty poll on): it leaves the core to the NIC's thread if
+    /// After a waiter's poll: `idle` empty polls in a row. Cheap while the
+    /// clock has not been read yet; then [`idle`](Self::idle).
+    #[inline]
+    fn rest(&mut self, idle: u32, armed: &mut Option<u64>) {
+        if idle < CLOCK_POLLS - 1 {
+            *armed = None;
+        } else {
+            self.idle(armed);
+        }
+    }
+
+    /// A waiter's polls found nothing for a while: it leaves the core to the NIC's thread if
     /// that works for this rank, and after [`SLEEP_AFTER_NS`] sleeps on the
     /// NIC's events, so that on an oversubscribed machine (ranks, progress
     /// threads and the `loop` NIC's own thread sharing few cores) the thread

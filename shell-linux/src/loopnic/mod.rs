@@ -292,7 +292,6 @@ impl Fabric {
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
             untaken_n: 0,
-            in_engine: 0,
         }
     }
 }
@@ -369,8 +368,6 @@ pub struct Port {
     /// by it: (ring position, wr_id, length), oldest first.
     untaken: Vec<VecDeque<(u64, u64, usize)>>,
     untaken_n: usize,
-    /// Operations on the NIC's own thread not yet in the CQ.
-    in_engine: usize,
 }
 
 /// The `wr_id` of an inline send's completion (inline sends name no buffer).
@@ -535,7 +532,6 @@ impl Port {
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
         self.outstanding[peer as usize] += 1;
-        self.in_engine += 1;
         let me = self.rank;
         let mut off = 0;
         let n = sges.len();
@@ -681,7 +677,6 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
         self.outstanding[peer as usize] += 1;
-        self.in_engine += 1;
         let shared = Arc::clone(&self.shared);
         let len = local.len;
         self.shared.engine.submit(Job {
@@ -701,7 +696,9 @@ impl Port {
     /// The NIC's own thread has operations of this port to finish: a waiter
     /// should leave it the core rather than spin.
     pub fn nic_working(&self) -> bool {
-        self.in_engine > 0
+        // Entries held by SENDs the peer has not taken are not the NIC
+        // thread's; the rest of the outstanding ones are.
+        self.outstanding.iter().sum::<u32>() as usize > self.untaken_n
     }
 
     /// The next receive completion, if any.
@@ -768,7 +765,6 @@ impl Port {
             out.push(wc);
         }
         hca.cq_len.fetch_sub(n, Ordering::AcqRel);
-        self.in_engine -= n;
         n + taken
     }
 

@@ -119,12 +119,23 @@ fn large_transfers_run_on_the_nic_thread_and_complete_in_the_cq() {
     let mut remote = vec![0u8; 1 << 20];
     let l = sge(&a, &mut local, 0);
     let r = sge(&b, &mut remote, access::REMOTE_WRITE);
+    let mut small = *b"small";
+    let s = sge(&a, &mut small, 0);
+    assert!(!a.nic_working());
+    // A small SEND the peer has not taken holds an entry, not the NIC thread.
+    assert_eq!(a.post_send(1, 6, &[s]), Ok(None));
+    assert!(!a.nic_working());
     assert_eq!(a.post_write(1, 7, l, r.addr, r.key, None), Ok(None));
+    assert!(
+        a.nic_working(),
+        "the NIC thread copies until its CQE is polled"
+    );
     let wc = wait_cq(&mut a);
     assert_eq!(
         (wc.wr_id, wc.status, wc.len),
         (7, WcStatus::Success, 1 << 20)
     );
+    assert!(!a.nic_working());
     assert!(remote == local);
 }
 
