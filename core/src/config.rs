@@ -52,7 +52,7 @@ pub struct Config {
     /// The rendezvous for messages above `eager_threshold`; `None` picks by
     /// what the transport can do: RGET (the sender is free once its RTS left),
     /// else RPUT, else PULL. A receiver that cannot register its buffer
-    /// answers any of them by pulling.
+    /// answers any of them by pulling. Lossy transports use PULL only.
     pub rendezvous: Option<crate::rendezvous::Protocol>,
     /// PULL: frames (of `eager_threshold` bytes) one request asks for.
     pub pull_frames: u16,
@@ -109,8 +109,14 @@ pub enum ConfigError {
     /// Every peer could fill its credits with unexpected messages: the unexpected
     /// capacity must be at least `required` (peers × credits).
     UnexpectedCapacity { required: usize },
-    /// A packet (header + eager payload) must fit in 65535 bytes.
-    EagerThreshold { max: u32 },
+    /// The eager threshold must lie in `min..=max`: a packet (header +
+    /// eager payload) fits in 65535 bytes, and a send slot (header +
+    /// threshold) holds the largest rendezvous control body.
+    EagerThreshold { min: u32, max: u32 },
+    /// RPUT and RGET were configured on a lossy transport (`reliable:
+    /// false`), where a lost CTS or FIN is never sent again: leave
+    /// `rendezvous` at `None` (PULL) or `Some(Protocol::Pull)`.
+    RendezvousNeedsReliable,
     /// At least two send bounce slots: one for data and one always kept for
     /// acknowledgements, so that they can never deadlock.
     Slots { required: usize },

@@ -21,9 +21,10 @@ use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
 };
 use crate::reuse::{Invalidation, NoReuse, Pending, RegId, SendReuse};
+use crate::rendezvous::Protocol;
 use crate::stats::Stats;
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
-use rendezvous::{Finished, Transfer};
+use rendezvous::Transfer;
 
 /// Why a send was refused. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,8 +150,6 @@ pub struct Endpoint<
     /// A transfer met a busy NIC: retry at the next poll (one waiting for a
     /// bounce slot resumes when one frees).
     rndv_due: bool,
-    /// Recently finished PULL receives (lossy transports: FIN repeats).
-    finished: Deque<Finished, 16>,
 }
 
 impl<
@@ -192,8 +191,12 @@ impl<
             return Err(ConfigError::UnexpectedCapacity { required });
         }
         let max = (u16::MAX as usize - HEADER_LEN) as u32;
-        if cfg.eager_threshold > max {
-            return Err(ConfigError::EagerThreshold { max });
+        let min = crate::rendezvous::MAX_BODY as u32;
+        if cfg.eager_threshold > max || cfg.eager_threshold < min {
+            return Err(ConfigError::EagerThreshold { min, max });
+        }
+        if !cfg.reliable && matches!(cfg.rendezvous, Some(Protocol::Rput | Protocol::Rget)) {
+            return Err(ConfigError::RendezvousNeedsReliable);
         }
         if SLOTS < 2 {
             return Err(ConfigError::Slots { required: 2 });
@@ -208,9 +211,6 @@ impl<
         let window = cfg.pull_frames as u32 * cfg.pull_requests as u32;
         if cfg.pull_frames == 0 || cfg.pull_requests == 0 || window > 64 {
             return Err(ConfigError::PullWindow);
-        }
-        if cfg.eager_threshold == 0 {
-            return Err(ConfigError::EagerThreshold { max });
         }
         let mut free_slots = Vec::new();
         for i in (0..SLOTS as u16).rev() {
@@ -240,7 +240,6 @@ impl<
             xfers: [Transfer::IDLE; REQS],
             active: 0,
             rndv_due: false,
-            finished: Deque::new(),
         })
     }
 
@@ -498,7 +497,7 @@ impl<
                 }
                 self.arrive(now, nic, env, what);
             }
-            Kind::Cts | Kind::Fin | Kind::Pull | Kind::Data => {
+            Kind::Cts | Kind::Fin | Kind::Pull | Kind::Data | Kind::Probe => {
                 self.on_rndv_packet(now, nic, buf, h);
             }
             Kind::Packed => {
@@ -689,7 +688,7 @@ impl<
     fn arm_ack(&mut self, now: u64, src: usize) {
         let p = &mut self.peers[src];
         if p.ack_at.is_none() {
-            let t = now + self.cfg.ack_delay_ns;
+            let t = now.saturating_add(self.cfg.ack_delay_ns);
             p.ack_at = Some(t);
             self.arm(t);
         }
@@ -725,7 +724,7 @@ impl<
             p.rto_at = if p.unacked.is_empty() {
                 None
             } else {
-                Some(now + p.rto)
+                Some(now.saturating_add(p.rto))
             };
             if let Some(t) = p.rto_at {
                 self.arm(t);
@@ -853,7 +852,7 @@ impl<
         // Cannot fail: unacked packets never exceed credits <= W.
         let _ = self.peers[d].unacked.push_back(slot);
         if self.peers[d].rto_at.is_none() {
-            let t = now + self.peers[d].rto;
+            let t = now.saturating_add(self.peers[d].rto);
             self.peers[d].rto_at = Some(t);
             self.arm(t);
         }
@@ -1177,7 +1176,7 @@ impl<
         let p = &mut self.peers[peer];
         p.carried(credit);
         if !p.unacked.is_empty() {
-            let t = now + p.rto;
+            let t = now.saturating_add(p.rto);
             p.rto_at = Some(t);
             self.arm(t);
         }
@@ -1307,7 +1306,7 @@ impl<
                         i,
                         self.peers[i].unacked.len()
                     );
-                    self.peers[i].rto = (self.peers[i].rto * 2).min(self.cfg.rto_max_ns);
+                    self.peers[i].rto = self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);
                     self.stats.timeouts += 1;
                     self.retransmit(now, nic, i);
                 }

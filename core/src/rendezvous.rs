@@ -11,8 +11,12 @@
 //! eager message, so MPI's ordering holds across both protocols. CTS, FIN,
 //! PULL and DATA are control packets outside the sequence; on a lossy
 //! transport PULL recovers from loss by asking again (the receiver) and by
-//! re-sending a frame when no FIN came (the sender), which makes the
-//! receiver repeat its FIN.
+//! a PROBE when no FIN came (the sender). A receiver keeps nothing of a
+//! receive that ended: a PROBE naming a receive that is not live is
+//! answered with a FIN, because a receiver id reaches a sender only in a
+//! PULL, so the receive existed, and a matched receive ends only by
+//! finishing. The state for FIN recovery is therefore zero bytes, however
+//! many receives finished since.
 //!
 //! Bodies (little-endian, fixed length, validated):
 //!
@@ -22,6 +26,7 @@
 //! FIN   8 B  id u32 (the side being finished), fault u32 (0 none, 1 access, 2 down)
 //! PULL 16 B  sender id u32, receiver id u32, first frame u32, frames u32
 //! DATA       header tag = receiver id, header seq = frame index; the frame's bytes
+//! PROBE 8 B  sender id u32, receiver id u32
 //! ```
 
 use crate::nic::{MemKey, RdmaError, Remote};
@@ -230,6 +235,35 @@ impl Pull {
         })
     }
 }
+
+/// A PULL sender that sent every frame asked for and got no FIN asks the
+/// receiver whether its receive ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub sender: u32,
+    pub receiver: u32,
+}
+
+impl Probe {
+    pub const LEN: usize = 8;
+
+    pub fn encode(&self, out: &mut [u8; Self::LEN]) {
+        out[0..4].copy_from_slice(&self.sender.to_le_bytes());
+        out[4..8].copy_from_slice(&self.receiver.to_le_bytes());
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Probe, BodyError> {
+        let b = exact::<{ Self::LEN }>(b)?;
+        Ok(Probe {
+            sender: le32(b, 0),
+            receiver: le32(b, 4),
+        })
+    }
+}
+
+/// The largest rendezvous body: a send slot (header + eager threshold) must
+/// hold it, so the eager threshold may not be smaller.
+pub const MAX_BODY: usize = Rts::LEN;
 
 /// The receiver's view of a PULL: which frames arrived, within a window of
 /// 64 frames above the first missing one, and how far it has asked.
@@ -440,6 +474,21 @@ mod tests {
         pull.encode(&mut p);
         assert_eq!(Pull::decode(&p), Ok(pull));
         assert!(Pull::decode(&c).is_err());
+        let probe = Probe {
+            sender: 0x0003_0004,
+            receiver: 0x0005_0006,
+        };
+        let mut q = [0u8; Probe::LEN];
+        probe.encode(&mut q);
+        assert_eq!(q, [4, 0, 3, 0, 6, 0, 5, 0]);
+        assert_eq!(Probe::decode(&q), Ok(probe));
+        assert_eq!(
+            Probe::decode(&p),
+            Err(BodyError::Len {
+                expected: 8,
+                got: 16
+            })
+        );
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct Stats {
     pub rndv_register_failures: u64,
     /// Rendezvous packets naming no live transfer of theirs (also in `malformed`).
     pub rndv_stray: u64,
+    /// PULL senders that got no FIN in time and asked whether the receive ended.
+    pub rndv_probes: u64,
+    /// FINs sent again in answer to a probe for a receive that had ended.
+    pub rndv_fin_repeats: u64,
     pub post_busy: u64,
     pub post_down: u64,
 }

@@ -7,7 +7,7 @@
 //! offset size field     meaning
 //!      0    1 version   `VERSION`; a decoder rejects any other value
 //!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed,
-//!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data)
+//!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data, 10 probe)
 //!      2    2 src       sender's rank
 //!      4    2 context   MPI communicator context
 //!      6    2 flags     reserved, must be zero in version 1
@@ -23,7 +23,7 @@
 //! `ack` and `credit` are cumulative counters rather than deltas, so a lost or
 //! duplicated control packet can never lose or double a credit.
 //!
-//! Evolution: kinds 4 (packed) and 5–9 (rendezvous, bodies in
+//! Evolution: kinds 4 (packed) and 5–10 (rendezvous, bodies in
 //! [`crate::rendezvous`]) were added without a version change, as the format
 //! is append-only; a decoder that predates them rejects them as `DecodeError::Kind`.
 
@@ -55,6 +55,8 @@ pub enum Kind {
     /// A frame of a large message (PULL): `tag` names the receiver's transfer,
     /// `seq` the frame.
     Data = 9,
+    /// A PULL sender that got no FIN asks whether the receive ended.
+    Probe = 10,
 }
 
 impl Kind {
@@ -79,6 +81,7 @@ impl Kind {
             7 => Some(Kind::Fin),
             8 => Some(Kind::Pull),
             9 => Some(Kind::Data),
+            10 => Some(Kind::Probe),
             _ => None,
         }
     }
@@ -197,10 +200,16 @@ impl Header {
 /// the declared one exactly.
 pub fn decode_packet(b: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     let h = Header::decode(b)?;
-    let declared = HEADER_LEN + h.len as usize;
     if !h.kind.has_payload() && h.len != 0 {
         return Err(DecodeError::ControlWithPayload);
     }
+    // Checked: a 32-bit target's usize cannot hold every declared length.
+    let Some(declared) = (h.len as usize).checked_add(HEADER_LEN) else {
+        return Err(DecodeError::Truncated {
+            needed: usize::MAX,
+            got: b.len(),
+        });
+    };
     if b.len() < declared {
         return Err(DecodeError::Truncated {
             needed: declared,
@@ -262,8 +271,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 10;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(10)));
+        k[1] = 11;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(11)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));

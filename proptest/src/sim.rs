@@ -74,7 +74,7 @@ pub struct Params {
     /// one network delay after they were posted, and coalesce what waits.
     pub wqes: Option<u16>,
     /// Half the messages are large, up to this many bytes (0: none), and go
-    /// by rendezvous: `rndv`, or PULL on a transport without RDMA.
+    /// by rendezvous: `rndv`, or the endpoint's choice; the NIC can do RDMA.
     pub large: u32,
     pub rndv: Option<Protocol>,
 }
@@ -235,7 +235,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 .collect();
             let mut nic = MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize);
             nic.later = p.wqes.is_some();
-            if p.reliable && p.large > 0 {
+            if p.large > 0 {
                 nic = nic.with_rdma(MAX_TRANSFER);
             }
             let pool = (0..POOL)

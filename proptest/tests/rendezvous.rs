@@ -264,3 +264,274 @@ fn configurations_the_pull_window_cannot_honour_are_refused() {
     c.pull_requests = 0;
     assert_eq!(Ep::new(c, 0, 2).err(), Some(ConfigError::PullWindow));
 }
+
+/// Delivers packets both ways until none is left, at `now`; `drop` decides
+/// which packets the network loses (by sender rank and bytes).
+fn exchange(
+    a: &mut Ep,
+    an: &mut MemNic,
+    b: &mut Ep,
+    bn: &mut MemNic,
+    now: u64,
+    mut drop: impl FnMut(u16, &[u8]) -> bool,
+) {
+    for _ in 0..1000 {
+        let ab: Vec<_> = an.outbox.drain(..).collect();
+        let ba: Vec<_> = bn.outbox.drain(..).collect();
+        if ab.is_empty() && ba.is_empty() {
+            return;
+        }
+        for (_, p) in ab {
+            if !drop(0, &p) {
+                let r = bn.deliver(p);
+                b.on_receive(now, bn, r);
+            }
+        }
+        for (_, p) in ba {
+            if !drop(1, &p) {
+                let r = an.deliver(p);
+                a.on_receive(now, an, r);
+            }
+        }
+    }
+    panic!("packets never stopped");
+}
+
+fn lossy() -> Config {
+    Config::unreliable(THRESHOLD, 4)
+}
+
+/// A PULL receive whose FIN was lost, followed by many more finished
+/// receives: the sender's probe still gets the FIN again (a bounded history
+/// of finished receives was outrun after 16, and the send never completed).
+#[test]
+fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let mut now = 0;
+    let mut first = None;
+    for k in 0..25 {
+        let dst = bn.user_buf(vec![0; LEN]);
+        let recv = b
+            .irecv(now, &mut bn, Source::Rank(0), TagSel::Any, 0, dst, LEN as u32)
+            .unwrap();
+        let src = an.user_buf(data());
+        let send = a.isend(now, &mut an, 1, k, 0, src, LEN as u32).unwrap();
+        // The first transfer's FIN is lost; every later one's arrives.
+        exchange(&mut a, &mut an, &mut b, &mut bn, now, |from, p| {
+            k == 0 && from == 1 && p[1] == wire::Kind::Fin as u8
+        });
+        assert_eq!(b.test(recv).unwrap().unwrap().len, LEN as u32);
+        assert_eq!(bn.user[dst.0 as usize], data());
+        if k == 0 {
+            first = Some(send);
+        } else {
+            assert!(a.test(send).unwrap().is_some(), "transfer {k}");
+        }
+        now += 1_000;
+    }
+    let send = first.unwrap();
+    assert_eq!(a.test(send), Ok(None), "its FIN was lost");
+    // The sender's timer fires: a probe, answered by the FIN.
+    now += a.config().rto_ns * 2;
+    a.poll(now, &mut an);
+    assert!(
+        an.outbox.iter().any(|(_, p)| p[1] == wire::Kind::Probe as u8),
+        "the sender probes"
+    );
+    exchange(&mut a, &mut an, &mut b, &mut bn, now, |_, _| false);
+    assert_eq!(a.test(send).unwrap().unwrap().fault, None);
+    assert_eq!((a.stats().rndv_probes, b.stats().rndv_fin_repeats), (1, 1));
+}
+
+/// A probe naming a receive that is still live is not answered with a FIN
+/// (the receiver finishes by itself); on a reliable transport a probe is stray.
+#[test]
+fn a_probe_for_a_live_receive_gets_no_fin_and_is_stray_on_a_reliable_transport() {
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let dst = bn.user_buf(vec![0; LEN]);
+    b.irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
+        .unwrap();
+    let src = an.user_buf(data());
+    a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
+    // RTS to the receiver; its PULLs (naming its receive) go nowhere.
+    exchange(&mut a, &mut an, &mut b, &mut bn, 0, |from, _| from == 1);
+    let pull = {
+        // The receiver asks again after its timeout: capture a PULL.
+        b.poll(b.config().rto_ns * 2, &mut bn);
+        let p = bn
+            .outbox
+            .iter()
+            .find(|(_, p)| p[1] == wire::Kind::Pull as u8)
+            .expect("the receiver asks again")
+            .1
+            .clone();
+        bn.outbox.clear();
+        rendezvous::Pull::decode(&p[wire::HEADER_LEN..]).unwrap()
+    };
+    let probe = |kind_ok: bool| {
+        let body = rendezvous::Probe {
+            sender: pull.sender,
+            receiver: if kind_ok { pull.receiver } else { 0 },
+        };
+        let mut bytes = [0u8; rendezvous::Probe::LEN];
+        body.encode(&mut bytes);
+        let h = wire::Header {
+            kind: wire::Kind::Probe,
+            src: 0,
+            context: 0,
+            tag: 0,
+            len: rendezvous::Probe::LEN as u32,
+            seq: 0,
+            ack: 0,
+            credit: 0,
+        };
+        let mut p = vec![0u8; wire::HEADER_LEN];
+        h.encode(&mut p).unwrap();
+        p.extend_from_slice(&bytes);
+        p
+    };
+    let r = bn.deliver(probe(true));
+    b.on_receive(0, &mut bn, r);
+    assert!(
+        bn.outbox.iter().all(|(_, p)| p[1] != wire::Kind::Fin as u8),
+        "no FIN for a live receive"
+    );
+    assert_eq!(b.stats().rndv_fin_repeats, 0);
+    let r = bn.deliver(probe(false));
+    b.on_receive(0, &mut bn, r);
+    assert_eq!(b.stats().rndv_stray, 1, "receiver id 0 names nothing");
+    // Reliable: a probe is never sent, so one is stray.
+    let (mut c, mut cn) = (Ep::new(cfg(Protocol::Pull), 1, 2).unwrap(), nic());
+    let r = cn.deliver(probe(true));
+    c.on_receive(0, &mut cn, r);
+    assert_eq!(c.stats().rndv_stray, 1);
+    assert!(cn.outbox.is_empty());
+}
+
+/// Lossy transports never offer RDMA rendezvous (a lost CTS or FIN would
+/// never be sent again): configuring one is a typed error, the automatic
+/// choice is PULL even on an RDMA-capable NIC, and a receiver offered RGET
+/// there pulls instead.
+#[test]
+fn lossy_transports_refuse_rdma_rendezvous_and_pull_instead() {
+    for p in [Protocol::Rput, Protocol::Rget] {
+        let c = Config {
+            rendezvous: Some(p),
+            ..lossy()
+        };
+        assert_eq!(
+            Ep::new(c, 0, 2).err(),
+            Some(ConfigError::RendezvousNeedsReliable)
+        );
+    }
+    let c = Config {
+        rendezvous: Some(Protocol::Pull),
+        ..lossy()
+    };
+    assert!(Ep::new(c, 0, 2).is_ok());
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
+    let src = an.user_buf(data());
+    a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
+    let rts = &an.outbox[0].1[wire::HEADER_LEN..];
+    assert_eq!(rendezvous::Rts::decode(rts).unwrap().proto, Protocol::Pull);
+    assert!(an.regs.is_empty(), "PULL registers nothing");
+    // A peer that offers RGET on a lossy transport is pulled from.
+    let mut rts = an.outbox[0].1.clone();
+    rts[wire::HEADER_LEN] = Protocol::Rget as u8;
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let dst = bn.user_buf(vec![0; LEN]);
+    b.irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
+        .unwrap();
+    let r = bn.deliver(rts);
+    b.on_receive(0, &mut bn, r);
+    assert!(bn.rdma_out.is_empty(), "no RDMA read on a lossy transport");
+    assert!(bn
+        .outbox
+        .iter()
+        .any(|(_, p)| p[1] == wire::Kind::Pull as u8));
+}
+
+/// An address from the wire whose range runs past the end of the address
+/// space is an access error on both sides, never an overflow (it panicked
+/// in a debug build and wrapped in release).
+#[test]
+fn a_remote_range_past_the_address_space_is_an_access_error_on_both_sides() {
+    let near_end = (u64::MAX - 100).to_le_bytes();
+    // RGET: the RTS carries the sender's address.
+    let (mut a, mut an) = (Ep::new(cfg(Protocol::Rget), 0, 2).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(cfg(Protocol::Rget), 1, 2).unwrap(), nic());
+    let dst = bn.user_buf(vec![0; LEN]);
+    let recv = b
+        .irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
+        .unwrap();
+    let src = an.user_buf(data());
+    let send = a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
+    let mut rts = an.outbox.remove(0).1;
+    rts[wire::HEADER_LEN + 16..wire::HEADER_LEN + 24].copy_from_slice(&near_end);
+    let r = bn.deliver(rts);
+    b.on_receive(0, &mut bn, r);
+    assert!(bn.rdma_out.is_empty(), "nothing posted for a wrapping range");
+    let st = b.test(recv).unwrap().unwrap();
+    assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
+    pump(&mut bn, &mut a, &mut an);
+    let st = a.test(send).unwrap().unwrap();
+    assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
+
+    // RPUT: the CTS carries the receiver's address.
+    let mut t = started(Protocol::Rput, LEN);
+    let cts = &mut t.bn.outbox[0].1;
+    cts[wire::HEADER_LEN + 16..wire::HEADER_LEN + 24].copy_from_slice(&near_end);
+    pump(&mut t.bn, &mut t.a, &mut t.an);
+    assert!(t.an.rdma_out.is_empty(), "nothing posted for a wrapping range");
+    let st = t.a.test(t.send).unwrap().unwrap();
+    assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
+    pump(&mut t.an, &mut t.b, &mut t.bn);
+    let st = t.b.test(t.recv).unwrap().unwrap();
+    assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
+    assert_eq!(t.an.regs.len() + t.bn.regs.len(), 0, "registrations ended");
+}
+
+/// A threshold too small for a send slot to hold an RTS is refused when
+/// the endpoint is made (it was accepted, and the first large send panicked);
+/// the smallest accepted one carries large messages.
+#[test]
+fn an_eager_threshold_below_the_largest_control_body_is_refused() {
+    let min = rendezvous::MAX_BODY as u32;
+    for t in [0, 1, min - 1] {
+        let c = Config::reliable(t, 4);
+        assert_eq!(
+            Ep::new(c, 0, 2).err(),
+            Some(ConfigError::EagerThreshold {
+                min,
+                max: 65535 - wire::HEADER_LEN as u32
+            }),
+            "threshold {t}"
+        );
+    }
+    for p in [Protocol::Rput, Protocol::Rget, Protocol::Pull] {
+        let c = Config {
+            rendezvous: Some(p),
+            ..Config::reliable(min, 4)
+        };
+        let mk = || MemNic::new(16, wire::HEADER_LEN + min as usize, 16, min as usize).with_rdma(64);
+        let (mut a, mut an) = (Ep::new(c, 0, 2).unwrap(), mk());
+        let (mut b, mut bn) = (Ep::new(c, 1, 2).unwrap(), mk());
+        let dst = bn.user_buf(vec![0; 300]);
+        let recv = b
+            .irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, 300)
+            .unwrap();
+        let src = an.user_buf(data()[..300].to_vec());
+        let send = a.isend(0, &mut an, 1, 4, 0, src, 300).unwrap();
+        for _ in 0..100 {
+            rdma(&mut a, &mut an, &mut bn);
+            rdma(&mut b, &mut bn, &mut an);
+            pump(&mut an, &mut b, &mut bn);
+            pump(&mut bn, &mut a, &mut an);
+        }
+        assert_eq!(b.test(recv).unwrap().unwrap().len, 300, "{p:?}");
+        assert_eq!(bn.user[dst.0 as usize], data()[..300], "{p:?}");
+        assert!(a.test(send).unwrap().is_some(), "{p:?}");
+    }
+}

@@ -210,3 +210,55 @@ fn pull_with_many_long_transfers_in_flight_never_drops_a_request() {
         }
     }
 }
+
+/// Many short PULL transfers (just above the eager threshold) among eight
+/// ranks over the hostile network: every lost FIN must be recovered, however
+/// many receives finished since (a bounded history of finished receives
+/// left senders pending forever).
+#[test]
+fn many_short_pulls_across_eight_ranks_never_leave_a_send_pending() {
+    let p = Params {
+        ranks: 8,
+        messages: 300,
+        large: 700,
+        posted: 4,
+        ..Params::LOSSY
+    };
+    let mut repeats = 0;
+    for seed in seeds(0..100) {
+        match run(seed, &p) {
+            Ok(o) => repeats += o.stats.iter().map(|s| s.rndv_fin_repeats).sum::<u64>(),
+            Err(e) => panic!(
+                "seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test sim many_short"
+            ),
+        }
+    }
+    assert!(repeats > 0, "no FIN was ever lost and recovered by a probe");
+}
+
+/// On a lossy network with an RDMA-capable NIC the endpoint's own choice is
+/// PULL (RPUT and RGET never resend a lost CTS or FIN, and stalled with no
+/// timer armed), and configuring RPUT or RGET there is refused.
+#[test]
+fn lossy_networks_pull_large_messages_even_when_the_nic_has_rdma() {
+    let p = Params {
+        ranks: 3,
+        messages: 60,
+        large: 3000,
+        ..Params::LOSSY
+    };
+    for seed in seeds(0..16) {
+        match run(seed, &p) {
+            Ok(o) => {
+                let pulled: u64 = o.stats.iter().map(|s| s.rndv_recvs).sum();
+                let rdma: u64 = o.stats.iter().map(|s| s.rdma_ops).sum();
+                assert!(pulled > 0 && rdma == 0, "seed {seed}: {pulled} {rdma}");
+            }
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+    }
+    for rndv in [rmx_core::Protocol::Rput, rmx_core::Protocol::Rget] {
+        let e = run(0, &Params { rndv: Some(rndv), ..p }).unwrap_err();
+        assert!(e.contains("RendezvousNeedsReliable"), "{e}");
+    }
+}

@@ -9,7 +9,7 @@
 
 use super::*;
 use crate::nic::{Caps, MemKey, RdmaError, RdmaOp, Remote};
-use crate::rendezvous::{Asked, Cts, Fin, Protocol, Pull, Rts, Window};
+use crate::rendezvous::{Asked, Cts, Fin, Probe, Protocol, Pull, Rts, Window};
 use crate::reuse::Pinned;
 
 /// How a transfer's user buffer is registered.
@@ -103,15 +103,6 @@ impl Transfer {
     };
 }
 
-/// A recently finished PULL receive, so a repeated frame (its FIN was lost)
-/// is answered with the FIN again.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Finished {
-    pub peer: u16,
-    pub id: u32,
-    pub sender: u32,
-}
-
 impl<
         const PEERS: usize,
         const POSTED: usize,
@@ -123,8 +114,14 @@ impl<
     > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
 {
     /// The rendezvous to offer: configured, else the best the transport
-    /// can do. An RDMA protocol the transport lacks becomes PULL.
+    /// can do. An RDMA protocol the transport lacks becomes PULL, and so
+    /// does every choice on a lossy transport: only PULL recovers lost
+    /// control packets (an RDMA rendezvous configured there is refused by
+    /// [`Endpoint::new`]).
     fn protocol(&self, caps: Caps) -> Protocol {
+        if !self.cfg.reliable {
+            return Protocol::Pull;
+        }
         let best = if caps.rdma_read {
             Protocol::Rget
         } else if caps.rdma_write {
@@ -328,7 +325,12 @@ impl<
             self.finish(nic, i);
             return;
         }
-        if rts.proto != Protocol::Pull {
+        // On a lossy transport a receiver pulls whatever was offered: a lost
+        // CTS or FIN of an RDMA rendezvous would never be sent again.
+        if !self.cfg.reliable {
+            self.xfers[i].proto = Protocol::Pull;
+        }
+        if self.xfers[i].proto != Protocol::Pull {
             match self.register_buf(nic, buf, n) {
                 Some((addr, reg)) => {
                     let x = &mut self.xfers[i];
@@ -385,6 +387,13 @@ impl<
                 }
             },
             Kind::Data => self.on_data(now, nic, buf, h),
+            Kind::Probe => match Probe::decode(body) {
+                Ok(p) => self.on_probe(nic, h.src, p),
+                Err(_) => {
+                    self.stats.malformed += 1;
+                    return;
+                }
+            },
             _ => false,
         };
         if !ok {
@@ -460,21 +469,7 @@ impl<
 
     fn on_data<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header) -> bool {
         let Some(i) = self.named(h.tag, h.src, false) else {
-            // A frame of a receive that already ended: its FIN was lost.
-            if let Some(f) = self
-                .finished
-                .iter()
-                .find(|f| f.id == h.tag && f.peer == h.src)
-            {
-                let fin = Fin {
-                    id: f.sender,
-                    fault: None,
-                };
-                let mut b = [0u8; Fin::LEN];
-                fin.encode(&mut b);
-                self.ctl(nic, h.src, Kind::Fin, &b);
-                return true;
-            }
+            // A late or repeated frame of a receive that already ended.
             return !self.cfg.reliable;
         };
         let frame = self.cfg.eager_threshold;
@@ -503,6 +498,30 @@ impl<
         } else {
             self.ask(nic, i);
         }
+        true
+    }
+
+    /// A PULL sender got no FIN. A receive that is still live finishes (or
+    /// asks again) by itself; one that is not has ended, since a receiver id
+    /// reaches a sender only in this receiver's PULL and a matched receive
+    /// ends only by finishing: the FIN is sent again. Nothing is kept of
+    /// finished receives, so no history can be outrun.
+    fn on_probe<N: Nic>(&mut self, nic: &mut N, src: u16, p: Probe) -> bool {
+        if self.cfg.reliable || p.receiver == 0 {
+            return false;
+        }
+        if self.named(p.receiver, src, false).is_some() {
+            return true;
+        }
+        self.stats.rndv_fin_repeats += 1;
+        let fin = Fin {
+            id: p.sender,
+            fault: None,
+        };
+        let mut b = [0u8; Fin::LEN];
+        fin.encode(&mut b);
+        // No slot now: the sender's next probe asks again.
+        self.ctl(nic, src, Kind::Fin, &b);
         true
     }
 
@@ -591,19 +610,28 @@ impl<
             RdmaOp::Read
         };
         self.xfers[i].stalled = false;
+        // The remote address came from the wire: a range past the end of
+        // the address space is an access error on both sides, never a wrap.
+        let x = self.xfers[i];
+        let end = u64::from(x.len);
+        if x.addr.checked_add(end).is_none() || x.remote.addr.checked_add(end).is_none() {
+            self.xfers[i].fault = Some(RdmaError::Access);
+        }
         loop {
             let x = self.xfers[i];
             if x.posted >= x.len || x.fault.is_some() {
                 break;
             }
             let n = (x.len - x.posted).min(max);
+            // Within the ranges checked above.
+            let at = u64::from(x.posted);
             let local = Gather {
-                addr: x.addr + x.posted as u64,
+                addr: x.addr.saturating_add(at),
                 len: n,
                 key: x.reg.key(),
             };
             let remote = Remote {
-                addr: x.remote.addr + x.posted as u64,
+                addr: x.remote.addr.saturating_add(at),
                 key: x.remote.key,
             };
             let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
@@ -706,16 +734,6 @@ impl<
         }
         self.xfers[i].owe = Owe::Nothing;
         if x.owe == Owe::Fin {
-            if !x.send && x.proto == Protocol::Pull && !self.cfg.reliable {
-                if self.finished.is_full() {
-                    self.finished.pop_front();
-                }
-                let _ = self.finished.push_back(Finished {
-                    peer: x.peer,
-                    id: x.req.to_wire(),
-                    sender: x.remote_id,
-                });
-            }
             self.complete(nic, i);
         }
         true
@@ -768,7 +786,7 @@ impl<
         if x.send && (!x.served || !x.asked.is_empty()) {
             return;
         }
-        self.arm(x.last + self.cfg.rto_ns);
+        self.arm(x.last.saturating_add(self.cfg.rto_ns));
     }
 
     /// From `poll`: retries what waited for a slot or a busy NIC, and on
@@ -797,16 +815,22 @@ impl<
             if x.send {
                 if !x.asked.is_empty() {
                     self.serve(now, nic, i);
-                } else if !self.cfg.reliable && x.served && now >= x.last + self.cfg.rto_ns {
-                    // No FIN: it may be lost. The first frame again makes the
-                    // receiver repeat its FIN (or drop it as a duplicate).
+                } else if !self.cfg.reliable && x.served && now >= x.last.saturating_add(self.cfg.rto_ns) {
+                    // No FIN: it may be lost. A probe makes a receiver that
+                    // ended repeat it; one still receiving asks on its own.
                     self.xfers[i].last = now;
-                    let _ = self.xfers[i].asked.insert(0);
+                    let probe = Probe {
+                        sender: x.req.to_wire(),
+                        receiver: x.remote_id,
+                    };
+                    let mut b = [0u8; Probe::LEN];
+                    probe.encode(&mut b);
                     self.stats.retransmits += 1;
-                    self.serve(now, nic, i);
+                    self.stats.rndv_probes += 1;
+                    self.ctl(nic, x.peer, Kind::Probe, &b);
                 }
             } else if x.remote_id != 0 {
-                if !self.cfg.reliable && now >= x.last + self.cfg.rto_ns {
+                if !self.cfg.reliable && now >= x.last.saturating_add(self.cfg.rto_ns) {
                     let w = x.window;
                     let mut again = [(0u32, 0u32); 8];
                     let mut n = 0;

@@ -1,0 +1,156 @@
+//! Both sides of every rendezvous, over an RDMA-capable test NIC, with the
+//! fuzzer in the middle: it picks the protocol and the transport's
+//! reliability, starts large sends and receives of any size, carries out or
+//! fails RDMA operations, advances time, and delivers, drops, duplicates or
+//! rewrites the packets the two endpoints exchange (so bodies carry any
+//! address, length, key and id). Neither side may panic or overflow (the
+//! target runs with overflow checks), and every receive buffer is reposted.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rmx_core::{Config, Endpoint, Protocol, Request, Source, TagSel};
+use rmx_proptest::memnic::{execute_rdma, MemNic, Token};
+
+type Ep = Endpoint<2, 8, 16, 16, 16, 8>;
+const EAGER: usize = 64;
+
+struct Side {
+    ep: Ep,
+    nic: MemNic,
+    reqs: Vec<Request>,
+}
+
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    for (i, x) in w.iter_mut().enumerate() {
+        *x = b.get(at + i).copied().unwrap_or(0);
+    }
+    u64::from_le_bytes(w)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let reliable = mode & 1 == 0;
+    let mut cfg = if reliable {
+        Config::reliable(EAGER as u32, 4)
+    } else {
+        Config::unreliable(EAGER as u32, 4)
+    };
+    cfg.rendezvous = match (mode >> 1) & 3 {
+        1 if reliable => Some(Protocol::Rput),
+        2 if reliable => Some(Protocol::Rget),
+        3 => Some(Protocol::Pull),
+        _ => None,
+    };
+    cfg.pull_frames = 2;
+    cfg.pull_requests = 2;
+    let mut sides: Vec<Side> = (0..2)
+        .map(|me| {
+            let mut nic = MemNic::new(16, 28 + EAGER, 16, EAGER).with_rdma(100 + mode as u32);
+            nic.later = mode & 16 != 0;
+            Side {
+                ep: Ep::new(cfg, me, 2).unwrap(),
+                nic,
+                reqs: Vec::new(),
+            }
+        })
+        .collect();
+    let mut now = 0u64;
+    let mut i = 0;
+    while i < rest.len() {
+        let op = rest[i];
+        let who = (op >> 7) as usize;
+        let arg = word(rest, i + 1);
+        i += 1;
+        let s = &mut sides[who];
+        match op & 0x7f {
+            // A large send of 65..=4160 bytes to the other side.
+            0 => {
+                let len = EAGER + 1 + (arg % 4096) as usize;
+                let b = s.nic.user_buf(vec![op; len]);
+                if let Ok(r) =
+                    s.ep.isend(now, &mut s.nic, 1 - who as u16, 3, 0, b, len as u32)
+                {
+                    s.reqs.push(r);
+                }
+                i += 2;
+            }
+            // A receive of 0..=4095 bytes.
+            1 => {
+                let cap = (arg % 4096) as usize;
+                let b = s.nic.user_buf(vec![0; cap]);
+                if let Ok(r) =
+                    s.ep.irecv(now, &mut s.nic, Source::Any, TagSel::Any, 0, b, cap as u32)
+                {
+                    s.reqs.push(r);
+                }
+                i += 2;
+            }
+            2 => {
+                now = now.saturating_add(arg % 10_000_000);
+                i += 3;
+                s.ep.poll(now, &mut s.nic);
+            }
+            // Complete a send the NIC holds.
+            3 => {
+                if !s.nic.owed.is_empty() {
+                    match s.nic.owed.remove(0) {
+                        Token::Slot(t) => s.ep.on_send_complete(&mut s.nic, t),
+                        Token::Inline(p) => s.ep.on_inline_complete(&mut s.nic, p),
+                    }
+                }
+            }
+            // Carry out (or fail) this side's oldest RDMA operation.
+            4 | 5 => {
+                if !sides[who].nic.rdma_out.is_empty() {
+                    let post = sides[who].nic.rdma_out.remove(0);
+                    let (a, b) = sides.split_at_mut(1);
+                    let (me, peer) = if who == 0 {
+                        (&mut a[0], &mut b[0])
+                    } else {
+                        (&mut b[0], &mut a[0])
+                    };
+                    let r = if op & 0x7f == 4 {
+                        execute_rdma(&mut me.nic, &mut peer.nic, &post)
+                    } else {
+                        Err(rmx_core::RdmaError::Access)
+                    };
+                    me.ep.on_rdma_complete(&mut me.nic, post.id, r);
+                }
+            }
+            // Test the requests.
+            6 => s.reqs.retain(|&r| matches!(s.ep.test(r), Ok(None))),
+            // Deliver, drop, duplicate or rewrite this side's oldest packet.
+            n => {
+                if sides[who].nic.outbox.is_empty() {
+                    continue;
+                }
+                let (_, mut p) = sides[who].nic.outbox.remove(0);
+                match n % 4 {
+                    0 => continue,
+                    1 => sides[who].nic.outbox.push((0, p.clone())),
+                    2 => {
+                        // Overwrite 8 bytes at an offset the fuzzer picks.
+                        let at = (arg % 64) as usize;
+                        for (k, b) in word(rest, i + 1).to_le_bytes().into_iter().enumerate() {
+                            if let Some(x) = p.get_mut(at + k) {
+                                *x = b;
+                            }
+                        }
+                        i += 9;
+                    }
+                    _ => {}
+                }
+                let to = &mut sides[1 - who];
+                let b = to.nic.deliver(p);
+                to.ep.on_receive(now, &mut to.nic, b);
+                assert!(
+                    to.nic.rx[b.0 as usize].is_none(),
+                    "receive buffer not reposted"
+                );
+            }
+        }
+    }
+});
