@@ -17,11 +17,11 @@ use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::packed::{record_len, write_head, Record, Unpacker};
 use crate::peer::{seq_le, Peer, NO_SLOT};
+use crate::rendezvous::Protocol;
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
 };
 use crate::reuse::{Invalidation, NoReuse, Pending, RegId, SendReuse};
-use crate::rendezvous::Protocol;
 use crate::stats::Stats;
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 use rendezvous::Transfer;
@@ -1306,7 +1306,8 @@ impl<
                         i,
                         self.peers[i].unacked.len()
                     );
-                    self.peers[i].rto = self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);
+                    self.peers[i].rto =
+                        self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);
                     self.stats.timeouts += 1;
                     self.retransmit(now, nic, i);
                 }

@@ -66,13 +66,11 @@ pub struct RdmaPost {
 /// as a NIC does; the result is what the completion reports.
 pub fn execute_rdma(me: &mut MemNic, peer: &mut MemNic, p: &RdmaPost) -> Result<(), RdmaError> {
     let covers = |n: &MemNic, key: MemKey, addr: u64, len: u32| {
-        n.regs
-            .get(&key.0)
-            .is_some_and(|&(s, l)| {
-                // Addresses come from the wire: a range that wraps covers nothing.
-                addr.checked_add(u64::from(len))
-                    .is_some_and(|end| s <= addr && end <= s + l)
-            })
+        n.regs.get(&key.0).is_some_and(|&(s, l)| {
+            // Addresses come from the wire: a range that wraps covers nothing.
+            addr.checked_add(u64::from(len))
+                .is_some_and(|end| s <= addr && end <= s + l)
+        })
     };
     if !covers(me, p.local.key, p.local.addr, p.local.len)
         || !covers(peer, p.remote.key, p.remote.addr, p.local.len)

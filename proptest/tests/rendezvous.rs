@@ -313,7 +313,15 @@ fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
     for k in 0..25 {
         let dst = bn.user_buf(vec![0; LEN]);
         let recv = b
-            .irecv(now, &mut bn, Source::Rank(0), TagSel::Any, 0, dst, LEN as u32)
+            .irecv(
+                now,
+                &mut bn,
+                Source::Rank(0),
+                TagSel::Any,
+                0,
+                dst,
+                LEN as u32,
+            )
             .unwrap();
         let src = an.user_buf(data());
         let send = a.isend(now, &mut an, 1, k, 0, src, LEN as u32).unwrap();
@@ -336,7 +344,9 @@ fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
     now += a.config().rto_ns * 2;
     a.poll(now, &mut an);
     assert!(
-        an.outbox.iter().any(|(_, p)| p[1] == wire::Kind::Probe as u8),
+        an.outbox
+            .iter()
+            .any(|(_, p)| p[1] == wire::Kind::Probe as u8),
         "the sender probes"
     );
     exchange(&mut a, &mut an, &mut b, &mut bn, now, |_, _| false);
@@ -472,7 +482,10 @@ fn a_remote_range_past_the_address_space_is_an_access_error_on_both_sides() {
     rts[wire::HEADER_LEN + 16..wire::HEADER_LEN + 24].copy_from_slice(&near_end);
     let r = bn.deliver(rts);
     b.on_receive(0, &mut bn, r);
-    assert!(bn.rdma_out.is_empty(), "nothing posted for a wrapping range");
+    assert!(
+        bn.rdma_out.is_empty(),
+        "nothing posted for a wrapping range"
+    );
     let st = b.test(recv).unwrap().unwrap();
     assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
     pump(&mut bn, &mut a, &mut an);
@@ -484,7 +497,10 @@ fn a_remote_range_past_the_address_space_is_an_access_error_on_both_sides() {
     let cts = &mut t.bn.outbox[0].1;
     cts[wire::HEADER_LEN + 16..wire::HEADER_LEN + 24].copy_from_slice(&near_end);
     pump(&mut t.bn, &mut t.a, &mut t.an);
-    assert!(t.an.rdma_out.is_empty(), "nothing posted for a wrapping range");
+    assert!(
+        t.an.rdma_out.is_empty(),
+        "nothing posted for a wrapping range"
+    );
     let st = t.a.test(t.send).unwrap().unwrap();
     assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
     pump(&mut t.an, &mut t.b, &mut t.bn);
@@ -515,7 +531,8 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
             rendezvous: Some(p),
             ..Config::reliable(min, 4)
         };
-        let mk = || MemNic::new(16, wire::HEADER_LEN + min as usize, 16, min as usize).with_rdma(64);
+        let mk =
+            || MemNic::new(16, wire::HEADER_LEN + min as usize, 16, min as usize).with_rdma(64);
         let (mut a, mut an) = (Ep::new(c, 0, 2).unwrap(), mk());
         let (mut b, mut bn) = (Ep::new(c, 1, 2).unwrap(), mk());
         let dst = bn.user_buf(vec![0; 300]);

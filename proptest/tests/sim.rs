@@ -258,7 +258,14 @@ fn lossy_networks_pull_large_messages_even_when_the_nic_has_rdma() {
         }
     }
     for rndv in [rmx_core::Protocol::Rput, rmx_core::Protocol::Rget] {
-        let e = run(0, &Params { rndv: Some(rndv), ..p }).unwrap_err();
+        let e = run(
+            0,
+            &Params {
+                rndv: Some(rndv),
+                ..p
+            },
+        )
+        .unwrap_err();
         assert!(e.contains("RendezvousNeedsReliable"), "{e}");
     }
 }

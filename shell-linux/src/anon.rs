@@ -9,20 +9,34 @@
 /// # Safety
 /// With `at`, the caller must own the range being replaced.
 pub unsafe fn map(len: usize, at: Option<usize>, populate: bool) -> usize {
+    // SAFETY: a new mapping, or (`at`) one over a range the caller owns.
+    match unsafe { try_map(len, at, populate) } {
+        Ok(p) => p,
+        Err(e) => panic!("mmap of {len} bytes: {e}"),
+    }
+}
+
+/// [`map`]'s system call, or why it failed.
+unsafe fn try_map(len: usize, at: Option<usize>, populate: bool) -> std::io::Result<usize> {
     let (hint, fixed) = at.map_or((std::ptr::null_mut(), 0), |a| {
         (a as *mut libc::c_void, libc::MAP_FIXED)
     });
     let populate = if populate { libc::MAP_POPULATE } else { 0 };
-    let p = libc::mmap(
-        hint,
-        len,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed | populate,
-        -1,
-        0,
-    );
-    assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes");
-    p as usize
+    // SAFETY: the caller owns any range MAP_FIXED replaces.
+    let p = unsafe {
+        libc::mmap(
+            hint,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed | populate,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(p as usize)
 }
 
 /// An owned anonymous mapping, unmapped on drop.
@@ -32,11 +46,17 @@ pub struct AnonMap {
 }
 
 impl AnonMap {
-    /// `len` bytes, faulted in.
+    /// `len` bytes, faulted in. Panics if the kernel refuses.
     pub fn new(len: usize) -> AnonMap {
+        Self::try_new(len).unwrap_or_else(|e| panic!("mmap of {len} bytes: {e}"))
+    }
+
+    /// `len` bytes, faulted in, or why the kernel refused (too large for
+    /// the address space or the memory limit, or zero).
+    pub fn try_new(len: usize) -> std::io::Result<AnonMap> {
         // SAFETY: a fresh mapping replaces nothing.
-        let addr = unsafe { map(len, None, true) };
-        AnonMap { addr, len }
+        let addr = unsafe { try_map(len, None, true) }?;
+        Ok(AnonMap { addr, len })
     }
 
     pub fn addr(&self) -> usize {
@@ -51,9 +71,10 @@ impl AnonMap {
         self.len == 0
     }
 
-    /// `n` bytes at offset `off`.
+    /// `n` bytes at offset `off`; panics if they are not all inside.
     pub fn slice_mut(&mut self, off: usize, n: usize) -> &mut [u8] {
-        assert!(off + n <= self.len, "{off}+{n} beyond {} bytes", self.len);
+        let inside = off.checked_add(n).is_some_and(|end| end <= self.len);
+        assert!(inside, "{off}+{n} beyond {} bytes", self.len);
         // SAFETY: inside the mapping, borrowed mutably from self.
         unsafe { std::slice::from_raw_parts_mut((self.addr + off) as *mut u8, n) }
     }

@@ -76,7 +76,9 @@ fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
             if let Some(m) = monitor {
                 let _ = m.watch(a, len);
             }
-            if let Ok(mr) = port.register_user(a as usize, len as usize) {
+            // SAFETY: `area` outlives the registration, and no operation
+            // names it.
+            if let Ok(mr) = unsafe { port.register_user(a as usize, len as usize) } {
                 let _ = port.deregister_user(mr);
             }
             (now_ns() - t0) as f64

@@ -85,6 +85,7 @@ impl Monitor {
         let mut raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY) };
         if raw < 0 {
             // Kernels before 5.11 do not know the user-mode-only flag.
+            // SAFETY: as above.
             raw = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
         }
         if raw < 0 {

@@ -51,6 +51,31 @@ pub fn loop_config() -> Config {
     }
 }
 
+/// Builds the core endpoint and moves it into its box. The endpoint is
+/// built by value and is half a megabyte; an unoptimised build keeps several
+/// copies of it in the frames it passes through, more than the 2 MiB stack
+/// of the thread that usually creates a rank. So it is built on a
+/// short-lived thread with a stack sized for it, whichever thread asks.
+fn boxed_endpoint(
+    cfg: Config,
+    me: u16,
+    nranks: u16,
+    reuse: Option<ShellReuse>,
+) -> Result<Box<CoreEndpoint>, ConfigError> {
+    const STACK: usize = 16 * CoreEndpoint::ENDPOINT_BYTES + (1 << 20);
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("rmx-endpoint".into())
+            .stack_size(STACK)
+            .spawn_scoped(s, move || {
+                CoreEndpoint::with_reuse(cfg, me, nranks, reuse).map(Box::new)
+            })
+            .expect("spawn the thread that builds an endpoint")
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
 /// What a refused post means to the core.
 fn post_error(e: PostErr) -> PostError {
     match e {
@@ -81,7 +106,10 @@ impl LoopNic {
     fn new(port: Port, eager: usize, unexpected: usize) -> LoopNic {
         let slot_size = (rmx_core::wire::HEADER_LEN + eager).div_ceil(64) * 64;
         let slots = vec![0u8; slot_size * SLOTS];
-        let slots_mr = port.register(slots.as_ptr() as usize, slots.len(), 0);
+        // SAFETY: the slots' heap buffer never moves or shrinks, and `Drop`
+        // waits for the NIC's operations and deregisters before it is freed.
+        let slots_mr = unsafe { port.register(slots.as_ptr() as usize, slots.len(), 0) }
+            .expect("a fresh protection domain has keys");
         LoopNic {
             port,
             slot_size,
@@ -147,7 +175,10 @@ impl LoopNic {
                 o,
             ),
             Loc::Rx(b, o) => {
-                let r = self.port.rx_bytes(b.0);
+                let r = self
+                    .port
+                    .rx_bytes(b.0)
+                    .expect("the core names held receive buffers");
                 (r.as_ptr() as *mut u8, r.len(), o)
             }
             Loc::User(b, o) => {
@@ -169,6 +200,20 @@ impl LoopNic {
     }
 }
 
+impl Drop for LoopNic {
+    /// The NIC's thread may still copy from the bounce slots (a send larger
+    /// than the port's synchronous limit completes for the core once copied
+    /// into a slot): wait for it, then end every registration, before the
+    /// slots are freed.
+    fn drop(&mut self) {
+        self.port.drain();
+        for (_, mr) in self.user_regs.drain() {
+            let _ = self.port.deregister_user(mr);
+        }
+        let _ = self.port.deregister(self.slots_mr);
+    }
+}
+
 impl Nic for LoopNic {
     #[inline]
     fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
@@ -178,7 +223,9 @@ impl Nic for LoopNic {
 
     #[inline]
     fn rx(&self, buf: RxBuf) -> &[u8] {
-        self.port.rx_bytes(buf.0)
+        self.port
+            .rx_bytes(buf.0)
+            .expect("the core names held receive buffers")
     }
 
     #[inline]
@@ -234,9 +281,12 @@ impl Nic for LoopNic {
     }
 
     fn register_once(&mut self, addr: u64, len: u64) -> Result<MemKey, RegError> {
-        let mr = self
-            .port
-            .register_user(addr as usize, len as usize)
+        // SAFETY: the core registers only user buffers handed to it through
+        // `Rank::isend_raw`/`irecv_raw` (or a borrow held across the wait),
+        // valid while their request is pending; registrations kept beyond
+        // that (the registration cache) are dropped by the monitor when the
+        // memory is unmapped, and all of them when the rank is dropped.
+        let mr = unsafe { self.port.register_user(addr as usize, len as usize) }
             .map_err(|_| RegError::NoResources)?;
         self.user_regs.insert(mr.key, mr);
         Ok(MemKey(mr.key))
@@ -303,7 +353,8 @@ impl Nic for LoopNic {
 
     #[inline]
     fn repost(&mut self, buf: RxBuf) {
-        self.port.repost(buf.0)
+        let held = self.port.repost(buf.0);
+        debug_assert!(held, "the core reposts each buffer it was given once");
     }
 }
 
@@ -543,7 +594,7 @@ impl Rank {
         if let Coalesce::Outstanding(n) = cfg.coalesce {
             cfg.coalesce = Coalesce::Outstanding(n.min(cfg.send_wqes));
         }
-        let ep = Box::new(CoreEndpoint::with_reuse(cfg, me, nranks, reuse)?);
+        let ep = boxed_endpoint(cfg, me, nranks, reuse)?;
         let events = port.events();
         let unexpected = nranks as usize * cfg.credits as usize;
         let d = Driver {

@@ -815,7 +815,10 @@ impl<
             if x.send {
                 if !x.asked.is_empty() {
                     self.serve(now, nic, i);
-                } else if !self.cfg.reliable && x.served && now >= x.last.saturating_add(self.cfg.rto_ns) {
+                } else if !self.cfg.reliable
+                    && x.served
+                    && now >= x.last.saturating_add(self.cfg.rto_ns)
+                {
                     // No FIN: it may be lost. A probe makes a receiver that
                     // ended repeat it; one still receiving asks on its own.
                     self.xfers[i].last = now;

@@ -111,14 +111,15 @@ fn measure(
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
         let mut fbuf = vec![0u8; 2 * max];
+        let mut side = floor.side(me).expect("one thread per side");
         let mut seq = 0u64;
         let mut rows = Vec::new();
         for &size in sizes {
             barrier.wait();
-            floor.run(me, seq, warmup, size, &mut fbuf);
+            side.run(seq, warmup, size, &mut fbuf);
             seq += warmup;
             barrier.wait();
-            let f = floor.run(me, seq, iters, size, &mut fbuf);
+            let f = side.run(seq, iters, size, &mut fbuf);
             seq += iters;
             barrier.wait();
             rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);

@@ -73,11 +73,52 @@ fn run(q: &Queue) {
 }
 
 impl Drop for Engine {
+    /// Stops the thread once its queue is empty. The last handle on the
+    /// fabric may be a finished job's, dropped on the engine's own thread:
+    /// that thread then returns by itself and is not joined (a thread
+    /// cannot join itself).
     fn drop(&mut self) {
         self.q.stop.store(true, Ordering::Release);
         self.q.wake.notify_all();
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+
+    /// The last handle on the fabric can be a job's, dropped on the
+    /// engine's own thread; dropping the engine there joined the thread
+    /// from itself, which panics.
+    #[test]
+    fn an_engine_dropped_on_its_own_thread_does_not_join_itself() {
+        let engine = Arc::new(Mutex::new(Some(Engine::start())));
+        // 0 pending, 1 dropped cleanly, 2 the drop panicked.
+        let outcome = Arc::new(AtomicU8::new(0));
+        let (e, o) = (Arc::clone(&engine), Arc::clone(&outcome));
+        let nowhere = std::ptr::NonNull::<u8>::dangling().as_ptr() as usize;
+        let job = Job {
+            dst: nowhere,
+            src: nowhere,
+            len: 0,
+            then: Box::new(move || {
+                let mine = e.lock().unwrap().take();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(mine)));
+                o.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);
+            }),
+        };
+        engine.lock().unwrap().as_ref().unwrap().submit(job);
+        let t0 = std::time::Instant::now();
+        while outcome.load(Ordering::Acquire) == 0 {
+            assert!(t0.elapsed().as_secs() < 30, "the job never ran");
+            std::thread::yield_now();
+        }
+        assert_eq!(outcome.load(Ordering::Acquire), 1, "the drop panicked");
     }
 }

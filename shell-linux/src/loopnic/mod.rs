@@ -12,10 +12,14 @@
 //! receiving rank's poll is its NIC taking the packet, so a connection has at
 //! most `sq_depth` packets that the peer has not yet polled.
 
-pub mod engine;
+// The engine copies whatever its jobs name and the ring hands raw buffers
+// between threads: both stay inside this module, behind the checks of `Port`.
+mod engine;
 pub mod pagemap;
 pub mod region;
-pub mod ring;
+mod ring;
+
+pub use ring::RecvWc;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,8 +29,8 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use engine::{Engine, Job};
-use region::{access, KeyError, Mr, Pd};
-use ring::{RecvRing, RecvWc, Reposts};
+use region::{access, KeyError, Mr, Pd, RegisterError};
+use ring::{RecvRing, Reposts};
 
 /// Sizes of the software NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -144,6 +148,9 @@ struct Hca {
     /// Armed by a sleeper ([`Events::arm`]): the next packet delivered here,
     /// or taken from here by a peer, raises an event, solicited or not.
     armed: CachePadded<AtomicBool>,
+    /// Operations this rank posted that the NIC's thread has not finished:
+    /// the memory they name must outlive them ([`Port::drain`]).
+    in_engine: AtomicUsize,
 }
 
 impl Hca {
@@ -262,6 +269,7 @@ impl Fabric {
                 events: Mutex::new(EventCount::default()),
                 wake: Condvar::new(),
                 armed: CachePadded::new(AtomicBool::new(false)),
+                in_engine: AtomicUsize::new(0),
             })
             .collect();
         Fabric {
@@ -288,6 +296,7 @@ impl Fabric {
             told: 0,
             seen: vec![0; n],
             reposts: Reposts::new(self.shared.cfg.srq_depth),
+            held: vec![false; self.shared.hcas[rank as usize].ring.depth()],
             keys: region::KeyCache::default(),
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
@@ -360,6 +369,9 @@ pub struct Port {
     /// Cached `released` of each peer's receive ring.
     seen: Vec<u64>,
     reposts: Reposts,
+    /// Receive buffers polled and not yet reposted: the only ones whose
+    /// bytes may be read, and the only ones that may be reposted.
+    held: Vec<bool>,
     keys: region::KeyCache,
     /// Work requests per connection whose completion is not yet polled: as
     /// in verbs, a send-queue entry frees when its CQE is polled.
@@ -393,8 +405,18 @@ impl Port {
     }
 
     /// Registers local memory in this rank's protection domain.
-    pub fn register(&self, addr: usize, len: usize, rights: u8) -> Mr {
-        self.hca().pd.register(addr, len, rights)
+    ///
+    /// # Safety
+    /// As [`Pd::register`]: the range stays valid for the NIC's accesses
+    /// until it is deregistered and every operation naming it completed.
+    pub unsafe fn register(
+        &self,
+        addr: usize,
+        len: usize,
+        rights: u8,
+    ) -> Result<Mr, RegisterError> {
+        // SAFETY: the caller's contract is the domain's.
+        unsafe { self.hca().pd.register(addr, len, rights) }
     }
 
     pub fn deregister(&self, mr: Mr) -> Result<(), KeyError> {
@@ -406,7 +428,12 @@ impl Port {
     /// page in). Unlike `mlock` this leaves the application's `madvise` and
     /// `munmap` working as before — as pinning for a NIC does. Fails for
     /// memory that is not mapped.
-    pub fn register_user(&self, addr: usize, len: usize) -> std::io::Result<Mr> {
+    ///
+    /// # Safety
+    /// As [`register`](Self::register): peers may read and write the range
+    /// through the key (a rendezvous), so it must stay valid for that until
+    /// deregistered and every operation naming it completed.
+    pub unsafe fn register_user(&self, addr: usize, len: usize) -> std::io::Result<Mr> {
         // SAFETY: populating only faults pages in; any range is safe to pass.
         if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) } != 0 {
             let e = std::io::Error::last_os_error();
@@ -418,7 +445,9 @@ impl Port {
         // Local and remote access, as a rendezvous needs (RDMA read of a
         // sender's buffer, RDMA write into a receiver's).
         let all = access::LOCAL_WRITE | access::REMOTE_READ | access::REMOTE_WRITE;
-        let mr = self.hca().pd.register(addr, len, all);
+        // SAFETY: the caller's contract is the domain's.
+        let mr = unsafe { self.hca().pd.register(addr, len, all) }
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
         if self.shared.cfg.verify_pages {
             if let Some(f) = pagemap::frames(addr, len) {
                 let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
@@ -532,6 +561,7 @@ impl Port {
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
         self.outstanding[peer as usize] += 1;
+        self.hca().in_engine.fetch_add(1, Ordering::AcqRel);
         let me = self.rank;
         let mut off = 0;
         let n = sges.len();
@@ -541,7 +571,9 @@ impl Port {
                 Box::new(move || {
                     let dst = &shared.hcas[peer as usize];
                     dst.deliver(pos, total as u32, None, me, solicited);
-                    shared.hcas[me as usize].complete(done(WcStatus::Success, total));
+                    let hca = &shared.hcas[me as usize];
+                    hca.complete(done(WcStatus::Success, total));
+                    hca.in_engine.fetch_sub(1, Ordering::AcqRel);
                 })
             } else {
                 Box::new(|| {})
@@ -677,6 +709,7 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
         self.outstanding[peer as usize] += 1;
+        self.hca().in_engine.fetch_add(1, Ordering::AcqRel);
         let shared = Arc::clone(&self.shared);
         let len = local.len;
         self.shared.engine.submit(Job {
@@ -687,7 +720,9 @@ impl Port {
                 if let Some((pos, v)) = imm {
                     shared.hcas[peer as usize].deliver(pos, 0, Some(v), me, false);
                 }
-                shared.hcas[me as usize].complete(done(WcStatus::Success, len));
+                let hca = &shared.hcas[me as usize];
+                hca.complete(done(WcStatus::Success, len));
+                hca.in_engine.fetch_sub(1, Ordering::AcqRel);
             }),
         });
         Ok(None)
@@ -701,12 +736,33 @@ impl Port {
         self.outstanding.iter().sum::<u32>() as usize > self.untaken_n
     }
 
+    /// Waits until the NIC's thread has finished every operation this port
+    /// posted, so the memory they name may be freed. Dropping the port does
+    /// this too.
+    pub fn drain(&self) {
+        let mut spins = 0u32;
+        while self.hca().in_engine.load(Ordering::Acquire) > 0 {
+            spins += 1;
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// Operations of this port the NIC's thread has not finished.
+    pub fn in_engine(&self) -> usize {
+        self.hca().in_engine.load(Ordering::Acquire)
+    }
+
     /// The next receive completion, if any.
     #[inline]
     pub fn poll_recv(&mut self) -> Option<RecvWc> {
         match self.hca().ring.poll(self.head) {
             Some(wc) => {
                 self.head += 1;
+                self.held[wc.buf as usize] = true;
                 // Taken packets free their senders' entries. Told in batches
                 // (every 16, and whenever the ring is empty), so a sender
                 // polling for completions does not miss on this line per packet.
@@ -735,15 +791,29 @@ impl Port {
         }
     }
 
-    /// The bytes of a received buffer (valid until [`repost`](Self::repost)).
-    pub fn rx_bytes(&self, buf: u32) -> &[u8] {
-        // SAFETY: the core only names buffers this port polled and has not reposted.
-        unsafe { self.hca().ring.bytes(buf) }
+    /// The bytes of a received buffer, polled and not yet reposted; `None`
+    /// for any other index (its memory belongs to the NIC or a sender).
+    pub fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+        if !self.held.get(buf as usize).copied().unwrap_or(false) {
+            return None;
+        }
+        // SAFETY: `held`: this port polled the buffer and has not reposted
+        // it, so no sender writes it; the borrow of `self` ends before
+        // `repost` (which takes `&mut self`) can hand it back.
+        Some(unsafe { self.hca().ring.bytes(buf) })
     }
 
-    pub fn repost(&mut self, buf: u32) {
+    /// Hands a polled buffer back to the NIC. `false` (and nothing done) for
+    /// a buffer this port does not hold: giving back one still in the ring
+    /// would let a sender overwrite a packet not yet read.
+    pub fn repost(&mut self, buf: u32) -> bool {
+        match self.held.get_mut(buf as usize) {
+            Some(h @ true) => *h = false,
+            _ => return false,
+        }
         let ring = &self.shared.hcas[self.rank as usize].ring;
-        self.reposts.repost(ring, buf)
+        self.reposts.repost(ring, buf);
+        true
     }
 
     /// Moves send-side completions into `out`: SENDs the peers have taken,
@@ -793,6 +863,13 @@ impl Port {
         }
         self.untaken_n -= n;
         n
+    }
+}
+
+impl Drop for Port {
+    /// Operations still on the NIC's thread name this rank's memory.
+    fn drop(&mut self) {
+        self.drain();
     }
 }
 

@@ -30,14 +30,50 @@ pub enum KeyError {
     Access,
 }
 
-/// A protection domain: a table of regions. Keys carry a generation in their
-/// low byte, so a key of a deregistered region never names its successor.
+/// A protection domain: a table of regions. A key is a slot index (high 16
+/// bits) and that slot's generation (low 16 bits, from 1). A slot's
+/// generation only grows and a slot whose generation is spent is never used
+/// again, so no key is ever handed out twice: a key of a deregistered region
+/// can never name another one. The price is a finite supply, 2^32 - 2^16
+/// registrations per domain; after that registration fails.
 #[derive(Debug, Default)]
 pub struct Pd {
-    regions: RwLock<Vec<Option<Region>>>,
+    table: RwLock<Table>,
     /// Bumped by every registration change; validates [`KeyCache`] entries.
     version: AtomicU64,
 }
+
+#[derive(Debug, Default)]
+struct Table {
+    /// Per slot: its latest generation, and the region if live.
+    slots: Vec<(u16, Option<Region>)>,
+    /// Free slots with generations left, least recently freed first, so a
+    /// register/deregister loop spreads over every free slot.
+    free: std::collections::VecDeque<u32>,
+}
+
+/// Slots a domain can have: the index must fit the key's high 16 bits.
+const MAX_SLOTS: usize = 1 << 16;
+
+/// Registration refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegisterError {
+    /// Every key of the domain has been used once (keys are never reused).
+    KeysExhausted,
+    /// The range wraps past the end of the address space.
+    BadRange,
+}
+
+impl std::fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisterError::KeysExhausted => f.write_str("every memory key of the domain was used"),
+            RegisterError::BadRange => f.write_str("the range wraps past the end of memory"),
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
 
 /// A port's cache of the last few regions it checked, valid while the
 /// domain's version is unchanged: a steady stream of sends gathering from a
@@ -52,6 +88,7 @@ pub struct KeyCache {
 impl Region {
     fn covers(&self, addr: usize, len: usize, need: u8) -> Result<(), KeyError> {
         let end = addr.checked_add(len).ok_or(KeyError::OutOfBounds)?;
+        // A region never wraps: `register` refuses such a range.
         if addr < self.addr || end > self.addr + self.len {
             return Err(KeyError::OutOfBounds);
         }
@@ -71,34 +108,56 @@ pub struct Mr {
 }
 
 impl Pd {
-    /// Registers `[addr, addr+len)` with `access` rights.
-    pub fn register(&self, addr: usize, len: usize, access: u8) -> Mr {
-        let mut t = self.regions.write().unwrap_or_else(|e| e.into_inner());
-        let idx = t.iter().position(Option::is_none).unwrap_or_else(|| {
-            t.push(None);
-            t.len() - 1
-        });
-        // Generation from the slot's reuse count, kept in the key's low byte.
-        static GEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let gen = GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xff;
-        let key = ((idx as u32) << 8) | gen;
-        t[idx] = Some(Region {
+    /// Registers `[addr, addr+len)` with `access` rights: operations through
+    /// the key then read (and, with the rights, write) that memory, from
+    /// this thread or the NIC's.
+    ///
+    /// # Safety
+    /// The range must be memory the caller may let the NIC access, valid and
+    /// not otherwise borrowed in a way its accesses would violate, until the
+    /// region is deregistered and every operation that named it completed.
+    pub unsafe fn register(
+        &self,
+        addr: usize,
+        len: usize,
+        access: u8,
+    ) -> Result<Mr, RegisterError> {
+        addr.checked_add(len).ok_or(RegisterError::BadRange)?;
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let idx = match t.free.pop_front() {
+            Some(i) => i as usize,
+            None if t.slots.len() < MAX_SLOTS => {
+                t.slots.push((0, None));
+                t.slots.len() - 1
+            }
+            None => return Err(RegisterError::KeysExhausted),
+        };
+        let slot = &mut t.slots[idx];
+        slot.0 += 1;
+        let key = (idx as u32) << 16 | slot.0 as u32;
+        slot.1 = Some(Region {
             addr,
             len,
             access,
             key,
         });
         self.version.fetch_add(1, Ordering::Release);
-        Mr { addr, len, key }
+        Ok(Mr { addr, len, key })
     }
 
     /// Removes a region; later accesses with its key fail with `BadKey`.
     pub fn deregister(&self, mr: Mr) -> Result<(), KeyError> {
-        let mut t = self.regions.write().unwrap_or_else(|e| e.into_inner());
-        match t.get_mut((mr.key >> 8) as usize) {
-            Some(slot @ Some(_)) if slot.map(|r| r.key) == Some(mr.key) => {
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let idx = (mr.key >> 16) as usize;
+        match t.slots.get_mut(idx) {
+            Some((gen, slot @ Some(_))) if slot.map(|r| r.key) == Some(mr.key) => {
                 *slot = None;
+                // A spent generation retires the slot for good.
+                let reusable = *gen < u16::MAX;
                 self.version.fetch_add(1, Ordering::Release);
+                if reusable {
+                    t.free.push_back(idx as u32);
+                }
                 Ok(())
             }
             _ => Err(KeyError::BadKey),
@@ -106,10 +165,10 @@ impl Pd {
     }
 
     fn lookup(&self, key: u32) -> Result<Region, KeyError> {
-        let t = self.regions.read().unwrap_or_else(|e| e.into_inner());
-        t.get((key >> 8) as usize)
-            .copied()
-            .flatten()
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.slots
+            .get((key >> 16) as usize)
+            .and_then(|s| s.1)
             .filter(|r| r.key == key)
             .ok_or(KeyError::BadKey)
     }
@@ -147,19 +206,29 @@ impl Pd {
 mod tests {
     use super::*;
 
+    /// Registers a range nothing accesses: key bookkeeping only.
+    fn reg(pd: &Pd, addr: usize, len: usize, access: u8) -> Result<Mr, RegisterError> {
+        // SAFETY: no operation ever names these ranges.
+        unsafe { pd.register(addr, len, access) }
+    }
+
     #[test]
     fn keys_check_bounds_rights_and_staleness() {
         let pd = Pd::default();
-        let mr = pd.register(0x1000, 0x100, access::REMOTE_READ);
+        let mr = reg(&pd, 0x1000, 0x100, access::REMOTE_READ).unwrap();
         assert_eq!(pd.check(mr.key, 0x1000, 0x100, access::REMOTE_READ), Ok(()));
         assert_eq!(pd.check(mr.key, 0x10ff, 2, 0), Err(KeyError::OutOfBounds));
         assert_eq!(pd.check(mr.key, 0xfff, 1, 0), Err(KeyError::OutOfBounds));
+        assert_eq!(
+            pd.check(mr.key, usize::MAX, 2, 0),
+            Err(KeyError::OutOfBounds)
+        );
         assert_eq!(
             pd.check(mr.key, 0x1000, 1, access::REMOTE_WRITE),
             Err(KeyError::Access)
         );
         assert_eq!(
-            pd.check(mr.key ^ 0x100, 0x1000, 1, 0),
+            pd.check(mr.key ^ 0x10000, 0x1000, 1, 0),
             Err(KeyError::BadKey)
         );
         let mut cache = KeyCache::default();
@@ -171,8 +240,44 @@ mod tests {
             Err(KeyError::BadKey),
             "a cached check must see the deregistration"
         );
-        let again = pd.register(0x1000, 0x100, 0);
+        let again = reg(&pd, 0x1000, 0x100, 0).unwrap();
         assert_ne!(again.key, mr.key, "a stale key never names the new region");
         assert_eq!(pd.deregister(mr), Err(KeyError::BadKey));
+        assert_eq!(reg(&pd, usize::MAX - 4, 8, 0), Err(RegisterError::BadRange));
+    }
+
+    /// Keys once carried 8 bits of a global counter: after 256
+    /// registrations a stale key named a new region again.
+    #[test]
+    fn a_stale_key_is_never_accepted_however_many_registrations_follow() {
+        let pd = Pd::default();
+        let first = reg(&pd, 0x1000, 0x100, 0).unwrap();
+        pd.deregister(first).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        assert!(seen.insert(first.key));
+        // One slot reused past its whole generation space, then more.
+        for i in 0..70_000u32 {
+            let mr = reg(&pd, 0x1000, 0x100, 0).unwrap();
+            assert!(
+                seen.insert(mr.key),
+                "key {:#x} handed out twice at {i}",
+                mr.key
+            );
+            assert_eq!(pd.check(first.key, 0x1000, 1, 0), Err(KeyError::BadKey));
+            pd.deregister(mr).unwrap();
+        }
+        let t = pd.table.read().unwrap();
+        assert!(t.slots.len() >= 2, "a spent slot was retired");
+        assert!(t.slots[0].0 == u16::MAX && !t.free.contains(&0));
+    }
+
+    #[test]
+    fn a_domain_whose_keys_are_spent_refuses_to_register() {
+        let pd = Pd::default();
+        {
+            let mut t = pd.table.write().unwrap();
+            t.slots = vec![(u16::MAX, None); MAX_SLOTS];
+        }
+        assert_eq!(reg(&pd, 0x1000, 1, 0), Err(RegisterError::KeysExhausted));
     }
 }

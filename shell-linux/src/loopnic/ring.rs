@@ -46,6 +46,7 @@ pub struct RecvRing {
 // SAFETY: the buffers are shared raw memory whose ownership is handed between
 // threads by the stamps (acquire/release); `tail` is atomic.
 unsafe impl Send for RecvRing {}
+// SAFETY: as for Send.
 unsafe impl Sync for RecvRing {}
 
 impl RecvRing {
@@ -158,8 +159,12 @@ impl RecvRing {
     /// `buf` must be a buffer returned by `poll` and not yet reposted.
     pub unsafe fn bytes(&self, buf: u32) -> &[u8] {
         let b = self.base(buf as usize);
-        let len = ((b.add(8) as *const u32).read() & !IMM_FLAG) as usize;
-        std::slice::from_raw_parts(b.add(PREFIX), len.min(self.buf_size))
+        // SAFETY: the caller holds the published buffer, so nobody writes
+        // it; the length is capped at the buffer's size.
+        unsafe {
+            let len = ((b.add(8) as *const u32).read() & !IMM_FLAG) as usize;
+            std::slice::from_raw_parts(b.add(PREFIX), len.min(self.buf_size))
+        }
     }
 
     /// Publishes that every position below `upto` has been reposted.
@@ -219,6 +224,7 @@ mod tests {
         let a = r.claim(&mut seen).unwrap();
         let b = r.claim(&mut seen).unwrap();
         assert_eq!(r.claim(&mut seen), None, "ring full: receiver not ready");
+        // SAFETY: position b is claimed by this thread; its buffer holds 64 bytes.
         unsafe { std::ptr::copy_nonoverlapping(b"hi".as_ptr(), r.data_ptr(b), 2) };
         r.publish(b, 2, Some(7), 3);
         assert_eq!(r.poll(a), None, "a is claimed but not published");
@@ -226,6 +232,7 @@ mod tests {
         assert_eq!(r.poll(a).unwrap().src, 1);
         let wb = r.poll(b).unwrap();
         assert_eq!((wb.len, wb.imm, wb.src), (2, Some(7), 3));
+        // SAFETY: polled and not reposted.
         assert_eq!(unsafe { r.bytes(wb.buf) }, b"hi");
         back.repost(&r, wb.buf);
         assert_eq!(

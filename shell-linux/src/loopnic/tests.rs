@@ -18,7 +18,8 @@ fn fabric(sync_max: usize) -> (Port, Port) {
 }
 
 fn sge(p: &Port, v: &mut [u8], rights: u8) -> Sge {
-    let mr = p.register(v.as_mut_ptr() as usize, v.len(), rights);
+    // SAFETY: each test's buffers outlive every operation it posts.
+    let mr = unsafe { p.register(v.as_mut_ptr() as usize, v.len(), rights) }.unwrap();
     Sge {
         addr: mr.addr,
         len: mr.len,
@@ -58,7 +59,7 @@ fn send_gathers_two_entries_into_one_receive() {
     let wc = wait_cq(&mut a);
     assert_eq!((wc.wr_id, wc.status, wc.len), (9, WcStatus::Success, 9));
     assert_eq!((r.len, r.src, r.imm), (9, 0, None));
-    assert_eq!(b.rx_bytes(r.buf), b"head-data");
+    assert_eq!(b.rx_bytes(r.buf).unwrap(), b"head-data");
     b.repost(r.buf);
     assert!(b.poll_recv().is_none());
 }
@@ -194,7 +195,7 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     let body = b"payload".to_vec();
     a.post_send_inline(1, &head, &body).unwrap();
     let r = b.poll_recv().unwrap();
-    assert_eq!(b.rx_bytes(r.buf), b"hdr:payload");
+    assert_eq!(b.rx_bytes(r.buf).unwrap(), b"hdr:payload");
     assert!(b.poll_recv().is_none());
     assert_eq!(wait_cq(&mut a).wr_id, INLINE_WR_ID);
     let big = vec![0u8; 65];
@@ -218,9 +219,8 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     let a_mem = map(8192, None);
     // SAFETY: freshly mapped, 8 KiB.
     unsafe { std::ptr::write_bytes(a_mem as *mut u8, 1, 8192) };
-    let mr = a
-        .register_user(a_mem, 8192)
-        .expect("mapped memory registers");
+    // SAFETY: the mapping outlives the registration's operations.
+    let mr = unsafe { a.register_user(a_mem, 8192) }.expect("mapped memory registers");
     let send = |a: &mut Port| {
         let r = a.post_send(
             1,
@@ -235,18 +235,20 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     };
     assert_eq!(send(&mut a), WcStatus::Success);
     let got = b.poll_recv().unwrap();
-    assert_eq!(b.rx_bytes(got.buf)[..100], [1u8; 100]);
+    assert_eq!(b.rx_bytes(got.buf).unwrap()[..100], [1u8; 100]);
     b.repost(got.buf);
     // The memory is replaced at the same address: a real NIC would still
     // read the pinned old pages. This one refuses.
     // SAFETY: our own mapping.
     unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
     assert_eq!(map(8192, Some(a_mem)), a_mem);
+    // SAFETY: mapped again just above.
     unsafe { std::ptr::write_bytes(a_mem as *mut u8, 2, 8192) };
     assert_eq!(send(&mut a), WcStatus::StaleRegistration);
     assert!(b.poll_recv().is_none(), "nothing delivered");
     a.deregister_user(mr).unwrap();
-    let mr2 = a.register_user(a_mem, 8192).unwrap();
+    // SAFETY: as above.
+    let mr2 = unsafe { a.register_user(a_mem, 8192) }.unwrap();
     let r = a.post_send(
         1,
         8,
@@ -258,7 +260,8 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     );
     assert_eq!(r, Ok(None), "posted, completes when taken");
     let got = b.poll_recv().unwrap();
-    assert_eq!(b.rx_bytes(got.buf)[..100], [2u8; 100]);
+    assert_eq!(b.rx_bytes(got.buf).unwrap()[..100], [2u8; 100]);
+    // SAFETY: our own mapping; the send that read it has been taken.
     unsafe { libc::munmap(a_mem as *mut libc::c_void, 8192) };
 }
 
