@@ -20,12 +20,38 @@ struct Side {
     reqs: Vec<Request>,
 }
 
-fn word(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    for (i, x) in w.iter_mut().enumerate() {
-        *x = b.get(at + i).copied().unwrap_or(0);
+/// The fuzzer's input, read a piece at a time (zeros once it runs out).
+struct Input<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Input<'_> {
+    fn done(&self) -> bool {
+        self.at >= self.b.len()
     }
-    u64::from_le_bytes(w)
+
+    fn byte(&mut self) -> u8 {
+        let v = self.b.get(self.at).copied().unwrap_or(0);
+        self.at += 1;
+        v
+    }
+
+    fn word(&mut self) -> u64 {
+        u64::from_le_bytes(core::array::from_fn(|_| self.byte()))
+    }
+
+    /// A value for a rewritten field: often one at an edge (ends of the
+    /// address and length ranges), else any.
+    fn edge(&mut self) -> u64 {
+        match self.byte() % 5 {
+            0 => u64::MAX - self.byte() as u64 * 64,
+            1 => u32::MAX as u64 - self.byte() as u64,
+            2 => 0,
+            3 => self.byte() as u64,
+            _ => self.word(),
+        }
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -58,39 +84,32 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     let mut now = 0u64;
-    let mut i = 0;
-    while i < rest.len() {
-        let op = rest[i];
+    let mut inp = Input { b: rest, at: 0 };
+    while !inp.done() {
+        let op = inp.byte();
         let who = (op >> 7) as usize;
-        let arg = word(rest, i + 1);
-        i += 1;
         let s = &mut sides[who];
         match op & 0x7f {
             // A large send of 65..=4160 bytes to the other side.
             0 => {
-                let len = EAGER + 1 + (arg % 4096) as usize;
+                let len = EAGER + 1 + (inp.word() % 4096) as usize;
                 let b = s.nic.user_buf(vec![op; len]);
-                if let Ok(r) =
-                    s.ep.isend(now, &mut s.nic, 1 - who as u16, 3, 0, b, len as u32)
-                {
+                let to = 1 - who as u16;
+                if let Ok(r) = s.ep.isend(now, &mut s.nic, to, 3, 0, b, len as u32) {
                     s.reqs.push(r);
                 }
-                i += 2;
             }
             // A receive of 0..=4095 bytes.
             1 => {
-                let cap = (arg % 4096) as usize;
+                let cap = (inp.word() % 4096) as usize;
                 let b = s.nic.user_buf(vec![0; cap]);
-                if let Ok(r) =
-                    s.ep.irecv(now, &mut s.nic, Source::Any, TagSel::Any, 0, b, cap as u32)
-                {
+                let any = (Source::Any, TagSel::Any);
+                if let Ok(r) = s.ep.irecv(now, &mut s.nic, any.0, any.1, 0, b, cap as u32) {
                     s.reqs.push(r);
                 }
-                i += 2;
             }
             2 => {
-                now = now.saturating_add(arg % 10_000_000);
-                i += 3;
+                now = now.saturating_add(inp.word() % 10_000_000);
                 s.ep.poll(now, &mut s.nic);
             }
             // Complete a send the NIC holds.
@@ -132,14 +151,17 @@ fuzz_target!(|data: &[u8]| {
                     0 => continue,
                     1 => sides[who].nic.outbox.push((0, p.clone())),
                     2 => {
-                        // Overwrite 8 bytes at an offset the fuzzer picks.
-                        let at = (arg % 64) as usize;
-                        for (k, b) in word(rest, i + 1).to_le_bytes().into_iter().enumerate() {
+                        // A field of 1, 4 or 8 bytes at any offset (the
+                        // bodies' addresses, lengths, keys and ids sit at
+                        // 4-byte boundaries after the 28-byte header).
+                        let at = inp.byte() as usize % 64;
+                        let width = [1, 4, 8][inp.byte() as usize % 3];
+                        let v = inp.edge().to_le_bytes();
+                        for (k, b) in v.iter().take(width).enumerate() {
                             if let Some(x) = p.get_mut(at + k) {
-                                *x = b;
+                                *x = *b;
                             }
                         }
-                        i += 9;
                     }
                     _ => {}
                 }

@@ -285,6 +285,23 @@ const RNDV_END: usize = 4 << 20;
 /// The largest size a benchmark accepts (a window of 64 buffers of it is allocated).
 const SIZE_LIMIT: usize = 64 << 20;
 
+/// The most repetitions a benchmark takes: buffers of results are sized by it.
+const ITERS_LIMIT: u64 = 1_000_000_000;
+/// The most buffers `bench spectrum` takes (buffer i is sent i times, so the
+/// run grows with the square of it).
+const BUFFERS_LIMIT: usize = 10_000;
+/// The largest job `model memory` describes: ranks are 16-bit.
+const PROCS_LIMIT: u64 = 1 << 16;
+
+fn check_iters(iters: u64) -> Result<(), String> {
+    if iters == 0 || iters > ITERS_LIMIT {
+        return Err(format!(
+            "--iters must be between 1 and {ITERS_LIMIT} (got {iters})"
+        ));
+    }
+    Ok(())
+}
+
 /// The run's options; `sizes` are the benchmark's default smallest and
 /// largest sizes.
 fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String> {
@@ -307,15 +324,19 @@ fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, 
         ));
     }
     let iters = a.iters.unwrap_or(iters);
-    if iters == 0 {
-        return Err("--iters must be at least 1".into());
+    check_iters(iters)?;
+    let warmup = a.warmup.unwrap_or(iters / 10);
+    if warmup > ITERS_LIMIT {
+        return Err(format!(
+            "--warmup {warmup} is above the limit of {ITERS_LIMIT}"
+        ));
     }
     Ok(Opts {
         transport: a.transport.clone(),
         min_size,
         max_size,
         iters,
-        warmup: a.warmup.unwrap_or(iters / 10),
+        warmup,
         eager_reuse: None,
         quiet: a.json,
     })
@@ -422,6 +443,7 @@ fn record(out: &std::path::Path, md: &mut String, name: &str, r: &Report) -> Res
 }
 
 fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
+    check_iters(iters)?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let o = Opts {
         transport: "loop".into(),
@@ -658,6 +680,11 @@ fn memory(
     if procs == 0 || wqes == Some(0) || credits == Some(0) {
         return Err("--procs, --wqes and --credits must be at least 1".into());
     }
+    if procs > PROCS_LIMIT {
+        return Err(format!(
+            "--procs {procs} is above {PROCS_LIMIT}, the most ranks a job can have (ranks are 16-bit)"
+        ));
+    }
     let credits = credits.unwrap_or(rmx_linux::rank::loop_config().credits);
     let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
     let wqes = wqes.map_or(all, |w| vec![w]);
@@ -834,8 +861,10 @@ fn main() -> ExitCode {
             buffers,
             plot,
         }) => opts(&a, (128, EAGER_END)).and_then(|o| {
-            if buffers == 0 {
-                return Err("--buffers must be at least 1".into());
+            if buffers == 0 || buffers > BUFFERS_LIMIT {
+                return Err(format!(
+                    "--buffers must be between 1 and {BUFFERS_LIMIT} (got {buffers}): buffer i is sent i times"
+                ));
             }
             let cal = reuse_ready()?;
             let r = bench::spectrum::run(

@@ -70,7 +70,11 @@ impl Costs {
 
     /// A process of a fully connected job of `procs` processes.
     pub fn per_process(&self, procs: u64) -> u64 {
-        self.shared + procs.saturating_sub(1) * self.per_connection()
+        self.shared.saturating_add(
+            procs
+                .saturating_sub(1)
+                .saturating_mul(self.per_connection()),
+        )
     }
 
     /// The largest term of a connection's cost.
@@ -90,10 +94,13 @@ impl Costs {
 /// Job sizes 1, 2, 4, ... up to `max` (and `max` itself).
 pub fn job_sizes(max: u64) -> Vec<u64> {
     let mut v = Vec::new();
-    let mut n = 1;
+    let mut n = 1u64;
     while n < max {
         v.push(n);
-        n *= 2;
+        match n.checked_mul(2) {
+            Some(m) => n = m,
+            None => break,
+        }
     }
     v.push(max.max(1));
     v
@@ -119,7 +126,7 @@ pub fn rows(procs: &[u64], wqes: &[u16], credits: u16, eager: u32, nic: &LoopCon
                 "shared_bytes": c.shared,
                 "dominant": c.dominant(),
                 "paper_per_connection_bytes": paper,
-                "paper_per_process_bytes": paper.map(|p| p * n.saturating_sub(1)),
+                "paper_per_process_bytes": paper.map(|p| p.saturating_mul(n.saturating_sub(1))),
             }));
         }
     }
@@ -159,5 +166,10 @@ mod tests {
         assert_eq!(paper_per_connection(7), None);
         assert_eq!(job_sizes(8192).len(), 14);
         assert_eq!(job_sizes(6), vec![1, 2, 4, 6]);
+        // Doubling stops before it wraps (it looped until memory ran out).
+        let all = job_sizes(u64::MAX);
+        assert_eq!((all.len(), all[63], all[64]), (65, 1 << 63, u64::MAX));
+        let c = Costs::of(200, u16::MAX, u32::MAX, &LoopConfig::default());
+        assert_eq!(c.per_process(u64::MAX), u64::MAX, "saturates, never wraps");
     }
 }

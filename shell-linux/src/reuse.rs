@@ -77,6 +77,20 @@ impl Default for Calibration {
     }
 }
 
+/// The largest calibration file read: a few hundred bytes per size.
+const CALIBRATION_LIMIT: u64 = 1 << 20;
+
+/// The text of `path` if it is at most `limit` bytes (`None`: longer, or
+/// endless such as a device).
+fn read_limited(path: &std::path::Path, limit: u64) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut s = String::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_string(&mut s)?;
+    Ok((s.len() as u64 <= limit).then_some(s))
+}
+
 impl Calibration {
     /// Where calibration is kept: `$RMX_CALIBRATION`, else
     /// `$XDG_CONFIG_HOME/rmx/calibration.json`, else `~/.config/rmx/calibration.json`.
@@ -95,8 +109,8 @@ impl Calibration {
     /// exists but cannot be used is an error (say which and how to fix it).
     pub fn load() -> Result<(Calibration, bool), String> {
         let p = Self::path();
-        match std::fs::read_to_string(&p) {
-            Ok(s) => {
+        match read_limited(&p, CALIBRATION_LIMIT) {
+            Ok(Some(s)) => {
                 let c: Calibration = serde_json::from_str(&s).map_err(|e| {
                     format!(
                         "{} is not a calibration ({e}); run `rmx calibrate` again or delete it",
@@ -106,6 +120,10 @@ impl Calibration {
                 c.model().map_err(|e| format!("{}: {e}", p.display()))?;
                 Ok((c, true))
             }
+            Ok(None) => Err(format!(
+                "{} is larger than a calibration can be ({CALIBRATION_LIMIT} bytes); point RMX_CALIBRATION at the file `rmx calibrate` wrote, or delete it",
+                p.display()
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Ok((Calibration::default(), false))
             }

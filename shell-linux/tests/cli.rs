@@ -326,7 +326,125 @@ fn errors_say_what_to_do() {
     assert!(err.contains("larger than --max-size"), "{err}");
     let (code, _, err) = rmx(&["bench", "bw", "--iters", "0"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--iters must be at least 1"), "{err}");
+    assert!(err.contains("--iters must be between 1 and"), "{err}");
+}
+
+/// Absurd values get a sentence and exit code 2: none may loop until
+/// memory runs out, panic, or print wrapped figures.
+#[test]
+fn absurd_values_are_refused_with_a_clear_error() {
+    let max = u64::MAX.to_string();
+    for (args, says) in [
+        (vec!["model", "memory", "--procs", max.as_str()], "--procs"),
+        (
+            vec!["model", "memory", "--procs", "65537"],
+            "ranks are 16-bit",
+        ),
+        (
+            vec!["bench", "spectrum", "--buffers", "100000000000"],
+            "--buffers must be between 1 and",
+        ),
+        (
+            vec!["bench", "pingpong", "--iters", max.as_str()],
+            "--iters must be between 1 and",
+        ),
+        (
+            vec![
+                "bench",
+                "progress",
+                "--side",
+                "recv",
+                "--iters",
+                max.as_str(),
+            ],
+            "--iters",
+        ),
+        (
+            vec![
+                "bench",
+                "pingpong",
+                "--iters",
+                "10",
+                "--warmup",
+                max.as_str(),
+            ],
+            "--warmup",
+        ),
+        (vec!["bench", "suite", "--iters", "0"], "--iters"),
+    ] {
+        let (code, out, err) = rmx(&args);
+        assert_eq!(code, 2, "rmx {}: {out}{err}", args.join(" "));
+        assert!(err.contains(says), "rmx {}: {err}", args.join(" "));
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // The largest job the model takes prints figures that did not wrap.
+    let (code, out, err) = rmx(&[
+        "model", "memory", "--procs", "65536", "--wqes", "5", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows = json(&out)["results"].as_array().unwrap().clone();
+    let last = rows.last().unwrap();
+    assert_eq!(last["procs"], 65536);
+    let per_conn = last["per_connection_bytes"].as_u64().unwrap();
+    assert_eq!(
+        last["per_process_bytes"].as_u64().unwrap(),
+        last["shared_bytes"].as_u64().unwrap() + 65535 * per_conn
+    );
+}
+
+/// A calibration path that never ends is refused after a bounded read; a
+/// calibration with extreme figures runs (the cost model saturates).
+#[test]
+fn calibration_files_are_read_with_bounds() {
+    let (code, _, err) = rmx_env(
+        &[
+            "bench",
+            "pingpong",
+            "--eager-reuse",
+            "on",
+            "--max-size",
+            "8",
+            "--iters",
+            "10",
+        ],
+        &[("RMX_CALIBRATION", "/dev/zero")],
+    );
+    if monitor_refused(code, &err) {
+        return;
+    }
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("larger than a calibration can be"), "{err}");
+    let path = cal_path("extreme");
+    let rows: Vec<String> = [8u32, 64, 4096, 8192]
+        .iter()
+        .map(|s| format!(r#"{{"size": {s}, "copy_ns": 1, "reg_ns": 4294967295}}"#))
+        .collect();
+    std::fs::write(
+        &path,
+        format!(
+            r#"{{"lookup_ns": 0, "speculate_permille": 4294967295, "rows": [{}]}}"#,
+            rows.join(",")
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = rmx_env(
+        &[
+            "bench",
+            "pingpong",
+            "--eager-reuse",
+            "on",
+            "--min-size",
+            "4096",
+            "--max-size",
+            "8192",
+            "--iters",
+            "20",
+            "--json",
+        ],
+        &[("RMX_CALIBRATION", path.as_str())],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["results"].as_array().unwrap().len(), 2);
 }
 
 #[test]

@@ -97,7 +97,11 @@ impl<const N: usize> CostModel<N> {
         if i < p.len() && p[i].size == size {
             return (p[i].copy_ns, p[i].reg_ns);
         }
-        let scale = |c: &CostPoint| (c.copy_ns as u64 * size as u64 / c.size as u64) as u32;
+        // Calibration figures are trusted no further than their types: every
+        // step saturates rather than wrapping.
+        let scale = |c: &CostPoint| {
+            (c.copy_ns as u64 * size as u64 / c.size as u64).min(u32::MAX as u64) as u32
+        };
         if i == 0 {
             return (scale(&p[0]), p[0].reg_ns);
         }
@@ -107,9 +111,10 @@ impl<const N: usize> CostModel<N> {
         }
         let (a, b) = (&p[i - 1], &p[i]);
         let lerp = |x: u32, y: u32| {
-            let span = (b.size - a.size) as i64;
-            let t = (size - a.size) as i64;
-            (x as i64 + (y as i64 - x as i64) * t / span) as u32
+            let span = (b.size - a.size) as i128;
+            let t = (size - a.size) as i128;
+            // Between x and y, so it fits a u32.
+            (x as i128 + (y as i128 - x as i128) * t / span) as u32
         };
         (lerp(a.copy_ns, b.copy_ns), lerp(a.reg_ns, b.reg_ns))
     }
@@ -121,7 +126,7 @@ impl<const N: usize> CostModel<N> {
         if c <= self.lookup_ns {
             return None;
         }
-        Some(r / (c - self.lookup_ns) + 1)
+        Some((r / (c - self.lookup_ns)).saturating_add(1))
     }
 
     /// Uses after which a buffer of `size` bytes is registered: the
@@ -255,5 +260,47 @@ mod tests {
         .unwrap();
         assert_eq!(m.min_reuse(4096), Some(1));
         assert_eq!(m.threshold(4096), Some(1));
+    }
+
+    /// A calibration file with extreme figures (`reg_ns` 4294967295 made
+    /// `min_reuse` overflow; interpolation multiplied past i64) saturates.
+    #[test]
+    fn extreme_figures_saturate_instead_of_overflowing() {
+        let max = u32::MAX;
+        let pts = [
+            CostPoint {
+                size: 1,
+                copy_ns: 1,
+                reg_ns: max,
+            },
+            CostPoint {
+                size: max - 1,
+                copy_ns: 0,
+                reg_ns: 0,
+            },
+            CostPoint {
+                size: max,
+                copy_ns: max,
+                reg_ns: max,
+            },
+        ];
+        let m = CostModel::<3>::new(&pts, 0, max).unwrap();
+        assert_eq!(m.min_reuse(1), Some(max), "R / (C - V) + 1 saturates");
+        for size in [0, 1, 2, 1 << 20, max / 2, max - 2, max - 1, max] {
+            let (c, r) = m.costs(size);
+            assert!(c <= max && r <= max);
+            let _ = m.threshold(size);
+        }
+        let one = CostModel::<1>::new(
+            &[CostPoint {
+                size: 1,
+                copy_ns: max,
+                reg_ns: 0,
+            }],
+            0,
+            250,
+        )
+        .unwrap();
+        assert_eq!(one.costs(max).0, max, "scaled past the last point, capped");
     }
 }

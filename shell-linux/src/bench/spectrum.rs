@@ -49,7 +49,10 @@ struct Buffers {
 impl Buffers {
     fn new(n: usize, size: usize, layout: Layout) -> Buffers {
         let stride = layout.stride(size);
-        let len = (n * stride).div_ceil(PAGE as usize) * PAGE as usize;
+        let len = n
+            .checked_mul(stride)
+            .and_then(|b| b.checked_next_multiple_of(PAGE as usize))
+            .expect("the command line bounds the buffers");
         Buffers {
             map: AnonMap::new(len),
             stride,
