@@ -1,10 +1,10 @@
 //! `loop`: an in-process software NIC with verbs semantics, so every protocol
 //! runs without hardware. Ranks are threads of one process; each has a
 //! protection domain (regions and keys), a shared receive queue
-//! ([`ring::RecvRing`]), and a completion queue; each connection has a send
+//! (`ring::RecvRing`), and a completion queue; each connection has a send
 //! queue of bounded depth. Data of operations up to `sync_max` bytes moves on
 //! the posting thread (as inline/PIO sends do); larger ones run on the NIC's own
-//! thread ([`engine::Engine`]) and complete through the completion queue.
+//! thread (`engine::Engine`) and complete through the completion queue.
 //!
 //! A SEND holds its send-queue entry until the receiving NIC has taken the
 //! packet, as on an RC connection, where the entry completes with the remote
