@@ -86,3 +86,26 @@ impl Drop for AnonMap {
         unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `off + n` once wrapped past the end of `usize` and passed the bound
+    /// check, making a slice anywhere in memory.
+    #[test]
+    fn a_slice_past_the_mapping_is_refused_even_when_the_sum_wraps() {
+        let mut m = AnonMap::new(4096);
+        assert_eq!(m.slice_mut(4000, 96).len(), 96);
+        for (off, n) in [(4000, 97), (usize::MAX, 2), (1, usize::MAX)] {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                m.slice_mut(off, n).len()
+            }));
+            assert!(r.is_err(), "{off}+{n} accepted");
+        }
+        assert!(
+            AnonMap::try_new(usize::MAX / 2).is_err(),
+            "refused, not a panic"
+        );
+    }
+}

@@ -59,6 +59,7 @@ fn windows_beyond_the_credits_flow_without_loss() {
             if r.rank() == 0 {
                 let reqs: Vec<_> = data
                     .iter()
+                    // SAFETY: the buffer outlives the request, which is waited for before it is touched.
                     .map(|d| unsafe { r.isend_raw(1, 9, d.as_ptr(), d.len()).unwrap() })
                     .collect();
                 for q in reqs {
@@ -70,6 +71,7 @@ fn windows_beyond_the_credits_flow_without_loss() {
                 // Receive in reverse posting order of tags? No: post all, in order.
                 let reqs: Vec<_> = bufs
                     .iter_mut()
+                    // SAFETY: the buffer outlives the request, which is waited for before it is read.
                     .map(|b| unsafe {
                         r.irecv_raw(Source::Any, TagSel::Tag(9), b.as_mut_ptr(), 100)
                             .unwrap()
@@ -142,6 +144,7 @@ fn all_to_all_with_four_ranks_shares_each_receive_queue() {
             let recvs: Vec<_> = bufs
                 .iter_mut()
                 .enumerate()
+                // SAFETY: the buffer outlives the request, which is waited for before it is read.
                 .map(|(k, b)| unsafe {
                     r.irecv_raw(
                         Source::Rank(peers[k % 3]),
@@ -155,6 +158,7 @@ fn all_to_all_with_four_ranks_shares_each_receive_queue() {
             let mut sends = Vec::new();
             for (i, d) in data.iter().enumerate() {
                 for &p in &peers {
+                    // SAFETY: the buffer outlives the request, which is waited for before it is touched.
                     sends.push(unsafe { r.isend_raw(p, me as u32, d.as_ptr(), d.len()).unwrap() });
                 }
                 if i % 16 == 0 {
@@ -190,6 +194,7 @@ fn a_rank_can_send_to_itself() {
         LoopConfig::default(),
         |r| {
             let mut buf = [0u8; 5];
+            // SAFETY: the buffer outlives the request, which is waited for before it is read.
             let q = unsafe {
                 r.irecv_raw(Source::Rank(0), TagSel::Tag(3), buf.as_mut_ptr(), 5)
                     .unwrap()
@@ -215,6 +220,7 @@ fn a_cancelled_receive_completes_as_cancelled_and_never_matches() {
         |r| {
             let mut first = [0u8; 4];
             let mut second = [0u8; 4];
+            // SAFETY: the buffer outlives the request, which is waited for before it is read.
             let q = unsafe {
                 r.irecv_raw(Source::Any, TagSel::Any, first.as_mut_ptr(), 4)
                     .unwrap()

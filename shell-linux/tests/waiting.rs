@@ -76,6 +76,7 @@ fn a_thread_flushes_a_rank_before_turning_to_another_job() {
         if a.rank() == 1 {
             // SAFETY: both are waited for before the literals could move.
             let first = unsafe { a.isend_raw(0, 1, b"one!".as_ptr(), 4).unwrap() };
+            // SAFETY: the buffer outlives the request, which is waited for before it is touched.
             let last = unsafe { a.isend_raw(0, 2, b"two!".as_ptr(), 4).unwrap() };
             let copied = a.test(last).is_ok();
             let was_flushed = a.flushed();

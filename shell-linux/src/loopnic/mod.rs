@@ -409,6 +409,12 @@ impl Port {
     /// # Safety
     /// As [`Pd::register`]: the range stays valid for the NIC's accesses
     /// until it is deregistered and every operation naming it completed.
+    /// Safe code cannot register (so cannot aim the NIC anywhere):
+    ///
+    /// ```compile_fail
+    /// let f = rmx_linux::loopnic::Fabric::new(1, Default::default());
+    /// let mr = f.port(0).register(0x1000, 4096, 2);
+    /// ```
     pub unsafe fn register(
         &self,
         addr: usize,
