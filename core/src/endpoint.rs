@@ -1088,7 +1088,8 @@ impl<
     }
 
     /// Sends an ACK (with credit) or a NACK; `false` if no slot or the NIC is busy
-    /// (the caller's timer or the next event tries again).
+    /// (the caller's timer or the next event tries again, no sooner than
+    /// `retry_at`: slots free when sends complete, which takes time).
     fn send_control<N: Nic>(
         &mut self,
         now: u64,
@@ -1102,7 +1103,7 @@ impl<
             ..self.header(dest, kind)
         };
         if !self.post_control(nic, dest, h, &[], false) {
-            self.arm(now);
+            self.arm(self.retry_at(now));
             return false;
         }
         self.stats.acks_out += (kind == Kind::Ack) as u64;
@@ -1282,6 +1283,13 @@ impl<
                 .all(|&d| self.peers[d as usize].backlog_head == NO_SLOT)
     }
 
+    /// When to try again a control packet that found no free slot: a timer
+    /// at `now` would be due again at once, and a driver that sleeps until
+    /// `poll_timeout` would spin (a simulator's clock would stop).
+    fn retry_at(&self, now: u64) -> u64 {
+        now.saturating_add(self.cfg.ack_delay_ns.max(1))
+    }
+
     /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
     pub fn poll_timeout(&self) -> Option<u64> {
         if self.flush_due || self.retry_due || self.rndv_due {
@@ -1314,7 +1322,7 @@ impl<
             }
             if let Some(t) = self.peers[i].ack_at {
                 if t <= now && !self.send_control(now, nic, i as u16, Kind::Ack, 0) {
-                    self.peers[i].ack_at = Some(now);
+                    self.peers[i].ack_at = Some(self.retry_at(now));
                 }
             }
             let p = &self.peers[i];

@@ -269,3 +269,31 @@ fn lossy_networks_pull_large_messages_even_when_the_nic_has_rdma() {
         assert!(e.contains("RendezvousNeedsReliable"), "{e}");
     }
 }
+
+/// Two send entries per connection, 20% loss and heavy reordering, short
+/// pulls: bounce slots run out while acknowledgements are owed. An ACK that
+/// found no slot was retried at `now`, so `poll_timeout` stayed at `now`
+/// forever: a driver sleeping until it would spin, and the simulator's
+/// clock stopped (the step limit was reached at a fixed virtual time).
+#[test]
+fn an_ack_without_a_free_slot_waits_instead_of_stopping_the_clock() {
+    let p = Params {
+        ranks: 5,
+        messages: 120,
+        large: 900,
+        posted: 6,
+        wqes: Some(2),
+        faults: Faults {
+            loss_ppm: 200_000,
+            reorder_ppm: 500_000,
+            reorder_ns: 200_000,
+            ..Faults::LOSSY
+        },
+        ..Params::LOSSY
+    };
+    check(
+        "an_ack_without_a_free_slot_waits_instead_of_stopping_the_clock",
+        p,
+        1000..1030,
+    );
+}
