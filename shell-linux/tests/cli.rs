@@ -397,16 +397,7 @@ fn absurd_values_are_refused_with_a_clear_error() {
 #[test]
 fn calibration_files_are_read_with_bounds() {
     let (code, _, err) = rmx_env(
-        &[
-            "bench",
-            "pingpong",
-            "--eager-reuse",
-            "on",
-            "--max-size",
-            "8",
-            "--iters",
-            "10",
-        ],
+        SHORT_ZERO_COPY_PINGPONG,
         &[("RMX_CALIBRATION", "/dev/zero")],
     );
     if monitor_refused(code, &err) {
@@ -492,6 +483,18 @@ fn suite_writes_a_report_with_plots() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// A ping-pong that loads the calibration (zero-copy eager sends on).
+const SHORT_ZERO_COPY_PINGPONG: &[&str] = &[
+    "bench",
+    "pingpong",
+    "--eager-reuse",
+    "on",
+    "--max-size",
+    "8",
+    "--iters",
+    "10",
+];
+
 /// A calibration file path private to one test.
 fn cal_path(name: &str) -> String {
     let d = std::env::temp_dir().join(format!("rmx-cli-{}-{name}", std::process::id()));
@@ -537,19 +540,7 @@ fn calibrate_prints_table_2_and_saves_what_the_endpoint_uses() {
     assert_eq!(saved["rows"].as_array().unwrap().len(), 10);
     // A damaged file is refused with what to do.
     std::fs::write(&path, "{").unwrap();
-    let (code, _, err) = rmx_env(
-        &[
-            "bench",
-            "pingpong",
-            "--eager-reuse",
-            "on",
-            "--max-size",
-            "8",
-            "--iters",
-            "10",
-        ],
-        &[("RMX_CALIBRATION", &path)],
-    );
+    let (code, _, err) = rmx_env(SHORT_ZERO_COPY_PINGPONG, &[("RMX_CALIBRATION", &path)]);
     if !monitor_refused(code, &err) {
         assert_eq!(code, 2);
         assert!(err.contains("rmx calibrate"), "{err}");
