@@ -151,6 +151,9 @@ struct Hca {
     /// Operations this rank posted that the NIC's thread has not finished:
     /// the memory they name must outlive them ([`Port::drain`]).
     in_engine: AtomicUsize,
+    /// Its port was handed out: a second one would poll and repost the same
+    /// receive buffers, handing a buffer back while the other still reads it.
+    port_taken: AtomicBool,
 }
 
 impl Hca {
@@ -270,6 +273,7 @@ impl Fabric {
                 wake: Condvar::new(),
                 armed: CachePadded::new(AtomicBool::new(false)),
                 in_engine: AtomicUsize::new(0),
+                port_taken: AtomicBool::new(false),
             })
             .collect();
         Fabric {
@@ -285,11 +289,25 @@ impl Fabric {
         self.shared.hcas.len()
     }
 
-    /// The port of `rank`; one per rank thread.
+    /// The port of `rank`. Each rank has one port for the fabric's life:
+    /// panics if `rank` is not one of the fabric's or its port was already
+    /// taken ([`try_port`](Self::try_port) says so instead).
     pub fn port(&self, rank: u16) -> Port {
         let n = self.ranks();
-        assert!((rank as usize) < n, "rank {rank} of {n}");
-        Port {
+        self.try_port(rank).unwrap_or_else(|| {
+            panic!("rank {rank} of {n}: no such rank, or its port was already taken")
+        })
+    }
+
+    /// The port of `rank`, unless there is no such rank or its port was
+    /// already taken.
+    pub fn try_port(&self, rank: u16) -> Option<Port> {
+        let n = self.ranks();
+        let hca = self.shared.hcas.get(rank as usize)?;
+        if hca.port_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Port {
             rank,
             shared: Arc::clone(&self.shared),
             head: 0,
@@ -301,7 +319,7 @@ impl Fabric {
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
             untaken_n: 0,
-        }
+        })
     }
 }
 
@@ -755,11 +773,6 @@ impl Port {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
-    }
-
-    /// Operations of this port the NIC's thread has not finished.
-    pub fn in_engine(&self) -> usize {
-        self.hca().in_engine.load(Ordering::Acquire)
     }
 
     /// The next receive completion, if any.
