@@ -124,7 +124,9 @@ impl<const N: usize> Table<N> {
     pub fn alloc(&mut self, state: State) -> Option<Request> {
         let idx = self.free.pop()?;
         let e = &mut self.entries[idx as usize];
-        e.gen = e.gen.wrapping_add(1);
+        // Generations run 1..=65535: a handle's wire id is never 0, which
+        // rendezvous packets use for "no transfer".
+        e.gen = e.gen.checked_add(1).unwrap_or(1);
         e.state = state;
         Some(Request { idx, gen: e.gen })
     }
@@ -214,5 +216,21 @@ mod tests {
         assert_eq!(t.collect(b), Ok(None));
         let _c = t.alloc(State::RecvPosted).unwrap();
         assert!(t.alloc(State::RecvPosted).is_none());
+    }
+
+    /// Generations wrapped to 0 after 65 535 reuses of a slot, so slot 0's
+    /// handle went on the wire as id 0, which rendezvous packets read as
+    /// "no transfer" (its PULLs and CTS were refused and it stalled).
+    #[test]
+    fn a_handle_never_goes_on_the_wire_as_zero() {
+        let mut t: Table<1> = Table::new();
+        let first = t.alloc(State::RecvPosted).unwrap();
+        t.release(first);
+        for _ in 0..70_000 {
+            let r = t.alloc(State::RecvPosted).unwrap();
+            assert_ne!(r.to_wire(), 0);
+            assert_ne!(r, Request::COMPLETE);
+            t.release(r);
+        }
     }
 }

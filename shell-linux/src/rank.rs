@@ -175,10 +175,7 @@ impl LoopNic {
                 o,
             ),
             Loc::Rx(b, o) => {
-                let r = self
-                    .port
-                    .rx_bytes(b.0)
-                    .expect("the core names held receive buffers");
+                let r = self.rx(b);
                 (r.as_ptr() as *mut u8, r.len(), o)
             }
             Loc::User(b, o) => {

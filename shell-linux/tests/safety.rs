@@ -77,7 +77,7 @@ fn dropping_a_rank_waits_for_the_nic_thread_to_copy_its_slots() {
         sync_max: 64,
         ..LoopConfig::default()
     };
-    for round in 0..20 {
+    for round in 0..50 {
         let f = Fabric::new(2, nic);
         let mut a = Rank::new(f.port(0), 2, loop_config()).unwrap();
         let mut b = Rank::new(f.port(1), 2, loop_config()).unwrap();

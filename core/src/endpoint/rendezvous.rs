@@ -518,10 +518,8 @@ impl<
             id: p.sender,
             fault: None,
         };
-        let mut b = [0u8; Fin::LEN];
-        fin.encode(&mut b);
         // No slot now: the sender's next probe asks again.
-        self.ctl(nic, src, Kind::Fin, &b);
+        self.send_fin(nic, src, fin);
         true
     }
 
@@ -720,11 +718,9 @@ impl<
                     id: x.remote_id,
                     fault: x.fault,
                 };
-                let mut b = [0u8; Fin::LEN];
-                f.encode(&mut b);
                 // A receive that ends before anything moved (nothing to take)
                 // still tells the sender; a PULL sender never sends one.
-                self.ctl(nic, x.peer, Kind::Fin, &b)
+                self.send_fin(nic, x.peer, f)
             }
         };
         if !sent {
@@ -762,6 +758,13 @@ impl<
         self.reqs.set(x.req, state);
         self.xfers[i] = Transfer::IDLE;
         self.active -= 1;
+    }
+
+    /// Sends `fin` to `peer`; `false` if it must wait (see [`Self::ctl`]).
+    fn send_fin<N: Nic>(&mut self, nic: &mut N, peer: u16, fin: Fin) -> bool {
+        let mut b = [0u8; Fin::LEN];
+        fin.encode(&mut b);
+        self.ctl(nic, peer, Kind::Fin, &b)
     }
 
     /// Sends a rendezvous control packet with `body`, waking the peer's

@@ -148,9 +148,6 @@ struct Hca {
     /// Armed by a sleeper ([`Events::arm`]): the next packet delivered here,
     /// or taken from here by a peer, raises an event, solicited or not.
     armed: CachePadded<AtomicBool>,
-    /// Operations this rank posted that the NIC's thread has not finished:
-    /// the memory they name must outlive them ([`Port::drain`]).
-    in_engine: AtomicUsize,
     /// Its port was handed out: a second one would poll and repost the same
     /// receive buffers, handing a buffer back while the other still reads it.
     port_taken: AtomicBool,
@@ -272,7 +269,6 @@ impl Fabric {
                 events: Mutex::new(EventCount::default()),
                 wake: Condvar::new(),
                 armed: CachePadded::new(AtomicBool::new(false)),
-                in_engine: AtomicUsize::new(0),
                 port_taken: AtomicBool::new(false),
             })
             .collect();
@@ -585,7 +581,6 @@ impl Port {
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
         self.outstanding[peer as usize] += 1;
-        self.hca().in_engine.fetch_add(1, Ordering::AcqRel);
         let me = self.rank;
         let mut off = 0;
         let n = sges.len();
@@ -595,9 +590,7 @@ impl Port {
                 Box::new(move || {
                     let dst = &shared.hcas[peer as usize];
                     dst.deliver(pos, total as u32, None, me, solicited);
-                    let hca = &shared.hcas[me as usize];
-                    hca.complete(done(WcStatus::Success, total));
-                    hca.in_engine.fetch_sub(1, Ordering::AcqRel);
+                    shared.hcas[me as usize].complete(done(WcStatus::Success, total));
                 })
             } else {
                 Box::new(|| {})
@@ -733,7 +726,6 @@ impl Port {
             return Ok(Some(done(WcStatus::Success, local.len)));
         }
         self.outstanding[peer as usize] += 1;
-        self.hca().in_engine.fetch_add(1, Ordering::AcqRel);
         let shared = Arc::clone(&self.shared);
         let len = local.len;
         self.shared.engine.submit(Job {
@@ -744,9 +736,7 @@ impl Port {
                 if let Some((pos, v)) = imm {
                     shared.hcas[peer as usize].deliver(pos, 0, Some(v), me, false);
                 }
-                let hca = &shared.hcas[me as usize];
-                hca.complete(done(WcStatus::Success, len));
-                hca.in_engine.fetch_sub(1, Ordering::AcqRel);
+                shared.hcas[me as usize].complete(done(WcStatus::Success, len));
             }),
         });
         Ok(None)
@@ -761,11 +751,15 @@ impl Port {
     }
 
     /// Waits until the NIC's thread has finished every operation this port
-    /// posted, so the memory they name may be freed. Dropping the port does
-    /// this too.
-    pub fn drain(&self) {
+    /// posted, so the memory they name may be freed; their completions are
+    /// polled and discarded. Dropping the port does this too.
+    pub fn drain(&mut self) {
+        let mut wcs = Vec::new();
         let mut spins = 0u32;
-        while self.hca().in_engine.load(Ordering::Acquire) > 0 {
+        while self.nic_working() {
+            // An operation's completion is queued once its copy is done.
+            self.poll_cq(&mut wcs);
+            wcs.clear();
             spins += 1;
             if spins < 64 {
                 std::thread::yield_now();
