@@ -5,6 +5,7 @@ use divan::{black_box, Bencher};
 use rmx_core::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use rmx_core::wire::{decode_packet, Header, Kind, HEADER_LEN};
 use rmx_core::{Config, Endpoint, UserBuf};
+use rmx_proptest::linear::LinearMatcher;
 use rmx_proptest::memnic::MemNic;
 
 fn main() {
@@ -37,27 +38,75 @@ fn wire_decode(b: Bencher) {
     b.bench_local(|| decode_packet(black_box(&pkt)).map(|(h, _)| h.tag));
 }
 
-/// An arrival that matches the last of `depth` posted receives: the cost of
-/// a deep posted-receive queue (the queue is searched in order).
-#[divan::bench(args = [1, 16, 256])]
-fn match_last_of(b: Bencher, depth: usize) {
-    let mut m: Matcher<u32, u32, 512, 512> = Matcher::default();
-    let pat = |tag| Pattern {
-        source: Source::Rank(1),
-        tag: TagSel::Tag(tag),
+/// Posted receives in the matching benchmarks, spread over 1024 sources.
+const POSTED: [usize; 3] = [1, 256, 4096];
+
+/// Receives posted for sources 1..=1024 in turn, each for its own tag.
+fn spread(k: usize) -> Pattern {
+    Pattern {
+        source: Source::Rank((k % 1024) as u16 + 1),
+        tag: TagSel::Tag(k as u32 + 1000),
         context: 0,
-    };
-    for t in 0..depth as u32 - 1 {
-        m.post(pat(t + 1000), t).unwrap();
     }
-    let env = Envelope {
-        src: 1,
-        tag: 7,
+}
+
+/// The receive the measured arrival matches: posted last, behind every other.
+const MINE: Pattern = Pattern {
+    source: Source::Rank(0),
+    tag: TagSel::Tag(7),
+    context: 0,
+};
+const ARRIVAL: Envelope = Envelope {
+    src: 0,
+    tag: 7,
+    context: 0,
+};
+
+/// An arrival that matches the newest of `n` posted receives, the others
+/// posted for other sources: binned matching searches only its source's bin.
+#[divan::bench(args = POSTED)]
+fn match_binned(b: Bencher, n: usize) {
+    let mut m: Box<Matcher<u32, u32, 4096, 16>> = Box::default();
+    for k in 0..n - 1 {
+        m.post(spread(k), k as u32).unwrap();
+    }
+    b.bench_local(|| {
+        m.post(MINE, 0).unwrap();
+        black_box(m.arrive(black_box(&ARRIVAL)))
+    });
+}
+
+/// The same with the posted receives in one ordered list (the queues before
+/// binning): the arrival walks every receive posted before its own.
+#[divan::bench(args = POSTED)]
+fn match_linear(b: Bencher, n: usize) {
+    let mut m: LinearMatcher<u32, u32> = LinearMatcher::default();
+    for k in 0..n - 1 {
+        m.post(spread(k), k as u32);
+    }
+    b.bench_local(|| {
+        m.post(MINE, 0);
+        black_box(m.arrive(black_box(&ARRIVAL)))
+    });
+}
+
+/// An ANY_SOURCE receive among `n` receives for specific sources: every
+/// arrival also checks the wildcard list, and the older receive wins.
+#[divan::bench(args = POSTED)]
+fn match_binned_behind_a_wildcard(b: Bencher, n: usize) {
+    let mut m: Box<Matcher<u32, u32, 4096, 16>> = Box::default();
+    let any = Pattern {
+        source: Source::Any,
+        tag: TagSel::Tag(3),
         context: 0,
     };
+    m.post(any, 0).unwrap();
+    for k in 0..n.saturating_sub(2) {
+        m.post(spread(k), k as u32).unwrap();
+    }
     b.bench_local(|| {
-        m.post(pat(7), 0).unwrap();
-        black_box(m.arrive(black_box(&env)))
+        m.post(MINE, 0).unwrap();
+        black_box(m.arrive(black_box(&ARRIVAL)))
     });
 }
 

@@ -4,8 +4,18 @@
 //! is what gives MPI's non-overtaking rule: two messages from one source in one
 //! context match receives in the order they were sent, because the transport
 //! delivers them to [`Matcher::arrive`] in that order.
+//!
+//! Matching does not slow with peers: entries are binned by (source, context)
+//! in a hash table, as MPICH and Open MPI do. An arrival searches only its own
+//! bin of receives posted for its source, plus the list of ANY_SOURCE
+//! receives; the older of the two first matches wins, by the order the
+//! receives were posted. A receive for one source searches only that
+//! source's bin of unexpected messages; an ANY_SOURCE receive walks the
+//! unexpected messages in arrival order.
 
-use heapless::Vec;
+mod lists;
+
+use lists::{Ends, Entries, Via, NIL};
 
 /// Which source a receive accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,19 +66,38 @@ impl Pattern {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueFull;
 
+/// The bin of `(src, context)` among `n` bins: a multiplicative hash
+/// scaled to `0..n` without a division.
+fn bin(src: u16, context: u16, n: usize) -> usize {
+    let key = (src as u32) | (context as u32) << 16;
+    let h = key.wrapping_mul(0x9E37_79B1) ^ (key >> 15);
+    ((h.wrapping_mul(0x85EB_CA6B) as u64 * n as u64) >> 32) as usize
+}
+
 /// The two MPI queues with fixed capacities. `P` is what a posted receive
 /// carries, `U` what an unexpected message carries.
 #[derive(Debug)]
 pub struct Matcher<P, U, const NP: usize, const NU: usize> {
-    posted: Vec<(Pattern, P), NP>,
-    unexpected: Vec<(Envelope, U), NU>,
+    posted: Entries<Pattern, P, NP>,
+    /// Receives for one source, binned by (source, context).
+    posted_bins: [Ends; NP],
+    /// ANY_SOURCE receives, oldest first.
+    wildcards: Ends,
+    unexpected: Entries<Envelope, U, NU>,
+    unexpected_bins: [Ends; NU],
+    /// Every unexpected message, oldest first (for ANY_SOURCE receives).
+    arrivals: Ends,
 }
 
 impl<P, U, const NP: usize, const NU: usize> Default for Matcher<P, U, NP, NU> {
     fn default() -> Self {
         Matcher {
-            posted: Vec::new(),
-            unexpected: Vec::new(),
+            posted: Entries::new(),
+            posted_bins: [Ends::EMPTY; NP],
+            wildcards: Ends::EMPTY,
+            unexpected: Entries::new(),
+            unexpected_bins: [Ends::EMPTY; NU],
+            arrivals: Ends::EMPTY,
         }
     }
 }
@@ -77,31 +106,91 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// A message arrived: removes and returns the oldest posted receive it matches.
     /// `None` means the caller must keep the message as unexpected.
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
-        let i = self.posted.iter().position(|(p, _)| p.matches(env))?;
-        Some(self.posted.remove(i).1)
+        let b = bin(env.src, env.context, NP);
+        let first = |m: &Self, mut i: u16, via: Via| {
+            while i != NIL {
+                if m.posted.key(i).is_some_and(|p| p.matches(env)) {
+                    return Some(i);
+                }
+                i = m.posted.next(i, via);
+            }
+            None
+        };
+        let specific = first(self, self.posted_bins[b].head(), Via::Bin);
+        let wild = first(self, self.wildcards.head(), Via::Order);
+        let i = match (specific, wild) {
+            (Some(s), Some(w)) if self.posted.older(w, s) => w,
+            (Some(s), _) => s,
+            (None, w) => w?,
+        };
+        self.take_posted(i)
     }
 
     /// Keeps a message nobody has asked for yet, after all earlier ones.
     pub fn push_unexpected(&mut self, env: Envelope, u: U) -> Result<(), (Envelope, U)> {
-        self.unexpected.push((env, u))
+        let i = self.unexpected.add(env, u)?;
+        let b = bin(env.src, env.context, NU);
+        self.unexpected
+            .push_back(&mut self.unexpected_bins[b], i, Via::Bin);
+        self.unexpected.push_back(&mut self.arrivals, i, Via::Order);
+        Ok(())
     }
 
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
-        let i = self.unexpected.iter().position(|(e, _)| pat.matches(e))?;
-        Some(self.unexpected.remove(i))
+        let (mut i, via) = match pat.source {
+            Source::Rank(r) => (
+                self.unexpected_bins[bin(r, pat.context, NU)].head(),
+                Via::Bin,
+            ),
+            Source::Any => (self.arrivals.head(), Via::Order),
+        };
+        while i != NIL {
+            if self.unexpected.key(i).is_some_and(|e| pat.matches(e)) {
+                let env = *self.unexpected.key(i)?;
+                let b = bin(env.src, env.context, NU);
+                self.unexpected
+                    .unlink(&mut self.unexpected_bins[b], i, Via::Bin);
+                self.unexpected.unlink(&mut self.arrivals, i, Via::Order);
+                return self.unexpected.remove(i);
+            }
+            i = self.unexpected.next(i, via);
+        }
+        None
     }
 
     /// Queues a receive after all earlier ones. Call only after
     /// [`take_unexpected`](Self::take_unexpected) found nothing.
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
-        self.posted.push((pat, p)).map_err(|_| QueueFull)
+        let i = self.posted.add(pat, p).map_err(|_| QueueFull)?;
+        match pat.source {
+            Source::Rank(r) => {
+                let b = bin(r, pat.context, NP);
+                self.posted.push_back(&mut self.posted_bins[b], i, Via::Bin);
+            }
+            Source::Any => self.posted.push_back(&mut self.wildcards, i, Via::Order),
+        }
+        Ok(())
     }
 
     /// Removes the first posted receive `which` selects (cancel).
     pub fn remove_posted(&mut self, which: impl Fn(&P) -> bool) -> Option<P> {
-        let i = self.posted.iter().position(|(_, p)| which(p))?;
-        Some(self.posted.remove(i).1)
+        let i = self.posted.find(which)?;
+        self.take_posted(i)
+    }
+
+    /// Unlinks posted receive `i` from its bin or the wildcard list and frees it.
+    fn take_posted(&mut self, i: u16) -> Option<P> {
+        let pat = *self.posted.key(i)?;
+        if self.posted.is_on(i, Via::Bin) {
+            if let Source::Rank(r) = pat.source {
+                let b = bin(r, pat.context, NP);
+                self.posted.unlink(&mut self.posted_bins[b], i, Via::Bin);
+            }
+        } else {
+            self.posted.unlink(&mut self.wildcards, i, Via::Order);
+        }
+        self.posted.remove(i).map(|(_, p)| p)
     }
 
     /// Is the unexpected queue out of room?
