@@ -19,7 +19,10 @@ pub enum Coalesce {
 pub struct Config {
     /// Largest payload sent eagerly; larger messages use a rendezvous.
     pub eager_threshold: u32,
-    /// Receive slots this endpoint may fill at each peer (and grants each peer).
+    /// The most messages one peer may have unconsumed at another (its
+    /// window). Each peer starts with a share of the receive pool no larger
+    /// than this; a peer that runs out asks for more, lent from what the
+    /// shares left free (see [`crate::endpoint`]'s flow control).
     pub credits: u16,
     /// Return credits explicitly once this many are owed and no traffic carried them.
     pub credit_return: u16,
@@ -59,6 +62,17 @@ pub struct Config {
     /// PULL: requests outstanding per transfer; `pull_frames × pull_requests`
     /// frames may be in flight, at most 64.
     pub pull_requests: u16,
+    /// Buffers in the shared receive pool (the shell posts this many to its
+    /// shared receive queue, each `HEADER_LEN + eager_threshold` bytes). Every
+    /// rank of a job must use the same value: it sets the initial credits.
+    pub rx_buffers: u32,
+    /// Buffers of the pool never lent as credits: room for packets that are
+    /// matched or handled at once (control packets, rendezvous frames) while
+    /// unexpected messages hold the rest.
+    pub rx_reserve: u32,
+    /// When unexpected messages leave this few free buffers, the endpoint
+    /// tells the shell ([`crate::nic::Nic::rx_pool_low`]), once per crossing.
+    pub rx_low_water: u32,
 }
 
 impl Config {
@@ -79,6 +93,9 @@ impl Config {
             rendezvous: None,
             pull_frames: 8,
             pull_requests: 4,
+            rx_buffers: 256,
+            rx_reserve: 32,
+            rx_low_water: 64,
         }
     }
 
@@ -106,9 +123,9 @@ pub enum ConfigError {
     RankOutOfRange,
     /// `credits` is zero or larger than the per-peer window `W`.
     Credits { max: usize },
-    /// Every peer could fill its credits with unexpected messages: the unexpected
-    /// capacity must be at least `required` (peers × credits).
-    UnexpectedCapacity { required: usize },
+    /// The receive pool must hold more than `rx_reserve` buffers, and the
+    /// low watermark must lie at or above the reserve and below the pool.
+    RxPool,
     /// The eager threshold must lie in `min..=max`: a packet (header +
     /// eager payload) fits in 65535 bytes, and a send slot (header +
     /// threshold) holds the largest rendezvous control body.

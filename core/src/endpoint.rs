@@ -7,7 +7,11 @@
 //! shell's [`Nic`]; the endpoint reads no clock and touches no memory but through
 //! the `Nic`. Call [`Endpoint::poll`] once `now` reaches [`Endpoint::poll_timeout`].
 
+mod credit;
+mod holds;
 mod rendezvous;
+
+pub use credit::Stall;
 
 use heapless::{Deque, Vec};
 
@@ -49,8 +53,8 @@ pub enum RecvError {
 /// A message nobody has asked for yet.
 #[derive(Clone, Copy, Debug)]
 enum Held {
-    /// An eager message kept in unexpected storage slot `slot`.
-    Eager { slot: u16, len: u32 },
+    /// An eager message kept at byte `at` of the receive buffer behind `hold`.
+    Eager { hold: u16, at: u32, len: u32 },
     /// A large message's request to send (its data stays at the sender).
     Rts(crate::rendezvous::Rts),
 }
@@ -58,7 +62,7 @@ enum Held {
 /// What an in-sequence message brings.
 #[derive(Clone, Copy)]
 enum Incoming {
-    Eager { from: Loc, len: u32 },
+    Eager { buf: RxBuf, at: u32, len: u32 },
     Rts(crate::rendezvous::Rts),
 }
 
@@ -130,7 +134,12 @@ pub struct Endpoint<
     matcher: Matcher<PostedRecv, Held, POSTED, UNEXP>,
     slots: [SlotMeta; SLOTS],
     free_slots: Vec<u16, SLOTS>,
-    unexp_free: Vec<u16, UNEXP>,
+    /// Receive buffers kept for the unexpected eager messages in them.
+    holds: holds::Holds<UNEXP>,
+    /// The hold made for the packet being handled, if one was.
+    rx_hold: Option<u16>,
+    /// The credit budget and the peers waiting for credit.
+    lender: credit::Lender<PEERS>,
     reqs: Table<REQS>,
     queued: Deque<QueuedSend, REQS>,
     /// Peers whose backlog is not empty (each listed once).
@@ -186,9 +195,11 @@ impl<
         if cfg.credits == 0 || cfg.credits as usize > W {
             return Err(ConfigError::Credits { max: W });
         }
-        let required = npeers as usize * cfg.credits as usize;
-        if UNEXP < required {
-            return Err(ConfigError::UnexpectedCapacity { required });
+        if cfg.rx_buffers <= cfg.rx_reserve
+            || cfg.rx_low_water < cfg.rx_reserve
+            || cfg.rx_low_water >= cfg.rx_buffers
+        {
+            return Err(ConfigError::RxPool);
         }
         let max = (u16::MAX as usize - HEADER_LEN) as u32;
         let min = crate::rendezvous::MAX_BODY as u32;
@@ -216,19 +227,18 @@ impl<
         for i in (0..SLOTS as u16).rev() {
             let _ = free_slots.push(i);
         }
-        let mut unexp_free = Vec::new();
-        for i in (0..UNEXP as u16).rev() {
-            let _ = unexp_free.push(i);
-        }
+        let (lender, share) = credit::Lender::new(&cfg, npeers, UNEXP);
         Ok(Endpoint {
             cfg,
             me,
             npeers,
-            peers: core::array::from_fn(|_| Peer::new(cfg.rto_ns)),
+            peers: core::array::from_fn(|_| Peer::new(cfg.rto_ns, share)),
             matcher: Matcher::default(),
             slots: [SlotMeta::default(); SLOTS],
             free_slots,
-            unexp_free,
+            holds: holds::Holds::new(),
+            rx_hold: None,
+            lender,
             reqs: Table::new(),
             queued: Deque::new(),
             backlogged: Deque::new(),
@@ -284,7 +294,12 @@ impl<
 
     /// Credits left for eager sends to `peer`.
     pub fn credits_left(&self, peer: u16) -> u32 {
-        self.peers[peer as usize].credits_left(self.cfg.credits)
+        self.peers[peer as usize].credits_left()
+    }
+
+    /// Receive buffers of the shared pool that unexpected messages hold.
+    pub fn held_buffers(&self) -> usize {
+        self.holds.len()
     }
 
     /// Sends whose data still waits for a credit or a bounce slot.
@@ -382,10 +397,13 @@ impl<
             .ok_or(RecvError::RequestTableFull)?;
         if let Some((env, held)) = self.matcher.take_unexpected(&pattern) {
             match held {
-                Held::Eager { slot, len } => {
-                    let st =
-                        self.deliver_to(nic, env, len, Loc::Unexpected(slot, 0), buf, capacity);
-                    let _ = self.unexp_free.push(slot);
+                Held::Eager { hold, at, len } => {
+                    let from = Loc::Rx(self.holds.buf(hold), at);
+                    let st = self.deliver_to(nic, env, len, from, buf, capacity);
+                    if let Some(b) = self.holds.release(hold) {
+                        nic.repost(b);
+                        self.check_pool(nic);
+                    }
                     self.reqs.set(req, State::Done(st));
                 }
                 Held::Rts(rts) => self.start_recv(now, nic, req, buf, capacity, env, rts),
@@ -428,7 +446,9 @@ impl<
         Ok(true)
     }
 
-    /// A packet arrived in `buf`. The endpoint always reposts `buf` before returning.
+    /// A packet arrived in `buf`. The endpoint reposts `buf` before
+    /// returning, unless it keeps unexpected messages in it: then it
+    /// reposts it when the last of them is received.
     pub fn on_receive<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf) {
         self.stats.packets_in += 1;
         let parsed = decode_packet(nic.rx(buf)).map(|(h, p)| (h, p.len()));
@@ -439,7 +459,11 @@ impl<
                 self.stats.malformed += 1;
             }
         }
-        nic.repost(buf);
+        if self.rx_hold.take().is_some() {
+            self.check_pool(nic);
+        } else {
+            nic.repost(buf);
+        }
     }
 
     fn handle<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header, len: u32) {
@@ -456,13 +480,14 @@ impl<
             self.stats.malformed += 1;
             return;
         }
-        let before = self.peers[src].peer_consumed;
-        if !self.peers[src].take_credit(h.credit) {
+        let before = self.peers[src].peer_limit;
+        if !self.peers[src].take_credit(h.credit, self.cfg.credits) {
             self.stats.malformed += 1;
             return;
         }
         match h.kind {
             Kind::Ack => {}
+            Kind::Credit => self.on_credit_request(now, nic, h.src, h.tag),
             Kind::Nack => {
                 if !self.cfg.reliable {
                     let p = &self.peers[src];
@@ -488,7 +513,8 @@ impl<
                     }
                 } else {
                     Incoming::Eager {
-                        from: Loc::Rx(buf, HEADER_LEN as u32),
+                        buf,
+                        at: HEADER_LEN as u32,
                         len,
                     }
                 };
@@ -507,7 +533,7 @@ impl<
                 self.unpack(now, nic, buf, h);
             }
         }
-        let credit_back = self.peers[src].peer_consumed != before && self.peers[src].queued > 0;
+        let credit_back = self.peers[src].peer_limit != before && self.peers[src].queued > 0;
         if credit_back || (self.flush_due && !self.queued.is_empty()) {
             self.flush_due = false;
             self.flush_queued(now, nic);
@@ -562,7 +588,7 @@ impl<
                     return;
                 }
             }
-            if self.unexp_free.len() < h.tag as usize {
+            if !self.holds.has_room() || self.matcher.unexpected_room() < h.tag as usize {
                 // Not every message could be kept: take none, like a lone
                 // eager packet without room (a conforming peer never gets here).
                 self.stats.no_room += 1;
@@ -587,8 +613,12 @@ impl<
                 tag: rec.tag,
                 context: rec.context,
             };
-            let from = Loc::Rx(buf, (HEADER_LEN + at) as u32);
-            let what = Incoming::Eager { from, len: rec.len };
+            let at = (HEADER_LEN + at) as u32;
+            let what = Incoming::Eager {
+                buf,
+                at,
+                len: rec.len,
+            };
             if !self.arrive(now, nic, env, what) {
                 return;
             }
@@ -602,13 +632,18 @@ impl<
         let held = match (posted, what) {
             (Some(_), _) => None,
             (None, Incoming::Rts(rts)) => Some(Held::Rts(rts)),
-            (None, Incoming::Eager { len, .. }) => {
-                self.unexp_free.pop().map(|slot| Held::Eager { slot, len })
-            }
+            (None, Incoming::Eager { buf, at, len }) => self
+                .holds
+                .hold(buf, &mut self.rx_hold)
+                .map(|hold| Held::Eager { hold, at, len }),
         };
         if posted.is_none() && (held.is_none() || self.matcher.unexpected_full()) {
-            if let Some(Held::Eager { slot, .. }) = held {
-                let _ = self.unexp_free.push(slot);
+            if let Some(Held::Eager { hold, .. }) = held {
+                // Drops the count just taken; the packet's buffer is still
+                // reposted by `on_receive` if nothing else holds it.
+                if self.holds.release(hold).is_some() {
+                    self.rx_hold = None;
+                }
             }
             // Nothing accepted is lost: on a lossy transport leave it
             // unacknowledged for the sender to retransmit; on a reliable
@@ -624,7 +659,8 @@ impl<
             self.arm_ack(now, env.src as usize);
         }
         match (posted, what) {
-            (Some(pr), Incoming::Eager { from, len }) => {
+            (Some(pr), Incoming::Eager { buf, at, len }) => {
+                let from = Loc::Rx(buf, at);
                 let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
                 self.reqs.set(pr.req, State::Done(st));
                 self.consumed(now, nic, env.src);
@@ -633,12 +669,7 @@ impl<
                 self.start_recv(now, nic, pr.req, pr.buf, pr.capacity, env, rts);
                 self.consumed(now, nic, env.src);
             }
-            (None, what) => {
-                if let (Some(Held::Eager { slot, len }), Incoming::Eager { from, .. }) =
-                    (held, what)
-                {
-                    nic.copy(Loc::Unexpected(slot, 0), from, len as usize);
-                }
+            (None, _) => {
                 if let Some(h) = held {
                     // Cannot fail: checked for room above.
                     let _ = self.matcher.push_unexpected(env, h);
@@ -674,18 +705,7 @@ impl<
         }
     }
 
-    /// A message from `src` was consumed: its credit is owed back.
-    fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
-        let p = &mut self.peers[src as usize];
-        p.consumed = p.consumed.wrapping_add(1);
-        if p.credit_owed() >= self.cfg.credit_return as u32 {
-            self.send_control(now, nic, src, Kind::Ack, 0);
-        } else {
-            self.arm_ack(now, src as usize);
-        }
-    }
-
-    fn arm_ack(&mut self, now: u64, src: usize) {
+    pub(super) fn arm_ack(&mut self, now: u64, src: usize) {
         let p = &mut self.peers[src];
         if p.ack_at.is_none() {
             let t = now.saturating_add(self.cfg.ack_delay_ns);
@@ -694,7 +714,7 @@ impl<
         }
     }
 
-    fn arm(&mut self, t: u64) {
+    pub(super) fn arm(&mut self, t: u64) {
         self.deadline = Some(self.deadline.map_or(t, |d| d.min(t)));
     }
 
@@ -744,7 +764,8 @@ impl<
             return self.send_rts(now, nic, q);
         }
         let d = q.dest as usize;
-        if self.peers[d].credits_left(self.cfg.credits) == 0 {
+        if self.peers[d].credits_left() == 0 {
+            self.ask_credit(now, nic, q.dest);
             return Sent::No;
         }
         let packable = self.packable(q.len);
@@ -835,7 +856,7 @@ impl<
             len: 0,
             seq: p.tx_seq,
             ack: p.rx_next,
-            credit: p.consumed,
+            credit: p.limit,
         }
     }
 
@@ -919,7 +940,7 @@ impl<
         let msgs = m.msgs + 1;
         let len = m.len + n;
         let p = &mut self.peers[q.dest as usize];
-        let (ack, credit) = (p.rx_next, p.consumed);
+        let (ack, credit) = (p.rx_next, p.limit);
         let out = nic.slot_mut(SlotId(slot));
         Header::set_packed(out, msgs as u32, len - HEADER_LEN as u32);
         Header::refresh(out, ack, credit);
@@ -965,8 +986,8 @@ impl<
                 return;
             }
             let p = &self.peers[d];
-            Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.consumed);
-            let credit = p.consumed;
+            Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.limit);
+            let credit = p.limit;
             if !self.post_now(nic, slot) {
                 return;
             }
@@ -1163,7 +1184,7 @@ impl<
     /// Re-sends every unacknowledged packet to `peer` (go-back-N).
     fn retransmit<N: Nic>(&mut self, now: u64, nic: &mut N, peer: usize) {
         let p = &self.peers[peer];
-        let (ack, credit) = (p.rx_next, p.consumed);
+        let (ack, credit) = (p.rx_next, p.limit);
         let pending = p.unacked.clone();
         for &s in pending.iter() {
             let m = self.slots[s as usize];
@@ -1320,6 +1341,7 @@ impl<
                     self.retransmit(now, nic, i);
                 }
             }
+            self.poll_credit(now, nic, i as u16);
             if let Some(t) = self.peers[i].ack_at {
                 if t <= now && !self.send_control(now, nic, i as u16, Kind::Ack, 0) {
                     self.peers[i].ack_at = Some(self.retry_at(now));

@@ -1,7 +1,7 @@
 //! What the core asks of the shell: memory reached by handle, and posting work.
 //!
-//! The core never holds a pointer. Bounce slots, receive buffers, unexpected-message
-//! storage and user buffers are named by handles; the shell resolves them and does
+//! The core never holds a pointer. Bounce slots, receive buffers (which also
+//! keep unexpected messages) and user buffers are named by handles; the shell resolves them and does
 //! the copies and the posts, on whatever NIC it drives.
 
 /// A pre-registered send bounce slot owned by the endpoint (index `0..SLOTS`).
@@ -25,8 +25,6 @@ pub enum Loc {
     Rx(RxBuf, u32),
     /// A user buffer.
     User(UserBuf, u32),
-    /// Unexpected-message storage slot `0..UNEXPECTED` (each `eager_threshold` bytes).
-    Unexpected(u16, u32),
 }
 
 /// A registration of user memory: the key the NIC checks (verbs' lkey).
@@ -138,7 +136,19 @@ pub trait Nic {
         self.post_send(peer, slot, len)
     }
     /// The core is done with a receive buffer; the NIC may fill it again.
+    /// A buffer holding an unexpected message comes back only when that
+    /// message is received, so it stays readable through [`rx`](Self::rx).
     fn repost(&mut self, buf: RxBuf);
+
+    /// Unexpected messages hold all but `free` buffers of the shared
+    /// receive pool (`Config::rx_low_water` reached, as verbs' SRQ limit
+    /// event). The shell may post more buffers from a reserve and return how
+    /// many; the core lends them as credits. The default adds none: peers
+    /// wait for credit (back-pressure) until the application receives.
+    fn rx_pool_low(&mut self, free: u32) -> u32 {
+        let _ = free;
+        0
+    }
 
     /// Sends `header` then `len` bytes at `payload` as one packet, copied out by
     /// the CPU during the call (verbs' `IBV_SEND_INLINE`): no bounce slot, no

@@ -1,9 +1,11 @@
 //! Per-peer state: credit flow control and the reliability window.
 //!
-//! Credits: a sender may have at most `credits` eager messages at a peer that the
-//! peer has not yet consumed (matched). The peer reports a cumulative count of
-//! consumed messages in every header, so the sender's allowance is
-//! `credits - (sent - consumed_by_peer)`.
+//! Credits: a sender may send a sequenced message (eager, packed record or
+//! RTS) only within the cumulative limit its peer granted, reported in every
+//! header: the allowance is `limit - sent`. The receiver raises a peer's
+//! limit as it consumes (matches) that peer's messages, so what a peer may
+//! have unconsumed there is its window (`limit - consumed`), lent from the
+//! receiver's shared receive pool ([`crate::endpoint`] decides how much).
 //!
 //! Reliability (unreliable transports only): go-back-N with cumulative acks.
 //! Each eager packet takes the next sequence; the receiver accepts only the next
@@ -25,18 +27,30 @@ pub(crate) struct Peer<const W: usize> {
     pub tx_seq: u32,
     /// Oldest sequence not yet acknowledged.
     pub tx_acked: u32,
-    /// Cumulative messages the peer reports having consumed.
-    pub peer_consumed: u32,
+    /// The cumulative limit the peer granted: messages up to it may be sent.
+    pub peer_limit: u32,
+    /// Out of credit with sends waiting: a credit request went, not yet answered.
+    pub asked: bool,
+    /// When to ask again (lossy transports lose requests too).
+    pub ask_at: Option<u64>,
     /// Bounce slots of unacknowledged packets, oldest first (unreliable only).
     pub unacked: Deque<u16, W>,
     pub rto_at: Option<u64>,
     pub rto: u64,
     /// Next sequence expected from the peer.
     pub rx_next: u32,
-    /// Cumulative messages from the peer consumed here (the credit we grant).
+    /// Cumulative messages from the peer consumed here.
     pub consumed: u32,
-    /// The cumulative credit the last packet to the peer carried.
-    pub consumed_sent: u32,
+    /// The cumulative limit granted to the peer: `limit - consumed` is its window.
+    pub limit: u32,
+    /// The limit the last packet to the peer carried.
+    pub limit_sent: u32,
+    /// Credits of the window lent on request, beyond the initial share.
+    pub lent: u16,
+    /// Credits the peer asked for and did not get yet.
+    pub want: u16,
+    /// Waiting in the endpoint's queue of peers owed credits.
+    pub starving: bool,
     /// When an ACK must go if no packet carries the ack and credit before.
     pub ack_at: Option<u64>,
     /// The `rx_next` a NACK was already sent for.
@@ -57,17 +71,24 @@ pub(crate) struct Peer<const W: usize> {
 pub(crate) const NO_SLOT: u16 = u16::MAX;
 
 impl<const W: usize> Peer<W> {
-    pub const fn new(rto: u64) -> Self {
+    /// A peer granted `share` credits, both ways, before any packet.
+    pub const fn new(rto: u64, share: u16) -> Self {
         Peer {
             tx_seq: 0,
             tx_acked: 0,
-            peer_consumed: 0,
+            peer_limit: share as u32,
+            asked: false,
+            ask_at: None,
             unacked: Deque::new(),
             rto_at: None,
             rto,
             rx_next: 0,
             consumed: 0,
-            consumed_sent: 0,
+            limit: share as u32,
+            limit_sent: share as u32,
+            lent: 0,
+            want: 0,
+            starving: false,
             ack_at: None,
             nacked: None,
             queued: 0,
@@ -78,32 +99,46 @@ impl<const W: usize> Peer<W> {
         }
     }
 
-    /// Credits left to send eager messages to this peer.
-    pub fn credits_left(&self, credits: u16) -> u32 {
-        (credits as u32).saturating_sub(self.tx_seq.wrapping_sub(self.peer_consumed))
+    /// Credits left to send sequenced messages to this peer.
+    pub fn credits_left(&self) -> u32 {
+        if seq_le(self.tx_seq, self.peer_limit) {
+            self.peer_limit.wrapping_sub(self.tx_seq)
+        } else {
+            0
+        }
     }
 
-    /// Applies a cumulative credit report; `false` if it claims more than was sent.
-    pub fn take_credit(&mut self, credit: u32) -> bool {
-        if !seq_le(credit, self.tx_seq) {
+    /// Applies a cumulative limit; `false` if it reaches more than `window`
+    /// messages past what was sent (no receiver grants that). An older
+    /// report is ignored.
+    pub fn take_credit(&mut self, limit: u32, window: u16) -> bool {
+        let ahead = limit.wrapping_sub(self.tx_seq) as i32;
+        if ahead > window as i32 {
             return false;
         }
-        if seq_le(self.peer_consumed, credit) {
-            self.peer_consumed = credit;
+        if seq_le(self.peer_limit, limit) && limit != self.peer_limit {
+            self.peer_limit = limit;
+            self.asked = false;
+            self.ask_at = None;
         }
         true
     }
 
-    /// A packet to the peer carried the current ack and `credit`: nothing is
+    /// A packet to the peer carried the current ack and `limit`: nothing is
     /// owed until more arrives, so the delayed-ACK timer stops.
-    pub fn carried(&mut self, credit: u32) {
-        self.consumed_sent = credit;
+    pub fn carried(&mut self, limit: u32) {
+        self.limit_sent = limit;
         self.ack_at = None;
     }
 
-    /// Credits owed back to the peer that no packet has carried yet.
+    /// Credits granted to the peer that no packet has carried yet.
     pub fn credit_owed(&self) -> u32 {
-        self.consumed.wrapping_sub(self.consumed_sent)
+        self.limit.wrapping_sub(self.limit_sent)
+    }
+
+    /// The peer's window here: messages it may have unconsumed.
+    pub fn window(&self) -> u32 {
+        self.limit.wrapping_sub(self.consumed)
     }
 }
 
@@ -121,22 +156,20 @@ mod tests {
 
     #[test]
     fn credits_count_across_the_wrap() {
-        let mut p: Peer<8> = Peer::new(0);
+        let mut p: Peer<8> = Peer::new(0, 0);
         p.tx_seq = u32::MAX - 1;
-        p.peer_consumed = u32::MAX - 1;
-        assert_eq!(p.credits_left(4), 4);
-        p.tx_seq = p.tx_seq.wrapping_add(4); // four sent, across the wrap
-        assert_eq!(p.credits_left(4), 0);
-        assert!(p.take_credit(u32::MAX), "one consumed, before the wrap");
-        assert_eq!(p.credits_left(4), 1);
-        let older = u32::MAX - 1;
-        assert!(
-            p.take_credit(older),
-            "an older report is ignored, not an error"
-        );
-        assert_eq!(p.credits_left(4), 1);
-        assert!(p.take_credit(1), "cumulative credit past the wrap");
-        assert_eq!(p.credits_left(4), 3);
-        assert!(!p.take_credit(5), "more than was sent is rejected");
+        p.peer_limit = u32::MAX - 1;
+        assert_eq!(p.credits_left(), 0);
+        assert!(p.take_credit(2, 4), "four granted, across the wrap");
+        assert_eq!(p.credits_left(), 4);
+        p.tx_seq = p.tx_seq.wrapping_add(3);
+        assert_eq!(p.credits_left(), 1);
+        assert!(p.take_credit(u32::MAX, 4), "an older limit is ignored, not an error");
+        assert_eq!(p.credits_left(), 1);
+        assert!(!p.take_credit(7, 4), "more than a window past what was sent");
+        assert!(p.take_credit(5, 4));
+        assert_eq!(p.credits_left(), 4);
+        p.tx_seq = p.tx_seq.wrapping_add(6);
+        assert_eq!(p.credits_left(), 0, "sent past the limit: none left, no wrap");
     }
 }

@@ -51,6 +51,13 @@ pub struct Stats {
     pub rndv_probes: u64,
     /// FINs sent again in answer to a probe for a receive that had ended.
     pub rndv_fin_repeats: u64,
+    /// Credit requests sent (out of credit with messages waiting) and received.
+    pub credit_requests_out: u64,
+    pub credit_requests_in: u64,
+    /// Credits lent on request beyond the initial shares.
+    pub credits_lent: u64,
+    /// Times unexpected messages took the receive pool to its low watermark.
+    pub rx_pool_low: u64,
     pub post_busy: u64,
     pub post_down: u64,
 }

@@ -57,12 +57,15 @@ pub enum Kind {
     Data = 9,
     /// A PULL sender that got no FIN asks whether the receive ended.
     Probe = 10,
+    /// A sender out of credits asks for more; `tag` is how many. The
+    /// answer is an acknowledgement carrying a higher limit. Unsequenced.
+    Credit = 11,
 }
 
 impl Kind {
     /// Everything but acknowledgements carries bytes after the header.
     pub fn has_payload(self) -> bool {
-        !matches!(self, Kind::Ack | Kind::Nack)
+        !matches!(self, Kind::Ack | Kind::Nack | Kind::Credit)
     }
 
     /// Takes a sequence number (and a credit): delivered once and in order.
@@ -82,6 +85,7 @@ impl Kind {
             8 => Some(Kind::Pull),
             9 => Some(Kind::Data),
             10 => Some(Kind::Probe),
+            11 => Some(Kind::Credit),
             _ => None,
         }
     }
@@ -271,8 +275,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 11;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(11)));
+        k[1] = 12;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(12)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));

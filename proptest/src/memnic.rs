@@ -13,7 +13,6 @@ pub struct MemNic {
     pub slots: Vec<Vec<u8>>,
     pub rx: Vec<Option<Vec<u8>>>,
     pub user: Vec<Vec<u8>>,
-    pub unexp: Vec<Vec<u8>>,
     /// Packets posted and not yet taken by the network: (destination, bytes).
     pub outbox: Vec<(u16, Vec<u8>)>,
     /// Reject posts with `Busy` while set.
@@ -99,12 +98,11 @@ pub enum Token {
 }
 
 impl MemNic {
-    pub fn new(slots: usize, slot_size: usize, unexpected: usize, eager: usize) -> MemNic {
+    pub fn new(slots: usize, slot_size: usize) -> MemNic {
         MemNic {
             slots: vec![vec![0; slot_size]; slots],
             rx: Vec::new(),
             user: Vec::new(),
-            unexp: vec![vec![0; eager]; unexpected],
             outbox: Vec::new(),
             busy: false,
             later: false,
@@ -216,7 +214,6 @@ impl MemNic {
                 o as usize,
             ),
             Loc::User(b, o) => (&mut self.user[b.0 as usize], o as usize),
-            Loc::Unexpected(i, o) => (&mut self.unexp[i as usize], o as usize),
         }
     }
 }

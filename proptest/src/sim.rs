@@ -233,7 +233,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                     (d, len)
                 })
                 .collect();
-            let mut nic = MemNic::new(64, EAGER as usize + 64, 128, EAGER as usize);
+            let mut nic = MemNic::new(64, EAGER as usize + 64);
             nic.later = p.wqes.is_some();
             if p.large > 0 {
                 nic = nic.with_rdma(MAX_TRANSFER);

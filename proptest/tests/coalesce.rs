@@ -39,7 +39,7 @@ struct Node {
 }
 
 fn node(cfg: Config, me: u16, wqes: u16) -> Node {
-    let mut nic = MemNic::new(64, EAGER as usize + 64, 256, EAGER as usize);
+    let mut nic = MemNic::new(64, EAGER as usize + 64);
     nic.later = true;
     nic.inline = true;
     nic.sq_depth = Some(wqes as usize);

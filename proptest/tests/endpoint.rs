@@ -3,13 +3,15 @@
 use rmx_core::*;
 use rmx_proptest::memnic::MemNic;
 
-type Ep = Endpoint<4, 8, 16, 16, 32, 8>;
+// 64 unexpected messages: a two-rank job's initial share is
+// min(credits, 64 / 4), so `credits` up to 8 is the window each side starts with.
+type Ep = Endpoint<4, 8, 64, 16, 32, 8>;
 const THRESHOLD: u32 = 256;
 
 const SLOTS: usize = 16;
 
 fn nic() -> MemNic {
-    MemNic::new(SLOTS, 1024, 16, THRESHOLD as usize)
+    MemNic::new(SLOTS, 1024)
 }
 
 trait Bytes {
@@ -167,8 +169,15 @@ fn sender_out_of_credits_queues_then_flushes_in_order() {
         .iter()
         .map(|&s| a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap())
         .collect();
-    assert_eq!(an.outbox.len(), 2, "only two credits");
+    let kinds: Vec<u8> = an.outbox.iter().map(|(_, p)| p[1]).collect();
+    assert_eq!(
+        kinds,
+        [wire::Kind::Eager as u8, wire::Kind::Eager as u8, wire::Kind::Credit as u8],
+        "only two credits, then a request for more"
+    );
+    assert_eq!(an.outbox[2].1[8..12], 2u32.to_le_bytes(), "a full window");
     assert_eq!(a.queued_sends(), 3);
+    assert_eq!(a.stats().credit_requests_out, 1);
     assert_eq!(a.test(reqs[2]), Ok(None));
     pump(0, &mut an, &mut b, &mut bn);
     // Receiving consumes the messages: with credit_return 1, credits go back at once.
@@ -405,10 +414,22 @@ fn configuration_is_validated_against_capacities() {
         Ep::new(Config::reliable(64, 9), 0, 2).err(),
         Some(ConfigError::Credits { max: 8 })
     );
-    assert_eq!(
-        Ep::new(Config::reliable(64, 8), 0, 3).err(),
-        Some(ConfigError::UnexpectedCapacity { required: 24 })
-    );
+    // Peers x credits may exceed the unexpected capacity: credits are lent
+    // from the pool, not reserved per peer.
+    assert!(Ep::new(Config::reliable(64, 8), 0, 4).is_ok());
+    for (buffers, reserve, low) in [(32, 32, 32), (32, 8, 4), (32, 8, 32), (0, 0, 0)] {
+        let cfg = Config {
+            rx_buffers: buffers,
+            rx_reserve: reserve,
+            rx_low_water: low,
+            ..Config::reliable(64, 8)
+        };
+        assert_eq!(
+            Ep::new(cfg, 0, 2).err(),
+            Some(ConfigError::RxPool),
+            "pool {buffers}, reserve {reserve}, low water {low}"
+        );
+    }
     assert_eq!(
         Ep::new(Config::reliable(64, 8), 2, 2).err(),
         Some(ConfigError::RankOutOfRange)

@@ -53,7 +53,7 @@ proptest! {
     #[test]
     fn endpoint_matches_like_the_model(ops in proptest::collection::vec(op(), 1..120)) {
         let mut ep = Ep::new(Config::reliable(64, 64), 0, 4).unwrap();
-        let mut nic = MemNic::new(8, 128, 256, 64);
+        let mut nic = MemNic::new(8, 128);
         let mut model = Model::default();
         // Receive id -> (request, buffer); message ids are carried in the payload.
         let mut recvs: Vec<Option<(Request, UserBuf)>> = Vec::new();

@@ -8,7 +8,7 @@ const THRESHOLD: u32 = 256;
 const LEN: usize = 2500;
 
 fn nic() -> MemNic {
-    MemNic::new(16, 1024, 16, THRESHOLD as usize).with_rdma(1000)
+    MemNic::new(16, 1024).with_rdma(1000)
 }
 
 fn cfg(p: Protocol) -> Config {
@@ -532,7 +532,7 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
             ..Config::reliable(min, 4)
         };
         let mk =
-            || MemNic::new(16, wire::HEADER_LEN + min as usize, 16, min as usize).with_rdma(64);
+            || MemNic::new(16, wire::HEADER_LEN + min as usize).with_rdma(64);
         let (mut a, mut an) = (Ep::new(c, 0, 2).unwrap(), mk());
         let (mut b, mut bn) = (Ep::new(c, 1, 2).unwrap(), mk());
         let dst = bn.user_buf(vec![0; 300]);

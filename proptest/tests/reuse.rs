@@ -10,7 +10,7 @@ use rmx_proptest::memnic::MemNic;
 use rmx_proptest::reuse::{frequent, Frequent, NEVER_STOP, PAGE};
 
 fn nic() -> MemNic {
-    MemNic::new(16, 9000, 16, 8192)
+    MemNic::new(16, 9000)
 }
 
 // ---------------------------------------------------------------- the cache

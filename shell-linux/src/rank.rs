@@ -1,5 +1,5 @@
 //! A rank: one core [`Endpoint`] bound to one `loop` port, with the memory the
-//! core names by handle (bounce slots, unexpected storage, user buffers), and
+//! core names by handle (bounce slots, receive buffers, user buffers), and
 //! optionally a progress thread that drives it while the application computes.
 //!
 //! Locking: the endpoint is a plain state machine and is never entered by two
@@ -91,8 +91,6 @@ pub struct LoopNic {
     slot_size: usize,
     slots: Vec<u8>,
     slots_mr: Mr,
-    unexp_size: usize,
-    unexp: Vec<u8>,
     user: Vec<(usize, usize)>,
     user_free: Vec<u32>,
     /// User-memory registrations the core asked for, by key.
@@ -103,7 +101,7 @@ pub struct LoopNic {
 }
 
 impl LoopNic {
-    fn new(port: Port, eager: usize, unexpected: usize) -> LoopNic {
+    fn new(port: Port, eager: usize) -> LoopNic {
         let slot_size = (rmx_core::wire::HEADER_LEN + eager).div_ceil(64) * 64;
         let slots = vec![0u8; slot_size * SLOTS];
         // SAFETY: the slots' heap buffer never moves or shrinks, and `Drop`
@@ -115,8 +113,6 @@ impl LoopNic {
             slot_size,
             slots,
             slots_mr,
-            unexp_size: eager,
-            unexp: vec![0u8; eager.max(1) * unexpected],
             user: Vec::new(),
             user_free: Vec::new(),
             user_regs: HashMap::new(),
@@ -182,11 +178,6 @@ impl LoopNic {
                 let (p, n) = self.user[b.0 as usize];
                 (p as *mut u8, n, o)
             }
-            Loc::Unexpected(i, o) => (
-                self.unexp[i as usize * self.unexp_size..].as_mut_ptr(),
-                self.unexp_size,
-                o,
-            ),
         };
         assert!(
             off as usize + len <= size,
@@ -591,12 +582,13 @@ impl Rank {
         if let Coalesce::Outstanding(n) = cfg.coalesce {
             cfg.coalesce = Coalesce::Outstanding(n.min(cfg.send_wqes));
         }
+        // The port's shared receive queue is the core's receive pool.
+        cfg.rx_buffers = port.config().srq_depth.min(u32::MAX as usize) as u32;
         let ep = boxed_endpoint(cfg, me, nranks, reuse)?;
         let events = port.events();
-        let unexpected = nranks as usize * cfg.credits as usize;
         let d = Driver {
             ep,
-            nic: LoopNic::new(port, cfg.eager_threshold as usize, unexpected),
+            nic: LoopNic::new(port, cfg.eager_threshold as usize),
             watch: None,
             now: now_ns(),
             idle: 0,

@@ -230,7 +230,11 @@ impl<
     /// backlog to keep the order.
     pub(super) fn send_rts<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> Sent {
         let d = q.dest as usize;
-        if self.peers[d].credits_left(self.cfg.credits) == 0 || self.free_slots.len() < 2 {
+        if self.peers[d].credits_left() == 0 {
+            self.ask_credit(now, nic, q.dest);
+            return Sent::No;
+        }
+        if self.free_slots.len() < 2 {
             return Sent::No;
         }
         let Some(slot) = self.free_slots.pop() else {

@@ -198,6 +198,11 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
         self.unexpected.is_full()
     }
 
+    /// How many more unexpected messages can be kept.
+    pub fn unexpected_room(&self) -> usize {
+        NU.min(NIL as usize) - self.unexpected.len()
+    }
+
     /// Is there room for one more posted receive?
     pub fn posted_full(&self) -> bool {
         self.posted.is_full()

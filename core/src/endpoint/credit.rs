@@ -1,0 +1,220 @@
+//! Flow control that scales with peers: credits are receive buffers of the
+//! shared pool, lent to peers rather than reserved for each.
+//!
+//! A receiver's budget is its pool less a reserve (and no more than its
+//! unexpected-message capacity). Every peer starts with an equal share of at
+//! most half the budget, `min(credits, budget / (2 × ranks))`, which
+//! both sides compute from the job's configuration: no packet is needed to
+//! start. The other half, and whatever the shares leave, is lent on demand.
+//! A sender out of credit with messages waiting sends a CREDIT request (for
+//! a full window); the receiver lends up to that many, never taking a
+//! peer's window past `credits`, and queues the peer if the budget is spent.
+//! A lent credit returns to the budget when the message it carried is
+//! consumed and another peer is waiting for credit; otherwise the active
+//! peer keeps it. So unexpected messages never hold more than the budget,
+//! a busy peer streams with a full window, and an idle one costs its share.
+//!
+//! Nothing accepted is lost: a sender without credit waits (its request is
+//! pending) and asks; a lossy transport repeats the request. The one state
+//! no credit scheme with bounded memory can leave: the budget is held
+//! entirely by unexpected messages nobody receives while peers wait for
+//! credit. [`Endpoint::stall`] reports it instead of letting a rank hang.
+
+use super::*;
+
+/// The credit budget and the peers waiting for a share of it.
+pub(super) struct Lender<const PEERS: usize> {
+    /// Credits that may be outstanding at once: pool less reserve.
+    pub budget: u32,
+    /// Credits of the budget not granted to any peer.
+    pub free: u32,
+    /// Peers owed credits, oldest request first (each listed once).
+    pub starving: Deque<u16, PEERS>,
+    /// Free buffers are at or below the low watermark (reported once).
+    pub low: bool,
+}
+
+impl<const PEERS: usize> Lender<PEERS> {
+    /// The budget of a pool of `cfg.rx_buffers` (at most `unexpected`
+    /// messages kept) and every peer's initial share of it.
+    pub fn new(cfg: &Config, npeers: u16, unexpected: usize) -> (Self, u16) {
+        let budget = (cfg.rx_buffers - cfg.rx_reserve).min(unexpected as u32);
+        // Every rank, this one included (a rank may send to itself).
+        let ranks = npeers as u32;
+        let share = (budget / (2 * ranks)).min(cfg.credits as u32);
+        let lender = Lender {
+            budget,
+            free: budget - share * ranks,
+            starving: Deque::new(),
+            low: false,
+        };
+        (lender, share as u16)
+    }
+}
+
+/// The network stalled for lack of receive buffers: every credit is held by
+/// a message nobody has received, and peers wait for credit. Receiving (or
+/// cancelling nothing: only receiving) one of the held messages frees one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// Unexpected messages holding the budget.
+    pub unexpected: u32,
+    /// Peers waiting for credit.
+    pub waiting_peers: u16,
+}
+
+impl<
+        const PEERS: usize,
+        const POSTED: usize,
+        const UNEXP: usize,
+        const SLOTS: usize,
+        const REQS: usize,
+        const W: usize,
+        Z: SendReuse,
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
+{
+    /// `Some` when no message can arrive until the application receives one
+    /// of the messages already here: a rank waiting for another would hang.
+    pub fn stall(&self) -> Option<Stall> {
+        let unexpected = self.matcher.lens().1 as u32;
+        let l = &self.lender;
+        (l.free == 0 && !l.starving.is_empty() && unexpected >= l.budget).then_some(Stall {
+            unexpected,
+            waiting_peers: l.starving.len() as u16,
+        })
+    }
+
+    /// A message from `src` was consumed: its credit is granted again, to
+    /// `src`, or, if it was lent and another peer waits, back to the budget.
+    pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
+        let p = &mut self.peers[src as usize];
+        p.consumed = p.consumed.wrapping_add(1);
+        if p.lent > 0 && !self.lender.starving.is_empty() {
+            p.lent -= 1;
+            self.lender.free += 1;
+            self.serve_starving(now, nic);
+        } else {
+            p.limit = p.limit.wrapping_add(1);
+        }
+        if self.peers[src as usize].credit_owed() >= self.cfg.credit_return as u32 {
+            self.send_control(now, nic, src, Kind::Ack, 0);
+        } else {
+            self.arm_ack(now, src as usize);
+        }
+    }
+
+    /// A peer out of credit asks for `want` more.
+    pub(super) fn on_credit_request<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16, want: u32) {
+        self.stats.credit_requests_in += 1;
+        let want = want.min(self.cfg.credits as u32) as u16;
+        self.lend(now, nic, src, want);
+        // Answer even when nothing more can be lent: a lossy network may
+        // have lost the acknowledgement that carried the last grant.
+        if self.peers[src as usize].window() > 0 {
+            self.send_control(now, nic, src, Kind::Ack, 0);
+        }
+    }
+
+    /// Lends `peer` up to `want` credits from the budget; queues it for the
+    /// rest while its window is below `credits`.
+    fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16, want: u16) {
+        let cap = (self.cfg.credits as u32).saturating_sub(self.peers[peer as usize].window());
+        let g = (want as u32).min(cap).min(self.lender.free);
+        let p = &mut self.peers[peer as usize];
+        p.limit = p.limit.wrapping_add(g);
+        p.lent = p.lent.saturating_add(g as u16);
+        self.lender.free -= g;
+        self.stats.credits_lent += g as u64;
+        let rest = (want as u32 - g).min(cap - g) as u16;
+        p.want = rest;
+        if rest > 0 && !p.starving {
+            p.starving = true;
+            // Cannot fail: each peer is listed at most once.
+            let _ = self.lender.starving.push_back(peer);
+        }
+        if g > 0 {
+            self.arm_ack(now, peer as usize);
+            self.send_control(now, nic, peer, Kind::Ack, 0);
+        }
+    }
+
+    /// Lends what the budget has to the peers waiting, oldest first.
+    fn serve_starving<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        while self.lender.free > 0 {
+            let Some(q) = self.lender.starving.pop_front() else {
+                return;
+            };
+            self.peers[q as usize].starving = false;
+            let want = self.peers[q as usize].want;
+            self.lend(now, nic, q, want);
+        }
+    }
+
+    /// Out of credit to `dest` with messages waiting: asks once per grant
+    /// (again after a retransmission timeout on a lossy transport).
+    pub(super) fn ask_credit<N: Nic>(&mut self, now: u64, nic: &mut N, dest: u16) {
+        let p = &self.peers[dest as usize];
+        if p.asked {
+            return;
+        }
+        // A full window: a sender that ran out is streaming, and the
+        // receiver lends no more than its budget allows anyway.
+        let want = self.cfg.credits as u32;
+        let h = Header {
+            tag: want,
+            ..self.header(dest, Kind::Credit)
+        };
+        if !self.post_control(nic, dest, h, &[], false) {
+            self.arm(self.retry_at(now));
+            return;
+        }
+        self.stats.credit_requests_out += 1;
+        let rto = self.peers[dest as usize].rto;
+        let p = &mut self.peers[dest as usize];
+        p.asked = true;
+        if !self.cfg.reliable {
+            let t = now.saturating_add(rto);
+            p.ask_at = Some(t);
+            self.arm(t);
+        }
+    }
+
+    /// Asks again where a request may have been lost (lossy transports).
+    pub(super) fn poll_credit<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        match p.ask_at {
+            Some(t) if t <= now => {
+                p.ask_at = None;
+                p.asked = false;
+                if p.queued > 0 && p.credits_left() == 0 {
+                    self.ask_credit(now, nic, peer);
+                }
+            }
+            Some(t) => self.arm(t),
+            None => {}
+        }
+    }
+
+    /// Unexpected messages now hold `held` buffers: tells the shell once
+    /// when the free ones reach the low watermark; buffers it adds to the
+    /// pool are lent as credits.
+    pub(super) fn check_pool<N: Nic>(&mut self, nic: &mut N) {
+        let held = self.holds.len() as u32;
+        let free = self.cfg.rx_buffers.saturating_sub(held);
+        if free > self.cfg.rx_low_water {
+            self.lender.low = false;
+            return;
+        }
+        if self.lender.low {
+            return;
+        }
+        self.lender.low = true;
+        self.stats.rx_pool_low += 1;
+        let added = nic.rx_pool_low(free);
+        let room = (UNEXP as u32).saturating_sub(self.lender.budget);
+        let added = added.min(room);
+        self.cfg.rx_buffers = self.cfg.rx_buffers.saturating_add(added);
+        self.lender.budget += added;
+        self.lender.free += added;
+    }
+}
