@@ -121,8 +121,8 @@ pub enum ConfigError {
     TooManyPeers { max: usize },
     /// This rank is not one of the peers.
     RankOutOfRange,
-    /// `credits` is zero or larger than the per-peer window `W`.
-    Credits { max: usize },
+    /// `credits` is zero: a peer must be able to ask for at least one.
+    Credits,
     /// The receive pool must hold more than `rx_reserve` buffers, and the
     /// low watermark must lie at or above the reserve and below the pool.
     RxPool,

@@ -89,6 +89,8 @@ struct SlotMeta {
     wake: bool,
     /// Next slot of the peer's backlog.
     next: u16,
+    /// Next slot of the peer's unacknowledged packets (lossy transports).
+    next_unacked: u16,
     /// A zero-copy send: the NIC reads the user buffer through this
     /// registration, and the send's request completes with the slot.
     pin: Option<RegId>,
@@ -114,23 +116,23 @@ impl SlotMeta {
 }
 
 /// One rank's messaging state, with capacities fixed by the embedder:
-/// `PEERS` ranks, `POSTED` posted receives, `UNEXP` unexpected messages,
-/// `SLOTS` send bounce slots, `REQS` request handles, `W` per-peer window
-/// (the most credits a peer can be given); `Z` decides which eager sends go
-/// zero-copy from registered user memory ([`NoReuse`]: none).
+/// `PEERS` ranks, `POSTED` posted receives, `UNEXP` unexpected messages
+/// (whatever their peers: credits are lent from the receive pool, see
+/// [`Stall`]'s module), `SLOTS` send bounce slots, `REQS` request handles;
+/// `Z` decides which eager sends go zero-copy from registered user memory
+/// ([`NoReuse`]: none).
 pub struct Endpoint<
     const PEERS: usize,
     const POSTED: usize,
     const UNEXP: usize,
     const SLOTS: usize,
     const REQS: usize,
-    const W: usize,
     Z = NoReuse,
 > {
     cfg: Config,
     me: u16,
     npeers: u16,
-    peers: [Peer<W>; PEERS],
+    peers: [Peer; PEERS],
     matcher: Matcher<PostedRecv, Held, POSTED, UNEXP>,
     slots: [SlotMeta; SLOTS],
     free_slots: Vec<u16, SLOTS>,
@@ -167,14 +169,13 @@ impl<
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
-        const W: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
 {
     /// Bytes one endpoint occupies, all capacities included.
     pub const ENDPOINT_BYTES: usize = core::mem::size_of::<Self>();
     /// Bytes each peer slot of the endpoint costs (its share of `ENDPOINT_BYTES`).
-    pub const PEER_BYTES: usize = core::mem::size_of::<Peer<W>>();
+    pub const PEER_BYTES: usize = core::mem::size_of::<Peer>();
 
     /// An endpoint for rank `me` of `npeers` ranks.
     pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError>
@@ -192,8 +193,8 @@ impl<
         if me >= npeers {
             return Err(ConfigError::RankOutOfRange);
         }
-        if cfg.credits == 0 || cfg.credits as usize > W {
-            return Err(ConfigError::Credits { max: W });
+        if cfg.credits == 0 {
+            return Err(ConfigError::Credits);
         }
         if cfg.rx_buffers <= cfg.rx_reserve
             || cfg.rx_low_water < cfg.rx_reserve
@@ -481,7 +482,7 @@ impl<
             return;
         }
         let before = self.peers[src].peer_limit;
-        if !self.peers[src].take_credit(h.credit, self.cfg.credits) {
+        if !self.peers[src].take_credit(h.credit, u16::MAX) {
             self.stats.malformed += 1;
             return;
         }
@@ -726,13 +727,17 @@ impl<
         }
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
-            while let Some(&s) = p.unacked.front() {
+            while p.unacked_head != NO_SLOT {
+                let s = p.unacked_head;
                 let m = &self.slots[s as usize];
                 let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
                 if seq_le(ack, last) {
                     break;
                 }
-                p.unacked.pop_front();
+                p.unacked_head = m.next_unacked;
+                if p.unacked_head == NO_SLOT {
+                    p.unacked_tail = NO_SLOT;
+                }
                 self.slots[s as usize].awaiting_ack = false;
                 if !self.slots[s as usize].busy() {
                     let _ = self.free_slots.push(s);
@@ -741,7 +746,7 @@ impl<
             }
             let p = &mut self.peers[src];
             p.rto = self.cfg.rto_ns;
-            p.rto_at = if p.unacked.is_empty() {
+            p.rto_at = if p.unacked_head == NO_SLOT {
                 None
             } else {
                 Some(now.saturating_add(p.rto))
@@ -870,8 +875,14 @@ impl<
         if self.cfg.reliable {
             return;
         }
-        // Cannot fail: unacked packets never exceed credits <= W.
-        let _ = self.peers[d].unacked.push_back(slot);
+        self.slots[slot as usize].next_unacked = NO_SLOT;
+        let p = &mut self.peers[d];
+        if p.unacked_tail == NO_SLOT {
+            p.unacked_head = slot;
+        } else {
+            self.slots[p.unacked_tail as usize].next_unacked = slot;
+        }
+        p.unacked_tail = slot;
         if self.peers[d].rto_at.is_none() {
             let t = now.saturating_add(self.peers[d].rto);
             self.peers[d].rto_at = Some(t);
@@ -1185,9 +1196,11 @@ impl<
     fn retransmit<N: Nic>(&mut self, now: u64, nic: &mut N, peer: usize) {
         let p = &self.peers[peer];
         let (ack, credit) = (p.rx_next, p.limit);
-        let pending = p.unacked.clone();
-        for &s in pending.iter() {
+        let mut next = p.unacked_head;
+        while next != NO_SLOT {
+            let s = next;
             let m = self.slots[s as usize];
+            next = m.next_unacked;
             if m.in_nic || m.unposted {
                 continue;
             }
@@ -1197,7 +1210,7 @@ impl<
         }
         let p = &mut self.peers[peer];
         p.carried(credit);
-        if !p.unacked.is_empty() {
+        if p.unacked_head != NO_SLOT {
             let t = now.saturating_add(p.rto);
             p.rto_at = Some(t);
             self.arm(t);
@@ -1329,12 +1342,7 @@ impl<
         for i in 0..self.npeers as usize {
             if let Some(t) = self.peers[i].rto_at {
                 if t <= now {
-                    debug!(
-                        "rmx: rank {} timeout to rank {}: resending {} packets",
-                        self.me,
-                        i,
-                        self.peers[i].unacked.len()
-                    );
+                    debug!("rmx: rank {} timeout to rank {}: resending", self.me, i);
                     self.peers[i].rto =
                         self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);
                     self.stats.timeouts += 1;

@@ -14,15 +14,13 @@
 //! each packet's bounce slot until acknowledged and re-sends everything
 //! unacknowledged when the oldest one's timer expires or a NACK arrives.
 
-use heapless::Deque;
-
 /// `a` is at or before `b` in wrapping sequence space.
 pub(crate) fn seq_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
 
 #[derive(Debug)]
-pub(crate) struct Peer<const W: usize> {
+pub(crate) struct Peer {
     /// Next sequence to send; also the cumulative count of eager messages sent.
     pub tx_seq: u32,
     /// Oldest sequence not yet acknowledged.
@@ -33,8 +31,10 @@ pub(crate) struct Peer<const W: usize> {
     pub asked: bool,
     /// When to ask again (lossy transports lose requests too).
     pub ask_at: Option<u64>,
-    /// Bounce slots of unacknowledged packets, oldest first (unreliable only).
-    pub unacked: Deque<u16, W>,
+    /// Bounce slots of unacknowledged packets, oldest first (unreliable
+    /// only): a list linked through the slots (`NO_SLOT`: empty).
+    pub unacked_head: u16,
+    pub unacked_tail: u16,
     pub rto_at: Option<u64>,
     pub rto: u64,
     /// Next sequence expected from the peer.
@@ -70,7 +70,7 @@ pub(crate) struct Peer<const W: usize> {
 /// End of a backlog list.
 pub(crate) const NO_SLOT: u16 = u16::MAX;
 
-impl<const W: usize> Peer<W> {
+impl Peer {
     /// A peer granted `share` credits, both ways, before any packet.
     pub const fn new(rto: u64, share: u16) -> Self {
         Peer {
@@ -79,7 +79,8 @@ impl<const W: usize> Peer<W> {
             peer_limit: share as u32,
             asked: false,
             ask_at: None,
-            unacked: Deque::new(),
+            unacked_head: NO_SLOT,
+            unacked_tail: NO_SLOT,
             rto_at: None,
             rto,
             rx_next: 0,
@@ -156,7 +157,7 @@ mod tests {
 
     #[test]
     fn credits_count_across_the_wrap() {
-        let mut p: Peer<8> = Peer::new(0, 0);
+        let mut p: Peer = Peer::new(0, 0);
         p.tx_seq = u32::MAX - 1;
         p.peer_limit = u32::MAX - 1;
         assert_eq!(p.credits_left(), 0);

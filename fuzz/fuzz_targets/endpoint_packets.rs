@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use rmx_core::{Config, Endpoint, Source, TagSel};
 use rmx_proptest::memnic::{MemNic, Token};
 
-type Ep = Endpoint<4, 16, 64, 16, 64, 16>;
+type Ep = Endpoint<4, 16, 64, 16, 64>;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Config::unreliable(256, 16)
     };
-    let mut nic = MemNic::new(16, 512, 64, 256);
+    let mut nic = MemNic::new(16, 512);
     nic.later = mode & 2 != 0;
     let mut cfg = cfg;
     cfg.send_wqes = 2;

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use rmx_core::{Config, Endpoint, Protocol, Request, Source, TagSel};
 use rmx_proptest::memnic::{execute_rdma, MemNic, Token};
 
-type Ep = Endpoint<2, 8, 16, 16, 16, 8>;
+type Ep = Endpoint<2, 8, 16, 16, 16>;
 const EAGER: usize = 64;
 
 struct Side {
@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
     cfg.pull_requests = 2;
     let mut sides: Vec<Side> = (0..2)
         .map(|me| {
-            let mut nic = MemNic::new(16, 28 + EAGER, 16, EAGER).with_rdma(100 + mode as u32);
+            let mut nic = MemNic::new(16, 28 + EAGER).with_rdma(100 + mode as u32);
             nic.later = mode & 16 != 0;
             Side {
                 ep: Ep::new(cfg, me, 2).unwrap(),

@@ -110,7 +110,7 @@ fn match_binned_behind_a_wildcard(b: Bencher, n: usize) {
     });
 }
 
-type Ep = Endpoint<2, 64, 128, 16, 128, 64>;
+type Ep = Endpoint<2, 64, 128, 16, 128>;
 
 /// One eager message of 8 bytes: `isend` on one endpoint, `on_receive` and the
 /// completed `irecv` on the other, through the in-memory NIC (whose packet

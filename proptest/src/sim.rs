@@ -17,7 +17,7 @@ use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
 /// The endpoint the simulator runs: up to 8 ranks, 16 credits per peer.
-pub type SimEndpoint<Z = NoReuse> = Endpoint<8, 64, 128, 64, 256, 16, Z>;
+pub type SimEndpoint<Z = NoReuse> = Endpoint<8, 64, 128, 64, 256, Z>;
 
 /// Send buffers each rank reuses (when no send from them is pending).
 const POOL: usize = 6;
@@ -77,6 +77,14 @@ pub struct Params {
     /// by rendezvous: `rndv`, or the endpoint's choice; the NIC can do RDMA.
     pub large: u32,
     pub rndv: Option<Protocol>,
+    /// Every rank but this one sends only to it (a flood), and it sends nothing.
+    pub flood: Option<u16>,
+    /// No rank posts a receive before this virtual time: whatever arrives
+    /// earlier is unexpected.
+    pub receive_after_ns: u64,
+    /// Buffers of each rank's shared receive pool (`Config::rx_buffers`;
+    /// an eighth is the reserve, a quarter the low watermark).
+    pub rx_buffers: u32,
 }
 
 impl Params {
@@ -93,6 +101,9 @@ impl Params {
         wqes: None,
         large: 0,
         rndv: None,
+        flood: None,
+        receive_after_ns: 0,
+        rx_buffers: 256,
     };
 
     /// The same over the hostile network, with the reliability layer.
@@ -112,6 +123,8 @@ pub struct Outcome {
     pub digest: u64,
     pub virtual_ns: u64,
     pub stats: Vec<Stats>,
+    /// The most receive buffers any rank held for unexpected messages.
+    pub peak_held: usize,
 }
 
 const EAGER: u32 = 512;
@@ -213,16 +226,23 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         cfg.send_wqes = w;
     }
     cfg.rendezvous = p.rndv;
+    cfg.rx_buffers = p.rx_buffers;
+    cfg.rx_reserve = p.rx_buffers / 8;
+    cfg.rx_low_water = p.rx_buffers / 4;
     let max = (p.max_size.min(EAGER) as usize).max(ID);
     // Receive buffers (and pool buffers) take the largest message.
     let biggest = max.max(p.large as usize);
     let mut ranks: Vec<Rank<Z>> = (0..p.ranks)
         .map(|me| {
-            let to_send = (0..p.messages)
+            let messages = if p.flood == Some(me) { 0 } else { p.messages };
+            let to_send = (0..messages)
                 .map(|_| {
                     let mut d = rng.below(p.ranks as u64 - 1) as u16;
                     if d >= me {
                         d += 1;
+                    }
+                    if let Some(t) = p.flood {
+                        d = t;
                     }
                     let len = if p.large > 0 && rng.below(2) == 0 {
                         // Around and above the threshold.
@@ -270,7 +290,11 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     let mut order = 0u64;
     let mut now = 0u64;
     let limit = 120_000_000_000u64;
+    let mut peak_held = 0;
     for _step in 0..10_000_000u64 {
+        for r in &ranks {
+            peak_held = peak_held.max(r.ep.held_buffers());
+        }
         // Application work on every rank.
         for (me, r) in ranks.iter_mut().enumerate() {
             app_step(now, me as u16, r, p, biggest)?;
@@ -325,6 +349,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 digest: ranks.iter().fold(0, |d, r| d.wrapping_add(r.digest)),
                 virtual_ns: now,
                 stats: ranks.iter().map(|r| *r.ep.stats()).collect(),
+                peak_held,
             });
         }
         // Advance virtual time to the next packet or timer.
@@ -335,10 +360,13 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         } else {
             next_done
         };
+        // Receives start at `receive_after_ns`: a time the clock must reach.
+        let receives = (now < p.receive_after_ns).then_some(p.receive_after_ns);
         let next_timer = ranks
             .iter()
             .filter_map(|r| r.ep.poll_timeout())
             .chain(next_done)
+            .chain(receives)
             .min();
         let next = match (next_pkt, next_timer) {
             (Some(a), Some(b)) => a.min(b),
@@ -504,7 +532,10 @@ fn app_step<Z: SendReuse>(
             Err(e) => return Err(format!("rank {me}: recv test: {e:?}")),
         }
     }
-    while r.recvs.len() < p.posted && r.received + r.recvs.len() < r.expected_total {
+    while now >= p.receive_after_ns
+        && r.recvs.len() < p.posted
+        && r.received + r.recvs.len() < r.expected_total
+    {
         let buf = r.nic.user_buf(vec![0; max]);
         match r.ep.irecv(
             now,

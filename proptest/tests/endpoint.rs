@@ -5,7 +5,7 @@ use rmx_proptest::memnic::MemNic;
 
 // 64 unexpected messages: a two-rank job's initial share is
 // min(credits, 64 / 4), so `credits` up to 8 is the window each side starts with.
-type Ep = Endpoint<4, 8, 64, 16, 32, 8>;
+type Ep = Endpoint<4, 8, 64, 16, 32>;
 const THRESHOLD: u32 = 256;
 
 const SLOTS: usize = 16;
@@ -247,7 +247,7 @@ fn malformed_packets_are_counted_and_reposted() {
 }
 
 #[test]
-fn credit_claims_beyond_what_was_sent_are_rejected() {
+fn credit_limits_beyond_any_window_are_rejected() {
     let (_, _, mut b, mut bn) = pair(Config::reliable(THRESHOLD, 4));
     let mut h = [0u8; wire::HEADER_LEN];
     let hdr = wire::Header {
@@ -258,13 +258,21 @@ fn credit_claims_beyond_what_was_sent_are_rejected() {
         len: 0,
         seq: 0,
         ack: 0,
-        credit: 5,
+        // No pool lends more than 65535 credits past what was sent.
+        credit: 70_000,
     };
     hdr.encode(&mut h).unwrap();
     let p = bn.deliver(h.to_vec());
     b.on_receive(0, &mut bn, p);
     assert_eq!(b.stats().malformed, 1);
     assert_eq!(b.credits_left(0), 4);
+    // A lent window past `credits` is accepted.
+    let lent = wire::Header { credit: 40, ..hdr };
+    lent.encode(&mut h).unwrap();
+    let p = bn.deliver(h.to_vec());
+    b.on_receive(0, &mut bn, p);
+    assert_eq!(b.stats().malformed, 1);
+    assert_eq!(b.credits_left(0), 40);
 }
 
 #[test]
@@ -411,8 +419,8 @@ fn configuration_is_validated_against_capacities() {
         Some(ConfigError::TooManyPeers { max: 4 })
     );
     assert_eq!(
-        Ep::new(Config::reliable(64, 9), 0, 2).err(),
-        Some(ConfigError::Credits { max: 8 })
+        Ep::new(Config::reliable(64, 0), 0, 2).err(),
+        Some(ConfigError::Credits)
     );
     // Peers x credits may exceed the unexpected capacity: credits are lent
     // from the pool, not reserved per peer.

@@ -8,7 +8,7 @@ use rmx_core::wire::{Header, Kind, HEADER_LEN};
 use rmx_core::{Config, Endpoint, RecvFault, Request, Source, TagSel, UserBuf};
 use rmx_proptest::memnic::MemNic;
 
-type Ep = Endpoint<4, 64, 256, 8, 256, 64>;
+type Ep = Endpoint<4, 64, 256, 8, 256>;
 
 #[derive(Clone, Copy, Debug)]
 enum Op {

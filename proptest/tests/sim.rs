@@ -297,3 +297,53 @@ fn an_ack_without_a_free_slot_waits_instead_of_stopping_the_clock() {
         1000..1030,
     );
 }
+
+/// Seven ranks flood rank 0, which posts nothing for the first 3 ms (all of
+/// it unexpected), over a reliable and over the lossy network, with pools
+/// of 256 and of 64 buffers. Nothing is lost, nothing deadlocks, and the
+/// receive buffers held for unexpected messages never exceed the pool less
+/// its reserve (the budget): with 64 buffers the budget is 56, less than
+/// the 7 × 16 credits the peers would like, so they start with a share of
+/// 3, borrow on request, and lent credits go back to the budget for the
+/// peers still waiting.
+#[test]
+fn a_flood_into_a_receiver_that_posted_nothing_is_bounded_by_the_pool() {
+    for base in [Params::RELIABLE, Params::LOSSY] {
+        for rx_buffers in [256, 64] {
+            let p = Params {
+                ranks: 8,
+                messages: 150,
+                max_size: 300,
+                flood: Some(0),
+                receive_after_ns: 3_000_000,
+                rx_buffers,
+                ..base
+            };
+            // The simulator's endpoints keep at most 128 unexpected messages.
+            let budget = ((rx_buffers - rx_buffers / 8) as usize).min(128);
+            for seed in seeds(0..5) {
+                let out = run(seed, &p).unwrap_or_else(|e| {
+                    panic!("flood, reliable {}, pool {rx_buffers}: seed {seed}: {e}", p.reliable)
+                });
+                assert_eq!(out.delivered, 7 * 150);
+                assert!(
+                    out.peak_held <= budget,
+                    "seed {seed}: {} buffers held, budget {budget}",
+                    out.peak_held
+                );
+                // The flood filled what the windows allow: 7 × 16, or the budget.
+                assert!(
+                    out.peak_held >= budget.min(7 * 16) * 3 / 4,
+                    "seed {seed}: only {} held of {budget}",
+                    out.peak_held
+                );
+                let asked: u64 = out.stats.iter().map(|s| s.credit_requests_out).sum();
+                assert!(asked > 0, "seed {seed}: no peer ran out of its share");
+                assert!(out.stats[0].credits_lent > 0);
+                if rx_buffers == 64 {
+                    assert!(out.stats[0].rx_pool_low > 0, "the low watermark was reached");
+                }
+            }
+        }
+    }
+}

@@ -35,7 +35,7 @@ pub const SLOTS: usize = 256;
 /// The capacities this shell builds the core with: up to 16 ranks, 64 credits
 /// per peer, 1024 posted receives and unexpected messages, 256 bounce slots;
 /// zero-copy eager sends of frequently used buffers when a policy is given.
-pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, 64, Option<ShellReuse>>;
+pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);

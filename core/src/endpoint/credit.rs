@@ -7,8 +7,10 @@
 //! both sides compute from the job's configuration: no packet is needed to
 //! start. The other half, and whatever the shares leave, is lent on demand.
 //! A sender out of credit with messages waiting sends a CREDIT request (for
-//! a full window); the receiver lends up to that many, never taking a
-//! peer's window past `credits`, and queues the peer if the budget is spent.
+//! a full window); the receiver lends up to that many from the budget, and
+//! queues the peer if the budget is spent. A window may so grow past
+//! `credits`: a receiver waiting for a later message of a peer whose
+//! earlier ones it has not received still gets it, while the budget lasts.
 //! A lent credit returns to the budget when the message it carried is
 //! consumed and another peer is waiting for credit; otherwise the active
 //! peer keeps it. So unexpected messages never hold more than the budget,
@@ -69,9 +71,8 @@ impl<
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
-        const W: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
 {
     /// `Some` when no message can arrive until the application receives one
     /// of the messages already here: a rank waiting for another would hang.
@@ -115,17 +116,15 @@ impl<
         }
     }
 
-    /// Lends `peer` up to `want` credits from the budget; queues it for the
-    /// rest while its window is below `credits`.
+    /// Lends `peer` up to `want` credits from the budget; queues it for the rest.
     fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16, want: u16) {
-        let cap = (self.cfg.credits as u32).saturating_sub(self.peers[peer as usize].window());
-        let g = (want as u32).min(cap).min(self.lender.free);
+        let g = (want as u32).min(self.lender.free);
         let p = &mut self.peers[peer as usize];
         p.limit = p.limit.wrapping_add(g);
         p.lent = p.lent.saturating_add(g as u16);
         self.lender.free -= g;
         self.stats.credits_lent += g as u64;
-        let rest = (want as u32 - g).min(cap - g) as u16;
+        let rest = (want as u32 - g) as u16;
         p.want = rest;
         if rest > 0 && !p.starving {
             p.starving = true;

@@ -109,9 +109,8 @@ impl<
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
-        const W: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, W, Z>
+    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
 {
     /// The rendezvous to offer: configured, else the best the transport
     /// can do. An RDMA protocol the transport lacks becomes PULL, and so
