@@ -165,12 +165,22 @@ mod tests {
         assert_eq!(p.credits_left(), 4);
         p.tx_seq = p.tx_seq.wrapping_add(3);
         assert_eq!(p.credits_left(), 1);
-        assert!(p.take_credit(u32::MAX, 4), "an older limit is ignored, not an error");
+        assert!(
+            p.take_credit(u32::MAX, 4),
+            "an older limit is ignored, not an error"
+        );
         assert_eq!(p.credits_left(), 1);
-        assert!(!p.take_credit(7, 4), "more than a window past what was sent");
+        assert!(
+            !p.take_credit(7, 4),
+            "more than a window past what was sent"
+        );
         assert!(p.take_credit(5, 4));
         assert_eq!(p.credits_left(), 4);
         p.tx_seq = p.tx_seq.wrapping_add(6);
-        assert_eq!(p.credits_left(), 0, "sent past the limit: none left, no wrap");
+        assert_eq!(
+            p.credits_left(),
+            0,
+            "sent past the limit: none left, no wrap"
+        );
     }
 }

@@ -119,10 +119,7 @@ type Ep = Endpoint<2, 64, 128, 16, 128>;
 fn eager_send_and_receive(b: Bencher) {
     let cfg = Config::reliable(256, 64);
     let (mut a, mut z) = (Ep::new(cfg, 0, 2).unwrap(), Ep::new(cfg, 1, 2).unwrap());
-    let (mut an, mut zn) = (
-        MemNic::new(16, 512),
-        MemNic::new(16, 512),
-    );
+    let (mut an, mut zn) = (MemNic::new(16, 512), MemNic::new(16, 512));
     let src = an.user_buf(vec![1; 8]);
     let dst: UserBuf = zn.user_buf(vec![0; 8]);
     b.bench_local(|| {

@@ -172,7 +172,11 @@ fn sender_out_of_credits_queues_then_flushes_in_order() {
     let kinds: Vec<u8> = an.outbox.iter().map(|(_, p)| p[1]).collect();
     assert_eq!(
         kinds,
-        [wire::Kind::Eager as u8, wire::Kind::Eager as u8, wire::Kind::Credit as u8],
+        [
+            wire::Kind::Eager as u8,
+            wire::Kind::Eager as u8,
+            wire::Kind::Credit as u8
+        ],
         "only two credits, then a request for more"
     );
     assert_eq!(an.outbox[2].1[8..12], 2u32.to_le_bytes(), "a full window");

@@ -531,8 +531,7 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
             rendezvous: Some(p),
             ..Config::reliable(min, 4)
         };
-        let mk =
-            || MemNic::new(16, wire::HEADER_LEN + min as usize).with_rdma(64);
+        let mk = || MemNic::new(16, wire::HEADER_LEN + min as usize).with_rdma(64);
         let (mut a, mut an) = (Ep::new(c, 0, 2).unwrap(), mk());
         let (mut b, mut bn) = (Ep::new(c, 1, 2).unwrap(), mk());
         let dst = bn.user_buf(vec![0; 300]);

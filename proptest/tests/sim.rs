@@ -323,7 +323,10 @@ fn a_flood_into_a_receiver_that_posted_nothing_is_bounded_by_the_pool() {
             let budget = ((rx_buffers - rx_buffers / 8) as usize).min(128);
             for seed in seeds(0..5) {
                 let out = run(seed, &p).unwrap_or_else(|e| {
-                    panic!("flood, reliable {}, pool {rx_buffers}: seed {seed}: {e}", p.reliable)
+                    panic!(
+                        "flood, reliable {}, pool {rx_buffers}: seed {seed}: {e}",
+                        p.reliable
+                    )
                 });
                 assert_eq!(out.delivered, 7 * 150);
                 assert!(
@@ -341,7 +344,10 @@ fn a_flood_into_a_receiver_that_posted_nothing_is_bounded_by_the_pool() {
                 assert!(asked > 0, "seed {seed}: no peer ran out of its share");
                 assert!(out.stats[0].credits_lent > 0);
                 if rx_buffers == 64 {
-                    assert!(out.stats[0].rx_pool_low > 0, "the low watermark was reached");
+                    assert!(
+                        out.stats[0].rx_pool_low > 0,
+                        "the low watermark was reached"
+                    );
                 }
             }
         }

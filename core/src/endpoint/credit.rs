@@ -54,12 +54,14 @@ impl<const PEERS: usize> Lender<PEERS> {
     }
 }
 
-/// The network stalled for lack of receive buffers: every credit is held by
-/// a message nobody has received, and peers wait for credit. Receiving (or
-/// cancelling nothing: only receiving) one of the held messages frees one.
+/// Peers wait for credit and the budget has none left: none can come back
+/// until a message held here is received (or one in flight is matched by a
+/// posted receive). A rank that waits for a message of a waiting peer while
+/// nothing else is in flight would hang: its wait loop should report this
+/// (MPI lets a bounded implementation fail here; it cannot buffer without end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stall {
-    /// Unexpected messages holding the budget.
+    /// Unexpected messages held.
     pub unexpected: u32,
     /// Peers waiting for credit.
     pub waiting_peers: u16,
@@ -74,13 +76,11 @@ impl<
         Z: SendReuse,
     > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
 {
-    /// `Some` when no message can arrive until the application receives one
-    /// of the messages already here: a rank waiting for another would hang.
+    /// `Some` while peers wait for credit the budget cannot give.
     pub fn stall(&self) -> Option<Stall> {
-        let unexpected = self.matcher.lens().1 as u32;
         let l = &self.lender;
-        (l.free == 0 && !l.starving.is_empty() && unexpected >= l.budget).then_some(Stall {
-            unexpected,
+        (l.free == 0 && !l.starving.is_empty()).then_some(Stall {
+            unexpected: self.matcher.lens().1 as u32,
             waiting_peers: l.starving.len() as u16,
         })
     }

@@ -1,0 +1,208 @@
+//! Flow control with a shared receive pool: unexpected messages stay in the
+//! buffers they arrived in, credits are lent on request, a receiver waiting
+//! for a later message still gets it, and a budget held entirely by
+//! messages nobody receives is reported instead of hanging.
+
+use rmx_core::*;
+use rmx_proptest::memnic::MemNic;
+
+/// 64 unexpected messages: budget min(256 - 32, 64) = 64.
+type Ep = Endpoint<4, 16, 64, 64, 64>;
+const THRESHOLD: u32 = 256;
+
+fn ranks(cfg: Config, n: u16) -> Vec<(Ep, MemNic)> {
+    (0..n)
+        .map(|me| (Ep::new(cfg, me, n).unwrap(), MemNic::new(64, 1024)))
+        .collect()
+}
+
+/// Moves every posted packet to its destination until nothing moves.
+fn settle(rs: &mut [(Ep, MemNic)]) {
+    loop {
+        let mut moved = false;
+        for i in 0..rs.len() {
+            let out: Vec<_> = rs[i].1.outbox.drain(..).collect();
+            for (dst, bytes) in out {
+                moved = true;
+                let (ep, nic) = &mut rs[dst as usize];
+                let b = nic.deliver(bytes);
+                ep.on_receive(0, nic, b);
+            }
+        }
+        for (ep, nic) in rs.iter_mut() {
+            if ep.poll_timeout().is_some_and(|t| t == 0) {
+                ep.poll(0, nic);
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+fn recv(rs: &mut [(Ep, MemNic)], at: usize, tag: TagSel) -> (Request, UserBuf) {
+    let (ep, nic) = &mut rs[at];
+    let d = nic.user_buf(vec![0; 8]);
+    let r = ep.irecv(0, nic, Source::Any, tag, 0, d, 8).unwrap();
+    (r, d)
+}
+
+fn send(rs: &mut [(Ep, MemNic)], from: usize, to: u16, tag: u32, byte: u8) -> Request {
+    let (ep, nic) = &mut rs[from];
+    let s = nic.user_buf(vec![byte; 8]);
+    ep.isend(0, nic, to, tag, 0, s, 8).unwrap()
+}
+
+#[test]
+fn an_unexpected_message_keeps_its_receive_buffer_until_it_is_received() {
+    let mut rs = ranks(Config::reliable(THRESHOLD, 8), 2);
+    send(&mut rs, 1, 0, 5, 0xAB);
+    settle(&mut rs);
+    let (ep, nic) = &rs[0];
+    assert_eq!(ep.held_buffers(), 1);
+    let held = nic
+        .rx
+        .iter()
+        .position(Option::is_some)
+        .expect("kept, not reposted");
+    assert!(!nic.reposted.contains(&(held as u32)));
+    let (r, d) = recv(&mut rs, 0, TagSel::Tag(5));
+    let (ep, nic) = &mut rs[0];
+    assert_eq!(ep.test(r).unwrap().unwrap().len, 8);
+    assert_eq!(nic.user[d.0 as usize], vec![0xAB; 8]);
+    assert_eq!(ep.held_buffers(), 0);
+    assert_eq!(
+        nic.reposted.last(),
+        Some(&(held as u32)),
+        "reposted when received"
+    );
+}
+
+#[test]
+fn a_packed_buffer_returns_after_its_last_unexpected_message() {
+    let cfg = Config {
+        send_wqes: 1,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let mut rs = ranks(cfg, 2);
+    rs[1].1.later = true;
+    // The first send takes the one entry; the next three pack into one packet.
+    for k in 0..4 {
+        send(&mut rs, 1, 0, k, k as u8);
+    }
+    // The lone packet arrives; its completion frees the entry for the packed one.
+    let first: Vec<_> = rs[1].1.outbox.drain(..).collect();
+    assert_eq!(first.len(), 1);
+    for (_, b) in first {
+        let (ep, nic) = &mut rs[0];
+        let rb = nic.deliver(b);
+        ep.on_receive(0, nic, rb);
+    }
+    let Some(rmx_proptest::memnic::Token::Slot(done)) = rs[1].1.owed.first().copied() else {
+        panic!("the first send owes a slot completion");
+    };
+    let (ep, nic) = &mut rs[1];
+    ep.on_send_complete(nic, done);
+    settle(&mut rs);
+    assert_eq!(rs[0].0.stats().unexpected, 4);
+    assert_eq!(rs[0].0.held_buffers(), 2, "one lone packet, one packed");
+    for k in [3, 1, 0] {
+        let (r, _) = recv(&mut rs, 0, TagSel::Tag(k));
+        assert!(rs[0].0.test(r).unwrap().is_some());
+    }
+    assert_eq!(
+        rs[0].0.held_buffers(),
+        1,
+        "message 2 still holds the packed buffer"
+    );
+    let (r, _) = recv(&mut rs, 0, TagSel::Tag(2));
+    assert!(rs[0].0.test(r).unwrap().is_some());
+    assert_eq!(rs[0].0.held_buffers(), 0);
+}
+
+/// The stall the credit scheme had: rank 1 sends 20 messages with tag 1
+/// (more than its share of 8, and more than `credits`), then one with tag 2;
+/// rank 0 receives tag 2 first. Rank 1 runs out, asks, is lent credit, and
+/// the tag-2 message arrives; then the 20 arrive in order.
+#[test]
+fn a_receiver_waiting_for_a_later_message_gets_it_past_the_window() {
+    for cfg in [
+        Config::reliable(THRESHOLD, 8),
+        Config::unreliable(THRESHOLD, 8),
+    ] {
+        let mut rs = ranks(cfg, 2);
+        assert_eq!(rs[1].0.credits_left(0), 8, "share min(8, 64 / 4)");
+        let (late, _) = recv(&mut rs, 0, TagSel::Tag(2));
+        let early: Vec<Request> = (0..20).map(|k| send(&mut rs, 1, 0, 1, k)).collect();
+        let last = send(&mut rs, 1, 0, 2, 0xEE);
+        settle(&mut rs);
+        let st = rs[0]
+            .0
+            .test(late)
+            .unwrap()
+            .expect("the later message arrived");
+        assert_eq!(st.tag, 2);
+        assert!(rs[1].0.stats().credit_requests_out > 0);
+        assert!(rs[0].0.stats().credits_lent >= 13);
+        assert_eq!(rs[0].0.held_buffers(), 20);
+        for k in 0..20u8 {
+            let (r, d) = recv(&mut rs, 0, TagSel::Tag(1));
+            settle(&mut rs);
+            assert!(rs[0].0.test(r).unwrap().is_some());
+            assert_eq!(rs[0].1.user[d.0 as usize][0], k, "in order");
+        }
+        for r in early.into_iter().chain([last]) {
+            assert!(rs[1].0.test(r).unwrap().is_some());
+        }
+        assert_eq!(rs[0].0.stall(), None);
+    }
+}
+
+/// Three peers flood a receiver that receives nothing, and keep sending:
+/// once the budget (64) is spent and peers wait for credit, `stall` reports
+/// it; receiving one message lends its credit to a waiting peer. Each of the
+/// four ranks starts with a share of 8 (the receiver's own is never used),
+/// the other 32 are lent: 56 messages held.
+#[test]
+fn a_budget_held_by_messages_nobody_receives_is_reported() {
+    let mut rs = ranks(Config::reliable(THRESHOLD, 16), 4);
+    for k in 0..40u8 {
+        for from in 1..4 {
+            send(&mut rs, from, 0, 9, k);
+        }
+    }
+    settle(&mut rs);
+    let ep = &rs[0].0;
+    assert_eq!(
+        ep.held_buffers(),
+        56,
+        "the budget less one share, not 3 × 40"
+    );
+    let stall = ep.stall().expect("a stall is reported");
+    assert_eq!(stall.unexpected, 56);
+    assert!(stall.waiting_peers >= 1);
+    let queued: usize = (1..4).map(|i| rs[i].0.queued_sends()).sum();
+    assert_eq!(
+        queued,
+        3 * 40 - 56,
+        "the rest wait at their senders, nothing lost"
+    );
+    let (r, _) = recv(&mut rs, 0, TagSel::Any);
+    settle(&mut rs);
+    assert!(rs[0].0.test(r).unwrap().is_some());
+    let queued_after: usize = (1..4).map(|i| rs[i].0.queued_sends()).sum();
+    assert_eq!(
+        queued_after,
+        queued - 1,
+        "the freed credit carried one more"
+    );
+    // Receiving everything drains every sender.
+    for _ in 0..(3 * 40 - 1) {
+        let (r, _) = recv(&mut rs, 0, TagSel::Any);
+        settle(&mut rs);
+        assert!(rs[0].0.test(r).unwrap().is_some());
+    }
+    assert_eq!(rs[0].0.stall(), None);
+    assert_eq!(rs[0].0.held_buffers(), 0);
+    assert!(rs[1..].iter().all(|(ep, _)| ep.queued_sends() == 0));
+}
