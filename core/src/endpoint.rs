@@ -174,8 +174,11 @@ impl<
 {
     /// Bytes one endpoint occupies, all capacities included.
     pub const ENDPOINT_BYTES: usize = core::mem::size_of::<Self>();
-    /// Bytes each peer slot of the endpoint costs (its share of `ENDPOINT_BYTES`).
-    pub const PEER_BYTES: usize = core::mem::size_of::<Peer>();
+    /// Bytes each peer of the endpoint costs (its share of `ENDPOINT_BYTES`):
+    /// its state and its place in the queue of peers waiting for credit.
+    pub const PEER_BYTES: usize = core::mem::size_of::<Peer>() + core::mem::size_of::<u16>();
+    /// The `PEERS` capacity.
+    pub const PEERS: usize = PEERS;
 
     /// An endpoint for rank `me` of `npeers` ranks.
     pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError>

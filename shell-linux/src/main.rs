@@ -187,10 +187,11 @@ enum ModelCmd {
         /// 20, 40, 100 and 200].
         #[arg(long)]
         wqes: Option<u16>,
-        /// Credits per connection (each reserves one eager buffer of
-        /// unexpected-message storage) [default: the loop transport's].
+        /// Buffers of the shared receive pool, where unexpected messages
+        /// also wait (credits are lent from it, not reserved per peer)
+        /// [default: the loop transport's SRQ depth].
         #[arg(long)]
-        credits: Option<u16>,
+        rx_buffers: Option<u32>,
         /// Print one JSON document instead of a table.
         #[arg(long)]
         json: bool,
@@ -292,6 +293,8 @@ const ITERS_LIMIT: u64 = 1_000_000_000;
 const BUFFERS_LIMIT: usize = 10_000;
 /// The largest job `model memory` describes: ranks are 16-bit.
 const PROCS_LIMIT: u64 = 1 << 16;
+/// The largest receive pool `rmx model memory` models (16 GiB of 8 KiB buffers).
+const RX_BUFFERS_LIMIT: u32 = 1 << 21;
 
 fn check_iters(iters: u64) -> Result<(), String> {
     if iters == 0 || iters > ITERS_LIMIT {
@@ -364,6 +367,7 @@ fn emit(r: &Report, json: bool) {
 fn info(json_out: bool) {
     let cfg = rmx_linux::rank::loop_config();
     let nic = LoopConfig::default();
+    let costs = rmx_linux::model::Costs::of(cfg.send_wqes, cfg.eager_threshold, &nic);
     let doc = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "cores": rmx_linux::clock::cores(),
@@ -372,6 +376,8 @@ fn info(json_out: bool) {
             "eager_threshold": cfg.eager_threshold,
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
+            "rx_buffers": nic.srq_depth,
+            "rx_reserve": cfg.rx_reserve,
             "send_wqes": cfg.send_wqes,
             "coalesce": format!("{:?}", cfg.coalesce),
             "header_cache": cfg.header_cache,
@@ -381,6 +387,12 @@ fn info(json_out: bool) {
         },
         "endpoint_bytes": CoreEndpoint::ENDPOINT_BYTES,
         "peer_bytes": CoreEndpoint::PEER_BYTES,
+        "per_connection_bytes": costs.per_connection(),
+        "shared_bytes": costs.shared(),
+        "receive_pool_bytes": costs.receive_pool,
+        "send_slot_bytes": costs.send_slots,
+        "core_fixed_bytes": costs.core_fixed,
+        "dominant": costs.dominant(),
         "reuse_bytes": rmx_linux::reuse::policy_bytes(),
     });
     if json_out {
@@ -402,8 +414,8 @@ fn info(json_out: bool) {
     println!("configuration:");
     println!("  eager threshold   {} bytes", cfg.eager_threshold);
     println!(
-        "  credits per peer  {} (returned after {})",
-        cfg.credits, cfg.credit_return
+        "  credits           a share of the {}-buffer receive pool per peer, up to {} more lent on request (returned after {})",
+        nic.srq_depth, cfg.credits, cfg.credit_return
     );
     println!(
         "  send entries      {} per connection, coalescing {:?}, header cache {}",
@@ -423,6 +435,19 @@ fn info(json_out: bool) {
     println!("memory (core, from the types):");
     println!("  endpoint_bytes    {}", CoreEndpoint::ENDPOINT_BYTES);
     println!("  peer_bytes        {}", CoreEndpoint::PEER_BYTES);
+    println!(
+        "  per connection    {} bytes (peer state, {} send entries, NIC state; dominant: {})",
+        costs.per_connection(),
+        cfg.send_wqes,
+        costs.dominant()
+    );
+    println!(
+        "  shared            {} bytes (receive pool {}, send slots {}, endpoint {})",
+        costs.shared(),
+        costs.receive_pool,
+        costs.send_slots,
+        costs.core_fixed
+    );
     println!(
         "  reuse_bytes       {} (zero-copy tracker storage, per rank, outside the endpoint)",
         rmx_linux::reuse::policy_bytes()
@@ -489,7 +514,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     record(out, &mut md, "header-cache", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
     large_messages(out, &mut md, &o)?;
-    let r = memory_report(8192, &[5, 10, 200], cfg.credits, true);
+    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), true);
     record(out, &mut md, "memory", &r)?;
     memory_plot(&r, &out.join("memory.svg"))?;
     // Zero-copy eager sends of reused buffers, where the monitor they need runs.
@@ -673,22 +698,30 @@ fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
 fn memory(
     procs: u64,
     wqes: Option<u16>,
-    credits: Option<u16>,
+    rx_buffers: Option<u32>,
     json_out: bool,
     plot: Option<PathBuf>,
 ) -> Result<(), String> {
-    if procs == 0 || wqes == Some(0) || credits == Some(0) {
-        return Err("--procs, --wqes and --credits must be at least 1".into());
+    if procs == 0 || wqes == Some(0) || rx_buffers == Some(0) {
+        return Err("--procs, --wqes and --rx-buffers must be at least 1".into());
+    }
+    if rx_buffers.is_some_and(|b| b > RX_BUFFERS_LIMIT) {
+        return Err(format!(
+            "--rx-buffers is above {RX_BUFFERS_LIMIT}: a pool that large is not a per-process cost anyone runs"
+        ));
     }
     if procs > PROCS_LIMIT {
         return Err(format!(
             "--procs {procs} is above {PROCS_LIMIT}, the most ranks a job can have (ranks are 16-bit)"
         ));
     }
-    let credits = credits.unwrap_or(rmx_linux::rank::loop_config().credits);
+    let mut nic = LoopConfig::default();
+    if let Some(b) = rx_buffers {
+        nic.srq_depth = b as usize;
+    }
     let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
     let wqes = wqes.map_or(all, |w| vec![w]);
-    let r = memory_report(procs, &wqes, credits, json_out);
+    let r = memory_report(procs, &wqes, nic, json_out);
     if let Some(p) = plot {
         memory_plot(&r, &p)?;
     }
@@ -697,20 +730,13 @@ fn memory(
 }
 
 /// The connection-memory model for job sizes up to `procs`.
-fn memory_report(procs: u64, wqes: &[u16], credits: u16, quiet: bool) -> Report {
+fn memory_report(procs: u64, wqes: &[u16], nic: LoopConfig, quiet: bool) -> Report {
     use rmx_linux::model;
     let cfg = rmx_linux::rank::loop_config();
-    let nic = LoopConfig::default();
-    let rows = model::rows(
-        &model::job_sizes(procs),
-        wqes,
-        credits,
-        cfg.eager_threshold,
-        &nic,
-    );
+    let rows = model::rows(&model::job_sizes(procs), wqes, cfg.eager_threshold, &nic);
     let o = Opts::tool(quiet);
     let config = json!({
-        "credits": credits,
+        "rx_buffers": nic.srq_depth,
         "eager_threshold": cfg.eager_threshold,
         "wqe_bytes": model::WQE_BYTES,
         "nic": nic,
@@ -726,6 +752,7 @@ fn memory_report(procs: u64, wqes: &[u16], credits: u16, quiet: bool) -> Report 
             bench::report::Column::new("per_process_bytes", "per_process_B", 0),
             bench::report::Column::new("paper_per_connection_bytes", "paper_conn_B", 0),
             bench::report::Column::new("paper_per_process_bytes", "paper_process_B", 0),
+            bench::report::Column::new("shared_bytes", "shared_B", 0),
             bench::report::Column::new("dominant", "dominant_term", 0),
         ],
     )
@@ -850,10 +877,10 @@ fn main() -> ExitCode {
         Cmd::Model(ModelCmd::Memory {
             procs,
             wqes,
-            credits,
+            rx_buffers,
             json,
             plot,
-        }) => memory(procs, wqes, credits, json, plot),
+        }) => memory(procs, wqes, rx_buffers, json, plot),
         Cmd::Bench(BenchCmd::Suite { out, iters }) => suite(&out, iters),
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
         Cmd::Bench(BenchCmd::Spectrum {

@@ -34,43 +34,54 @@ pub fn paper_per_connection(wqes: u16) -> Option<u64> {
 /// What one connection and one process cost, term by term.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Costs {
-    /// The core's state for one peer (`size_of` its per-peer struct).
+    /// The core's state for one peer (`size_of` its per-peer struct and its
+    /// entry in the queue of peers waiting for credit).
     pub peer_state: u64,
     /// `wqes` send-queue entries.
     pub send_entries: u64,
     /// The NIC's state for one connection (the `loop` port's per-peer part).
     pub nic_connection: u64,
-    /// Unexpected-message storage the endpoint must hold for the peer: every
-    /// peer may fill its credits with messages nobody has asked for yet, so
-    /// the endpoint refuses to start with less than peers x credits eager
-    /// buffers (`ConfigError::UnexpectedCapacity`).
-    pub unexpected_reserve: u64,
-    /// Per process, whatever the job size: send bounce slots and the shared
-    /// receive queue's buffers.
-    pub shared: u64,
+    /// Per process, whatever the job size: the shared receive pool, where
+    /// unexpected messages also stay (credits are lent from it, never
+    /// reserved per peer).
+    pub receive_pool: u64,
+    /// Per process: the send bounce slots.
+    pub send_slots: u64,
+    /// Per process: the endpoint less its peers (matching queues, requests,
+    /// rendezvous transfers, held buffers).
+    pub core_fixed: u64,
 }
 
 impl Costs {
-    /// The costs of `wqes` entries and `credits` credits per connection with
-    /// the shell's endpoint and `nic`.
-    pub fn of(wqes: u16, credits: u16, eager: u32, nic: &LoopConfig) -> Costs {
+    /// The costs of `wqes` entries per connection with the shell's
+    /// endpoint and `nic`, eager messages of `eager` bytes.
+    pub fn of(wqes: u16, eager: u32, nic: &LoopConfig) -> Costs {
         let slot = (rmx_core::wire::HEADER_LEN as u64 + eager as u64).div_ceil(64) * 64;
+        let peers = CoreEndpoint::PEERS as u64 * CoreEndpoint::PEER_BYTES as u64;
         Costs {
             peer_state: CoreEndpoint::PEER_BYTES as u64,
             send_entries: wqes as u64 * WQE_BYTES,
             nic_connection: Port::CONNECTION_BYTES as u64,
-            unexpected_reserve: credits as u64 * eager as u64,
-            shared: crate::rank::SLOTS as u64 * slot + nic.srq_depth as u64 * nic.buf_size as u64,
+            receive_pool: (nic.srq_depth as u64).saturating_mul(slot),
+            send_slots: crate::rank::SLOTS as u64 * slot,
+            core_fixed: CoreEndpoint::ENDPOINT_BYTES as u64 - peers,
         }
     }
 
     pub fn per_connection(&self) -> u64 {
-        self.peer_state + self.send_entries + self.nic_connection + self.unexpected_reserve
+        self.peer_state + self.send_entries + self.nic_connection
+    }
+
+    /// What a process pays whatever the job size.
+    pub fn shared(&self) -> u64 {
+        self.receive_pool
+            .saturating_add(self.send_slots)
+            .saturating_add(self.core_fixed)
     }
 
     /// A process of a fully connected job of `procs` processes.
     pub fn per_process(&self, procs: u64) -> u64 {
-        self.shared.saturating_add(
+        self.shared().saturating_add(
             procs
                 .saturating_sub(1)
                 .saturating_mul(self.per_connection()),
@@ -83,7 +94,6 @@ impl Costs {
             (self.peer_state, "peer_state"),
             (self.send_entries, "send_entries"),
             (self.nic_connection, "nic_connection"),
-            (self.unexpected_reserve, "unexpected_reserve"),
         ]
         .iter()
         .max_by_key(|t| t.0)
@@ -107,23 +117,24 @@ pub fn job_sizes(max: u64) -> Vec<u64> {
 }
 
 /// One row per (job size, send entries).
-pub fn rows(procs: &[u64], wqes: &[u16], credits: u16, eager: u32, nic: &LoopConfig) -> Vec<Value> {
+pub fn rows(procs: &[u64], wqes: &[u16], eager: u32, nic: &LoopConfig) -> Vec<Value> {
     let mut out = Vec::new();
     for &w in wqes {
-        let c = Costs::of(w, credits, eager, nic);
+        let c = Costs::of(w, eager, nic);
         for &n in procs {
             let paper = paper_per_connection(w);
             out.push(json!({
                 "procs": n,
                 "wqes": w,
-                "credits": credits,
                 "per_connection_bytes": c.per_connection(),
                 "per_process_bytes": c.per_process(n),
                 "peer_state_bytes": c.peer_state,
                 "send_entry_bytes": c.send_entries,
                 "nic_connection_bytes": c.nic_connection,
-                "unexpected_reserve_bytes": c.unexpected_reserve,
-                "shared_bytes": c.shared,
+                "shared_bytes": c.shared(),
+                "receive_pool_bytes": c.receive_pool,
+                "send_slot_bytes": c.send_slots,
+                "core_fixed_bytes": c.core_fixed,
                 "dominant": c.dominant(),
                 "paper_per_connection_bytes": paper,
                 "paper_per_process_bytes": paper.map(|p| p.saturating_mul(n.saturating_sub(1))),
@@ -140,21 +151,39 @@ mod tests {
     #[test]
     fn costs_add_up_and_scale_with_the_job() {
         let nic = LoopConfig::default();
-        let c = Costs::of(5, 4, 8192, &nic);
+        let c = Costs::of(5, 8192, &nic);
         assert_eq!(c.send_entries, 5 * WQE_BYTES);
-        assert_eq!(c.unexpected_reserve, 4 * 8192);
         assert_eq!(
             c.per_connection(),
-            c.peer_state + c.send_entries + c.nic_connection + c.unexpected_reserve
+            c.peer_state + c.send_entries + c.nic_connection
         );
-        assert_eq!(c.per_process(1), c.shared);
+        assert_eq!(c.receive_pool, nic.srq_depth as u64 * 8256);
+        assert_eq!(c.per_process(1), c.shared());
         assert_eq!(
             c.per_process(8192) - c.per_process(4096),
             4096 * c.per_connection()
         );
-        assert_eq!(c.dominant(), "unexpected_reserve");
-        let few = Costs::of(200, 1, 64, &nic);
-        assert_eq!(few.dominant(), "send_entries");
+        assert_eq!(c.dominant(), "send_entries");
+        let one = Costs::of(1, 64, &nic);
+        assert_eq!(one.dominant(), "peer_state");
+    }
+
+    /// The scale target: at most 900 bytes per connection and 12 MB per
+    /// process at 8192 processes, shared pools at their default size.
+    #[test]
+    fn the_default_configuration_meets_the_scale_target() {
+        let cfg = crate::rank::loop_config();
+        let c = Costs::of(cfg.send_wqes, cfg.eager_threshold, &LoopConfig::default());
+        assert!(
+            c.per_connection() <= 900,
+            "{} per connection",
+            c.per_connection()
+        );
+        assert!(
+            c.per_process(8192) <= 12_000_000,
+            "{} per process",
+            c.per_process(8192)
+        );
     }
 
     #[test]
@@ -169,7 +198,7 @@ mod tests {
         // Doubling stops before it wraps (it looped until memory ran out).
         let all = job_sizes(u64::MAX);
         assert_eq!((all.len(), all[63], all[64]), (65, 1 << 63, u64::MAX));
-        let c = Costs::of(200, u16::MAX, u32::MAX, &LoopConfig::default());
+        let c = Costs::of(200, u32::MAX, &LoopConfig::default());
         assert_eq!(c.per_process(u64::MAX), u64::MAX, "saturates, never wraps");
     }
 }

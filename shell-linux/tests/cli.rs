@@ -275,7 +275,6 @@ fn memory_model_has_rmx_and_paper_figures() {
         "peer_state_bytes",
         "send_entry_bytes",
         "nic_connection_bytes",
-        "unexpected_reserve_bytes",
     ]
     .iter()
     .map(|k| last[*k].as_u64().unwrap())
@@ -287,9 +286,52 @@ fn memory_model_has_rmx_and_paper_figures() {
         json(&out)["results"][0]["paper_per_connection_bytes"].is_null(),
         "no paper figure for 7"
     );
+    let pools: u64 = ["receive_pool_bytes", "send_slot_bytes", "core_fixed_bytes"]
+        .iter()
+        .map(|k| last[*k].as_u64().unwrap())
+        .sum();
+    assert_eq!(pools, shared);
+    // The scale target at 8192 processes with the default 10 entries.
+    let (code, out, _) = rmx(&[
+        "model", "memory", "--procs", "8192", "--wqes", "10", "--json",
+    ]);
+    assert_eq!(code, 0);
+    let doc = json(&out);
+    let at = doc["results"].as_array().unwrap().last().unwrap().clone();
+    assert!(at["per_connection_bytes"].as_u64().unwrap() <= 900, "{at}");
+    assert!(
+        at["per_process_bytes"].as_u64().unwrap() <= 12_000_000,
+        "{at}"
+    );
+    // A bigger pool costs the process, not the connection.
+    let (_, big, _) = rmx(&[
+        "model",
+        "memory",
+        "--procs",
+        "8192",
+        "--wqes",
+        "10",
+        "--rx-buffers",
+        "1024",
+        "--json",
+    ]);
+    let big = json(&big)["results"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(big["per_connection_bytes"], at["per_connection_bytes"]);
+    assert_eq!(
+        big["receive_pool_bytes"].as_u64().unwrap(),
+        4 * at["receive_pool_bytes"].as_u64().unwrap()
+    );
     let (code, _, err) = rmx(&["model", "memory", "--procs", "0"]);
     assert_eq!(code, 2);
     assert!(err.contains("at least 1"), "{err}");
+    let (code, _, err) = rmx(&["model", "memory", "--rx-buffers", "99999999"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--rx-buffers"), "{err}");
 }
 
 #[test]
