@@ -1,5 +1,7 @@
 //! Per-endpoint configuration, chosen by the shell for its transport.
 
+use crate::nic::Caps;
+
 /// When eager messages to a connection are packed into one send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Coalesce {
@@ -108,6 +110,34 @@ impl Config {
     }
 }
 
+impl Config {
+    /// This configuration within what the transport allows: inline sends no
+    /// larger than its inline limit less the header, no more outstanding
+    /// sends than its send queue has entries (a coalescing threshold with
+    /// them), the receive pool its shared receive queue, eager messages that
+    /// fit its largest packet. Each rank of a job fits the same settings to
+    /// the same transport, so they agree on the pool (the initial credits).
+    pub fn fit(mut self, caps: &Caps) -> Config {
+        let header = crate::wire::HEADER_LEN as u32;
+        self.inline_max = self.inline_max.min(caps.inline_max.saturating_sub(header));
+        if caps.send_queue > 0 {
+            self.send_wqes = self
+                .send_wqes
+                .min(caps.send_queue.min(u16::MAX as u32) as u16);
+        }
+        if let Coalesce::Outstanding(n) = self.coalesce {
+            self.coalesce = Coalesce::Outstanding(n.min(self.send_wqes));
+        }
+        if caps.rx_buffers > 0 {
+            self.rx_buffers = caps.rx_buffers;
+        }
+        if caps.mtu > header {
+            self.eager_threshold = self.eager_threshold.min(caps.mtu - header);
+        }
+        self
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config::reliable(8192, 64)
@@ -143,4 +173,34 @@ pub enum ConfigError {
     /// `pull_frames` and `pull_requests` must be at least 1, and their
     /// product at most 64 (the receiver's frame bitmap).
     PullWindow,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_fits_the_transport_limits() {
+        let caps = Caps {
+            inline_max: 64,
+            send_queue: 4,
+            rx_buffers: 512,
+            mtu: 4096 + 28,
+            ..Caps::default()
+        };
+        let cfg = Config {
+            inline_max: u32::MAX,
+            coalesce: Coalesce::Outstanding(8),
+            ..Config::reliable(8192, 64)
+        }
+        .fit(&caps);
+        assert_eq!(cfg.inline_max, 64 - 28);
+        assert_eq!(cfg.send_wqes, 4);
+        assert_eq!(cfg.coalesce, Coalesce::Outstanding(4));
+        assert_eq!(cfg.rx_buffers, 512);
+        assert_eq!(cfg.eager_threshold, 4096);
+        // No limits stated: nothing changes but inline sends, which need one.
+        let open = Config::reliable(8192, 64).fit(&Caps::default());
+        assert_eq!(open, Config::reliable(8192, 64));
+    }
 }

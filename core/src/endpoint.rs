@@ -370,6 +370,7 @@ impl<
         let _ = self.queued.push_back(QueuedSend { req, ..q });
         self.peers[dest as usize].queued += 1;
         self.stats.send_stalls += 1;
+        self.ask_credit(now, nic, dest);
         Ok(req)
     }
 
@@ -773,7 +774,6 @@ impl<
         }
         let d = q.dest as usize;
         if self.peers[d].credits_left() == 0 {
-            self.ask_credit(now, nic, q.dest);
             return Sent::No;
         }
         let packable = self.packable(q.len);
@@ -1279,6 +1279,7 @@ impl<
                 Sent::No => {
                     blocked |= bit;
                     let _ = self.queued.push_back(q);
+                    self.ask_credit(now, nic, q.dest);
                     continue;
                 }
                 Sent::Done => self.reqs.set(q.req, State::SendDone),

@@ -76,7 +76,9 @@ pub enum PostError {
     Access,
 }
 
-/// What a transport can do beyond sends, so the core can pick a rendezvous.
+/// What a transport can do and its limits: the core picks a rendezvous from
+/// the first, and [`crate::Config::fit`] fits a configuration to the rest,
+/// so no shell re-derives a protocol rule. A limit of 0 means "no limit".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Caps {
     /// RDMA write into a peer's registered memory (the RPUT rendezvous).
@@ -85,6 +87,14 @@ pub struct Caps {
     pub rdma_read: bool,
     /// Largest single RDMA operation in bytes; longer transfers are split.
     pub max_transfer: u32,
+    /// Largest inline send, header included (verbs' `max_inline_data`).
+    pub inline_max: u32,
+    /// Send work-queue entries per connection.
+    pub send_queue: u32,
+    /// Buffers the shell posts to its shared receive queue.
+    pub rx_buffers: u32,
+    /// Largest packet a send may carry (a receive buffer's size).
+    pub mtu: u32,
 }
 
 /// The direction of a one-sided transfer.

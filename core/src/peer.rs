@@ -47,8 +47,8 @@ pub(crate) struct Peer {
     pub limit_sent: u32,
     /// Credits of the window lent on request, beyond the initial share.
     pub lent: u16,
-    /// Credits the peer asked for and did not get yet.
-    pub want: u16,
+    /// The limit the peer asked to reach (its sends plus those waiting).
+    pub target: u32,
     /// Waiting in the endpoint's queue of peers owed credits.
     pub starving: bool,
     /// When an ACK must go if no packet carries the ack and credit before.
@@ -88,7 +88,7 @@ impl Peer {
             limit: share as u32,
             limit_sent: share as u32,
             lent: 0,
-            want: 0,
+            target: share as u32,
             starving: false,
             ack_at: None,
             nacked: None,

@@ -57,8 +57,9 @@ pub enum Kind {
     Data = 9,
     /// A PULL sender that got no FIN asks whether the receive ended.
     Probe = 10,
-    /// A sender out of credits asks for more; `tag` is how many. The
-    /// answer is an acknowledgement carrying a higher limit. Unsequenced.
+    /// A sender out of credits asks for more; `tag` is the cumulative limit
+    /// that would let every message it has waiting go. The answer is an
+    /// acknowledgement carrying a higher limit. Unsequenced.
     Credit = 11,
 }
 

@@ -132,6 +132,7 @@ impl MemNic {
             rdma_write: true,
             rdma_read: true,
             max_transfer: max,
+            ..Caps::default()
         };
         self
     }

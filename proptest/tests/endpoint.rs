@@ -179,7 +179,11 @@ fn sender_out_of_credits_queues_then_flushes_in_order() {
         ],
         "only two credits, then a request for more"
     );
-    assert_eq!(an.outbox[2].1[8..12], 2u32.to_le_bytes(), "a full window");
+    assert_eq!(
+        an.outbox[2].1[8..12],
+        3u32.to_le_bytes(),
+        "the limit that lets the waiting message go"
+    );
     assert_eq!(a.queued_sends(), 3);
     assert_eq!(a.stats().credit_requests_out, 1);
     assert_eq!(a.test(reqs[2]), Ok(None));

@@ -76,6 +76,21 @@ fn boxed_endpoint(
     })
 }
 
+/// What a `loop` port can do and its limits, for the core.
+fn port_caps(port: &Port) -> Caps {
+    let c = port.config();
+    let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+    Caps {
+        rdma_write: true,
+        rdma_read: true,
+        max_transfer: c.max_transfer,
+        inline_max: clamp(c.inline_max),
+        send_queue: c.sq_depth,
+        rx_buffers: clamp(c.srq_depth),
+        mtu: clamp(c.buf_size),
+    }
+}
+
 /// What a refused post means to the core.
 fn post_error(e: PostErr) -> PostError {
     match e {
@@ -281,11 +296,7 @@ impl Nic for LoopNic {
     }
 
     fn caps(&self) -> Caps {
-        Caps {
-            rdma_write: true,
-            rdma_read: true,
-            max_transfer: self.port.config().max_transfer,
-        }
+        port_caps(&self.port)
     }
 
     fn post_rdma(
@@ -567,23 +578,11 @@ impl Rank {
     fn build(
         port: Port,
         nranks: u16,
-        mut cfg: Config,
+        cfg: Config,
         reuse: Option<ShellReuse>,
     ) -> Result<Rank, ConfigError> {
         let me = port.rank();
-        let nic_inline = port
-            .config()
-            .inline_max
-            .saturating_sub(rmx_core::wire::HEADER_LEN);
-        cfg.inline_max = cfg.inline_max.min(nic_inline as u32);
-        // The connection's send queue bounds the core's outstanding sends.
-        let depth = port.config().sq_depth.min(u16::MAX as u32) as u16;
-        cfg.send_wqes = cfg.send_wqes.min(depth);
-        if let Coalesce::Outstanding(n) = cfg.coalesce {
-            cfg.coalesce = Coalesce::Outstanding(n.min(cfg.send_wqes));
-        }
-        // The port's shared receive queue is the core's receive pool.
-        cfg.rx_buffers = port.config().srq_depth.min(u32::MAX as usize) as u32;
+        let cfg = cfg.fit(&port_caps(&port));
         let ep = boxed_endpoint(cfg, me, nranks, reuse)?;
         let events = port.events();
         let d = Driver {

@@ -6,15 +6,17 @@
 //! most half the budget, `min(credits, budget / (2 × ranks))`, which
 //! both sides compute from the job's configuration: no packet is needed to
 //! start. The other half, and whatever the shares leave, is lent on demand.
-//! A sender out of credit with messages waiting sends a CREDIT request (for
-//! a full window); the receiver lends up to that many from the budget, and
-//! queues the peer if the budget is spent. A window may so grow past
-//! `credits`: a receiver waiting for a later message of a peer whose
-//! earlier ones it has not received still gets it, while the budget lasts.
-//! A lent credit returns to the budget when the message it carried is
-//! consumed and another peer is waiting for credit; otherwise the active
-//! peer keeps it. So unexpected messages never hold more than the budget,
-//! a busy peer streams with a full window, and an idle one costs its share.
+//! A sender out of credit with messages waiting sends a CREDIT request
+//! naming the cumulative limit that would let all of them go (what it sent
+//! plus what waits): a repeated or stale request asks for nothing more. The
+//! receiver lends what the budget has towards that limit and queues the
+//! peer for the rest. A window may so grow past `credits`: a receiver
+//! waiting for a later message of a peer whose earlier ones it has not
+//! received still gets it, while the budget lasts. A loan is used at once
+//! (it covers messages already waiting) and returns to the budget when the
+//! message it carried is consumed, so no credit idles at a peer that
+//! stopped sending, and peers waiting get it in turn. So unexpected
+//! messages never hold more than the budget, and a peer costs its share.
 //!
 //! Nothing accepted is lost: a sender without credit waits (its request is
 //! pending) and asks; a lossy transport repeats the request. The one state
@@ -85,12 +87,12 @@ impl<
         })
     }
 
-    /// A message from `src` was consumed: its credit is granted again, to
-    /// `src`, or, if it was lent and another peer waits, back to the budget.
+    /// A message from `src` was consumed: its credit is granted again to
+    /// `src` if it was of its share, or goes back to the budget if lent.
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);
-        if p.lent > 0 && !self.lender.starving.is_empty() {
+        if p.lent > 0 {
             p.lent -= 1;
             self.lender.free += 1;
             self.serve_starving(now, nic);
@@ -104,11 +106,20 @@ impl<
         }
     }
 
-    /// A peer out of credit asks for `want` more.
-    pub(super) fn on_credit_request<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16, want: u32) {
+    /// A peer out of credit asks for its limit to reach `target`.
+    pub(super) fn on_credit_request<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        src: u16,
+        target: u32,
+    ) {
         self.stats.credit_requests_in += 1;
-        let want = want.min(self.cfg.credits as u32) as u16;
-        self.lend(now, nic, src, want);
+        let p = &mut self.peers[src as usize];
+        if seq_le(p.target, target) {
+            p.target = target;
+        }
+        self.lend(now, nic, src);
         // Answer even when nothing more can be lent: a lossy network may
         // have lost the acknowledgement that carried the last grant.
         if self.peers[src as usize].window() > 0 {
@@ -116,16 +127,23 @@ impl<
         }
     }
 
-    /// Lends `peer` up to `want` credits from the budget; queues it for the rest.
-    fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16, want: u16) {
-        let g = (want as u32).min(self.lender.free);
+    /// Lends `peer` what the budget has towards its target; queues it for
+    /// the rest. A target behind the limit asks for nothing.
+    fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16) {
         let p = &mut self.peers[peer as usize];
+        let need = if seq_le(p.limit, p.target) {
+            p.target.wrapping_sub(p.limit).min(self.lender.budget)
+        } else {
+            0
+        };
+        let g = need
+            .min(self.lender.free)
+            .min(u16::MAX as u32 - p.lent as u32);
         p.limit = p.limit.wrapping_add(g);
-        p.lent = p.lent.saturating_add(g as u16);
+        p.lent += g as u16;
         self.lender.free -= g;
         self.stats.credits_lent += g as u64;
-        let rest = (want as u32 - g) as u16;
-        p.want = rest;
+        let rest = need - g;
         if rest > 0 && !p.starving {
             p.starving = true;
             // Cannot fail: each peer is listed at most once.
@@ -144,23 +162,21 @@ impl<
                 return;
             };
             self.peers[q as usize].starving = false;
-            let want = self.peers[q as usize].want;
-            self.lend(now, nic, q, want);
+            self.lend(now, nic, q);
         }
     }
 
     /// Out of credit to `dest` with messages waiting: asks once per grant
-    /// (again after a retransmission timeout on a lossy transport).
+    /// (again after a retransmission timeout on a lossy transport) for the
+    /// limit that lets every waiting message go.
     pub(super) fn ask_credit<N: Nic>(&mut self, now: u64, nic: &mut N, dest: u16) {
         let p = &self.peers[dest as usize];
-        if p.asked {
+        if p.asked || p.queued == 0 || p.credits_left() > 0 {
             return;
         }
-        // A full window: a sender that ran out is streaming, and the
-        // receiver lends no more than its budget allows anyway.
-        let want = self.cfg.credits as u32;
+        let target = p.tx_seq.wrapping_add(p.queued);
         let h = Header {
-            tag: want,
+            tag: target,
             ..self.header(dest, Kind::Credit)
         };
         if !self.post_control(nic, dest, h, &[], false) {

@@ -221,6 +221,7 @@ impl<
         let _ = self.queued.push_back(q);
         self.peers[dest as usize].queued += 1;
         self.stats.send_stalls += 1;
+        self.ask_credit(now, nic, dest);
         Ok(req)
     }
 
@@ -230,7 +231,6 @@ impl<
     pub(super) fn send_rts<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> Sent {
         let d = q.dest as usize;
         if self.peers[d].credits_left() == 0 {
-            self.ask_credit(now, nic, q.dest);
             return Sent::No;
         }
         if self.free_slots.len() < 2 {
