@@ -18,9 +18,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rmx_core::{
-    Caps, Coalesce, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted,
-    RdmaError, RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError,
-    SlotId, Source, Stats, Status, TagSel, UserBuf,
+    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError,
+    RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, SlotId, Source,
+    Stats, Status, TagSel, UserBuf,
 };
 
 use crate::clock::now_ns;
