@@ -131,7 +131,7 @@ fn a_receiver_waiting_for_a_later_message_gets_it_past_the_window() {
         Config::unreliable(THRESHOLD, 8),
     ] {
         let mut rs = ranks(cfg, 2);
-        assert_eq!(rs[1].0.credits_left(0), 8, "share min(8, 64 / 4)");
+        assert_eq!(rs[1].0.credits_left(0), 8, "share min(8, 64 / 2)");
         let (late, _) = recv(&mut rs, 0, TagSel::Tag(2));
         let early: Vec<Request> = (0..20).map(|k| send(&mut rs, 1, 0, 1, k)).collect();
         let last = send(&mut rs, 1, 0, 2, 0xEE);
@@ -161,8 +161,8 @@ fn a_receiver_waiting_for_a_later_message_gets_it_past_the_window() {
 /// Three peers flood a receiver that receives nothing, and keep sending:
 /// once the budget (64) is spent and peers wait for credit, `stall` reports
 /// it; receiving one message lends its credit to a waiting peer. Each of the
-/// four ranks starts with a share of 8 (the receiver's own is never used),
-/// the other 32 are lent: 56 messages held.
+/// four ranks starts with a share of min(16, 64 / (2 × 3)) = 10 (the
+/// receiver's own is never used), the other 24 are lent: 54 messages held.
 #[test]
 fn a_budget_held_by_messages_nobody_receives_is_reported() {
     let mut rs = ranks(Config::reliable(THRESHOLD, 16), 4);
@@ -175,16 +175,16 @@ fn a_budget_held_by_messages_nobody_receives_is_reported() {
     let ep = &rs[0].0;
     assert_eq!(
         ep.held_buffers(),
-        56,
+        54,
         "the budget less one share, not 3 × 40"
     );
     let stall = ep.stall().expect("a stall is reported");
-    assert_eq!(stall.unexpected, 56);
+    assert_eq!(stall.unexpected, 54);
     assert!(stall.waiting_peers >= 1);
     let queued: usize = (1..4).map(|i| rs[i].0.queued_sends()).sum();
     assert_eq!(
         queued,
-        3 * 40 - 56,
+        3 * 40 - 54,
         "the rest wait at their senders, nothing lost"
     );
     let (r, _) = recv(&mut rs, 0, TagSel::Any);

@@ -304,7 +304,7 @@ fn an_ack_without_a_free_slot_waits_instead_of_stopping_the_clock() {
 /// receive buffers held for unexpected messages never exceed the pool less
 /// its reserve (the budget): with 64 buffers the budget is 56, less than
 /// the 7 × 16 credits the peers would like, so they start with a share of
-/// 3, borrow on request, and lent credits go back to the budget for the
+/// 4, borrow on request, and lent credits go back to the budget for the
 /// peers still waiting.
 #[test]
 fn a_flood_into_a_receiver_that_posted_nothing_is_bounded_by_the_pool() {

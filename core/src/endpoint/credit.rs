@@ -3,7 +3,8 @@
 //!
 //! A receiver's budget is its pool less a reserve (and no more than its
 //! unexpected-message capacity). Every peer starts with an equal share of at
-//! most half the budget, `min(credits, budget / (2 × ranks))`, which
+//! most half the budget, `min(credits, budget / (2 × (ranks − 1)))` (its
+//! own included in the accounting, in case a rank sends to itself), which
 //! both sides compute from the job's configuration: no packet is needed to
 //! start. The other half, and whatever the shares leave, is lent on demand.
 //! A sender out of credit with messages waiting sends a CREDIT request
@@ -43,12 +44,13 @@ impl<const PEERS: usize> Lender<PEERS> {
     /// messages kept) and every peer's initial share of it.
     pub fn new(cfg: &Config, npeers: u16, unexpected: usize) -> (Self, u16) {
         let budget = (cfg.rx_buffers - cfg.rx_reserve).min(unexpected as u32);
-        // Every rank, this one included (a rank may send to itself).
+        // Shared among the other ranks; this one's own share is accounted
+        // too (a rank may send to itself): n / (2 (n - 1)) <= 1 for n >= 2.
         let ranks = npeers as u32;
-        let share = (budget / (2 * ranks)).min(cfg.credits as u32);
+        let share = (budget / (2 * (ranks - 1).max(1))).min(cfg.credits as u32);
         let lender = Lender {
             budget,
-            free: budget - share * ranks,
+            free: budget.saturating_sub(share * ranks),
             starving: Deque::new(),
             low: false,
         };

@@ -50,8 +50,9 @@ struct Entry<K, T> {
     /// When the entry was added (wrapping): the older of two candidates wins.
     seq: u32,
     links: [Link; 2],
-    /// Whether the entry is on each list (a walk never sees a free entry).
-    on: [bool; 2],
+    /// The bin the entry is in, if it is in one (kept so that taking it out
+    /// does not hash again).
+    bin: u16,
 }
 
 /// `N` entries, a free list and the order counter. The lists' ends live
@@ -75,7 +76,7 @@ impl<K, T, const N: usize> Entries<K, T, N> {
                 item: None,
                 seq: 0,
                 links: [UNLINKED; 2],
-                on: [false; 2],
+                bin: 0,
             }),
             free,
             seq: 0,
@@ -90,16 +91,23 @@ impl<K, T, const N: usize> Entries<K, T, N> {
         self.free.is_empty()
     }
 
-    /// Stores `item`; `Err` hands it back when every entry is taken.
-    pub fn add(&mut self, key: K, t: T) -> Result<u16, (K, T)> {
+    /// Stores `item`, for bin `bin` if it goes in one; `Err` hands it back
+    /// when every entry is taken.
+    pub fn add(&mut self, key: K, t: T, bin: u16) -> Result<u16, (K, T)> {
         let Some(i) = self.free.pop() else {
             return Err((key, t));
         };
         let e = &mut self.entries[i as usize];
         e.item = Some((key, t));
+        e.bin = bin;
         e.seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         Ok(i)
+    }
+
+    /// The bin entry `i` was added for.
+    pub fn bin(&self, i: u16) -> usize {
+        self.entries[i as usize].bin as usize
     }
 
     pub fn key(&self, i: u16) -> Option<&K> {
@@ -123,7 +131,6 @@ impl<K, T, const N: usize> Entries<K, T, N> {
             prev: ends.tail,
             next: NIL,
         };
-        self.entries[i as usize].on[v] = true;
         if ends.tail == NIL {
             ends.head = i;
         } else {
@@ -146,12 +153,6 @@ impl<K, T, const N: usize> Entries<K, T, N> {
         } else {
             self.entries[next as usize].links[v].prev = prev;
         }
-        self.entries[i as usize].links[v] = UNLINKED;
-        self.entries[i as usize].on[v] = false;
-    }
-
-    pub fn is_on(&self, i: u16, via: Via) -> bool {
-        self.entries[i as usize].on[via as usize]
     }
 
     /// Frees entry `i` (already off both lists) and returns what it held.

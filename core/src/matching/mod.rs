@@ -128,8 +128,8 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
 
     /// Keeps a message nobody has asked for yet, after all earlier ones.
     pub fn push_unexpected(&mut self, env: Envelope, u: U) -> Result<(), (Envelope, U)> {
-        let i = self.unexpected.add(env, u)?;
         let b = bin(env.src, env.context, NU);
+        let i = self.unexpected.add(env, u, b as u16)?;
         self.unexpected
             .push_back(&mut self.unexpected_bins[b], i, Via::Bin);
         self.unexpected.push_back(&mut self.arrivals, i, Via::Order);
@@ -147,8 +147,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
         };
         while i != NIL {
             if self.unexpected.key(i).is_some_and(|e| pat.matches(e)) {
-                let env = *self.unexpected.key(i)?;
-                let b = bin(env.src, env.context, NU);
+                let b = self.unexpected.bin(i);
                 self.unexpected
                     .unlink(&mut self.unexpected_bins[b], i, Via::Bin);
                 self.unexpected.unlink(&mut self.arrivals, i, Via::Order);
@@ -162,13 +161,16 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// Queues a receive after all earlier ones. Call only after
     /// [`take_unexpected`](Self::take_unexpected) found nothing.
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
-        let i = self.posted.add(pat, p).map_err(|_| QueueFull)?;
         match pat.source {
             Source::Rank(r) => {
                 let b = bin(r, pat.context, NP);
+                let i = self.posted.add(pat, p, b as u16).map_err(|_| QueueFull)?;
                 self.posted.push_back(&mut self.posted_bins[b], i, Via::Bin);
             }
-            Source::Any => self.posted.push_back(&mut self.wildcards, i, Via::Order),
+            Source::Any => {
+                let i = self.posted.add(pat, p, 0).map_err(|_| QueueFull)?;
+                self.posted.push_back(&mut self.wildcards, i, Via::Order);
+            }
         }
         Ok(())
     }
@@ -181,14 +183,12 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
 
     /// Unlinks posted receive `i` from its bin or the wildcard list and frees it.
     fn take_posted(&mut self, i: u16) -> Option<P> {
-        let pat = *self.posted.key(i)?;
-        if self.posted.is_on(i, Via::Bin) {
-            if let Source::Rank(r) = pat.source {
-                let b = bin(r, pat.context, NP);
+        match self.posted.key(i)?.source {
+            Source::Rank(_) => {
+                let b = self.posted.bin(i);
                 self.posted.unlink(&mut self.posted_bins[b], i, Via::Bin);
             }
-        } else {
-            self.posted.unlink(&mut self.wildcards, i, Via::Order);
+            Source::Any => self.posted.unlink(&mut self.wildcards, i, Via::Order),
         }
         self.posted.remove(i).map(|(_, p)| p)
     }
