@@ -20,7 +20,7 @@ use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::packed::{record_len, write_head, Record, Unpacker};
-use crate::peer::{seq_le, Peer, NO_SLOT};
+use crate::peer::{seq_le, Peer, PeerQueue, Queue, NO_SLOT};
 use crate::rendezvous::Protocol;
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
@@ -115,14 +115,46 @@ impl SlotMeta {
     }
 }
 
+/// Storage for the peer table: anything that lends a slice of [`Peer`]s
+/// (an array, a `Vec`, a borrowed slice), one per rank of the job.
+pub trait PeerStorage: AsRef<[Peer]> + AsMut<[Peer]> {}
+impl<T: AsRef<[Peer]> + AsMut<[Peer]> + ?Sized> PeerStorage for T {}
+
+/// The peer table, indexed by rank.
+struct Peers<P>(P);
+
+impl<P: PeerStorage> Peers<P> {
+    fn all(&self) -> &[Peer] {
+        self.0.as_ref()
+    }
+
+    fn all_mut(&mut self) -> &mut [Peer] {
+        self.0.as_mut()
+    }
+}
+
+impl<P: PeerStorage> core::ops::Index<usize> for Peers<P> {
+    type Output = Peer;
+    fn index(&self, i: usize) -> &Peer {
+        &self.0.as_ref()[i]
+    }
+}
+
+impl<P: PeerStorage> core::ops::IndexMut<usize> for Peers<P> {
+    fn index_mut(&mut self, i: usize) -> &mut Peer {
+        &mut self.0.as_mut()[i]
+    }
+}
+
 /// One rank's messaging state, with capacities fixed by the embedder:
-/// `PEERS` ranks, `POSTED` posted receives, `UNEXP` unexpected messages
+/// `P` the peer table's storage (its length is the most ranks; chosen at
+/// run time with a `Vec` or a slice, so one build serves any job size), `POSTED` posted receives, `UNEXP` unexpected messages
 /// (whatever their peers: credits are lent from the receive pool, see
 /// [`Stall`]'s module), `SLOTS` send bounce slots, `REQS` request handles;
 /// `Z` decides which eager sends go zero-copy from registered user memory
 /// ([`NoReuse`]: none).
 pub struct Endpoint<
-    const PEERS: usize,
+    P,
     const POSTED: usize,
     const UNEXP: usize,
     const SLOTS: usize,
@@ -132,7 +164,7 @@ pub struct Endpoint<
     cfg: Config,
     me: u16,
     npeers: u16,
-    peers: [Peer; PEERS],
+    peers: Peers<P>,
     matcher: Matcher<PostedRecv, Held, POSTED, UNEXP>,
     slots: [SlotMeta; SLOTS],
     free_slots: Vec<u16, SLOTS>,
@@ -141,11 +173,11 @@ pub struct Endpoint<
     /// The hold made for the packet being handled, if one was.
     rx_hold: Option<u16>,
     /// The credit budget and the peers waiting for credit.
-    lender: credit::Lender<PEERS>,
+    lender: credit::Lender,
     reqs: Table<REQS>,
     queued: Deque<QueuedSend, REQS>,
     /// Peers whose backlog is not empty (each listed once).
-    backlogged: Deque<u16, PEERS>,
+    backlogged: PeerQueue,
     /// A bounce slot came free while sends were queued or transfers were
     /// active: flush and resume them at the next poll.
     flush_due: bool,
@@ -164,34 +196,50 @@ pub struct Endpoint<
 }
 
 impl<
-        const PEERS: usize,
+        P: PeerStorage,
         const POSTED: usize,
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
+    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
 {
-    /// Bytes one endpoint occupies, all capacities included.
+    /// Bytes one endpoint occupies, all capacities included but the peer
+    /// table (`PEER_BYTES` per rank, in the storage `P` names).
     pub const ENDPOINT_BYTES: usize = core::mem::size_of::<Self>();
-    /// Bytes each peer of the endpoint costs (its share of `ENDPOINT_BYTES`):
-    /// its state and its place in the queue of peers waiting for credit.
-    pub const PEER_BYTES: usize = core::mem::size_of::<Peer>() + core::mem::size_of::<u16>();
-    /// The `PEERS` capacity.
-    pub const PEERS: usize = PEERS;
+    /// Bytes each peer costs the endpoint: one entry of its peer table.
+    pub const PEER_BYTES: usize = core::mem::size_of::<Peer>();
 
-    /// An endpoint for rank `me` of `npeers` ranks.
+    /// An endpoint for rank `me` of `npeers` ranks, its peer table in a
+    /// default `P` (an array).
     pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError>
     where
         Z: Default,
+        P: Default,
     {
-        Self::with_reuse(cfg, me, npeers, Z::default())
+        Self::with_storage(cfg, me, npeers, P::default(), Z::default())
     }
 
     /// An endpoint whose eager sends consult `reuse` for a zero-copy path.
-    pub fn with_reuse(cfg: Config, me: u16, npeers: u16, reuse: Z) -> Result<Self, ConfigError> {
-        if npeers as usize > PEERS || npeers == 0 {
-            return Err(ConfigError::TooManyPeers { max: PEERS });
+    pub fn with_reuse(cfg: Config, me: u16, npeers: u16, reuse: Z) -> Result<Self, ConfigError>
+    where
+        P: Default,
+    {
+        Self::with_storage(cfg, me, npeers, P::default(), reuse)
+    }
+
+    /// An endpoint whose peer table is `peers` (at least `npeers` long;
+    /// e.g. `vec![Peer::UNUSED; npeers]`, sized from the job).
+    pub fn with_storage(
+        cfg: Config,
+        me: u16,
+        npeers: u16,
+        mut peers: P,
+        reuse: Z,
+    ) -> Result<Self, ConfigError> {
+        let max = peers.as_ref().len();
+        if npeers as usize > max || npeers == 0 {
+            return Err(ConfigError::TooManyPeers { max });
         }
         if me >= npeers {
             return Err(ConfigError::RankOutOfRange);
@@ -232,11 +280,14 @@ impl<
             let _ = free_slots.push(i);
         }
         let (lender, share) = credit::Lender::new(&cfg, npeers, UNEXP);
+        for p in peers.as_mut()[..npeers as usize].iter_mut() {
+            *p = Peer::new(cfg.rto_ns, share);
+        }
         Ok(Endpoint {
             cfg,
             me,
             npeers,
-            peers: core::array::from_fn(|_| Peer::new(cfg.rto_ns, share)),
+            peers: Peers(peers),
             matcher: Matcher::default(),
             slots: [SlotMeta::default(); SLOTS],
             free_slots,
@@ -245,7 +296,7 @@ impl<
             lender,
             reqs: Table::new(),
             queued: Deque::new(),
-            backlogged: Deque::new(),
+            backlogged: PeerQueue::new(Queue::Backlogged),
             flush_due: false,
             retry_due: false,
             deadline: None,
@@ -986,8 +1037,7 @@ impl<
         p.backlog_tail = slot;
         if !p.listed {
             p.listed = true;
-            // Cannot fail: each peer is listed at most once.
-            let _ = self.backlogged.push_back(d as u16);
+            self.backlogged.push_back(self.peers.all_mut(), d as u16);
         }
     }
 
@@ -1296,14 +1346,14 @@ impl<
     /// Posts what the backlogs hold, as far as free send entries allow.
     fn drain_all<N: Nic>(&mut self, nic: &mut N) {
         for _ in 0..self.backlogged.len() {
-            let Some(d) = self.backlogged.pop_front() else {
+            let Some(d) = self.backlogged.pop_front(self.peers.all()) else {
                 break;
             };
             self.drain(nic, d);
             if self.peers[d as usize].backlog_head == NO_SLOT {
                 self.peers[d as usize].listed = false;
             } else {
-                let _ = self.backlogged.push_back(d);
+                self.backlogged.push_back(self.peers.all_mut(), d);
             }
         }
     }
@@ -1317,8 +1367,8 @@ impl<
         self.queued.is_empty()
             && self
                 .backlogged
-                .iter()
-                .all(|&d| self.peers[d as usize].backlog_head == NO_SLOT)
+                .iter(self.peers.all())
+                .all(|d| self.peers[d as usize].backlog_head == NO_SLOT)
     }
 
     /// When to try again a control packet that found no free slot: a timer

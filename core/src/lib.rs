@@ -3,8 +3,9 @@
 //! A sans-I/O state machine in the style of smoltcp and quinn-proto: the shell
 //! passes in time, received packets and completions, and carries out the copies
 //! and posts the core asks for through the [`nic::Nic`] trait. No allocation, no
-//! unsafe code, no floating point; every capacity is a const generic chosen by
-//! the embedder, and a full table is a typed error.
+//! unsafe code, no floating point; the peer table is storage the embedder
+//! supplies (sized from the job), the other capacities are const generics,
+//! and a full table is a typed error.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(clippy::float_arithmetic)]
@@ -26,12 +27,13 @@ pub mod stats;
 pub mod wire;
 
 pub use config::{Coalesce, Config, ConfigError};
-pub use endpoint::{Endpoint, RecvError, SendError};
+pub use endpoint::{Endpoint, PeerStorage, RecvError, SendError, Stall};
 pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
     SlotId, UserBuf,
 };
+pub use peer::Peer;
 pub use rendezvous::Protocol;
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;

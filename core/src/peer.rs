@@ -19,60 +19,75 @@ pub(crate) fn seq_le(a: u32, b: u32) -> bool {
     (b.wrapping_sub(a) as i32) >= 0
 }
 
-#[derive(Debug)]
-pub(crate) struct Peer {
+/// One peer's connection state: credits, sequences and timers both ways,
+/// and its place in the endpoint's queues. The embedder supplies one per
+/// rank of the job, in storage it owns (an array, a `Vec`, a slice):
+/// [`Peer::UNUSED`] fills it, the endpoint initialises what it uses.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
     /// Next sequence to send; also the cumulative count of eager messages sent.
-    pub tx_seq: u32,
+    pub(crate) tx_seq: u32,
     /// Oldest sequence not yet acknowledged.
-    pub tx_acked: u32,
+    pub(crate) tx_acked: u32,
     /// The cumulative limit the peer granted: messages up to it may be sent.
-    pub peer_limit: u32,
+    pub(crate) peer_limit: u32,
     /// Out of credit with sends waiting: a credit request went, not yet answered.
-    pub asked: bool,
+    pub(crate) asked: bool,
     /// When to ask again (lossy transports lose requests too).
-    pub ask_at: Option<u64>,
+    pub(crate) ask_at: Option<u64>,
     /// Bounce slots of unacknowledged packets, oldest first (unreliable
     /// only): a list linked through the slots (`NO_SLOT`: empty).
-    pub unacked_head: u16,
-    pub unacked_tail: u16,
-    pub rto_at: Option<u64>,
-    pub rto: u64,
+    pub(crate) unacked_head: u16,
+    pub(crate) unacked_tail: u16,
+    pub(crate) rto_at: Option<u64>,
+    pub(crate) rto: u64,
     /// Next sequence expected from the peer.
-    pub rx_next: u32,
+    pub(crate) rx_next: u32,
     /// Cumulative messages from the peer consumed here.
-    pub consumed: u32,
+    pub(crate) consumed: u32,
     /// The cumulative limit granted to the peer: `limit - consumed` is its window.
-    pub limit: u32,
+    pub(crate) limit: u32,
     /// The limit the last packet to the peer carried.
-    pub limit_sent: u32,
+    pub(crate) limit_sent: u32,
     /// Credits of the window lent on request, beyond the initial share.
-    pub lent: u16,
+    pub(crate) lent: u16,
     /// The limit the peer asked to reach (its sends plus those waiting).
-    pub target: u32,
+    pub(crate) target: u32,
     /// Waiting in the endpoint's queue of peers owed credits.
-    pub starving: bool,
+    pub(crate) starving: bool,
     /// When an ACK must go if no packet carries the ack and credit before.
-    pub ack_at: Option<u64>,
+    pub(crate) ack_at: Option<u64>,
     /// The `rx_next` a NACK was already sent for.
-    pub nacked: Option<u32>,
+    pub(crate) nacked: Option<u32>,
     /// Sends waiting in the endpoint's queue for this peer (keeps per-peer order).
-    pub queued: u32,
+    pub(crate) queued: u32,
     /// Posts to this peer not yet completed (send work-queue entries in use).
-    pub wqes: u16,
+    pub(crate) wqes: u16,
     /// Filled bounce slots waiting for a send entry, oldest first: a list
     /// linked through the slots (`NO_SLOT`: empty).
-    pub backlog_head: u16,
-    pub backlog_tail: u16,
+    pub(crate) backlog_head: u16,
+    pub(crate) backlog_tail: u16,
     /// Listed in the endpoint's peers-with-backlog queue.
-    pub listed: bool,
+    pub(crate) listed: bool,
+    /// Next peer in each [`PeerQueue`] it is in.
+    pub(crate) next: [u16; 2],
 }
 
 /// End of a backlog list.
 pub(crate) const NO_SLOT: u16 = u16::MAX;
 
+impl Default for Peer {
+    fn default() -> Self {
+        Peer::UNUSED
+    }
+}
+
 impl Peer {
+    /// Storage not yet given to an endpoint.
+    pub const UNUSED: Peer = Peer::new(0, 0);
+
     /// A peer granted `share` credits, both ways, before any packet.
-    pub const fn new(rto: u64, share: u16) -> Self {
+    pub(crate) const fn new(rto: u64, share: u16) -> Self {
         Peer {
             tx_seq: 0,
             tx_acked: 0,
@@ -97,11 +112,12 @@ impl Peer {
             backlog_head: NO_SLOT,
             backlog_tail: NO_SLOT,
             listed: false,
+            next: [NO_SLOT; 2],
         }
     }
 
     /// Credits left to send sequenced messages to this peer.
-    pub fn credits_left(&self) -> u32 {
+    pub(crate) fn credits_left(&self) -> u32 {
         if seq_le(self.tx_seq, self.peer_limit) {
             self.peer_limit.wrapping_sub(self.tx_seq)
         } else {
@@ -112,7 +128,7 @@ impl Peer {
     /// Applies a cumulative limit; `false` if it reaches more than `window`
     /// messages past what was sent (no receiver grants that). An older
     /// report is ignored.
-    pub fn take_credit(&mut self, limit: u32, window: u16) -> bool {
+    pub(crate) fn take_credit(&mut self, limit: u32, window: u16) -> bool {
         let ahead = limit.wrapping_sub(self.tx_seq) as i32;
         if ahead > window as i32 {
             return false;
@@ -127,19 +143,96 @@ impl Peer {
 
     /// A packet to the peer carried the current ack and `limit`: nothing is
     /// owed until more arrives, so the delayed-ACK timer stops.
-    pub fn carried(&mut self, limit: u32) {
+    pub(crate) fn carried(&mut self, limit: u32) {
         self.limit_sent = limit;
         self.ack_at = None;
     }
 
     /// Credits granted to the peer that no packet has carried yet.
-    pub fn credit_owed(&self) -> u32 {
+    pub(crate) fn credit_owed(&self) -> u32 {
         self.limit.wrapping_sub(self.limit_sent)
     }
 
     /// The peer's window here: messages it may have unconsumed.
-    pub fn window(&self) -> u32 {
+    pub(crate) fn window(&self) -> u32 {
         self.limit.wrapping_sub(self.consumed)
+    }
+}
+
+/// Which of a peer's queue links a [`PeerQueue`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    /// Peers owed credit.
+    Starving = 0,
+    /// Peers with packets waiting for a send entry.
+    Backlogged = 1,
+}
+
+/// A FIFO of peers linked through the peer table, so its storage grows with
+/// the table the embedder supplies. A peer is in each queue at most once
+/// (the caller keeps a flag).
+#[derive(Debug)]
+pub(crate) struct PeerQueue {
+    which: Queue,
+    head: u16,
+    tail: u16,
+    len: u16,
+}
+
+impl PeerQueue {
+    pub const fn new(which: Queue) -> Self {
+        PeerQueue {
+            which,
+            head: NO_SLOT,
+            tail: NO_SLOT,
+            len: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn push_back(&mut self, peers: &mut [Peer], i: u16) {
+        let w = self.which as usize;
+        peers[i as usize].next[w] = NO_SLOT;
+        if self.tail == NO_SLOT {
+            self.head = i;
+        } else {
+            peers[self.tail as usize].next[w] = i;
+        }
+        self.tail = i;
+        self.len += 1;
+    }
+
+    pub fn pop_front(&mut self, peers: &[Peer]) -> Option<u16> {
+        if self.head == NO_SLOT {
+            return None;
+        }
+        let i = self.head;
+        self.head = peers[i as usize].next[self.which as usize];
+        if self.head == NO_SLOT {
+            self.tail = NO_SLOT;
+        }
+        self.len -= 1;
+        Some(i)
+    }
+
+    /// The peers in order.
+    pub fn iter<'a>(&self, peers: &'a [Peer]) -> impl Iterator<Item = u16> + 'a {
+        let w = self.which as usize;
+        let mut at = self.head;
+        core::iter::from_fn(move || {
+            let i = at;
+            (i != NO_SLOT).then(|| {
+                at = peers[i as usize].next[w];
+                i
+            })
+        })
     }
 }
 
@@ -153,6 +246,28 @@ mod tests {
         assert!(seq_le(u32::MAX - 5, 3));
         assert!(!seq_le(3, u32::MAX - 5));
         assert!(seq_le(7, 7));
+    }
+
+    #[test]
+    fn a_peer_queue_is_first_in_first_out() {
+        let mut peers = [Peer::UNUSED; 4];
+        let mut q = PeerQueue::new(Queue::Starving);
+        let mut b = PeerQueue::new(Queue::Backlogged);
+        q.push_back(&mut peers, 2);
+        q.push_back(&mut peers, 0);
+        b.push_back(&mut peers, 0);
+        q.push_back(&mut peers, 3);
+        assert_eq!(q.iter(&peers).collect::<heapless::Vec<u16, 4>>(), [2, 0, 3]);
+        assert_eq!(b.iter(&peers).collect::<heapless::Vec<u16, 4>>(), [0]);
+        assert_eq!(q.pop_front(&peers), Some(2));
+        assert_eq!(q.pop_front(&peers), Some(0));
+        q.push_back(&mut peers, 1);
+        assert_eq!(
+            (q.pop_front(&peers), q.pop_front(&peers)),
+            (Some(3), Some(1))
+        );
+        assert!(q.is_empty() && q.pop_front(&peers).is_none());
+        assert_eq!(b.len(), 1);
     }
 
     #[test]

@@ -6,10 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::{Config, Endpoint, Source, TagSel};
+use rmx_core::{Config, Endpoint, Peer, Source, TagSel};
 use rmx_proptest::memnic::{MemNic, Token};
 
-type Ep = Endpoint<4, 16, 64, 16, 64>;
+type Ep = Endpoint<[Peer; 4], 16, 64, 16, 64>;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {

@@ -8,10 +8,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::{Config, Endpoint, Protocol, Request, Source, TagSel};
+use rmx_core::{Config, Endpoint, Peer, Protocol, Request, Source, TagSel};
 use rmx_proptest::memnic::{execute_rdma, MemNic, Token};
 
-type Ep = Endpoint<2, 8, 16, 16, 16>;
+type Ep = Endpoint<[Peer; 2], 8, 16, 16, 16>;
 const EAGER: usize = 64;
 
 struct Side {

@@ -4,7 +4,7 @@
 use divan::{black_box, Bencher};
 use rmx_core::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use rmx_core::wire::{decode_packet, Header, Kind, HEADER_LEN};
-use rmx_core::{Config, Endpoint, UserBuf};
+use rmx_core::{Config, Endpoint, Peer, UserBuf};
 use rmx_proptest::linear::LinearMatcher;
 use rmx_proptest::memnic::MemNic;
 
@@ -110,7 +110,7 @@ fn match_binned_behind_a_wildcard(b: Bencher, n: usize) {
     });
 }
 
-type Ep = Endpoint<2, 64, 128, 16, 128>;
+type Ep = Endpoint<[Peer; 2], 64, 128, 16, 128>;
 
 /// One eager message of 8 bytes: `isend` on one endpoint, `on_receive` and the
 /// completed `irecv` on the other, through the in-memory NIC (whose packet

@@ -15,7 +15,7 @@ use rmx_proptest::memnic::{MemNic, Token};
 use rmx_proptest::rng::Rng;
 
 /// 3 ranks, 64 posted receives, 256 unexpected, 64 slots, 256 requests, 16 credits.
-type Ep = Endpoint<4, 64, 256, 64, 256>;
+type Ep = Endpoint<[Peer; 4], 64, 256, 64, 256>;
 const EAGER: u32 = 512;
 const RECEIVER: u16 = 1;
 const SENDERS: [u16; 2] = [0, 2];

@@ -5,7 +5,7 @@ use rmx_proptest::memnic::MemNic;
 
 // 64 unexpected messages: a two-rank job's initial share is
 // min(credits, 64 / 4), so `credits` up to 8 is the window each side starts with.
-type Ep = Endpoint<4, 8, 64, 16, 32>;
+type Ep = Endpoint<[Peer; 4], 8, 64, 16, 32>;
 const THRESHOLD: u32 = 256;
 
 const SLOTS: usize = 16;

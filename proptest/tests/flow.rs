@@ -7,7 +7,7 @@ use rmx_core::*;
 use rmx_proptest::memnic::MemNic;
 
 /// 64 unexpected messages: budget min(256 - 32, 64) = 64.
-type Ep = Endpoint<4, 16, 64, 64, 64>;
+type Ep = Endpoint<[Peer; 4], 16, 64, 64, 64>;
 const THRESHOLD: u32 = 256;
 
 fn ranks(cfg: Config, n: u16) -> Vec<(Ep, MemNic)> {

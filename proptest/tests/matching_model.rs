@@ -5,10 +5,10 @@
 
 use proptest::prelude::*;
 use rmx_core::wire::{Header, Kind, HEADER_LEN};
-use rmx_core::{Config, Endpoint, RecvFault, Request, Source, TagSel, UserBuf};
+use rmx_core::{Config, Endpoint, Peer, RecvFault, Request, Source, TagSel, UserBuf};
 use rmx_proptest::memnic::MemNic;
 
-type Ep = Endpoint<4, 64, 256, 8, 256>;
+type Ep = Endpoint<[Peer; 4], 64, 256, 8, 256>;
 
 #[derive(Clone, Copy, Debug)]
 enum Op {

@@ -3,7 +3,7 @@
 use rmx_core::*;
 use rmx_proptest::memnic::{execute_rdma, MemNic};
 
-type Ep = Endpoint<4, 8, 16, 16, 32>;
+type Ep = Endpoint<[Peer; 4], 8, 16, 16, 32>;
 const THRESHOLD: u32 = 256;
 const LEN: usize = 2500;
 

@@ -113,8 +113,8 @@ fn invalidation_drops_unused_entries_now_and_in_use_ones_on_release() {
 
 // ------------------------------------------------------ the endpoint path
 
-type Ep = Endpoint<2, 8, 32, 16, 32, Frequent<8>>;
-type PlainEp = Endpoint<2, 8, 32, 16, 32>;
+type Ep = Endpoint<[Peer; 2], 8, 32, 16, 32, Frequent<8>>;
+type PlainEp = Endpoint<[Peer; 2], 8, 32, 16, 32>;
 
 fn pair(cfg: Config, uses: u32) -> (Ep, MemNic, Ep, MemNic) {
     let mk = |me| Ep::with_reuse(cfg, me, 2, frequent(uses, 64, 64, NEVER_STOP)).unwrap();
@@ -123,7 +123,7 @@ fn pair(cfg: Config, uses: u32) -> (Ep, MemNic, Ep, MemNic) {
 
 fn pump<Z: SendReuse>(
     from: &mut MemNic,
-    to: &mut Endpoint<2, 8, 32, 16, 32, Z>,
+    to: &mut Endpoint<[Peer; 2], 8, 32, 16, 32, Z>,
     to_nic: &mut MemNic,
 ) {
     for (_, p) in from.outbox.drain(..).collect::<Vec<_>>() {
@@ -134,7 +134,7 @@ fn pump<Z: SendReuse>(
 
 /// Receives one message on `b` and returns its bytes.
 fn recv_one<Z: SendReuse>(
-    b: &mut Endpoint<2, 8, 32, 16, 32, Z>,
+    b: &mut Endpoint<[Peer; 2], 8, 32, 16, 32, Z>,
     bn: &mut MemNic,
     cap: usize,
 ) -> Vec<u8> {

@@ -47,8 +47,8 @@ pub struct Costs {
     pub receive_pool: u64,
     /// Per process: the send bounce slots.
     pub send_slots: u64,
-    /// Per process: the endpoint less its peers (matching queues, requests,
-    /// rendezvous transfers, held buffers).
+    /// Per process: the endpoint without its peer table (matching queues,
+    /// requests, rendezvous transfers, held buffers).
     pub core_fixed: u64,
 }
 
@@ -57,14 +57,13 @@ impl Costs {
     /// endpoint and `nic`, eager messages of `eager` bytes.
     pub fn of(wqes: u16, eager: u32, nic: &LoopConfig) -> Costs {
         let slot = (rmx_core::wire::HEADER_LEN as u64 + eager as u64).div_ceil(64) * 64;
-        let peers = CoreEndpoint::PEERS as u64 * CoreEndpoint::PEER_BYTES as u64;
         Costs {
             peer_state: CoreEndpoint::PEER_BYTES as u64,
             send_entries: wqes as u64 * WQE_BYTES,
             nic_connection: Port::CONNECTION_BYTES as u64,
             receive_pool: (nic.srq_depth as u64).saturating_mul(slot),
             send_slots: crate::rank::SLOTS as u64 * slot,
-            core_fixed: CoreEndpoint::ENDPOINT_BYTES as u64 - peers,
+            core_fixed: CoreEndpoint::ENDPOINT_BYTES as u64,
         }
     }
 

@@ -18,9 +18,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rmx_core::{
-    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError,
-    RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, SlotId, Source,
-    Stats, Status, TagSel, UserBuf,
+    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, Peer, PostError, Posted,
+    RdmaError, RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError,
+    SlotId, Source, Stats, Status, TagSel, UserBuf,
 };
 
 use crate::clock::now_ns;
@@ -32,10 +32,11 @@ use crate::reuse::{Calibration, ShellReuse};
 /// Send bounce slots per rank.
 pub const SLOTS: usize = 256;
 
-/// The capacities this shell builds the core with: up to 16 ranks, 64 credits
-/// per peer, 1024 posted receives and unexpected messages, 256 bounce slots;
-/// zero-copy eager sends of frequently used buffers when a policy is given.
-pub type CoreEndpoint = Endpoint<16, 1024, 1024, SLOTS, 2048, Option<ShellReuse>>;
+/// The capacities this shell builds the core with: a peer table sized from
+/// the job, 1024 posted receives and unexpected messages, 256 bounce slots,
+/// 2048 requests; zero-copy eager sends of frequently used buffers when a
+/// policy is given.
+pub type CoreEndpoint = Endpoint<Vec<Peer>, 1024, 1024, SLOTS, 2048, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
@@ -68,7 +69,8 @@ fn boxed_endpoint(
             .name("rmx-endpoint".into())
             .stack_size(STACK)
             .spawn_scoped(s, move || {
-                CoreEndpoint::with_reuse(cfg, me, nranks, reuse).map(Box::new)
+                let peers = vec![Peer::UNUSED; nranks as usize];
+                CoreEndpoint::with_storage(cfg, me, nranks, peers, reuse).map(Box::new)
             })
             .expect("spawn the thread that builds an endpoint")
             .join()

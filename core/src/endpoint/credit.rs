@@ -26,20 +26,21 @@
 //! credit. [`Endpoint::stall`] reports it instead of letting a rank hang.
 
 use super::*;
+use crate::peer::{PeerQueue, Queue};
 
 /// The credit budget and the peers waiting for a share of it.
-pub(super) struct Lender<const PEERS: usize> {
+pub(super) struct Lender {
     /// Credits that may be outstanding at once: pool less reserve.
     pub budget: u32,
     /// Credits of the budget not granted to any peer.
     pub free: u32,
     /// Peers owed credits, oldest request first (each listed once).
-    pub starving: Deque<u16, PEERS>,
+    pub starving: PeerQueue,
     /// Free buffers are at or below the low watermark (reported once).
     pub low: bool,
 }
 
-impl<const PEERS: usize> Lender<PEERS> {
+impl Lender {
     /// The budget of a pool of `cfg.rx_buffers` (at most `unexpected`
     /// messages kept) and every peer's initial share of it.
     pub fn new(cfg: &Config, npeers: u16, unexpected: usize) -> (Self, u16) {
@@ -51,7 +52,7 @@ impl<const PEERS: usize> Lender<PEERS> {
         let lender = Lender {
             budget,
             free: budget.saturating_sub(share * ranks),
-            starving: Deque::new(),
+            starving: PeerQueue::new(Queue::Starving),
             low: false,
         };
         (lender, share as u16)
@@ -72,13 +73,13 @@ pub struct Stall {
 }
 
 impl<
-        const PEERS: usize,
+        P: PeerStorage,
         const POSTED: usize,
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
+    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
 {
     /// `Some` while peers wait for credit the budget cannot give.
     pub fn stall(&self) -> Option<Stall> {
@@ -148,8 +149,7 @@ impl<
         let rest = need - g;
         if rest > 0 && !p.starving {
             p.starving = true;
-            // Cannot fail: each peer is listed at most once.
-            let _ = self.lender.starving.push_back(peer);
+            self.lender.starving.push_back(self.peers.all_mut(), peer);
         }
         if g > 0 {
             self.arm_ack(now, peer as usize);
@@ -160,7 +160,7 @@ impl<
     /// Lends what the budget has to the peers waiting, oldest first.
     fn serve_starving<N: Nic>(&mut self, now: u64, nic: &mut N) {
         while self.lender.free > 0 {
-            let Some(q) = self.lender.starving.pop_front() else {
+            let Some(q) = self.lender.starving.pop_front(self.peers.all()) else {
                 return;
             };
             self.peers[q as usize].starving = false;

@@ -104,13 +104,13 @@ impl Transfer {
 }
 
 impl<
-        const PEERS: usize,
+        P: PeerStorage,
         const POSTED: usize,
         const UNEXP: usize,
         const SLOTS: usize,
         const REQS: usize,
         Z: SendReuse,
-    > Endpoint<PEERS, POSTED, UNEXP, SLOTS, REQS, Z>
+    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
 {
     /// The rendezvous to offer: configured, else the best the transport
     /// can do. An RDMA protocol the transport lacks becomes PULL, and so
