@@ -92,6 +92,7 @@ impl<
 
     /// A message from `src` was consumed: its credit is granted again to
     /// `src` if it was of its share, or goes back to the budget if lent.
+    #[inline]
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);

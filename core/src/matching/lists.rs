@@ -83,16 +83,19 @@ impl<K, T, const N: usize> Entries<K, T, N> {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         N.min(NIL as usize) - self.free.len()
     }
 
+    #[inline]
     pub fn is_full(&self) -> bool {
         self.free.is_empty()
     }
 
     /// Stores `item`, for bin `bin` if it goes in one; `Err` hands it back
     /// when every entry is taken.
+    #[inline]
     pub fn add(&mut self, key: K, t: T, bin: u16) -> Result<u16, (K, T)> {
         let Some(i) = self.free.pop() else {
             return Err((key, t));
@@ -106,25 +109,30 @@ impl<K, T, const N: usize> Entries<K, T, N> {
     }
 
     /// The bin entry `i` was added for.
+    #[inline]
     pub fn bin(&self, i: u16) -> usize {
         self.entries[i as usize].bin as usize
     }
 
+    #[inline]
     pub fn key(&self, i: u16) -> Option<&K> {
         self.entries[i as usize].item.as_ref().map(|(k, _)| k)
     }
 
     /// `a` was added before `b` (live entries are fewer than 2^31 apart).
+    #[inline]
     pub fn older(&self, a: u16, b: u16) -> bool {
         let (sa, sb) = (self.entries[a as usize].seq, self.entries[b as usize].seq);
         (sb.wrapping_sub(sa) as i32) > 0
     }
 
+    #[inline]
     pub fn next(&self, i: u16, via: Via) -> u16 {
         self.entries[i as usize].links[via as usize].next
     }
 
     /// Appends entry `i` to the list `ends`.
+    #[inline]
     pub fn push_back(&mut self, ends: &mut Ends, i: u16, via: Via) {
         let v = via as usize;
         self.entries[i as usize].links[v] = Link {
@@ -140,6 +148,7 @@ impl<K, T, const N: usize> Entries<K, T, N> {
     }
 
     /// Takes entry `i` off the list `ends` (it must be on it).
+    #[inline]
     pub fn unlink(&mut self, ends: &mut Ends, i: u16, via: Via) {
         let v = via as usize;
         let Link { prev, next } = self.entries[i as usize].links[v];
@@ -156,6 +165,7 @@ impl<K, T, const N: usize> Entries<K, T, N> {
     }
 
     /// Frees entry `i` (already off both lists) and returns what it held.
+    #[inline]
     pub fn remove(&mut self, i: u16) -> Option<(K, T)> {
         let item = self.entries[i as usize].item.take()?;
         let _ = self.free.push(i);

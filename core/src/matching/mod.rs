@@ -68,6 +68,7 @@ pub struct QueueFull;
 
 /// The bin of `(src, context)` among `n` bins: a multiplicative hash
 /// scaled to `0..n` without a division.
+#[inline]
 fn bin(src: u16, context: u16, n: usize) -> usize {
     let key = (src as u32) | (context as u32) << 16;
     let h = key.wrapping_mul(0x9E37_79B1) ^ (key >> 15);
@@ -105,6 +106,7 @@ impl<P, U, const NP: usize, const NU: usize> Default for Matcher<P, U, NP, NU> {
 impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// A message arrived: removes and returns the oldest posted receive it matches.
     /// `None` means the caller must keep the message as unexpected.
+    #[inline]
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
         let b = bin(env.src, env.context, NP);
         let first = |m: &Self, mut i: u16, via: Via| {
@@ -127,6 +129,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     }
 
     /// Keeps a message nobody has asked for yet, after all earlier ones.
+    #[inline]
     pub fn push_unexpected(&mut self, env: Envelope, u: U) -> Result<(), (Envelope, U)> {
         let b = bin(env.src, env.context, NU);
         let i = self.unexpected.add(env, u, b as u16)?;
@@ -137,6 +140,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     }
 
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
+    #[inline]
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
         let (mut i, via) = match pat.source {
             Source::Rank(r) => (
@@ -160,6 +164,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
 
     /// Queues a receive after all earlier ones. Call only after
     /// [`take_unexpected`](Self::take_unexpected) found nothing.
+    #[inline]
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
         match pat.source {
             Source::Rank(r) => {
@@ -182,6 +187,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     }
 
     /// Unlinks posted receive `i` from its bin or the wildcard list and frees it.
+    #[inline]
     fn take_posted(&mut self, i: u16) -> Option<P> {
         match self.posted.key(i)?.source {
             Source::Rank(_) => {
