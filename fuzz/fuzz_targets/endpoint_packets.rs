@@ -76,10 +76,16 @@ fuzz_target!(|data: &[u8]| {
     // Receiving every unexpected message gives every held buffer back.
     while ep.queue_lens().1 > 0 {
         let b = nic.user_buf(vec![0; 64]);
-        if ep.irecv(now, &mut nic, Source::Any, TagSel::Any, 0, b, 64).is_err() {
+        if ep
+            .irecv(now, &mut nic, Source::Any, TagSel::Any, 0, b, 64)
+            .is_err()
+        {
             return;
         }
     }
     assert_eq!(ep.held_buffers(), 0);
-    assert!(nic.rx.iter().all(Option::is_none), "a held buffer was never reposted");
+    assert!(
+        nic.rx.iter().all(Option::is_none),
+        "a held buffer was never reposted"
+    );
 });
