@@ -329,6 +329,15 @@ fn a_flood_into_a_receiver_that_posted_nothing_is_bounded_by_the_pool() {
                     )
                 });
                 assert_eq!(out.delivered, 7 * 150);
+                eprintln!(
+                    "flood, reliable {}, pool {rx_buffers}, seed {seed}: {} held at most (budget {budget}), {} credits lent, {} requests, low watermark {} times, {} virtual µs",
+                    p.reliable,
+                    out.peak_held,
+                    out.stats[0].credits_lent,
+                    out.stats.iter().map(|s| s.credit_requests_out).sum::<u64>(),
+                    out.stats[0].rx_pool_low,
+                    out.virtual_ns / 1000
+                );
                 assert!(
                     out.peak_held <= budget,
                     "seed {seed}: {} buffers held, budget {budget}",
