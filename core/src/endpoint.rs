@@ -16,11 +16,12 @@ pub use credit::Stall;
 use heapless::{Deque, Vec};
 
 use crate::config::{Coalesce, Config, ConfigError};
+use crate::fifo::{Fifo, Node, NIL};
 use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
 use crate::packed::{record_len, write_head, Record, Unpacker};
-use crate::peer::{seq_le, Peer, PeerQueue, Queue, NO_SLOT};
+use crate::peer::{seq_le, Peer, BACKLOGGED};
 use crate::rendezvous::Protocol;
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
@@ -87,10 +88,9 @@ struct SlotMeta {
     last: Option<Record>,
     /// Posted as a solicited event: wakes the peer's progress thread.
     wake: bool,
-    /// Next slot of the peer's backlog.
-    next: u16,
-    /// Next slot of the peer's unacknowledged packets (lossy transports).
-    next_unacked: u16,
+    /// Next slot of the peer's backlog (`BACKLOG`) and of its
+    /// unacknowledged packets (`UNACKED`, lossy transports).
+    links: [u16; 2],
     /// A zero-copy send: the NIC reads the user buffer through this
     /// registration, and the send's request completes with the slot.
     pin: Option<RegId>,
@@ -107,6 +107,19 @@ enum Sent {
     Reading(u16),
     /// A rendezvous's RTS left; its request stays pending.
     Rts,
+}
+
+/// The lists of a peer's slots, as indices of a slot's links.
+const BACKLOG: usize = 0;
+const UNACKED: usize = 1;
+
+impl Node for SlotMeta {
+    fn next(&self, list: usize) -> u16 {
+        self.links[list]
+    }
+    fn set_next(&mut self, list: usize, next: u16) {
+        self.links[list] = next;
+    }
 }
 
 impl SlotMeta {
@@ -177,7 +190,7 @@ pub struct Endpoint<
     reqs: Table<REQS>,
     queued: Deque<QueuedSend, REQS>,
     /// Peers whose backlog is not empty (each listed once).
-    backlogged: PeerQueue,
+    backlogged: Fifo,
     /// A bounce slot came free while sends were queued or transfers were
     /// active: flush and resume them at the next poll.
     flush_due: bool,
@@ -296,7 +309,7 @@ impl<
             lender,
             reqs: Table::new(),
             queued: Deque::new(),
-            backlogged: PeerQueue::new(Queue::Backlogged),
+            backlogged: Fifo::EMPTY,
             flush_due: false,
             retry_due: false,
             deadline: None,
@@ -782,17 +795,13 @@ impl<
         }
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
-            while p.unacked_head != NO_SLOT {
-                let s = p.unacked_head;
+            while let Some(s) = p.unacked.head() {
                 let m = &self.slots[s as usize];
                 let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
                 if seq_le(ack, last) {
                     break;
                 }
-                p.unacked_head = m.next_unacked;
-                if p.unacked_head == NO_SLOT {
-                    p.unacked_tail = NO_SLOT;
-                }
+                p.unacked.pop_front(&self.slots, UNACKED);
                 self.slots[s as usize].awaiting_ack = false;
                 if !self.slots[s as usize].busy() {
                     let _ = self.free_slots.push(s);
@@ -801,7 +810,7 @@ impl<
             }
             let p = &mut self.peers[src];
             p.rto = self.cfg.rto_ns;
-            p.rto_at = if p.unacked_head == NO_SLOT {
+            p.rto_at = if p.unacked.is_empty() {
                 None
             } else {
                 Some(now.saturating_add(p.rto))
@@ -833,7 +842,7 @@ impl<
             _ => self.cfg.send_wqes,
         };
         let p = &self.peers[d];
-        let wait = p.backlog_head != NO_SLOT || p.wqes >= limit;
+        let wait = !p.backlog.is_empty() || p.wqes >= limit;
         if wait && packable {
             return self.pack(now, nic, q);
         }
@@ -882,7 +891,6 @@ impl<
             seq: h.seq,
             msgs: 1,
             awaiting_ack: !self.cfg.reliable,
-            next: NO_SLOT,
             ..SlotMeta::default()
         };
         if !wait && self.cfg.reliable && may_pend && q.len > 0 {
@@ -929,14 +937,9 @@ impl<
         if self.cfg.reliable {
             return;
         }
-        self.slots[slot as usize].next_unacked = NO_SLOT;
-        let p = &mut self.peers[d];
-        if p.unacked_tail == NO_SLOT {
-            p.unacked_head = slot;
-        } else {
-            self.slots[p.unacked_tail as usize].next_unacked = slot;
-        }
-        p.unacked_tail = slot;
+        self.peers[d]
+            .unacked
+            .push_back(&mut self.slots, UNACKED, slot);
         if self.peers[d].rto_at.is_none() {
             let t = now.saturating_add(self.peers[d].rto);
             self.peers[d].rto_at = Some(t);
@@ -954,8 +957,7 @@ impl<
             len: q.len,
         };
         let cap = HEADER_LEN as u32 + self.cfg.eager_threshold;
-        let tail = self.peers[d].backlog_tail;
-        if tail != NO_SLOT {
+        if let Some(tail) = self.peers[d].backlog.tail() {
             let m = self.slots[tail as usize];
             let n = record_len(m.last, rec, self.cfg.header_cache) as u32;
             if m.last.is_some() && !m.sealed && m.len + n <= cap {
@@ -978,7 +980,6 @@ impl<
             len: HEADER_LEN as u32,
             seq: h.seq,
             awaiting_ack: !self.cfg.reliable,
-            next: NO_SLOT,
             ..SlotMeta::default()
         };
         let n = record_len(None, rec, self.cfg.header_cache) as u32;
@@ -1026,18 +1027,13 @@ impl<
         // nor is a PULL frame (no message of its own).
         self.stats.backlogged += (!m.sealed && m.msgs > 0) as u64;
         m.unposted = true;
-        m.next = NO_SLOT;
         let d = m.peer as usize;
         let p = &mut self.peers[d];
-        if p.backlog_tail == NO_SLOT {
-            p.backlog_head = slot;
-        } else {
-            self.slots[p.backlog_tail as usize].next = slot;
-        }
-        p.backlog_tail = slot;
+        p.backlog.push_back(&mut self.slots, BACKLOG, slot);
         if !p.listed {
             p.listed = true;
-            self.backlogged.push_back(self.peers.all_mut(), d as u16);
+            self.backlogged
+                .push_back(self.peers.all_mut(), BACKLOGGED, d as u16);
         }
     }
 
@@ -1045,10 +1041,9 @@ impl<
     fn drain<N: Nic>(&mut self, nic: &mut N, peer: u16) {
         let d = peer as usize;
         while self.peers[d].wqes < self.cfg.send_wqes {
-            let slot = self.peers[d].backlog_head;
-            if slot == NO_SLOT {
+            let Some(slot) = self.peers[d].backlog.head() else {
                 return;
-            }
+            };
             let p = &self.peers[d];
             Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.limit);
             let credit = p.limit;
@@ -1056,12 +1051,7 @@ impl<
                 return;
             }
             self.peers[d].carried(credit);
-            let next = self.slots[slot as usize].next;
-            let p = &mut self.peers[d];
-            p.backlog_head = next;
-            if next == NO_SLOT {
-                p.backlog_tail = NO_SLOT;
-            }
+            self.peers[d].backlog.pop_front(&self.slots, BACKLOG);
             let m = &mut self.slots[slot as usize];
             m.unposted = false;
             if !m.busy() {
@@ -1133,7 +1123,7 @@ impl<
     /// connection has no free send entry or the NIC is busy.
     fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) {
         let p = &self.peers[self.slots[slot as usize].peer as usize];
-        if p.backlog_head != NO_SLOT || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
+        if !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
             self.enqueue(slot);
             return;
         }
@@ -1229,7 +1219,6 @@ impl<
                         len: len as u32,
                         in_nic: true,
                         sealed: true,
-                        next: NO_SLOT,
                         ..SlotMeta::default()
                     };
                 } else {
@@ -1249,11 +1238,11 @@ impl<
     fn retransmit<N: Nic>(&mut self, now: u64, nic: &mut N, peer: usize) {
         let p = &self.peers[peer];
         let (ack, credit) = (p.rx_next, p.limit);
-        let mut next = p.unacked_head;
-        while next != NO_SLOT {
+        let mut next = p.unacked.head().unwrap_or(NIL);
+        while next != NIL {
             let s = next;
             let m = self.slots[s as usize];
-            next = m.next_unacked;
+            next = m.next(UNACKED);
             if m.in_nic || m.unposted {
                 continue;
             }
@@ -1263,7 +1252,7 @@ impl<
         }
         let p = &mut self.peers[peer];
         p.carried(credit);
-        if p.unacked_head != NO_SLOT {
+        if !p.unacked.is_empty() {
             let t = now.saturating_add(p.rto);
             p.rto_at = Some(t);
             self.arm(t);
@@ -1306,7 +1295,7 @@ impl<
     fn entry_free<N: Nic>(&mut self, nic: &mut N, peer: u16) {
         let p = &mut self.peers[peer as usize];
         p.wqes = p.wqes.saturating_sub(1);
-        if p.backlog_head != NO_SLOT {
+        if !p.backlog.is_empty() {
             self.drain(nic, peer);
         }
     }
@@ -1346,14 +1335,15 @@ impl<
     /// Posts what the backlogs hold, as far as free send entries allow.
     fn drain_all<N: Nic>(&mut self, nic: &mut N) {
         for _ in 0..self.backlogged.len() {
-            let Some(d) = self.backlogged.pop_front(self.peers.all()) else {
+            let Some(d) = self.backlogged.pop_front(self.peers.all(), BACKLOGGED) else {
                 break;
             };
             self.drain(nic, d);
-            if self.peers[d as usize].backlog_head == NO_SLOT {
+            if self.peers[d as usize].backlog.is_empty() {
                 self.peers[d as usize].listed = false;
             } else {
-                self.backlogged.push_back(self.peers.all_mut(), d);
+                self.backlogged
+                    .push_back(self.peers.all_mut(), BACKLOGGED, d);
             }
         }
     }
@@ -1367,8 +1357,8 @@ impl<
         self.queued.is_empty()
             && self
                 .backlogged
-                .iter(self.peers.all())
-                .all(|d| self.peers[d as usize].backlog_head == NO_SLOT)
+                .iter(self.peers.all(), BACKLOGGED)
+                .all(|d| self.peers[d as usize].backlog.is_empty())
     }
 
     /// When to try again a control packet that found no free slot: a timer

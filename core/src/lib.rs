@@ -15,6 +15,7 @@ compile_error!("features `log` and `defmt` are mutually exclusive");
 
 pub mod config;
 pub mod endpoint;
+mod fifo;
 mod log;
 pub mod matching;
 pub mod nic;

@@ -36,9 +36,8 @@ pub struct Peer {
     /// When to ask again (lossy transports lose requests too).
     pub(crate) ask_at: Option<u64>,
     /// Bounce slots of unacknowledged packets, oldest first (unreliable
-    /// only): a list linked through the slots (`NO_SLOT`: empty).
-    pub(crate) unacked_head: u16,
-    pub(crate) unacked_tail: u16,
+    /// only), linked through the slots.
+    pub(crate) unacked: Fifo,
     pub(crate) rto_at: Option<u64>,
     pub(crate) rto: u64,
     /// Next sequence expected from the peer.
@@ -63,18 +62,16 @@ pub struct Peer {
     pub(crate) queued: u32,
     /// Posts to this peer not yet completed (send work-queue entries in use).
     pub(crate) wqes: u16,
-    /// Filled bounce slots waiting for a send entry, oldest first: a list
-    /// linked through the slots (`NO_SLOT`: empty).
-    pub(crate) backlog_head: u16,
-    pub(crate) backlog_tail: u16,
+    /// Filled bounce slots waiting for a send entry, oldest first, linked
+    /// through the slots.
+    pub(crate) backlog: Fifo,
     /// Listed in the endpoint's peers-with-backlog queue.
     pub(crate) listed: bool,
-    /// Next peer in each [`PeerQueue`] it is in.
+    /// Next peer on each list of peers it is on (`STARVING`, `BACKLOGGED`).
     pub(crate) next: [u16; 2],
 }
 
-/// End of a backlog list.
-pub(crate) const NO_SLOT: u16 = u16::MAX;
+use crate::fifo::{Fifo, Node, NIL};
 
 impl Default for Peer {
     fn default() -> Self {
@@ -94,8 +91,7 @@ impl Peer {
             peer_limit: share as u32,
             asked: false,
             ask_at: None,
-            unacked_head: NO_SLOT,
-            unacked_tail: NO_SLOT,
+            unacked: Fifo::EMPTY,
             rto_at: None,
             rto,
             rx_next: 0,
@@ -109,10 +105,9 @@ impl Peer {
             nacked: None,
             queued: 0,
             wqes: 0,
-            backlog_head: NO_SLOT,
-            backlog_tail: NO_SLOT,
+            backlog: Fifo::EMPTY,
             listed: false,
-            next: [NO_SLOT; 2],
+            next: [NIL; 2],
         }
     }
 
@@ -159,80 +154,16 @@ impl Peer {
     }
 }
 
-/// Which of a peer's queue links a [`PeerQueue`] uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Queue {
-    /// Peers owed credit.
-    Starving = 0,
-    /// Peers with packets waiting for a send entry.
-    Backlogged = 1,
-}
+/// The lists a peer can be on, as indices of its links.
+pub(crate) const STARVING: usize = 0;
+pub(crate) const BACKLOGGED: usize = 1;
 
-/// A FIFO of peers linked through the peer table, so its storage grows with
-/// the table the embedder supplies. A peer is in each queue at most once
-/// (the caller keeps a flag).
-#[derive(Debug)]
-pub(crate) struct PeerQueue {
-    which: Queue,
-    head: u16,
-    tail: u16,
-    len: u16,
-}
-
-impl PeerQueue {
-    pub const fn new(which: Queue) -> Self {
-        PeerQueue {
-            which,
-            head: NO_SLOT,
-            tail: NO_SLOT,
-            len: 0,
-        }
+impl Node for Peer {
+    fn next(&self, list: usize) -> u16 {
+        self.next[list]
     }
-
-    pub fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn push_back(&mut self, peers: &mut [Peer], i: u16) {
-        let w = self.which as usize;
-        peers[i as usize].next[w] = NO_SLOT;
-        if self.tail == NO_SLOT {
-            self.head = i;
-        } else {
-            peers[self.tail as usize].next[w] = i;
-        }
-        self.tail = i;
-        self.len += 1;
-    }
-
-    pub fn pop_front(&mut self, peers: &[Peer]) -> Option<u16> {
-        if self.head == NO_SLOT {
-            return None;
-        }
-        let i = self.head;
-        self.head = peers[i as usize].next[self.which as usize];
-        if self.head == NO_SLOT {
-            self.tail = NO_SLOT;
-        }
-        self.len -= 1;
-        Some(i)
-    }
-
-    /// The peers in order.
-    pub fn iter<'a>(&self, peers: &'a [Peer]) -> impl Iterator<Item = u16> + 'a {
-        let w = self.which as usize;
-        let mut at = self.head;
-        core::iter::from_fn(move || {
-            let i = at;
-            (i != NO_SLOT).then(|| {
-                at = peers[i as usize].next[w];
-                i
-            })
-        })
+    fn set_next(&mut self, list: usize, next: u16) {
+        self.next[list] = next;
     }
 }
 
@@ -246,28 +177,6 @@ mod tests {
         assert!(seq_le(u32::MAX - 5, 3));
         assert!(!seq_le(3, u32::MAX - 5));
         assert!(seq_le(7, 7));
-    }
-
-    #[test]
-    fn a_peer_queue_is_first_in_first_out() {
-        let mut peers = [Peer::UNUSED; 4];
-        let mut q = PeerQueue::new(Queue::Starving);
-        let mut b = PeerQueue::new(Queue::Backlogged);
-        q.push_back(&mut peers, 2);
-        q.push_back(&mut peers, 0);
-        b.push_back(&mut peers, 0);
-        q.push_back(&mut peers, 3);
-        assert_eq!(q.iter(&peers).collect::<heapless::Vec<u16, 4>>(), [2, 0, 3]);
-        assert_eq!(b.iter(&peers).collect::<heapless::Vec<u16, 4>>(), [0]);
-        assert_eq!(q.pop_front(&peers), Some(2));
-        assert_eq!(q.pop_front(&peers), Some(0));
-        q.push_back(&mut peers, 1);
-        assert_eq!(
-            (q.pop_front(&peers), q.pop_front(&peers)),
-            (Some(3), Some(1))
-        );
-        assert!(q.is_empty() && q.pop_front(&peers).is_none());
-        assert_eq!(b.len(), 1);
     }
 
     #[test]

@@ -26,7 +26,7 @@
 //! credit. [`Endpoint::stall`] reports it instead of letting a rank hang.
 
 use super::*;
-use crate::peer::{PeerQueue, Queue};
+use crate::peer::STARVING;
 
 /// The credit budget and the peers waiting for a share of it.
 pub(super) struct Lender {
@@ -35,7 +35,7 @@ pub(super) struct Lender {
     /// Credits of the budget not granted to any peer.
     pub free: u32,
     /// Peers owed credits, oldest request first (each listed once).
-    pub starving: PeerQueue,
+    pub starving: Fifo,
     /// Free buffers are at or below the low watermark (reported once).
     pub low: bool,
 }
@@ -52,7 +52,7 @@ impl Lender {
         let lender = Lender {
             budget,
             free: budget.saturating_sub(share * ranks),
-            starving: PeerQueue::new(Queue::Starving),
+            starving: Fifo::EMPTY,
             low: false,
         };
         (lender, share as u16)
@@ -150,7 +150,9 @@ impl<
         let rest = need - g;
         if rest > 0 && !p.starving {
             p.starving = true;
-            self.lender.starving.push_back(self.peers.all_mut(), peer);
+            self.lender
+                .starving
+                .push_back(self.peers.all_mut(), STARVING, peer);
         }
         if g > 0 {
             self.arm_ack(now, peer as usize);
@@ -161,7 +163,7 @@ impl<
     /// Lends what the budget has to the peers waiting, oldest first.
     fn serve_starving<N: Nic>(&mut self, now: u64, nic: &mut N) {
         while self.lender.free > 0 {
-            let Some(q) = self.lender.starving.pop_front(self.peers.all()) else {
+            let Some(q) = self.lender.starving.pop_front(self.peers.all(), STARVING) else {
                 return;
             };
             self.peers[q as usize].starving = false;

@@ -272,7 +272,6 @@ impl<
             msgs: 1,
             awaiting_ack: !self.cfg.reliable,
             wake: true,
-            next: NO_SLOT,
             ..SlotMeta::default()
         };
         self.track_unacked(now, d, slot);
@@ -588,7 +587,6 @@ impl<
                 peer: x.peer,
                 len: HEADER_LEN as u32 + n,
                 wake: true,
-                next: NO_SLOT,
                 ..SlotMeta::default()
             };
             self.peers[x.peer as usize].carried(h.credit);
