@@ -206,3 +206,28 @@ fn a_budget_held_by_messages_nobody_receives_is_reported() {
     assert_eq!(rs[0].0.held_buffers(), 0);
     assert!(rs[1..].iter().all(|(ep, _)| ep.queued_sends() == 0));
 }
+
+/// A credit request that gets a loan is answered by one acknowledgement
+/// carrying the new limit, not two.
+#[test]
+fn a_loan_is_answered_once() {
+    let mut rs = ranks(Config::reliable(THRESHOLD, 8), 2);
+    for k in 0..9 {
+        send(&mut rs, 1, 0, 1, k);
+    }
+    let out: Vec<_> = rs[1].1.outbox.drain(..).collect();
+    assert_eq!(out.last().unwrap().1[1], wire::Kind::Credit as u8);
+    for (_, b) in out {
+        let (ep, nic) = &mut rs[0];
+        let rb = nic.deliver(b);
+        ep.on_receive(0, nic, rb);
+    }
+    let acks = rs[0]
+        .1
+        .outbox
+        .iter()
+        .filter(|(_, p)| p[1] == wire::Kind::Ack as u8)
+        .count();
+    assert_eq!(acks, 1);
+    assert_eq!(rs[0].0.stats().credits_lent, 1);
+}

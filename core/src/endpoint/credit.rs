@@ -123,17 +123,18 @@ impl<
         if seq_le(p.target, target) {
             p.target = target;
         }
-        self.lend(now, nic, src);
-        // Answer even when nothing more can be lent: a lossy network may
-        // have lost the acknowledgement that carried the last grant.
-        if self.peers[src as usize].window() > 0 {
+        // A loan goes out with its own acknowledgement. Without one, answer
+        // anyway: a lossy network may have lost the one that carried the
+        // last grant.
+        if self.lend(now, nic, src) == 0 && self.peers[src as usize].window() > 0 {
             self.send_control(now, nic, src, Kind::Ack, 0);
         }
     }
 
-    /// Lends `peer` what the budget has towards its target; queues it for
-    /// the rest. A target behind the limit asks for nothing.
-    fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16) {
+    /// Lends `peer` what the budget has towards its target, sending the new
+    /// limit; queues it for the rest. A target behind the limit asks for
+    /// nothing. Returns the credits lent.
+    fn lend<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16) -> u32 {
         let p = &mut self.peers[peer as usize];
         let need = if seq_le(p.limit, p.target) {
             p.target.wrapping_sub(p.limit).min(self.lender.budget)
@@ -158,6 +159,7 @@ impl<
             self.arm_ack(now, peer as usize);
             self.send_control(now, nic, peer, Kind::Ack, 0);
         }
+        g
     }
 
     /// Lends what the budget has to the peers waiting, oldest first.
@@ -167,7 +169,7 @@ impl<
                 return;
             };
             self.peers[q as usize].starving = false;
-            self.lend(now, nic, q);
+            let _ = self.lend(now, nic, q);
         }
     }
 
