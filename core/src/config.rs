@@ -147,7 +147,7 @@ impl Default for Config {
 /// A configuration the endpoint's capacities cannot honour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigError {
-    /// More peers than the `PEERS` capacity.
+    /// More ranks than the peer table has entries.
     TooManyPeers { max: usize },
     /// This rank is not one of the peers.
     RankOutOfRange,
@@ -164,9 +164,16 @@ pub enum ConfigError {
     /// false`), where a lost CTS or FIN is never sent again: leave
     /// `rendezvous` at `None` (PULL) or `Some(Protocol::Pull)`.
     RendezvousNeedsReliable,
-    /// At least two send bounce slots: one for data and one always kept for
-    /// acknowledgements, so that they can never deadlock.
-    Slots { required: usize },
+    /// A table's length lies outside `min..=max`: tables are indexed by
+    /// `u16`; at least two send bounce slots (one for data and one always
+    /// kept for acknowledgements, so that they can never deadlock); at
+    /// least one unexpected message and one held buffer, or no credit could
+    /// ever be lent.
+    TableSize {
+        table: crate::storage::TableName,
+        min: usize,
+        max: usize,
+    },
     /// `send_wqes` must be at least 1, and a coalescing threshold at least 1
     /// and at most `send_wqes`.
     SendWqes,

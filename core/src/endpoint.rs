@@ -10,10 +10,9 @@
 mod credit;
 mod holds;
 mod rendezvous;
+mod slots;
 
 pub use credit::Stall;
-
-use heapless::{Deque, Vec};
 
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::fifo::{Fifo, Node, NIL};
@@ -26,10 +25,15 @@ use crate::rendezvous::Protocol;
 use crate::request::{
     PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
 };
-use crate::reuse::{Invalidation, NoReuse, Pending, RegId, SendReuse};
+use crate::reuse::{Invalidation, NoReuse, Pending, SendReuse};
 use crate::stats::Stats;
+use crate::storage::{Sizes, Storage, Tables};
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
+pub use holds::HoldEntry;
+use holds::Holds;
 use rendezvous::Transfer;
+pub use slots::SlotEntry;
+use slots::{SlotPool, BACKLOG, UNACKED};
 
 /// Why a send was refused. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,9 +55,9 @@ pub enum RecvError {
     RequestTableFull,
 }
 
-/// A message nobody has asked for yet.
+/// What the endpoint keeps for a message nobody has asked for yet.
 #[derive(Clone, Copy, Debug)]
-enum Held {
+pub enum Held {
     /// An eager message kept at byte `at` of the receive buffer behind `hold`.
     Eager { hold: u16, at: u32, len: u32 },
     /// A large message's request to send (its data stays at the sender).
@@ -65,36 +69,6 @@ enum Held {
 enum Incoming {
     Eager { buf: RxBuf, at: u32, len: u32 },
     Rts(crate::rendezvous::Rts),
-}
-
-/// What a send bounce slot is doing. Free when no flag is set.
-#[derive(Clone, Copy, Debug, Default)]
-struct SlotMeta {
-    peer: u16,
-    /// Bytes to post: header and payload (or records).
-    len: u32,
-    /// Sequence of the (first) message.
-    seq: u32,
-    /// Messages in the packet: 1, or the records of a packed packet.
-    msgs: u16,
-    in_nic: bool,
-    awaiting_ack: bool,
-    /// In its peer's backlog, waiting for a send entry.
-    unposted: bool,
-    /// Posted at least once: no record may be added any more.
-    sealed: bool,
-    /// A packed packet's newest record (for the header cache); `None` for a
-    /// packet of one eager message.
-    last: Option<Record>,
-    /// Posted as a solicited event: wakes the peer's progress thread.
-    wake: bool,
-    /// Next slot of the peer's backlog (`BACKLOG`) and of its
-    /// unacknowledged packets (`UNACKED`, lossy transports).
-    links: [u16; 2],
-    /// A zero-copy send: the NIC reads the user buffer through this
-    /// registration, and the send's request completes with the slot.
-    pin: Option<RegId>,
-    req: Option<Request>,
 }
 
 /// How far `try_send` got.
@@ -109,34 +83,10 @@ enum Sent {
     Rts,
 }
 
-/// The lists of a peer's slots, as indices of a slot's links.
-const BACKLOG: usize = 0;
-const UNACKED: usize = 1;
-
-impl Node for SlotMeta {
-    fn next(&self, list: usize) -> u16 {
-        self.links[list]
-    }
-    fn set_next(&mut self, list: usize, next: u16) {
-        self.links[list] = next;
-    }
-}
-
-impl SlotMeta {
-    fn busy(&self) -> bool {
-        self.in_nic || self.awaiting_ack || self.unposted
-    }
-}
-
-/// Storage for the peer table: anything that lends a slice of [`Peer`]s
-/// (an array, a `Vec`, a borrowed slice), one per rank of the job.
-pub trait PeerStorage: AsRef<[Peer]> + AsMut<[Peer]> {}
-impl<T: AsRef<[Peer]> + AsMut<[Peer]> + ?Sized> PeerStorage for T {}
-
 /// The peer table, indexed by rank.
 struct Peers<P>(P);
 
-impl<P: PeerStorage> Peers<P> {
+impl<P: AsRef<[Peer]> + AsMut<[Peer]>> Peers<P> {
     fn all(&self) -> &[Peer] {
         self.0.as_ref()
     }
@@ -146,49 +96,42 @@ impl<P: PeerStorage> Peers<P> {
     }
 }
 
-impl<P: PeerStorage> core::ops::Index<usize> for Peers<P> {
+impl<P: AsRef<[Peer]>> core::ops::Index<usize> for Peers<P> {
     type Output = Peer;
     fn index(&self, i: usize) -> &Peer {
         &self.0.as_ref()[i]
     }
 }
 
-impl<P: PeerStorage> core::ops::IndexMut<usize> for Peers<P> {
+impl<P: AsRef<[Peer]> + AsMut<[Peer]>> core::ops::IndexMut<usize> for Peers<P> {
     fn index_mut(&mut self, i: usize) -> &mut Peer {
         &mut self.0.as_mut()[i]
     }
 }
 
-/// One rank's messaging state, with capacities fixed by the embedder:
-/// `P` the peer table's storage (its length is the most ranks; chosen at
-/// run time with a `Vec` or a slice, so one build serves any job size), `POSTED` posted receives, `UNEXP` unexpected messages
-/// (whatever their peers: credits are lent from the receive pool, see
-/// [`Stall`]'s module), `SLOTS` send bounce slots, `REQS` request handles;
-/// `Z` decides which eager sends go zero-copy from registered user memory
-/// ([`NoReuse`]: none).
-pub struct Endpoint<
-    P,
-    const POSTED: usize,
-    const UNEXP: usize,
-    const SLOTS: usize,
-    const REQS: usize,
-    Z = NoReuse,
-> {
+/// One rank's messaging state, in tables the embedder supplies (see
+/// [`crate::storage`]): `S` names their containers, and their lengths are
+/// the capacities (ranks, posted receives, unexpected messages, held
+/// receive buffers, send bounce slots, requests), chosen at run time so one
+/// build serves any job size. `Z` decides which eager sends go zero-copy
+/// from registered user memory ([`NoReuse`]: none).
+pub struct Endpoint<S: Storage, Z = NoReuse> {
     cfg: Config,
     me: u16,
     npeers: u16,
-    peers: Peers<P>,
-    matcher: Matcher<PostedRecv, Held, POSTED, UNEXP>,
-    slots: [SlotMeta; SLOTS],
-    free_slots: Vec<u16, SLOTS>,
+    peers: Peers<S::Table<Peer>>,
+    matcher: Matcher<PostedRecv, Held, S::Table<PostedEntry>, S::Table<UnexpectedEntry>>,
+    slots: SlotPool<S::Table<SlotEntry>>,
     /// Receive buffers kept for the unexpected eager messages in them.
-    holds: holds::Holds<UNEXP>,
+    holds: Holds<S::Table<HoldEntry>>,
     /// The hold made for the packet being handled, if one was.
     rx_hold: Option<u16>,
     /// The credit budget and the peers waiting for credit.
     lender: credit::Lender,
-    reqs: Table<REQS>,
-    queued: Deque<QueuedSend, REQS>,
+    /// Requests, with the work each carries (a queued send, a transfer).
+    reqs: Table<Work, S::Table<RequestEntry>>,
+    /// Sends waiting for a credit or a bounce slot, oldest first (requests).
+    queued: Fifo,
     /// Peers whose backlog is not empty (each listed once).
     backlogged: Fifo,
     /// A bounce slot came free while sends were queued or transfers were
@@ -199,8 +142,6 @@ pub struct Endpoint<
     deadline: Option<u64>,
     stats: Stats,
     reuse: Z,
-    /// Rendezvous transfers, at their requests' indices.
-    xfers: [Transfer; REQS],
     /// Transfers active.
     active: u16,
     /// A transfer met a busy NIC: retry at the next poll (one waiting for a
@@ -208,48 +149,66 @@ pub struct Endpoint<
     rndv_due: bool,
 }
 
-impl<
-        P: PeerStorage,
-        const POSTED: usize,
-        const UNEXP: usize,
-        const SLOTS: usize,
-        const REQS: usize,
-        Z: SendReuse,
-    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
-{
-    /// Bytes one endpoint occupies, all capacities included but the peer
-    /// table (`PEER_BYTES` per rank, in the storage `P` names).
-    pub const ENDPOINT_BYTES: usize = core::mem::size_of::<Self>();
+/// What the endpoint keeps per request.
+#[derive(Clone, Copy, Debug)]
+pub struct Work {
+    /// A send waiting in `queued`.
+    send: QueuedSend,
+    /// A rendezvous transfer.
+    xfer: Transfer,
+}
+
+/// An entry of the posted-receive table.
+pub type PostedEntry = crate::matching::Slot<Pattern, PostedRecv>;
+/// An entry of the unexpected-message table.
+pub type UnexpectedEntry = crate::matching::Slot<Envelope, Held>;
+/// An entry of the request table.
+pub type RequestEntry = crate::request::Slot<Work>;
+
+impl RequestEntry {
+    /// An unused request.
+    pub const UNUSED: RequestEntry = RequestEntry::unused(Work {
+        send: QueuedSend::NONE,
+        xfer: Transfer::IDLE,
+    });
+}
+
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Bytes each peer costs the endpoint: one entry of its peer table.
     pub const PEER_BYTES: usize = core::mem::size_of::<Peer>();
 
-    /// An endpoint for rank `me` of `npeers` ranks, its peer table in a
-    /// default `P` (an array).
-    pub fn new(cfg: Config, me: u16, npeers: u16) -> Result<Self, ConfigError>
+    /// Bytes an endpoint with tables of `sizes` occupies, all but its peer
+    /// table: what a process pays whatever the job size.
+    pub const fn fixed_bytes(sizes: &Sizes) -> usize {
+        core::mem::size_of::<Self>() + sizes.shared_bytes()
+    }
+
+    /// An endpoint for rank `me` of `npeers` ranks, in `tables` (every
+    /// entry is reset; the peer table at least `npeers` long).
+    pub fn new(cfg: Config, me: u16, npeers: u16, tables: Tables<S>) -> Result<Self, ConfigError>
     where
         Z: Default,
-        P: Default,
     {
-        Self::with_storage(cfg, me, npeers, P::default(), Z::default())
+        Self::with_reuse(cfg, me, npeers, tables, Z::default())
     }
 
     /// An endpoint whose eager sends consult `reuse` for a zero-copy path.
-    pub fn with_reuse(cfg: Config, me: u16, npeers: u16, reuse: Z) -> Result<Self, ConfigError>
-    where
-        P: Default,
-    {
-        Self::with_storage(cfg, me, npeers, P::default(), reuse)
-    }
-
-    /// An endpoint whose peer table is `peers` (at least `npeers` long;
-    /// e.g. `vec![Peer::UNUSED; npeers]`, sized from the job).
-    pub fn with_storage(
+    pub fn with_reuse(
         cfg: Config,
         me: u16,
         npeers: u16,
-        mut peers: P,
+        tables: Tables<S>,
         reuse: Z,
     ) -> Result<Self, ConfigError> {
+        let sizes = tables.sizes();
+        let Tables {
+            mut peers,
+            posted,
+            unexpected,
+            holds,
+            slots,
+            requests,
+        } = tables;
         let max = peers.as_ref().len();
         if npeers as usize > max || npeers == 0 {
             return Err(ConfigError::TooManyPeers { max });
@@ -274,9 +233,7 @@ impl<
         if !cfg.reliable && matches!(cfg.rendezvous, Some(Protocol::Rput | Protocol::Rget)) {
             return Err(ConfigError::RendezvousNeedsReliable);
         }
-        if SLOTS < 2 {
-            return Err(ConfigError::Slots { required: 2 });
-        }
+        sizes.check()?;
         let threshold_ok = match cfg.coalesce {
             Coalesce::Outstanding(n) => n >= 1 && n <= cfg.send_wqes,
             _ => true,
@@ -288,11 +245,8 @@ impl<
         if cfg.pull_frames == 0 || cfg.pull_requests == 0 || window > 64 {
             return Err(ConfigError::PullWindow);
         }
-        let mut free_slots = Vec::new();
-        for i in (0..SLOTS as u16).rev() {
-            let _ = free_slots.push(i);
-        }
-        let (lender, share) = credit::Lender::new(&cfg, npeers, UNEXP);
+        let room = sizes.unexpected.min(sizes.holds);
+        let (lender, share) = credit::Lender::new(&cfg, npeers, room);
         for p in peers.as_mut()[..npeers as usize].iter_mut() {
             *p = Peer::new(cfg.rto_ns, share);
         }
@@ -301,21 +255,19 @@ impl<
             me,
             npeers,
             peers: Peers(peers),
-            matcher: Matcher::default(),
-            slots: [SlotMeta::default(); SLOTS],
-            free_slots,
-            holds: holds::Holds::new(),
+            matcher: Matcher::new(posted, unexpected),
+            slots: SlotPool::new(slots),
+            holds: Holds::new(holds),
             rx_hold: None,
             lender,
-            reqs: Table::new(),
-            queued: Deque::new(),
+            reqs: Table::new(requests),
+            queued: Fifo::EMPTY,
             backlogged: Fifo::EMPTY,
             flush_due: false,
             retry_due: false,
             deadline: None,
             stats: Stats::default(),
             reuse,
-            xfers: [Transfer::IDLE; REQS],
             active: 0,
             rndv_due: false,
         })
@@ -430,10 +382,7 @@ impl<
             .reqs
             .alloc(State::SendQueued)
             .ok_or(SendError::RequestTableFull)?;
-        // Cannot fail: every queued send holds one of REQS requests.
-        let _ = self.queued.push_back(QueuedSend { req, ..q });
-        self.peers[dest as usize].queued += 1;
-        self.stats.send_stalls += 1;
+        self.queue_send(QueuedSend { req, ..q });
         self.ask_credit(now, nic, dest);
         Ok(req)
     }
@@ -795,18 +744,15 @@ impl<
         }
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
-            while let Some(s) = p.unacked.head() {
+            while let Some(s) = self.peers[src].unacked.head() {
                 let m = &self.slots[s as usize];
                 let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
                 if seq_le(ack, last) {
                     break;
                 }
-                p.unacked.pop_front(&self.slots, UNACKED);
+                self.peers[src].unacked.pop_front(self.slots.all(), UNACKED);
                 self.slots[s as usize].awaiting_ack = false;
-                if !self.slots[s as usize].busy() {
-                    let _ = self.free_slots.push(s);
-                    self.flush_due |= !self.queued.is_empty() || self.active > 0;
-                }
+                self.free_slot(s);
             }
             let p = &mut self.peers[src];
             p.rto = self.cfg.rto_ns;
@@ -878,20 +824,20 @@ impl<
                 Err(PostError::Unsupported) => {}
             }
         }
-        if self.free_slots.len() < 2 {
+        if self.slots.free() < 2 {
             return Sent::No;
         }
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.slots.take() else {
             return Sent::No;
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
-        let meta = SlotMeta {
+        let meta = SlotEntry {
             peer: q.dest,
             len: HEADER_LEN as u32 + q.len,
             seq: h.seq,
             msgs: 1,
             awaiting_ack: !self.cfg.reliable,
-            ..SlotMeta::default()
+            ..SlotEntry::default()
         };
         if !wait && self.cfg.reliable && may_pend && q.len > 0 {
             if let Some(sent) = self.try_zero_copy(nic, q, slot, &h, meta) {
@@ -939,7 +885,7 @@ impl<
         }
         self.peers[d]
             .unacked
-            .push_back(&mut self.slots, UNACKED, slot);
+            .push_back(self.slots.all_mut(), UNACKED, slot);
         if self.peers[d].rto_at.is_none() {
             let t = now.saturating_add(self.peers[d].rto);
             self.peers[d].rto_at = Some(t);
@@ -967,20 +913,20 @@ impl<
                 return Sent::Done;
             }
         }
-        if self.free_slots.len() < 2 {
+        if self.slots.free() < 2 {
             return Sent::No;
         }
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.slots.take() else {
             return Sent::No;
         };
         let h = self.header(q.dest, Kind::Packed);
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
-        self.slots[slot as usize] = SlotMeta {
+        self.slots[slot as usize] = SlotEntry {
             peer: q.dest,
             len: HEADER_LEN as u32,
             seq: h.seq,
             awaiting_ack: !self.cfg.reliable,
-            ..SlotMeta::default()
+            ..SlotEntry::default()
         };
         let n = record_len(None, rec, self.cfg.header_cache) as u32;
         self.append(nic, slot, q, rec, n);
@@ -1029,7 +975,7 @@ impl<
         m.unposted = true;
         let d = m.peer as usize;
         let p = &mut self.peers[d];
-        p.backlog.push_back(&mut self.slots, BACKLOG, slot);
+        p.backlog.push_back(self.slots.all_mut(), BACKLOG, slot);
         if !p.listed {
             p.listed = true;
             self.backlogged
@@ -1051,13 +997,10 @@ impl<
                 return;
             }
             self.peers[d].carried(credit);
-            self.peers[d].backlog.pop_front(&self.slots, BACKLOG);
+            self.peers[d].backlog.pop_front(self.slots.all(), BACKLOG);
             let m = &mut self.slots[slot as usize];
             m.unposted = false;
-            if !m.busy() {
-                let _ = self.free_slots.push(slot);
-                self.flush_due |= !self.queued.is_empty() || self.active > 0;
-            }
+            self.free_slot(slot);
         }
     }
 
@@ -1070,7 +1013,7 @@ impl<
         q: &QueuedSend,
         slot: u16,
         h: &Header,
-        meta: SlotMeta,
+        meta: SlotEntry,
     ) -> Option<Sent> {
         let addr = nic.user_addr(q.buf)?;
         let pin = self.reuse.plan(nic, addr, q.len)?;
@@ -1086,7 +1029,7 @@ impl<
         let sent = match r {
             Ok(Posted::Done) => Sent::Done,
             Ok(Posted::Later) => {
-                self.slots[slot as usize] = SlotMeta {
+                self.slots[slot as usize] = SlotEntry {
                     in_nic: true,
                     sealed: true,
                     pin: Some(pin.id),
@@ -1106,7 +1049,7 @@ impl<
         self.stats.zero_copy_sends += 1;
         self.sent(q.dest as usize, h);
         if !matches!(sent, Sent::Reading(_)) {
-            let _ = self.free_slots.push(slot);
+            self.slots.put(slot);
         }
         Some(sent)
     }
@@ -1127,9 +1070,7 @@ impl<
             self.enqueue(slot);
             return;
         }
-        if !self.slots[slot as usize].busy() {
-            let _ = self.free_slots.push(slot);
-        }
+        self.slots.put(slot);
     }
 
     /// Posts `slot` now; `false` if the NIC was busy (nothing happened).
@@ -1196,7 +1137,7 @@ impl<
         body: &[u8],
         wake: bool,
     ) -> bool {
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.slots.take() else {
             return false;
         };
         let out = nic.slot_mut(SlotId(slot));
@@ -1214,20 +1155,20 @@ impl<
                 self.peers[dest as usize].carried(h.credit);
                 if r == Posted::Later {
                     self.peers[dest as usize].wqes += 1;
-                    self.slots[slot as usize] = SlotMeta {
+                    self.slots[slot as usize] = SlotEntry {
                         peer: dest,
                         len: len as u32,
                         in_nic: true,
                         sealed: true,
-                        ..SlotMeta::default()
+                        ..SlotEntry::default()
                     };
                 } else {
-                    let _ = self.free_slots.push(slot);
+                    self.slots.put(slot);
                 }
                 true
             }
             Err(_) => {
-                let _ = self.free_slots.push(slot);
+                self.slots.put(slot);
                 self.stats.post_busy += 1;
                 false
             }
@@ -1277,11 +1218,7 @@ impl<
         if let Some(r) = req {
             self.reqs.set(r, State::SendDone);
         }
-        let m = &self.slots[slot.0 as usize];
-        if !m.busy() {
-            let _ = self.free_slots.push(slot.0);
-            self.flush_due |= !self.queued.is_empty() || self.active > 0;
-        }
+        self.free_slot(slot.0);
         self.entry_free(nic, peer);
     }
 
@@ -1289,6 +1226,14 @@ impl<
     pub fn on_inline_complete<N: Nic>(&mut self, nic: &mut N, peer: u16) {
         if peer < self.npeers && self.peers[peer as usize].wqes > 0 {
             self.entry_free(nic, peer);
+        }
+    }
+
+    /// Gives slot `s` back to the pool if nothing holds it any more; sends
+    /// queued for a slot and transfers waiting for one go on at the next poll.
+    fn free_slot(&mut self, s: u16) {
+        if self.slots.put(s) {
+            self.flush_due |= !self.queued.is_empty() || self.active > 0;
         }
     }
 
@@ -1300,14 +1245,24 @@ impl<
         }
     }
 
+    /// Queues `q` (its request's work) behind every send already waiting.
+    fn queue_send(&mut self, q: QueuedSend) {
+        let i = q.req.index();
+        self.reqs[i].send = q;
+        self.queued.push_back(self.reqs.all_mut(), 0, i as u16);
+        self.peers[q.dest as usize].queued += 1;
+        self.stats.send_stalls += 1;
+    }
+
     /// Sends queued sends in order, skipping peers still blocked so that each
     /// peer's messages leave in the order they were posted.
     fn flush_queued<N: Nic>(&mut self, now: u64, nic: &mut N) {
         let mut blocked: u64 = 0; // bitmap of blocked peers modulo 64: conservative
         for _ in 0..self.queued.len() {
-            let Some(q) = self.queued.pop_front() else {
+            let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
                 break;
             };
+            let q = self.reqs[i as usize].send;
             let bit = 1u64 << (q.dest % 64);
             let sent = if blocked & bit == 0 {
                 self.try_send(now, nic, &q, true)
@@ -1317,7 +1272,7 @@ impl<
             match sent {
                 Sent::No => {
                     blocked |= bit;
-                    let _ = self.queued.push_back(q);
+                    self.queued.push_back(self.reqs.all_mut(), 0, i);
                     self.ask_credit(now, nic, q.dest);
                     continue;
                 }

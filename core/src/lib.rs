@@ -25,10 +25,11 @@ pub mod rendezvous;
 pub mod request;
 pub mod reuse;
 pub mod stats;
+pub mod storage;
 pub mod wire;
 
 pub use config::{Coalesce, Config, ConfigError};
-pub use endpoint::{Endpoint, PeerStorage, RecvError, SendError, Stall};
+pub use endpoint::{Endpoint, RecvError, SendError, Stall};
 pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
@@ -38,3 +39,4 @@ pub use peer::Peer;
 pub use rendezvous::Protocol;
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;
+pub use storage::{Sizes, Storage, Tables};

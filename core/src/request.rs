@@ -1,5 +1,6 @@
 //! The request table: what `isend`/`irecv` hand out and `test` completes.
 
+use crate::fifo::{Node, NIL};
 use crate::nic::UserBuf;
 
 /// A handle on an operation. Generation-checked: a stale handle is an error,
@@ -93,46 +94,90 @@ pub(crate) enum State {
     Done(Status),
 }
 
+/// One entry of the request table (storage for an endpoint): a handle's
+/// generation and state, and `W`, the work the endpoint keeps per request
+/// (a queued send, a rendezvous transfer). Opaque.
 #[derive(Clone, Copy, Debug)]
-struct Entry {
+pub struct Slot<W> {
     gen: u16,
     state: State,
+    /// The next entry of the free list, or of the queue the request waits in.
+    next: u16,
+    pub(crate) work: W,
 }
 
-/// Fixed table of `N` requests with a free list.
+impl<W: Copy> Slot<W> {
+    /// An unused entry carrying `work` (the endpoint's idle work).
+    pub const fn unused(work: W) -> Self {
+        Slot {
+            gen: 0,
+            state: State::Free,
+            next: NIL,
+            work,
+        }
+    }
+}
+
+impl<W> Node for Slot<W> {
+    fn next(&self, _list: usize) -> u16 {
+        self.next
+    }
+    fn set_next(&mut self, _list: usize, next: u16) {
+        self.next = next;
+    }
+}
+
+/// The requests in table `T` with a free list: its length is how many
+/// requests can be pending at once.
 #[derive(Debug)]
-pub(crate) struct Table<const N: usize> {
-    entries: [Entry; N],
-    free: heapless::Vec<u16, N>,
+pub(crate) struct Table<W, T> {
+    entries: T,
+    _of: core::marker::PhantomData<W>,
+    free: u16,
+    used: u16,
 }
 
-impl<const N: usize> Table<N> {
-    pub fn new() -> Self {
-        let mut free = heapless::Vec::new();
-        for i in (0..N as u16).rev() {
-            let _ = free.push(i);
+impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> Table<W, T> {
+    /// Takes `entries` over, every request free (whatever work they carry stays).
+    pub fn new(mut entries: T) -> Self {
+        let all = entries.as_mut();
+        // Index u16::MAX names `Request::COMPLETE`, and NIL ends the free list.
+        let n = all.len().min(NIL as usize);
+        for (i, e) in all.iter_mut().enumerate() {
+            e.state = State::Free;
+            e.next = if i + 1 < n { i as u16 + 1 } else { NIL };
         }
         Table {
-            entries: [Entry {
-                gen: 0,
-                state: State::Free,
-            }; N],
-            free,
+            entries,
+            _of: core::marker::PhantomData,
+            free: if n > 0 { 0 } else { NIL },
+            used: 0,
         }
     }
 
+    /// Requests that can be pending at once.
+    pub fn capacity(&self) -> usize {
+        self.entries.as_ref().len().min(NIL as usize)
+    }
+
     pub fn alloc(&mut self, state: State) -> Option<Request> {
-        let idx = self.free.pop()?;
-        let e = &mut self.entries[idx as usize];
+        let idx = self.free;
+        if idx == NIL {
+            return None;
+        }
+        let e = &mut self.entries.as_mut()[idx as usize];
+        self.free = e.next;
+        self.used += 1;
         // Generations run 1..=65535: a handle's wire id is never 0, which
         // rendezvous packets use for "no transfer".
         e.gen = e.gen.checked_add(1).unwrap_or(1);
         e.state = state;
+        e.next = NIL;
         Some(Request { idx, gen: e.gen })
     }
 
-    fn entry(&mut self, r: Request) -> Result<&mut Entry, RequestError> {
-        match self.entries.get_mut(r.idx as usize) {
+    fn entry(&mut self, r: Request) -> Result<&mut Slot<W>, RequestError> {
+        match self.entries.as_mut().get_mut(r.idx as usize) {
             Some(e) if e.gen == r.gen && e.state != State::Free => Ok(e),
             _ => Err(RequestError::Stale),
         }
@@ -140,7 +185,7 @@ impl<const N: usize> Table<N> {
 
     /// A request can be handed out.
     pub fn has_free(&self) -> bool {
-        !self.free.is_empty()
+        self.free != NIL
     }
 
     pub fn state(&mut self, r: Request) -> Result<State, RequestError> {
@@ -153,11 +198,19 @@ impl<const N: usize> Table<N> {
         }
     }
 
+    /// Puts entry `idx` (just made free) on the free list.
+    fn free(&mut self, idx: u16) {
+        let free = self.free;
+        self.entries.as_mut()[idx as usize].next = free;
+        self.free = idx;
+        self.used -= 1;
+    }
+
     /// Frees a request that never got going (its post was refused).
     pub fn release(&mut self, r: Request) {
         if let Ok(e) = self.entry(r) {
             e.state = State::Free;
-            let _ = self.free.push(r.idx);
+            self.free(r.idx);
         }
     }
 
@@ -173,14 +226,42 @@ impl<const N: usize> Table<N> {
             _ => return Ok(None),
         };
         e.state = State::Free;
-        let _ = self.free.push(r.idx);
+        self.free(r.idx);
         Ok(Some(st))
+    }
+
+    /// The work kept for request index `i`, if there is such an index.
+    pub fn get(&self, i: usize) -> Option<&W> {
+        self.entries.as_ref().get(i).map(|e| &e.work)
+    }
+
+    /// Every entry, for the lists threaded through them.
+    pub fn all(&self) -> &[Slot<W>] {
+        self.entries.as_ref()
+    }
+
+    pub fn all_mut(&mut self) -> &mut [Slot<W>] {
+        self.entries.as_mut()
+    }
+}
+
+impl<W, T: AsRef<[Slot<W>]>> core::ops::Index<usize> for Table<W, T> {
+    type Output = W;
+    /// The work kept for request index `i`.
+    fn index(&self, i: usize) -> &W {
+        &self.entries.as_ref()[i].work
+    }
+}
+
+impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> core::ops::IndexMut<usize> for Table<W, T> {
+    fn index_mut(&mut self, i: usize) -> &mut W {
+        &mut self.entries.as_mut()[i].work
     }
 }
 
 /// A send waiting for a credit or a bounce slot; it reads the user buffer when it goes.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct QueuedSend {
+pub struct QueuedSend {
     pub req: Request,
     pub dest: u16,
     pub tag: u32,
@@ -192,9 +273,22 @@ pub(crate) struct QueuedSend {
     pub rndv: bool,
 }
 
+impl QueuedSend {
+    /// No send (the work of a request that is not a queued send).
+    pub(crate) const NONE: QueuedSend = QueuedSend {
+        req: Request::COMPLETE,
+        dest: 0,
+        tag: 0,
+        context: 0,
+        buf: UserBuf(0),
+        len: 0,
+        rndv: false,
+    };
+}
+
 /// A posted receive, as the matcher carries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PostedRecv {
+pub struct PostedRecv {
     pub req: Request,
     pub buf: UserBuf,
     pub capacity: u32,
@@ -206,7 +300,7 @@ mod tests {
 
     #[test]
     fn stale_handles_are_refused_after_collection_and_reuse() {
-        let mut t: Table<2> = Table::new();
+        let mut t = Table::new([Slot::unused(()); 2]);
         let a = t.alloc(State::SendDone).unwrap();
         assert_eq!(t.collect(a), Ok(Some(Status::SENT)));
         assert_eq!(t.collect(a), Err(RequestError::Stale));
@@ -223,7 +317,7 @@ mod tests {
     /// "no transfer" (its PULLs and CTS were refused and it stalled).
     #[test]
     fn a_handle_never_goes_on_the_wire_as_zero() {
-        let mut t: Table<1> = Table::new();
+        let mut t = Table::new([Slot::unused(()); 1]);
         let first = t.alloc(State::RecvPosted).unwrap();
         t.release(first);
         for _ in 0..70_000 {

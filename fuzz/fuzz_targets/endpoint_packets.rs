@@ -8,10 +8,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::{Config, Endpoint, Peer, Source, TagSel};
+use rmx_core::{Config, Endpoint, Source, TagSel};
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::{MemNic, Token};
 
-type Ep = Endpoint<[Peer; 4], 16, 64, 16, 64>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 16, 64, 16, 64);
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -26,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
     nic.later = mode & 2 != 0;
     let mut cfg = cfg;
     cfg.send_wqes = 2;
-    let mut ep = Ep::new(cfg, 0, 4).unwrap();
+    let mut ep = Ep::new(cfg, 0, 4, Tables::new(&SIZES)).unwrap();
     let mut now = 0u64;
     // Chunks: a length byte, then that many bytes of packet; control bytes
     // interleave receives, sends and timer polls.

@@ -8,10 +8,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::{Config, Endpoint, Peer, Protocol, Request, Source, TagSel};
+use rmx_core::{Config, Endpoint, Protocol, Request, Source, TagSel};
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::{execute_rdma, MemNic, Token};
 
-type Ep = Endpoint<[Peer; 2], 8, 16, 16, 16>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(2, 8, 16, 16, 16);
 const EAGER: usize = 64;
 
 struct Side {
@@ -77,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
             let mut nic = MemNic::new(16, 28 + EAGER).with_rdma(100 + mode as u32);
             nic.later = mode & 16 != 0;
             Side {
-                ep: Ep::new(cfg, me, 2).unwrap(),
+                ep: Ep::new(cfg, me, 2, Tables::new(&SIZES)).unwrap(),
                 nic,
                 reqs: Vec::new(),
             }

@@ -2,9 +2,12 @@
 //! operations, without any NIC. `cargo bench -p rmx-proptest --bench core`.
 
 use divan::{black_box, Bencher};
-use rmx_core::matching::{Envelope, Matcher, Pattern, Source, TagSel};
+use rmx_core::matching::{Envelope, Pattern, Source, TagSel};
 use rmx_core::wire::{decode_packet, Header, Kind, HEADER_LEN};
-use rmx_core::{Config, Endpoint, Peer, UserBuf};
+use rmx_core::{Config, Endpoint, UserBuf};
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{matcher, HeapMatcher};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::linear::LinearMatcher;
 use rmx_proptest::memnic::MemNic;
 
@@ -66,7 +69,7 @@ const ARRIVAL: Envelope = Envelope {
 /// posted for other sources: binned matching searches only its source's bin.
 #[divan::bench(args = POSTED)]
 fn match_binned(b: Bencher, n: usize) {
-    let mut m: Box<Matcher<u32, u32, 4096, 16>> = Box::default();
+    let mut m: HeapMatcher<u32, u32> = matcher(4096, 16);
     for k in 0..n - 1 {
         m.post(spread(k), k as u32).unwrap();
     }
@@ -94,7 +97,7 @@ fn match_linear(b: Bencher, n: usize) {
 /// arrival also checks the wildcard list, and the older receive wins.
 #[divan::bench(args = POSTED)]
 fn match_binned_behind_a_wildcard(b: Bencher, n: usize) {
-    let mut m: Box<Matcher<u32, u32, 4096, 16>> = Box::default();
+    let mut m: HeapMatcher<u32, u32> = matcher(4096, 16);
     let any = Pattern {
         source: Source::Any,
         tag: TagSel::Tag(3),
@@ -110,7 +113,8 @@ fn match_binned_behind_a_wildcard(b: Bencher, n: usize) {
     });
 }
 
-type Ep = Endpoint<[Peer; 2], 64, 128, 16, 128>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(2, 64, 128, 16, 128);
 
 /// One eager message of 8 bytes: `isend` on one endpoint, `on_receive` and the
 /// completed `irecv` on the other, through the in-memory NIC (whose packet
@@ -118,7 +122,10 @@ type Ep = Endpoint<[Peer; 2], 64, 128, 16, 128>;
 #[divan::bench]
 fn eager_send_and_receive(b: Bencher) {
     let cfg = Config::reliable(256, 64);
-    let (mut a, mut z) = (Ep::new(cfg, 0, 2).unwrap(), Ep::new(cfg, 1, 2).unwrap());
+    let (mut a, mut z) = (
+        Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap(),
+        Ep::new(cfg, 1, 2, Tables::new(&SIZES)).unwrap(),
+    );
     let (mut an, mut zn) = (MemNic::new(16, 512), MemNic::new(16, 512));
     let src = an.user_buf(vec![1; 8]);
     let dst: UserBuf = zn.user_buf(vec![0; 8]);

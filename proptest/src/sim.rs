@@ -10,15 +10,24 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use rmx_core::reuse::{NoReuse, SendReuse};
-use rmx_core::{Config, Endpoint, Peer, Protocol, Request, Source, Stats, TagSel, UserBuf};
+use rmx_core::{
+    Config, Endpoint, Protocol, Request, Sizes, Source, Stats, Tables, TagSel, UserBuf,
+};
 
+use crate::heap::{sizes, Heap};
 use crate::memnic::{execute_rdma, MemNic, RdmaPost, Token};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
-/// The endpoint the simulator runs: a peer table sized from the job, 128
-/// unexpected messages (the credit budget, whatever the ranks).
-pub type SimEndpoint<Z = NoReuse> = Endpoint<Vec<Peer>, 64, 128, 64, 256, Z>;
+/// The endpoint the simulator runs: tables on the heap, the peer table
+/// sized from the job, 128 unexpected messages (the credit budget, whatever
+/// the ranks).
+pub type SimEndpoint<Z = NoReuse> = Endpoint<Heap, Z>;
+
+/// The simulator's table sizes for `ranks` ranks.
+pub fn sim_sizes(ranks: u16) -> Sizes {
+    sizes(ranks as usize, 64, 128, 64, 256)
+}
 
 /// Send buffers each rank reuses (when no send from them is pending).
 const POOL: usize = 6;
@@ -212,11 +221,6 @@ pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
     }
 }
 
-/// A peer table for a job of `ranks`.
-fn peers(ranks: u16) -> Vec<Peer> {
-    vec![Peer::UNUSED; ranks as usize]
-}
-
 fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Result<Outcome, String> {
     let mut rng = Rng::new(seed);
     let cfg = if p.reliable {
@@ -268,8 +272,14 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 .map(|_| (nic.user_buf(vec![0; biggest]), None))
                 .collect();
             Ok(Rank {
-                ep: SimEndpoint::with_storage(cfg, me, p.ranks, peers(p.ranks), reuse())
-                    .map_err(|e| format!("config: {e:?}"))?,
+                ep: SimEndpoint::with_reuse(
+                    cfg,
+                    me,
+                    p.ranks,
+                    Tables::new(&sim_sizes(p.ranks)),
+                    reuse(),
+                )
+                .map_err(|e| format!("config: {e:?}"))?,
                 pool,
                 digest: 0,
                 nic,

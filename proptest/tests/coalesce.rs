@@ -11,11 +11,14 @@ use proptest::prelude::*;
 use rmx_core::packed::{self, Record};
 use rmx_core::wire::{Header, Kind, HEADER_LEN};
 use rmx_core::*;
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::{MemNic, Token};
 use rmx_proptest::rng::Rng;
 
 /// 3 ranks, 64 posted receives, 256 unexpected, 64 slots, 256 requests, 16 credits.
-type Ep = Endpoint<[Peer; 4], 64, 256, 64, 256>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 64, 256, 64, 256);
 const EAGER: u32 = 512;
 const RECEIVER: u16 = 1;
 const SENDERS: [u16; 2] = [0, 2];
@@ -44,7 +47,7 @@ fn node(cfg: Config, me: u16, wqes: u16) -> Node {
     nic.inline = true;
     nic.sq_depth = Some(wqes as usize);
     Node {
-        ep: Ep::new(cfg, me, 3).unwrap(),
+        ep: Ep::new(cfg, me, 3, Tables::new(&SIZES)).unwrap(),
         nic,
     }
 }

@@ -1,11 +1,14 @@
 //! Endpoint behaviour, scenario by scenario, against the in-memory NIC.
 
 use rmx_core::*;
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::MemNic;
 
 // 64 unexpected messages: a two-rank job's initial share is
 // min(credits, 64 / 4), so `credits` up to 8 is the window each side starts with.
-type Ep = Endpoint<[Peer; 4], 8, 64, 16, 32>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 8, 64, 16, 32);
 const THRESHOLD: u32 = 256;
 
 const SLOTS: usize = 16;
@@ -26,9 +29,9 @@ impl Bytes for MemNic {
 
 fn pair(cfg: Config) -> (Ep, MemNic, Ep, MemNic) {
     (
-        Ep::new(cfg, 0, 2).unwrap(),
+        Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap(),
         nic(),
-        Ep::new(cfg, 1, 2).unwrap(),
+        Ep::new(cfg, 1, 2, Tables::new(&SIZES)).unwrap(),
         nic(),
     )
 }
@@ -423,16 +426,16 @@ fn a_full_request_table_refuses_sends_and_queues_nothing() {
 #[test]
 fn configuration_is_validated_against_capacities() {
     assert_eq!(
-        Ep::new(Config::reliable(64, 8), 0, 5).err(),
+        Ep::new(Config::reliable(64, 8), 0, 5, Tables::new(&SIZES)).err(),
         Some(ConfigError::TooManyPeers { max: 4 })
     );
     assert_eq!(
-        Ep::new(Config::reliable(64, 0), 0, 2).err(),
+        Ep::new(Config::reliable(64, 0), 0, 2, Tables::new(&SIZES)).err(),
         Some(ConfigError::Credits)
     );
     // Peers x credits may exceed the unexpected capacity: credits are lent
     // from the pool, not reserved per peer.
-    assert!(Ep::new(Config::reliable(64, 8), 0, 4).is_ok());
+    assert!(Ep::new(Config::reliable(64, 8), 0, 4, Tables::new(&SIZES)).is_ok());
     for (buffers, reserve, low) in [(32, 32, 32), (32, 8, 4), (32, 8, 32), (0, 0, 0)] {
         let cfg = Config {
             rx_buffers: buffers,
@@ -441,24 +444,24 @@ fn configuration_is_validated_against_capacities() {
             ..Config::reliable(64, 8)
         };
         assert_eq!(
-            Ep::new(cfg, 0, 2).err(),
+            Ep::new(cfg, 0, 2, Tables::new(&SIZES)).err(),
             Some(ConfigError::RxPool),
             "pool {buffers}, reserve {reserve}, low water {low}"
         );
     }
     assert_eq!(
-        Ep::new(Config::reliable(64, 8), 2, 2).err(),
+        Ep::new(Config::reliable(64, 8), 2, 2, Tables::new(&SIZES)).err(),
         Some(ConfigError::RankOutOfRange)
     );
     assert!(matches!(
-        Ep::new(Config::reliable(70_000, 8), 0, 2).err(),
+        Ep::new(Config::reliable(70_000, 8), 0, 2, Tables::new(&SIZES)).err(),
         Some(ConfigError::EagerThreshold { .. })
     ));
 }
 
 // The per-peer target (1 KiB before buffers) and the figures' consistency are
 // checked at compile time: a regression fails the build.
-const _: () = assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < Ep::ENDPOINT_BYTES);
+const _: () = assert!(Ep::PEER_BYTES > 0 && Ep::PEER_BYTES < SIZES.shared_bytes());
 const _: () = assert!(Ep::PEER_BYTES <= 1024);
 
 fn inline_cfg() -> Config {
@@ -580,7 +583,8 @@ fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
                 ..cfg
             },
             0,
-            2
+            2,
+            Tables::new(&SIZES)
         )
         .err(),
         Some(ConfigError::SendWqes)
@@ -589,5 +593,8 @@ fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
         coalesce: Coalesce::Outstanding(3),
         ..cfg
     };
-    assert_eq!(Ep::new(threshold, 0, 2).err(), Some(ConfigError::SendWqes));
+    assert_eq!(
+        Ep::new(threshold, 0, 2, Tables::new(&SIZES)).err(),
+        Some(ConfigError::SendWqes)
+    );
 }

@@ -4,15 +4,23 @@
 //! messages nobody receives is reported instead of hanging.
 
 use rmx_core::*;
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::MemNic;
 
 /// 64 unexpected messages: budget min(256 - 32, 64) = 64.
-type Ep = Endpoint<[Peer; 4], 16, 64, 64, 64>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 16, 64, 64, 64);
 const THRESHOLD: u32 = 256;
 
 fn ranks(cfg: Config, n: u16) -> Vec<(Ep, MemNic)> {
     (0..n)
-        .map(|me| (Ep::new(cfg, me, n).unwrap(), MemNic::new(64, 1024)))
+        .map(|me| {
+            (
+                Ep::new(cfg, me, n, Tables::new(&SIZES)).unwrap(),
+                MemNic::new(64, 1024),
+            )
+        })
         .collect()
 }
 

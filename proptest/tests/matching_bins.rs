@@ -4,7 +4,8 @@
 //! receive and cancel must pick the same entry.
 
 use proptest::prelude::*;
-use rmx_core::matching::{Envelope, Matcher, Pattern, Source, TagSel};
+use rmx_core::matching::{Envelope, Pattern, Source, TagSel};
+use rmx_proptest::heap::{matcher, HeapMatcher};
 use rmx_proptest::linear::LinearMatcher;
 
 #[derive(Clone, Copy, Debug)]
@@ -39,7 +40,7 @@ proptest! {
     #[test]
     fn bins_match_like_ordered_lists(ops in proptest::collection::vec(op(), 1..400)) {
         // 16 entries, so 16 bins for 40 sources × 3 contexts: bins are shared.
-        let mut m: Matcher<u32, u32, 16, 16> = Matcher::default();
+        let mut m: HeapMatcher<u32, u32> = matcher(16, 16);
         let mut model: LinearMatcher<u32, u32> = LinearMatcher::default();
         for (id, op) in ops.into_iter().enumerate() {
             let id = id as u32;
@@ -79,7 +80,7 @@ proptest! {
 /// receives posted for other sources, the arrival still finds its own.
 #[test]
 fn an_arrival_finds_its_source_among_thousands_posted_for_others() {
-    let mut m: Box<Matcher<u32, u32, 4096, 16>> = Box::default();
+    let mut m: HeapMatcher<u32, u32> = matcher(4096, 16);
     for i in 0..4095u32 {
         let pat = Pattern {
             source: Source::Rank((i % 1023) as u16 + 1),

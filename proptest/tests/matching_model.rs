@@ -5,10 +5,13 @@
 
 use proptest::prelude::*;
 use rmx_core::wire::{Header, Kind, HEADER_LEN};
-use rmx_core::{Config, Endpoint, Peer, RecvFault, Request, Source, TagSel, UserBuf};
+use rmx_core::{Config, Endpoint, RecvFault, Request, Source, TagSel, UserBuf};
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::MemNic;
 
-type Ep = Endpoint<[Peer; 4], 64, 256, 8, 256>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 64, 256, 8, 256);
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -52,7 +55,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
     fn endpoint_matches_like_the_model(ops in proptest::collection::vec(op(), 1..120)) {
-        let mut ep = Ep::new(Config::reliable(64, 64), 0, 4).unwrap();
+        let mut ep = Ep::new(Config::reliable(64, 64), 0, 4, Tables::new(&SIZES)).unwrap();
         let mut nic = MemNic::new(8, 128);
         let mut model = Model::default();
         // Receive id -> (request, buffer); message ids are carried in the payload.

@@ -1,9 +1,12 @@
 //! The rendezvous state machines, step by step, against the in-memory NIC.
 
 use rmx_core::*;
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::{execute_rdma, MemNic};
 
-type Ep = Endpoint<[Peer; 4], 8, 16, 16, 32>;
+type Ep = Endpoint<Heap>;
+const SIZES: Sizes = sizes(4, 8, 16, 16, 32);
 const THRESHOLD: u32 = 256;
 const LEN: usize = 2500;
 
@@ -57,8 +60,8 @@ struct Pair {
 /// Rank 0 sends LEN bytes to rank 1, which has a receive of `cap` posted;
 /// the RTS has been delivered.
 fn started(p: Protocol, cap: usize) -> Pair {
-    let (mut a, mut an) = (Ep::new(cfg(p), 0, 2).unwrap(), nic());
-    let (mut b, mut bn) = (Ep::new(cfg(p), 1, 2).unwrap(), nic());
+    let (mut a, mut an) = (Ep::new(cfg(p), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(cfg(p), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
     let dst = bn.user_buf(vec![0; cap]);
     let recv = b
         .irecv(
@@ -214,7 +217,10 @@ fn a_short_receive_truncates_each_protocol_and_the_sender_completes() {
 
 #[test]
 fn a_buffer_that_cannot_be_registered_goes_by_pull() {
-    let (mut a, mut an) = (Ep::new(cfg(Protocol::Rget), 0, 2).unwrap(), nic());
+    let (mut a, mut an) = (
+        Ep::new(cfg(Protocol::Rget), 0, 2, Tables::new(&SIZES)).unwrap(),
+        nic(),
+    );
     an.refuse_registration = true;
     let src = an.user_buf(data());
     a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
@@ -260,9 +266,15 @@ fn configurations_the_pull_window_cannot_honour_are_refused() {
     let mut c = cfg(Protocol::Pull);
     c.pull_frames = 16;
     c.pull_requests = 8;
-    assert_eq!(Ep::new(c, 0, 2).err(), Some(ConfigError::PullWindow));
+    assert_eq!(
+        Ep::new(c, 0, 2, Tables::new(&SIZES)).err(),
+        Some(ConfigError::PullWindow)
+    );
     c.pull_requests = 0;
-    assert_eq!(Ep::new(c, 0, 2).err(), Some(ConfigError::PullWindow));
+    assert_eq!(
+        Ep::new(c, 0, 2, Tables::new(&SIZES)).err(),
+        Some(ConfigError::PullWindow)
+    );
 }
 
 /// Delivers packets both ways until none is left, at `now`; `drop` decides
@@ -306,8 +318,8 @@ fn lossy() -> Config {
 /// of finished receives was outrun after 16, and the send never completed).
 #[test]
 fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
-    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
-    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
     let mut now = 0;
     let mut first = None;
     for k in 0..25 {
@@ -358,8 +370,8 @@ fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
 /// (the receiver finishes by itself); on a reliable transport a probe is stray.
 #[test]
 fn a_probe_for_a_live_receive_gets_no_fin_and_is_stray_on_a_reliable_transport() {
-    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
-    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
     let dst = bn.user_buf(vec![0; LEN]);
     b.irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
         .unwrap();
@@ -413,7 +425,10 @@ fn a_probe_for_a_live_receive_gets_no_fin_and_is_stray_on_a_reliable_transport()
     b.on_receive(0, &mut bn, r);
     assert_eq!(b.stats().rndv_stray, 1, "receiver id 0 names nothing");
     // Reliable: a probe is never sent, so one is stray.
-    let (mut c, mut cn) = (Ep::new(cfg(Protocol::Pull), 1, 2).unwrap(), nic());
+    let (mut c, mut cn) = (
+        Ep::new(cfg(Protocol::Pull), 1, 2, Tables::new(&SIZES)).unwrap(),
+        nic(),
+    );
     let r = cn.deliver(probe(true));
     c.on_receive(0, &mut cn, r);
     assert_eq!(c.stats().rndv_stray, 1);
@@ -432,7 +447,7 @@ fn lossy_transports_refuse_rdma_rendezvous_and_pull_instead() {
             ..lossy()
         };
         assert_eq!(
-            Ep::new(c, 0, 2).err(),
+            Ep::new(c, 0, 2, Tables::new(&SIZES)).err(),
             Some(ConfigError::RendezvousNeedsReliable)
         );
     }
@@ -440,8 +455,8 @@ fn lossy_transports_refuse_rdma_rendezvous_and_pull_instead() {
         rendezvous: Some(Protocol::Pull),
         ..lossy()
     };
-    assert!(Ep::new(c, 0, 2).is_ok());
-    let (mut a, mut an) = (Ep::new(lossy(), 0, 2).unwrap(), nic());
+    assert!(Ep::new(c, 0, 2, Tables::new(&SIZES)).is_ok());
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
     let src = an.user_buf(data());
     a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
     let rts = &an.outbox[0].1[wire::HEADER_LEN..];
@@ -450,7 +465,7 @@ fn lossy_transports_refuse_rdma_rendezvous_and_pull_instead() {
     // A peer that offers RGET on a lossy transport is pulled from.
     let mut rts = an.outbox[0].1.clone();
     rts[wire::HEADER_LEN] = Protocol::Rget as u8;
-    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
     let dst = bn.user_buf(vec![0; LEN]);
     b.irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
         .unwrap();
@@ -470,8 +485,14 @@ fn lossy_transports_refuse_rdma_rendezvous_and_pull_instead() {
 fn a_remote_range_past_the_address_space_is_an_access_error_on_both_sides() {
     let near_end = (u64::MAX - 100).to_le_bytes();
     // RGET: the RTS carries the sender's address.
-    let (mut a, mut an) = (Ep::new(cfg(Protocol::Rget), 0, 2).unwrap(), nic());
-    let (mut b, mut bn) = (Ep::new(cfg(Protocol::Rget), 1, 2).unwrap(), nic());
+    let (mut a, mut an) = (
+        Ep::new(cfg(Protocol::Rget), 0, 2, Tables::new(&SIZES)).unwrap(),
+        nic(),
+    );
+    let (mut b, mut bn) = (
+        Ep::new(cfg(Protocol::Rget), 1, 2, Tables::new(&SIZES)).unwrap(),
+        nic(),
+    );
     let dst = bn.user_buf(vec![0; LEN]);
     let recv = b
         .irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, LEN as u32)
@@ -518,7 +539,7 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
     for t in [0, 1, min - 1] {
         let c = Config::reliable(t, 4);
         assert_eq!(
-            Ep::new(c, 0, 2).err(),
+            Ep::new(c, 0, 2, Tables::new(&SIZES)).err(),
             Some(ConfigError::EagerThreshold {
                 min,
                 max: 65535 - wire::HEADER_LEN as u32
@@ -532,8 +553,8 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
             ..Config::reliable(min, 4)
         };
         let mk = || MemNic::new(16, wire::HEADER_LEN + min as usize).with_rdma(64);
-        let (mut a, mut an) = (Ep::new(c, 0, 2).unwrap(), mk());
-        let (mut b, mut bn) = (Ep::new(c, 1, 2).unwrap(), mk());
+        let (mut a, mut an) = (Ep::new(c, 0, 2, Tables::new(&SIZES)).unwrap(), mk());
+        let (mut b, mut bn) = (Ep::new(c, 1, 2, Tables::new(&SIZES)).unwrap(), mk());
         let dst = bn.user_buf(vec![0; 300]);
         let recv = b
             .irecv(0, &mut bn, Source::Any, TagSel::Any, 0, dst, 300)

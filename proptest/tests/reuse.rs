@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use rmx_core::reuse::{CacheError, CostModel, Invalidation, Pending, RegCache, RegId, SendReuse};
 use rmx_core::*;
+use rmx_core::{Sizes, Tables};
+use rmx_proptest::heap::{sizes, Heap};
 use rmx_proptest::memnic::MemNic;
 use rmx_proptest::reuse::{frequent, Frequent, NEVER_STOP, PAGE};
 
@@ -113,19 +115,25 @@ fn invalidation_drops_unused_entries_now_and_in_use_ones_on_release() {
 
 // ------------------------------------------------------ the endpoint path
 
-type Ep = Endpoint<[Peer; 2], 8, 32, 16, 32, Frequent<8>>;
-type PlainEp = Endpoint<[Peer; 2], 8, 32, 16, 32>;
+type Ep = Endpoint<Heap, Frequent<8>>;
+type PlainEp = Endpoint<Heap>;
+const SIZES: Sizes = sizes(2, 8, 32, 16, 32);
 
 fn pair(cfg: Config, uses: u32) -> (Ep, MemNic, Ep, MemNic) {
-    let mk = |me| Ep::with_reuse(cfg, me, 2, frequent(uses, 64, 64, NEVER_STOP)).unwrap();
+    let mk = |me| {
+        Ep::with_reuse(
+            cfg,
+            me,
+            2,
+            Tables::new(&SIZES),
+            frequent(uses, 64, 64, NEVER_STOP),
+        )
+        .unwrap()
+    };
     (mk(0), nic(), mk(1), nic())
 }
 
-fn pump<Z: SendReuse>(
-    from: &mut MemNic,
-    to: &mut Endpoint<[Peer; 2], 8, 32, 16, 32, Z>,
-    to_nic: &mut MemNic,
-) {
+fn pump<Z: SendReuse>(from: &mut MemNic, to: &mut Endpoint<Heap, Z>, to_nic: &mut MemNic) {
     for (_, p) in from.outbox.drain(..).collect::<Vec<_>>() {
         let b = to_nic.deliver(p);
         to.on_receive(0, to_nic, b);
@@ -133,11 +141,7 @@ fn pump<Z: SendReuse>(
 }
 
 /// Receives one message on `b` and returns its bytes.
-fn recv_one<Z: SendReuse>(
-    b: &mut Endpoint<[Peer; 2], 8, 32, 16, 32, Z>,
-    bn: &mut MemNic,
-    cap: usize,
-) -> Vec<u8> {
+fn recv_one<Z: SendReuse>(b: &mut Endpoint<Heap, Z>, bn: &mut MemNic, cap: usize) -> Vec<u8> {
     let d = bn.user_buf(vec![0; cap]);
     let r = b
         .irecv(0, bn, Source::Any, TagSel::Any, 0, d, cap as u32)
@@ -277,8 +281,8 @@ proptest! {
         sends in prop::collection::vec((1u32..=8192, 0u64..8192, any::<u8>()), 1..24)
     ) {
         let (mut a, mut an, mut b, mut bn) = pair(Config::reliable(8192, 8), 1);
-        let mut pa = PlainEp::new(Config::reliable(8192, 8), 0, 2).unwrap();
-        let mut pb = PlainEp::new(Config::reliable(8192, 8), 1, 2).unwrap();
+        let mut pa = PlainEp::new(Config::reliable(8192, 8), 0, 2, Tables::new(&SIZES)).unwrap();
+        let mut pb = PlainEp::new(Config::reliable(8192, 8), 1, 2, Tables::new(&SIZES)).unwrap();
         let (mut pan, mut pbn) = (nic(), nic());
         for (i, &(len, off, seed)) in sends.iter().enumerate() {
             let data: Vec<u8> = (0..len).map(|k| seed.wrapping_add((k * 13) as u8)).collect();

@@ -12,3 +12,4 @@ pub mod model;
 pub mod monitor;
 pub mod rank;
 pub mod reuse;
+pub mod tables;

@@ -385,7 +385,7 @@ fn info(json_out: bool) {
             "wire_version": rmx_core::wire::VERSION,
             "loop": nic,
         },
-        "endpoint_bytes": CoreEndpoint::ENDPOINT_BYTES,
+        "endpoint_bytes": costs.core_fixed,
         "peer_bytes": CoreEndpoint::PEER_BYTES,
         "per_connection_bytes": costs.per_connection(),
         "shared_bytes": costs.shared(),
@@ -433,7 +433,7 @@ fn info(json_out: bool) {
         nic.srq_depth, nic.buf_size, nic.sq_depth, nic.inline_max
     );
     println!("memory (core, from the types):");
-    println!("  endpoint_bytes    {}", CoreEndpoint::ENDPOINT_BYTES);
+    println!("  endpoint_bytes    {}", costs.core_fixed);
     println!("  peer_bytes        {}", CoreEndpoint::PEER_BYTES);
     println!(
         "  per connection    {} bytes (peer state, {} send entries, NIC state; dominant: {})",

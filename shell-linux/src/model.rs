@@ -5,6 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::loopnic::{LoopConfig, Port};
+use rmx_core::{Config, Sizes};
+
 use crate::rank::CoreEndpoint;
 
 /// Bytes of one send work-queue entry: a 64-byte WQE basic block, the
@@ -57,13 +59,19 @@ impl Costs {
     /// endpoint and `nic`, eager messages of `eager` bytes.
     pub fn of(wqes: u16, eager: u32, nic: &LoopConfig) -> Costs {
         let slot = (rmx_core::wire::HEADER_LEN as u64 + eager as u64).div_ceil(64) * 64;
+        let cfg = Config {
+            rx_buffers: nic.srq_depth.min(u32::MAX as usize) as u32,
+            ..crate::rank::loop_config()
+        };
+        // The peer table aside, the tables do not depend on the job's size.
+        let sizes = Sizes::for_job(0, &cfg);
         Costs {
             peer_state: CoreEndpoint::PEER_BYTES as u64,
             send_entries: wqes as u64 * WQE_BYTES,
             nic_connection: Port::CONNECTION_BYTES as u64,
             receive_pool: (nic.srq_depth as u64).saturating_mul(slot),
-            send_slots: crate::rank::SLOTS as u64 * slot,
-            core_fixed: CoreEndpoint::ENDPOINT_BYTES as u64,
+            send_slots: sizes.slots as u64 * slot,
+            core_fixed: CoreEndpoint::fixed_bytes(&sizes) as u64,
         }
     }
 

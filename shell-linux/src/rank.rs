@@ -18,9 +18,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rmx_core::{
-    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, Peer, PostError, Posted,
-    RdmaError, RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError,
-    SlotId, Source, Stats, Status, TagSel, UserBuf,
+    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError,
+    RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, Sizes, SlotId,
+    Source, Stats, Status, Tables, TagSel, UserBuf,
 };
 
 use crate::clock::now_ns;
@@ -28,19 +28,15 @@ use crate::loopnic::region::Mr;
 use crate::loopnic::{Events, Port, PostErr, Sge, Wc, WcOp, WcStatus, INLINE_WR_ID};
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
+use crate::tables::Heap;
 
-/// Send bounce slots per rank.
-pub const SLOTS: usize = 256;
-
-/// The capacities this shell builds the core with: a peer table sized from
-/// the job, 1024 posted receives and unexpected messages, 256 bounce slots,
-/// 2048 requests; zero-copy eager sends of frequently used buffers when a
-/// policy is given.
-pub type CoreEndpoint = Endpoint<Vec<Peer>, 1024, 1024, SLOTS, 2048, Option<ShellReuse>>;
+/// The endpoint this shell builds: tables on the heap, sized from the job
+/// ([`rmx_core::Sizes::for_job`]); zero-copy eager sends of frequently used
+/// buffers when a policy is given.
+pub type CoreEndpoint = Endpoint<Heap, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
-const _: () = assert!(CoreEndpoint::PEER_BYTES < CoreEndpoint::ENDPOINT_BYTES);
 
 /// The core configuration the `loop` transport runs with: reliable (no
 /// sequence checks or acks), 8 KiB eager threshold, 64 credits per peer, and
@@ -50,32 +46,6 @@ pub fn loop_config() -> Config {
         inline_max: u32::MAX,
         ..Config::reliable(8192, 64)
     }
-}
-
-/// Builds the core endpoint and moves it into its box. The endpoint is
-/// built by value and is half a megabyte; an unoptimised build keeps several
-/// copies of it in the frames it passes through, more than the 2 MiB stack
-/// of the thread that usually creates a rank. So it is built on a
-/// short-lived thread with a stack sized for it, whichever thread asks.
-fn boxed_endpoint(
-    cfg: Config,
-    me: u16,
-    nranks: u16,
-    reuse: Option<ShellReuse>,
-) -> Result<Box<CoreEndpoint>, ConfigError> {
-    const STACK: usize = 16 * CoreEndpoint::ENDPOINT_BYTES + (1 << 20);
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("rmx-endpoint".into())
-            .stack_size(STACK)
-            .spawn_scoped(s, move || {
-                let peers = vec![Peer::UNUSED; nranks as usize];
-                CoreEndpoint::with_storage(cfg, me, nranks, peers, reuse).map(Box::new)
-            })
-            .expect("spawn the thread that builds an endpoint")
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
 }
 
 /// What a `loop` port can do and its limits, for the core.
@@ -118,9 +88,10 @@ pub struct LoopNic {
 }
 
 impl LoopNic {
-    fn new(port: Port, eager: usize) -> LoopNic {
+    /// A NIC with `nslots` send bounce slots for eager messages of `eager` bytes.
+    fn new(port: Port, eager: usize, nslots: usize) -> LoopNic {
         let slot_size = (rmx_core::wire::HEADER_LEN + eager).div_ceil(64) * 64;
-        let slots = vec![0u8; slot_size * SLOTS];
+        let slots = vec![0u8; slot_size * nslots];
         // SAFETY: the slots' heap buffer never moves or shrinks, and `Drop`
         // waits for the NIC's operations and deregisters before it is freed.
         let slots_mr = unsafe { port.register(slots.as_ptr() as usize, slots.len(), 0) }
@@ -585,11 +556,18 @@ impl Rank {
     ) -> Result<Rank, ConfigError> {
         let me = port.rank();
         let cfg = cfg.fit(&port_caps(&port));
-        let ep = boxed_endpoint(cfg, me, nranks, reuse)?;
+        let sizes = Sizes::for_job(nranks, &cfg);
+        let ep = Box::new(CoreEndpoint::with_reuse(
+            cfg,
+            me,
+            nranks,
+            Tables::new(&sizes),
+            reuse,
+        )?);
         let events = port.events();
         let d = Driver {
             ep,
-            nic: LoopNic::new(port, cfg.eager_threshold as usize),
+            nic: LoopNic::new(port, cfg.eager_threshold as usize, sizes.slots),
             watch: None,
             now: now_ns(),
             idle: 0,

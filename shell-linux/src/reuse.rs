@@ -24,7 +24,7 @@ pub type ShellReuse = FrequentBuffers<Vec<u32>, Vec<Tracked>, POINTS, REGISTRATI
 
 /// Heap bytes of one rank's zero-copy policy: the tracker's buckets and
 /// arena. The rest of the policy (cost model, registration cache) lives
-/// inside the endpoint and is counted in its `ENDPOINT_BYTES`.
+/// inside the endpoint and is counted in its fixed bytes.
 pub fn policy_bytes() -> usize {
     BUCKETS * 4 + TRACKED * std::mem::size_of::<Tracked>()
 }

@@ -38,13 +38,16 @@ pub(super) struct Lender {
     pub starving: Fifo,
     /// Free buffers are at or below the low watermark (reported once).
     pub low: bool,
+    /// The most the budget may grow to: unexpected messages that can be kept.
+    pub cap: u32,
 }
 
 impl Lender {
     /// The budget of a pool of `cfg.rx_buffers` (at most `unexpected`
     /// messages kept) and every peer's initial share of it.
     pub fn new(cfg: &Config, npeers: u16, unexpected: usize) -> (Self, u16) {
-        let budget = (cfg.rx_buffers - cfg.rx_reserve).min(unexpected as u32);
+        let cap = unexpected.min(u32::MAX as usize) as u32;
+        let budget = (cfg.rx_buffers - cfg.rx_reserve).min(cap);
         // Shared among the other ranks; this one's own share is accounted
         // too (a rank may send to itself): n / (2 (n - 1)) <= 1 for n >= 2.
         let ranks = npeers as u32;
@@ -54,6 +57,7 @@ impl Lender {
             free: budget.saturating_sub(share * ranks),
             starving: Fifo::EMPTY,
             low: false,
+            cap,
         };
         (lender, share as u16)
     }
@@ -72,15 +76,7 @@ pub struct Stall {
     pub waiting_peers: u16,
 }
 
-impl<
-        P: PeerStorage,
-        const POSTED: usize,
-        const UNEXP: usize,
-        const SLOTS: usize,
-        const REQS: usize,
-        Z: SendReuse,
-    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
-{
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// `Some` while peers wait for credit the budget cannot give.
     pub fn stall(&self) -> Option<Stall> {
         let l = &self.lender;
@@ -233,7 +229,7 @@ impl<
         self.lender.low = true;
         self.stats.rx_pool_low += 1;
         let added = nic.rx_pool_low(free);
-        let room = (UNEXP as u32).saturating_sub(self.lender.budget);
+        let room = self.lender.cap.saturating_sub(self.lender.budget);
         let added = added.min(room);
         self.cfg.rx_buffers = self.cfg.rx_buffers.saturating_add(added);
         self.lender.budget += added;

@@ -3,38 +3,58 @@
 //! unexpected vbufs; the buffer goes back to the pool when the last message
 //! held in it has been received (a packed packet may hold several).
 
-use heapless::Vec;
-
+use crate::fifo::NIL;
 use crate::nic::RxBuf;
 
-/// Up to `N` held buffers with their counts of messages still held.
-pub(crate) struct Holds<const N: usize> {
-    bufs: [RxBuf; N],
-    refs: [u16; N],
-    free: Vec<u16, N>,
+/// One entry of the held-buffer table (storage for an endpoint): a receive
+/// buffer and how many unexpected messages it still holds. Opaque; make
+/// tables of [`HoldEntry::UNUSED`].
+#[derive(Clone, Copy, Debug)]
+pub struct HoldEntry {
+    buf: RxBuf,
+    refs: u16,
+    /// The next free entry, while this one is free.
+    next: u16,
 }
 
-impl<const N: usize> Holds<N> {
-    pub fn new() -> Self {
-        let mut free = Vec::new();
-        for i in (0..N.min(u16::MAX as usize) as u16).rev() {
-            let _ = free.push(i);
+impl HoldEntry {
+    pub const UNUSED: HoldEntry = HoldEntry {
+        buf: RxBuf(0),
+        refs: 0,
+        next: NIL,
+    };
+}
+
+/// Held buffers in the table `T`, with their counts of messages still held.
+pub(crate) struct Holds<T> {
+    table: T,
+    free: u16,
+    used: u16,
+}
+
+impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
+    pub fn new(mut table: T) -> Self {
+        let all = table.as_mut();
+        let n = all.len().min(NIL as usize);
+        for (i, e) in all.iter_mut().enumerate() {
+            *e = HoldEntry::UNUSED;
+            e.next = if i + 1 < n { i as u16 + 1 } else { NIL };
         }
         Holds {
-            bufs: [RxBuf(0); N],
-            refs: [0; N],
-            free,
+            table,
+            free: if n > 0 { 0 } else { NIL },
+            used: 0,
         }
     }
 
     /// Buffers held now.
     pub fn len(&self) -> usize {
-        N.min(u16::MAX as usize) - self.free.len()
+        self.used as usize
     }
 
     /// Whether one more buffer can be held.
     pub fn has_room(&self) -> bool {
-        !self.free.is_empty()
+        self.free != NIL
     }
 
     /// One more message held in `buf`; `current` is the hold already made
@@ -43,31 +63,46 @@ impl<const N: usize> Holds<N> {
         let h = match *current {
             Some(h) => h,
             None => {
-                let h = self.free.pop()?;
-                self.bufs[h as usize] = buf;
-                self.refs[h as usize] = 0;
+                let h = self.free;
+                if h == NIL {
+                    return None;
+                }
+                let e = &mut self.table.as_mut()[h as usize];
+                self.free = e.next;
+                self.used += 1;
+                *e = HoldEntry {
+                    buf,
+                    ..HoldEntry::UNUSED
+                };
                 *current = Some(h);
                 h
             }
         };
-        self.refs[h as usize] = self.refs[h as usize].saturating_add(1);
+        let e = &mut self.table.as_mut()[h as usize];
+        e.refs = e.refs.saturating_add(1);
         Some(h)
     }
 
     /// The buffer behind hold `h`.
     pub fn buf(&self, h: u16) -> RxBuf {
-        self.bufs[h as usize]
+        self.table.as_ref()[h as usize].buf
     }
 
     /// A message held in `h` was received; the buffer, once none is left in it.
     pub fn release(&mut self, h: u16) -> Option<RxBuf> {
-        let r = &mut self.refs[h as usize];
-        *r = r.saturating_sub(1);
-        if *r > 0 {
+        let free = self.free;
+        let e = &mut self.table.as_mut()[h as usize];
+        if e.refs == 0 {
+            return None; // not held: nothing to give back twice
+        }
+        e.refs -= 1;
+        if e.refs > 0 {
             return None;
         }
-        let _ = self.free.push(h);
-        Some(self.bufs[h as usize])
+        e.next = free;
+        self.free = h;
+        self.used -= 1;
+        Some(e.buf)
     }
 }
 
@@ -77,7 +112,7 @@ mod tests {
 
     #[test]
     fn a_buffer_returns_with_its_last_message() {
-        let mut h: Holds<2> = Holds::new();
+        let mut h = Holds::new([HoldEntry::UNUSED; 2]);
         let mut cur = None;
         let a = h.hold(RxBuf(7), &mut cur).unwrap();
         let b = h.hold(RxBuf(7), &mut cur).unwrap();

@@ -103,15 +103,7 @@ impl Transfer {
     };
 }
 
-impl<
-        P: PeerStorage,
-        const POSTED: usize,
-        const UNEXP: usize,
-        const SLOTS: usize,
-        const REQS: usize,
-        Z: SendReuse,
-    > Endpoint<P, POSTED, UNEXP, SLOTS, REQS, Z>
-{
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// The rendezvous to offer: configured, else the best the transport
     /// can do. An RDMA protocol the transport lacks becomes PULL, and so
     /// does every choice on a lossy transport: only PULL recovers lost
@@ -153,7 +145,7 @@ impl<
     }
 
     fn release_buf<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        match core::mem::replace(&mut self.xfers[i].reg, Reg::None) {
+        match core::mem::replace(&mut self.reqs[i].xfer.reg, Reg::None) {
             Reg::None => {}
             Reg::Cached(p) => self.reuse.release(nic, p.id),
             Reg::Own(k) => nic.deregister(k),
@@ -200,7 +192,7 @@ impl<
             }
             x.proto = proto;
         }
-        self.xfers[i] = x;
+        self.reqs[i].xfer = x;
         self.active += 1;
         self.stats.rndv_sends += 1;
         let q = QueuedSend {
@@ -217,10 +209,7 @@ impl<
                 return Ok(req);
             }
         }
-        // Cannot fail: every queued send holds one of REQS requests.
-        let _ = self.queued.push_back(q);
-        self.peers[dest as usize].queued += 1;
-        self.stats.send_stalls += 1;
+        self.queue_send(q);
         self.ask_credit(now, nic, dest);
         Ok(req)
     }
@@ -233,13 +222,13 @@ impl<
         if self.peers[d].credits_left() == 0 {
             return Sent::No;
         }
-        if self.free_slots.len() < 2 {
+        if self.slots.free() < 2 {
             return Sent::No;
         }
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.slots.take() else {
             return Sent::No;
         };
-        let x = &self.xfers[q.req.index()];
+        let x = &self.reqs[q.req.index()].xfer;
         let rts = Rts {
             proto: x.proto,
             id: q.req.to_wire(),
@@ -265,14 +254,14 @@ impl<
         rts.encode(&mut body);
         out[HEADER_LEN..HEADER_LEN + Rts::LEN].copy_from_slice(&body);
         self.sent(d, &h);
-        self.slots[slot as usize] = SlotMeta {
+        self.slots[slot as usize] = SlotEntry {
             peer: q.dest,
             len: (HEADER_LEN + Rts::LEN) as u32,
             seq: h.seq,
             msgs: 1,
             awaiting_ack: !self.cfg.reliable,
             wake: true,
-            ..SlotMeta::default()
+            ..SlotEntry::default()
         };
         self.track_unacked(now, d, slot);
         self.post_or_queue(nic, slot);
@@ -303,7 +292,7 @@ impl<
         self.reqs.set(req, State::Rndv);
         self.stats.rndv_recvs += 1;
         let i = req.index();
-        self.xfers[i] = Transfer {
+        self.reqs[i].xfer = Transfer {
             active: true,
             send: false,
             proto: rts.proto,
@@ -330,27 +319,27 @@ impl<
         // On a lossy transport a receiver pulls whatever was offered: a lost
         // CTS or FIN of an RDMA rendezvous would never be sent again.
         if !self.cfg.reliable {
-            self.xfers[i].proto = Protocol::Pull;
+            self.reqs[i].xfer.proto = Protocol::Pull;
         }
-        if self.xfers[i].proto != Protocol::Pull {
+        if self.reqs[i].xfer.proto != Protocol::Pull {
             match self.register_buf(nic, buf, n) {
                 Some((addr, reg)) => {
-                    let x = &mut self.xfers[i];
+                    let x = &mut self.reqs[i].xfer;
                     x.addr = addr;
                     x.reg = reg;
                 }
-                None => self.xfers[i].proto = Protocol::Pull,
+                None => self.reqs[i].xfer.proto = Protocol::Pull,
             }
         }
-        match self.xfers[i].proto {
+        match self.reqs[i].xfer.proto {
             Protocol::Rget => self.pump(nic, i),
             Protocol::Rput => {
-                self.xfers[i].owe = Owe::Cts;
+                self.reqs[i].xfer.owe = Owe::Cts;
                 self.send_owed(nic, i);
             }
             Protocol::Pull => {
                 let frames = n.div_ceil(self.cfg.eager_threshold);
-                self.xfers[i].window = Window::new(frames);
+                self.reqs[i].xfer.window = Window::new(frames);
                 self.ask(nic, i);
             }
         }
@@ -359,7 +348,7 @@ impl<
     /// The transfer a rendezvous packet names, if it is live and `peer`'s.
     fn named(&self, id: u32, peer: u16, send: bool) -> Option<usize> {
         let r = Request::from_wire(id);
-        let x = self.xfers.get(r.index())?;
+        let x = &self.reqs.get(r.index())?.xfer;
         (x.active && x.req == r && x.peer == peer && x.send == send).then_some(r.index())
     }
 
@@ -410,7 +399,7 @@ impl<
         let Some(i) = self.named(c.sender, src, true) else {
             return false;
         };
-        let x = &mut self.xfers[i];
+        let x = &mut self.reqs[i].xfer;
         if x.proto != Protocol::Rput || x.remote_id != 0 || c.receiver == 0 {
             return false;
         }
@@ -429,16 +418,16 @@ impl<
     fn on_fin<N: Nic>(&mut self, nic: &mut N, src: u16, f: Fin) -> bool {
         // A sender (RGET, PULL) or an RPUT receiver waits for a FIN.
         let i = match self.named(f.id, src, true) {
-            Some(i) if self.xfers[i].proto != Protocol::Rput => i,
+            Some(i) if self.reqs[i].xfer.proto != Protocol::Rput => i,
             _ => match self.named(f.id, src, false) {
-                Some(i) if self.xfers[i].proto == Protocol::Rput => i,
+                Some(i) if self.reqs[i].xfer.proto == Protocol::Rput => i,
                 _ => {
                     // A repeated FIN of a transfer already ended.
                     return !self.cfg.reliable;
                 }
             },
         };
-        self.xfers[i].fault = self.xfers[i].fault.or(f.fault);
+        self.reqs[i].xfer.fault = self.reqs[i].xfer.fault.or(f.fault);
         self.complete(nic, i);
         true
     }
@@ -448,8 +437,8 @@ impl<
             // Asked again after the FIN ended the send: nothing to serve.
             return !self.cfg.reliable;
         };
-        let frames = self.xfers[i].len.div_ceil(self.cfg.eager_threshold);
-        let x = &mut self.xfers[i];
+        let frames = self.reqs[i].xfer.len.div_ceil(self.cfg.eager_threshold);
+        let x = &mut self.reqs[i].xfer;
         if p.receiver == 0
             || p.count == 0
             || p.first >= frames
@@ -475,7 +464,7 @@ impl<
             return !self.cfg.reliable;
         };
         let frame = self.cfg.eager_threshold;
-        let x = self.xfers[i];
+        let x = self.reqs[i].xfer;
         if x.proto != Protocol::Pull || h.seq >= x.window.frames {
             return false;
         }
@@ -485,7 +474,7 @@ impl<
         if h.len < expect || h.len > frame {
             return false;
         }
-        if !self.xfers[i].window.arrived(h.seq) {
+        if !self.reqs[i].xfer.window.arrived(h.seq) {
             self.stats.duplicates += 1;
             return true;
         }
@@ -494,8 +483,8 @@ impl<
             Loc::Rx(buf, HEADER_LEN as u32),
             expect as usize,
         );
-        self.xfers[i].last = now;
-        if self.xfers[i].window.complete() {
+        self.reqs[i].xfer.last = now;
+        if self.reqs[i].xfer.window.complete() {
             self.finish(nic, i);
         } else {
             self.ask(nic, i);
@@ -530,7 +519,7 @@ impl<
         let per = self.cfg.pull_frames as u32;
         let limit = per * self.cfg.pull_requests as u32;
         loop {
-            let mut w = self.xfers[i].window;
+            let mut w = self.reqs[i].xfer.window;
             let Some((first, count)) = w.next_ask(per, limit) else {
                 break;
             };
@@ -538,13 +527,13 @@ impl<
                 // No slot now: the poll after one frees asks.
                 break;
             }
-            self.xfers[i].window = w;
+            self.reqs[i].xfer.window = w;
         }
         self.arm_transfer(i);
     }
 
     fn send_pull<N: Nic>(&mut self, nic: &mut N, i: usize, first: u32, count: u32) -> bool {
-        let x = &self.xfers[i];
+        let x = &self.reqs[i].xfer;
         let p = Pull {
             sender: x.remote_id,
             receiver: x.req.to_wire(),
@@ -560,15 +549,15 @@ impl<
     /// PULL sender: sends the frames asked for while slots allow.
     fn serve<N: Nic>(&mut self, now: u64, nic: &mut N, i: usize) {
         let frame = self.cfg.eager_threshold;
-        while let Some(f) = self.xfers[i].asked.first() {
-            if self.free_slots.len() < 2 {
+        while let Some(f) = self.reqs[i].xfer.asked.first() {
+            if self.slots.free() < 2 {
                 // The poll after a slot frees goes on.
                 return;
             }
-            let Some(slot) = self.free_slots.pop() else {
+            let Some(slot) = self.slots.take() else {
                 return;
             };
-            let x = self.xfers[i];
+            let x = self.reqs[i].xfer;
             let off = f * frame;
             let n = (x.len - off).min(frame);
             let h = Header {
@@ -583,15 +572,15 @@ impl<
                 Loc::User(x.buf, off),
                 n as usize,
             );
-            self.slots[slot as usize] = SlotMeta {
+            self.slots[slot as usize] = SlotEntry {
                 peer: x.peer,
                 len: HEADER_LEN as u32 + n,
                 wake: true,
-                ..SlotMeta::default()
+                ..SlotEntry::default()
             };
             self.peers[x.peer as usize].carried(h.credit);
             self.post_or_queue(nic, slot);
-            let x = &mut self.xfers[i];
+            let x = &mut self.reqs[i].xfer;
             x.asked.pop();
             x.served = true;
             x.last = now;
@@ -603,21 +592,21 @@ impl<
     /// operations of at most the transport's maximum size.
     fn pump<N: Nic>(&mut self, nic: &mut N, i: usize) {
         let max = nic.caps().max_transfer.max(1);
-        let op = if self.xfers[i].send {
+        let op = if self.reqs[i].xfer.send {
             RdmaOp::Write
         } else {
             RdmaOp::Read
         };
-        self.xfers[i].stalled = false;
+        self.reqs[i].xfer.stalled = false;
         // The remote address came from the wire: a range past the end of
         // the address space is an access error on both sides, never a wrap.
-        let x = self.xfers[i];
+        let x = self.reqs[i].xfer;
         let end = u64::from(x.len);
         if x.addr.checked_add(end).is_none() || x.remote.addr.checked_add(end).is_none() {
-            self.xfers[i].fault = Some(RdmaError::Access);
+            self.reqs[i].xfer.fault = Some(RdmaError::Access);
         }
         loop {
-            let x = self.xfers[i];
+            let x = self.reqs[i].xfer;
             if x.posted >= x.len || x.fault.is_some() {
                 break;
             }
@@ -634,7 +623,7 @@ impl<
                 key: x.remote.key,
             };
             let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
-            let x = &mut self.xfers[i];
+            let x = &mut self.reqs[i].xfer;
             match r {
                 Ok(Posted::Done) => x.posted += n,
                 Ok(Posted::Later) => {
@@ -664,11 +653,11 @@ impl<
     ) {
         let r = Request::from_wire(id);
         let i = r.index();
-        match self.xfers.get(i) {
+        match self.reqs.get(i).map(|w| &w.xfer) {
             Some(x) if x.active && x.req == r && x.chunks > 0 => {}
             _ => return,
         }
-        let x = &mut self.xfers[i];
+        let x = &mut self.reqs[i].xfer;
         x.chunks -= 1;
         if let Err(e) = result {
             x.fault = Some(e);
@@ -679,7 +668,7 @@ impl<
     /// RDMA side: once every operation completed (or one failed and the
     /// rest drained), the peer is told by FIN and this side ends.
     fn settle<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        let x = self.xfers[i];
+        let x = self.reqs[i].xfer;
         if x.chunks > 0 || (x.posted < x.len && x.fault.is_none()) {
             return;
         }
@@ -691,13 +680,13 @@ impl<
 
     /// This side moved its data: FIN to the peer, then the request ends.
     fn finish<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        self.xfers[i].owe = Owe::Fin;
+        self.reqs[i].xfer.owe = Owe::Fin;
         self.send_owed(nic, i);
     }
 
     /// Sends the control packet the transfer owes; `false` if it must wait.
     fn send_owed<N: Nic>(&mut self, nic: &mut N, i: usize) -> bool {
-        let x = self.xfers[i];
+        let x = self.reqs[i].xfer;
         let sent = match x.owe {
             Owe::Nothing => return true,
             Owe::Cts => {
@@ -726,10 +715,10 @@ impl<
         };
         if !sent {
             // No slot, or a busy NIC: retried from `poll`.
-            self.rndv_due |= !self.free_slots.is_empty();
+            self.rndv_due |= self.slots.free() > 0;
             return false;
         }
-        self.xfers[i].owe = Owe::Nothing;
+        self.reqs[i].xfer.owe = Owe::Nothing;
         if x.owe == Owe::Fin {
             self.complete(nic, i);
         }
@@ -739,7 +728,7 @@ impl<
     /// Ends the transfer and its request (with its fault, if any).
     fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
-        let x = self.xfers[i];
+        let x = self.reqs[i].xfer;
         let state = if x.send {
             match x.fault {
                 None => State::SendDone,
@@ -757,7 +746,7 @@ impl<
             State::Done(st)
         };
         self.reqs.set(x.req, state);
-        self.xfers[i] = Transfer::IDLE;
+        self.reqs[i].xfer = Transfer::IDLE;
         self.active -= 1;
     }
 
@@ -783,7 +772,7 @@ impl<
     /// ask again, the sender (once it sent every frame asked for) to probe
     /// for a lost FIN. A sender waiting for a slot resumes when one frees.
     fn arm_transfer(&mut self, i: usize) {
-        let x = &self.xfers[i];
+        let x = &self.reqs[i].xfer;
         if self.cfg.reliable || !x.active || x.proto != Protocol::Pull {
             return;
         }
@@ -800,15 +789,15 @@ impl<
         if self.active == 0 {
             return;
         }
-        for i in 0..REQS {
-            if !self.xfers[i].active {
+        for i in 0..self.reqs.capacity() {
+            if !self.reqs[i].xfer.active {
                 continue;
             }
-            if self.xfers[i].owe != Owe::Nothing {
+            if self.reqs[i].xfer.owe != Owe::Nothing {
                 self.send_owed(nic, i);
                 continue;
             }
-            let x = self.xfers[i];
+            let x = self.reqs[i].xfer;
             if x.stalled {
                 self.pump(nic, i);
                 continue;
@@ -825,7 +814,7 @@ impl<
                 {
                     // No FIN: it may be lost. A probe makes a receiver that
                     // ended repeat it; one still receiving asks on its own.
-                    self.xfers[i].last = now;
+                    self.reqs[i].xfer.last = now;
                     let probe = Probe {
                         sender: x.req.to_wire(),
                         receiver: x.remote_id,
@@ -853,7 +842,7 @@ impl<
                             break;
                         }
                     }
-                    self.xfers[i].last = now;
+                    self.reqs[i].xfer.last = now;
                 }
                 self.ask(nic, i);
             }

@@ -1,8 +1,10 @@
-//! Fixed-capacity entries threaded on doubly-linked lists: each entry sits on
-//! at most one *order* list (all entries, or the wildcard receives) and at
-//! most one *bin* (entries of one source and context), both kept in the
-//! order entries were added. Unlinking is O(1) from either list, so an entry
-//! found through one list leaves the other without a search.
+//! Entries threaded on doubly-linked lists, in storage the caller supplies:
+//! each entry sits on at most one *order* list (all entries, or the wildcard
+//! receives) and at most one *bin* (entries of one source and context), both
+//! kept in the order entries were added. Unlinking is O(1) from either list,
+//! so an entry found through one list leaves the other without a search.
+//! There are as many bins as entries, and bin `b`'s ends live in entry `b`,
+//! so the table is one slice and grows with its capacity only.
 
 /// End of a list.
 pub(super) const NIL: u16 = u16::MAX;
@@ -43,106 +45,170 @@ impl Ends {
     }
 }
 
-#[derive(Debug)]
-struct Entry<K, T> {
+/// One entry of a matching queue's table (storage for [`super::Matcher`]):
+/// a receive or a message, its links, and the ends of the bin of the same
+/// index. Opaque; make tables of [`Slot::FREE`].
+#[derive(Clone, Copy, Debug)]
+pub struct Slot<K, T> {
     /// Key and payload; `None` while the entry is free.
     item: Option<(K, T)>,
     /// When the entry was added (wrapping): the older of two candidates wins.
     seq: u32,
+    /// Order and bin links; a free entry's order link is the free list.
     links: [Link; 2],
     /// The bin the entry is in, if it is in one (kept so that taking it out
     /// does not hash again).
     bin: u16,
+    /// Bin number `index`: the ends of its list.
+    ends: Ends,
 }
 
-/// `N` entries, a free list and the order counter. The lists' ends live
-/// with their owner (one order list; one bin per hash bucket).
+impl<K: Copy, T: Copy> Slot<K, T> {
+    /// An unused entry.
+    pub const FREE: Self = Slot {
+        item: None,
+        seq: 0,
+        links: [UNLINKED; 2],
+        bin: 0,
+        ends: Ends::EMPTY,
+    };
+}
+
+/// The entries in `S`, a free list and the order counter.
 #[derive(Debug)]
-pub(super) struct Entries<K, T, const N: usize> {
-    entries: [Entry<K, T>; N],
-    free: heapless::Vec<u16, N>,
+pub(super) struct Entries<K, T, S> {
+    slots: S,
+    _of: core::marker::PhantomData<Slot<K, T>>,
+    free: u16,
+    used: u16,
     seq: u32,
 }
 
-impl<K, T, const N: usize> Entries<K, T, N> {
-    pub fn new() -> Self {
-        let mut free = heapless::Vec::new();
+impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
+    /// Takes `slots` over, every entry free and every bin empty.
+    pub fn new(mut slots: S) -> Self {
+        let all = slots.as_mut();
         // Capacities above u16::MAX - 1 entries could not be named by a link.
-        for i in (0..N.min(NIL as usize) as u16).rev() {
-            let _ = free.push(i);
+        let n = all.len().min(NIL as usize);
+        for (i, s) in all.iter_mut().enumerate() {
+            s.item = None;
+            s.links = [UNLINKED; 2];
+            s.ends = Ends::EMPTY;
+            s.links[Via::Order as usize].next = if i + 1 < n { i as u16 + 1 } else { NIL };
         }
         Entries {
-            entries: core::array::from_fn(|_| Entry {
-                item: None,
-                seq: 0,
-                links: [UNLINKED; 2],
-                bin: 0,
-            }),
-            free,
+            slots,
+            _of: core::marker::PhantomData,
+            free: if n > 0 { 0 } else { NIL },
+            used: 0,
             seq: 0,
         }
     }
 
+    /// Entries (and bins) usable.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.slots.as_ref().len().min(NIL as usize)
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
-        N.min(NIL as usize) - self.free.len()
+        self.used as usize
     }
 
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.free == NIL
+    }
+
+    #[inline]
+    fn at(&self, i: u16) -> &Slot<K, T> {
+        &self.slots.as_ref()[i as usize]
+    }
+
+    #[inline]
+    fn at_mut(&mut self, i: u16) -> &mut Slot<K, T> {
+        &mut self.slots.as_mut()[i as usize]
     }
 
     /// Stores `item`, for bin `bin` if it goes in one; `Err` hands it back
     /// when every entry is taken.
     #[inline]
     pub fn add(&mut self, key: K, t: T, bin: u16) -> Result<u16, (K, T)> {
-        let Some(i) = self.free.pop() else {
+        if self.free == NIL {
             return Err((key, t));
-        };
-        let e = &mut self.entries[i as usize];
+        }
+        let (i, seq) = (self.free, self.seq);
+        let e = self.at_mut(i);
+        let next = e.links[Via::Order as usize].next;
         e.item = Some((key, t));
         e.bin = bin;
-        e.seq = self.seq;
-        self.seq = self.seq.wrapping_add(1);
+        e.seq = seq;
+        self.free = next;
+        self.used += 1;
+        self.seq = seq.wrapping_add(1);
         Ok(i)
     }
 
     /// The bin entry `i` was added for.
     #[inline]
-    pub fn bin(&self, i: u16) -> usize {
-        self.entries[i as usize].bin as usize
+    pub fn bin(&self, i: u16) -> u16 {
+        self.at(i).bin
     }
 
     #[inline]
     pub fn key(&self, i: u16) -> Option<&K> {
-        self.entries[i as usize].item.as_ref().map(|(k, _)| k)
+        self.at(i).item.as_ref().map(|(k, _)| k)
     }
 
     /// `a` was added before `b` (live entries are fewer than 2^31 apart).
     #[inline]
     pub fn older(&self, a: u16, b: u16) -> bool {
-        let (sa, sb) = (self.entries[a as usize].seq, self.entries[b as usize].seq);
+        let (sa, sb) = (self.at(a).seq, self.at(b).seq);
         (sb.wrapping_sub(sa) as i32) > 0
     }
 
     #[inline]
     pub fn next(&self, i: u16, via: Via) -> u16 {
-        self.entries[i as usize].links[via as usize].next
+        self.at(i).links[via as usize].next
+    }
+
+    /// The first entry of bin `b`.
+    #[inline]
+    pub fn bin_head(&self, b: u16) -> u16 {
+        self.at(b).ends.head
+    }
+
+    /// Appends entry `i` to bin `b`.
+    #[inline]
+    pub fn push_bin(&mut self, b: u16, i: u16) {
+        let mut ends = self.at(b).ends;
+        self.push_back(&mut ends, i, Via::Bin);
+        self.at_mut(b).ends = ends;
+    }
+
+    /// Takes entry `i` out of the bin it was added for.
+    #[inline]
+    pub fn unlink_bin(&mut self, i: u16) {
+        let b = self.bin(i);
+        let mut ends = self.at(b).ends;
+        self.unlink(&mut ends, i, Via::Bin);
+        self.at_mut(b).ends = ends;
     }
 
     /// Appends entry `i` to the list `ends`.
     #[inline]
     pub fn push_back(&mut self, ends: &mut Ends, i: u16, via: Via) {
         let v = via as usize;
-        self.entries[i as usize].links[v] = Link {
+        self.at_mut(i).links[v] = Link {
             prev: ends.tail,
             next: NIL,
         };
         if ends.tail == NIL {
             ends.head = i;
         } else {
-            self.entries[ends.tail as usize].links[v].next = i;
+            let t = ends.tail;
+            self.at_mut(t).links[v].next = i;
         }
         ends.tail = i;
     }
@@ -151,30 +217,34 @@ impl<K, T, const N: usize> Entries<K, T, N> {
     #[inline]
     pub fn unlink(&mut self, ends: &mut Ends, i: u16, via: Via) {
         let v = via as usize;
-        let Link { prev, next } = self.entries[i as usize].links[v];
+        let Link { prev, next } = self.at(i).links[v];
         if prev == NIL {
             ends.head = next;
         } else {
-            self.entries[prev as usize].links[v].next = next;
+            self.at_mut(prev).links[v].next = next;
         }
         if next == NIL {
             ends.tail = prev;
         } else {
-            self.entries[next as usize].links[v].prev = prev;
+            self.at_mut(next).links[v].prev = prev;
         }
     }
 
     /// Frees entry `i` (already off both lists) and returns what it held.
     #[inline]
     pub fn remove(&mut self, i: u16) -> Option<(K, T)> {
-        let item = self.entries[i as usize].item.take()?;
-        let _ = self.free.push(i);
+        let free = self.free;
+        let e = self.at_mut(i);
+        let item = e.item.take()?;
+        e.links[Via::Order as usize].next = free;
+        self.free = i;
+        self.used -= 1;
         Some(item)
     }
 
     /// The first live entry `which` selects, in index order (cancel: rare).
     pub fn find(&self, which: impl Fn(&T) -> bool) -> Option<u16> {
-        self.entries
+        self.slots.as_ref()[..self.capacity()]
             .iter()
             .position(|e| e.item.as_ref().is_some_and(|(_, t)| which(t)))
             .map(|i| i as u16)

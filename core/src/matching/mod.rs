@@ -15,6 +15,7 @@
 
 mod lists;
 
+pub use lists::Slot;
 use lists::{Ends, Entries, Via, NIL};
 
 /// Which source a receive accepts.
@@ -75,40 +76,42 @@ fn bin(src: u16, context: u16, n: usize) -> usize {
     ((h.wrapping_mul(0x85EB_CA6B) as u64 * n as u64) >> 32) as usize
 }
 
-/// The two MPI queues with fixed capacities. `P` is what a posted receive
-/// carries, `U` what an unexpected message carries.
+/// The two MPI queues, in tables the caller supplies: `SP` of
+/// [`Slot<Pattern, P>`] for posted receives (each carrying a `P`), `SU` of
+/// [`Slot<Envelope, U>`] for unexpected messages (each carrying a `U`).
+/// Each table's length is its queue's capacity (and its number of bins).
 #[derive(Debug)]
-pub struct Matcher<P, U, const NP: usize, const NU: usize> {
-    posted: Entries<Pattern, P, NP>,
-    /// Receives for one source, binned by (source, context).
-    posted_bins: [Ends; NP],
+pub struct Matcher<P, U, SP, SU> {
+    /// Receives, those for one source binned by (source, context).
+    posted: Entries<Pattern, P, SP>,
     /// ANY_SOURCE receives, oldest first.
     wildcards: Ends,
-    unexpected: Entries<Envelope, U, NU>,
-    unexpected_bins: [Ends; NU],
+    /// Unexpected messages, binned by (source, context).
+    unexpected: Entries<Envelope, U, SU>,
     /// Every unexpected message, oldest first (for ANY_SOURCE receives).
     arrivals: Ends,
 }
 
-impl<P, U, const NP: usize, const NU: usize> Default for Matcher<P, U, NP, NU> {
-    fn default() -> Self {
+impl<P, U, SP, SU> Matcher<P, U, SP, SU>
+where
+    SP: AsRef<[Slot<Pattern, P>]> + AsMut<[Slot<Pattern, P>]>,
+    SU: AsRef<[Slot<Envelope, U>]> + AsMut<[Slot<Envelope, U>]>,
+{
+    /// Empty queues in `posted` and `unexpected` (whatever they held is
+    /// forgotten).
+    pub fn new(posted: SP, unexpected: SU) -> Self {
         Matcher {
-            posted: Entries::new(),
-            posted_bins: [Ends::EMPTY; NP],
+            posted: Entries::new(posted),
             wildcards: Ends::EMPTY,
-            unexpected: Entries::new(),
-            unexpected_bins: [Ends::EMPTY; NU],
+            unexpected: Entries::new(unexpected),
             arrivals: Ends::EMPTY,
         }
     }
-}
 
-impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// A message arrived: removes and returns the oldest posted receive it matches.
     /// `None` means the caller must keep the message as unexpected.
     #[inline]
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
-        let b = bin(env.src, env.context, NP);
         let first = |m: &Self, mut i: u16, via: Via| {
             while i != NIL {
                 if m.posted.key(i).is_some_and(|p| p.matches(env)) {
@@ -118,7 +121,13 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
             }
             None
         };
-        let specific = first(self, self.posted_bins[b].head(), Via::Bin);
+        let n = self.posted.capacity();
+        let specific = if n == 0 {
+            None
+        } else {
+            let b = bin(env.src, env.context, n) as u16;
+            first(self, self.posted.bin_head(b), Via::Bin)
+        };
         let wild = first(self, self.wildcards.head(), Via::Order);
         let i = match (specific, wild) {
             (Some(s), Some(w)) if self.posted.older(w, s) => w,
@@ -131,10 +140,9 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// Keeps a message nobody has asked for yet, after all earlier ones.
     #[inline]
     pub fn push_unexpected(&mut self, env: Envelope, u: U) -> Result<(), (Envelope, U)> {
-        let b = bin(env.src, env.context, NU);
-        let i = self.unexpected.add(env, u, b as u16)?;
-        self.unexpected
-            .push_back(&mut self.unexpected_bins[b], i, Via::Bin);
+        let b = bin(env.src, env.context, self.unexpected.capacity()) as u16;
+        let i = self.unexpected.add(env, u, b)?;
+        self.unexpected.push_bin(b, i);
         self.unexpected.push_back(&mut self.arrivals, i, Via::Order);
         Ok(())
     }
@@ -142,18 +150,20 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
     #[inline]
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
+        let n = self.unexpected.capacity();
+        if n == 0 {
+            return None;
+        }
         let (mut i, via) = match pat.source {
             Source::Rank(r) => (
-                self.unexpected_bins[bin(r, pat.context, NU)].head(),
+                self.unexpected.bin_head(bin(r, pat.context, n) as u16),
                 Via::Bin,
             ),
             Source::Any => (self.arrivals.head(), Via::Order),
         };
         while i != NIL {
             if self.unexpected.key(i).is_some_and(|e| pat.matches(e)) {
-                let b = self.unexpected.bin(i);
-                self.unexpected
-                    .unlink(&mut self.unexpected_bins[b], i, Via::Bin);
+                self.unexpected.unlink_bin(i);
                 self.unexpected.unlink(&mut self.arrivals, i, Via::Order);
                 return self.unexpected.remove(i);
             }
@@ -168,9 +178,9 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
         match pat.source {
             Source::Rank(r) => {
-                let b = bin(r, pat.context, NP);
-                let i = self.posted.add(pat, p, b as u16).map_err(|_| QueueFull)?;
-                self.posted.push_back(&mut self.posted_bins[b], i, Via::Bin);
+                let b = bin(r, pat.context, self.posted.capacity()) as u16;
+                let i = self.posted.add(pat, p, b).map_err(|_| QueueFull)?;
+                self.posted.push_bin(b, i);
             }
             Source::Any => {
                 let i = self.posted.add(pat, p, 0).map_err(|_| QueueFull)?;
@@ -190,10 +200,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     #[inline]
     fn take_posted(&mut self, i: u16) -> Option<P> {
         match self.posted.key(i)?.source {
-            Source::Rank(_) => {
-                let b = self.posted.bin(i);
-                self.posted.unlink(&mut self.posted_bins[b], i, Via::Bin);
-            }
+            Source::Rank(_) => self.posted.unlink_bin(i),
             Source::Any => self.posted.unlink(&mut self.wildcards, i, Via::Order),
         }
         self.posted.remove(i).map(|(_, p)| p)
@@ -206,7 +213,7 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
 
     /// How many more unexpected messages can be kept.
     pub fn unexpected_room(&self) -> usize {
-        NU.min(NIL as usize) - self.unexpected.len()
+        self.unexpected.capacity() - self.unexpected.len()
     }
 
     /// Is there room for one more posted receive?
@@ -217,6 +224,11 @@ impl<P, U, const NP: usize, const NU: usize> Matcher<P, U, NP, NU> {
     /// Number of posted receives and unexpected messages.
     pub fn lens(&self) -> (usize, usize) {
         (self.posted.len(), self.unexpected.len())
+    }
+
+    /// Capacities of the posted and unexpected queues.
+    pub fn capacities(&self) -> (usize, usize) {
+        (self.posted.capacity(), self.unexpected.capacity())
     }
 }
 
@@ -232,6 +244,14 @@ mod tests {
         }
     }
 
+    type Array<K, const N: usize> = [Slot<K, u32>; N];
+
+    /// Queues of `P` and `U` entries, in arrays.
+    fn matcher<const P: usize, const U: usize>(
+    ) -> Matcher<u32, u32, Array<Pattern, P>, Array<Envelope, U>> {
+        Matcher::new([Slot::FREE; P], [Slot::FREE; U])
+    }
+
     fn pat(source: Source, tag: TagSel) -> Pattern {
         Pattern {
             source,
@@ -242,7 +262,7 @@ mod tests {
 
     #[test]
     fn oldest_posted_receive_wins() {
-        let mut m: Matcher<u32, u32, 4, 4> = Matcher::default();
+        let mut m = matcher::<4, 4>();
         m.post(pat(Source::Any, TagSel::Any), 1).unwrap();
         m.post(pat(Source::Rank(2), TagSel::Tag(5)), 2).unwrap();
         assert_eq!(m.arrive(&env(2, 5)), Some(1));
@@ -252,7 +272,7 @@ mod tests {
 
     #[test]
     fn unexpected_messages_keep_order_and_respect_wildcards() {
-        let mut m: Matcher<u32, u32, 4, 4> = Matcher::default();
+        let mut m = matcher::<4, 4>();
         m.push_unexpected(env(1, 7), 10).unwrap();
         m.push_unexpected(env(2, 8), 20).unwrap();
         m.push_unexpected(env(1, 7), 30).unwrap();
@@ -272,7 +292,7 @@ mod tests {
 
     #[test]
     fn context_never_matches_across() {
-        let mut m: Matcher<u32, u32, 4, 4> = Matcher::default();
+        let mut m = matcher::<4, 4>();
         m.post(
             Pattern {
                 source: Source::Any,
@@ -287,7 +307,7 @@ mod tests {
 
     #[test]
     fn full_queues_refuse_and_hand_back() {
-        let mut m: Matcher<u32, u32, 1, 1> = Matcher::default();
+        let mut m = matcher::<1, 1>();
         m.post(pat(Source::Any, TagSel::Any), 1).unwrap();
         assert_eq!(m.post(pat(Source::Any, TagSel::Any), 2), Err(QueueFull));
         m.push_unexpected(env(0, 0), 1).unwrap();
