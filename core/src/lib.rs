@@ -13,6 +13,7 @@
 #[cfg(all(feature = "log", feature = "defmt"))]
 compile_error!("features `log` and `defmt` are mutually exclusive");
 
+pub mod completion;
 pub mod config;
 pub mod endpoint;
 mod fifo;
@@ -28,6 +29,7 @@ pub mod stats;
 pub mod storage;
 pub mod wire;
 
+pub use completion::{WcResult, WorkId};
 pub use config::{Coalesce, Config, ConfigError};
 pub use endpoint::{Endpoint, RecvError, SendError, Stall};
 pub use matching::{Envelope, Pattern, Source, TagSel};

@@ -9,6 +9,8 @@ pub struct Stats {
     pub messages_out: u64,
     /// Packets that failed to decode or broke a protocol rule (dropped).
     pub malformed: u64,
+    /// Completions whose work-request id the core never made (ignored).
+    pub unknown_completions: u64,
     /// Already-delivered packets received again (dropped, re-acknowledged).
     pub duplicates: u64,
     /// Packets after a gap (dropped, gap re-requested).

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use rmx_core::{Config, Endpoint, Source, TagSel};
 use rmx_core::{Sizes, Tables};
 use rmx_proptest::heap::{sizes, Heap};
-use rmx_proptest::memnic::{MemNic, Token};
+use rmx_proptest::memnic::MemNic;
 
 type Ep = Endpoint<Heap>;
 const SIZES: Sizes = sizes(4, 16, 64, 16, 64);
@@ -52,10 +52,8 @@ fuzz_target!(|data: &[u8]| {
             }
             3 => {
                 if !nic.owed.is_empty() {
-                    match nic.owed.remove(0) {
-                        Token::Slot(s) => ep.on_send_complete(&mut nic, s),
-                        Token::Inline(p) => ep.on_inline_complete(&mut nic, p),
-                    }
+                    let w = nic.owed.remove(0);
+                    ep.on_completion(&mut nic, w.wr_id(), Ok(()));
                 }
             }
             _ => {

@@ -146,6 +146,27 @@ fn eager_send_and_receive(b: Bencher) {
     });
 }
 
+/// `poll` on an idle endpoint of a lossy job with `ranks` ranks, one peer
+/// of which has a packet awaiting acknowledgement (its retransmission timer
+/// armed far ahead): what a driver pays per poll while nothing is due.
+#[divan::bench(args = [2, 1024, 8192])]
+fn poll_idle(b: Bencher, ranks: u16) {
+    let cfg = Config {
+        reliable: false,
+        ..Config::reliable(256, 64)
+    };
+    let s = Sizes::for_job(ranks, &cfg);
+    let mut a = Ep::new(cfg, 0, ranks, Tables::new(&s)).unwrap();
+    let mut an = MemNic::new(256, 512);
+    let src = an.user_buf(vec![1; 8]);
+    a.isend(0, &mut an, 1, 1, 0, src, 8).unwrap();
+    let now = 1_000;
+    b.bench_local(|| {
+        a.poll(black_box(now), &mut an);
+        black_box(a.poll_timeout())
+    });
+}
+
 /// Buffers tracked in the lookup benchmarks (the paper's Figure 3 spans 1 … 1M).
 const TRACKED: [usize; 6] = [1, 16, 256, 4096, 65536, 1 << 20];
 

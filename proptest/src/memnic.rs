@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use rmx_core::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
-    SlotId, UserBuf,
+    SlotId, UserBuf, WorkId,
 };
 
 /// Memory and posts of one simulated rank.
@@ -38,7 +38,7 @@ pub struct MemNic {
     pub gathered: usize,
     /// With `later`: the completion each posted packet owes, in outbox order
     /// (the network reports it once it delivered the packet).
-    pub owed: Vec<Token>,
+    pub owed: Vec<WorkId>,
     /// With `later`: refuse a post (`Busy`) while this many sends to one peer
     /// are uncompleted, as a send queue of that depth would.
     pub sq_depth: Option<usize>,
@@ -88,13 +88,6 @@ pub fn execute_rdma(me: &mut MemNic, peer: &mut MemNic, p: &RdmaPost) -> Result<
         }
     }
     Ok(())
-}
-
-/// What completes a send posted with `Posted::Later`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Token {
-    Slot(SlotId),
-    Inline(u16),
 }
 
 impl MemNic {
@@ -154,7 +147,7 @@ impl MemNic {
         self.user[i][o..o + data.len()].copy_from_slice(data);
     }
 
-    fn posted(&mut self, peer: u16, t: Token) -> Posted {
+    fn posted(&mut self, peer: u16, t: WorkId) -> Posted {
         if !self.later {
             return Posted::Done;
         }
@@ -243,7 +236,7 @@ impl Nic for MemNic {
         }
         let bytes = self.slots[slot.0 as usize][..len].to_vec();
         self.outbox.push((peer, bytes));
-        Ok(self.posted(peer, Token::Slot(slot)))
+        Ok(self.posted(peer, WorkId::Send(slot)))
     }
     fn repost(&mut self, buf: RxBuf) {
         self.rx[buf.0 as usize] = None;
@@ -321,7 +314,7 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&self.read_at(payload.addr, payload.len as usize));
         self.outbox.push((peer, bytes));
         self.gathered += 1;
-        Ok(self.posted(peer, Token::Slot(slot)))
+        Ok(self.posted(peer, WorkId::Send(slot)))
     }
     fn send_inline(
         &mut self,
@@ -341,6 +334,6 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&v[o..o + len]);
         self.outbox.push((peer, bytes));
         self.inline_sent += 1;
-        Ok(self.posted(peer, Token::Inline(peer)))
+        Ok(self.posted(peer, WorkId::Inline(peer)))
     }
 }

@@ -11,11 +11,11 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rmx_core::reuse::{NoReuse, SendReuse};
 use rmx_core::{
-    Config, Endpoint, Protocol, Request, Sizes, Source, Stats, Tables, TagSel, UserBuf,
+    Config, Endpoint, Protocol, Request, Sizes, Source, Stats, Tables, TagSel, UserBuf, WorkId,
 };
 
 use crate::heap::{sizes, Heap};
-use crate::memnic::{execute_rdma, MemNic, RdmaPost, Token};
+use crate::memnic::{execute_rdma, MemNic, RdmaPost};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
 
@@ -196,8 +196,8 @@ impl Ord for InFlight {
 /// What completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Done {
-    Slot(u16),
-    Inline(u16),
+    /// A send, by its work-request id.
+    Send(u64),
     /// An RDMA operation: the one kept under this entry's order.
     Rdma,
 }
@@ -317,12 +317,9 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         }
         // The network takes what was posted.
         for (me, r) in ranks.iter_mut().enumerate() {
-            for t in r.nic.owed.drain(..) {
+            for w in r.nic.owed.drain(..) {
                 order += 1;
-                let t = match t {
-                    Token::Slot(s) => Done::Slot(s.0),
-                    Token::Inline(peer) => Done::Inline(peer),
-                };
+                let t = Done::Send(w.wr_id());
                 done.push(Reverse((now + p.faults.delay_ns, order, me as u16, t)));
             }
             // RDMA moves the data when it completes, a delay (and jitter) on.
@@ -416,14 +413,13 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                     execute_rdma(&mut y[0].nic, &mut x[b].nic, &post)
                 };
                 let r = &mut ranks[a];
-                r.ep.on_rdma_complete(&mut r.nic, post.id, result);
+                let wr_id = WorkId::Rdma(post.id).wr_id();
+                r.ep.on_completion(&mut r.nic, wr_id, result);
                 continue;
             }
-            let r = &mut ranks[me as usize];
-            match t {
-                Done::Slot(s) => r.ep.on_send_complete(&mut r.nic, rmx_core::SlotId(s)),
-                Done::Inline(peer) => r.ep.on_inline_complete(&mut r.nic, peer),
-                Done::Rdma => {}
+            if let Done::Send(wr_id) = t {
+                let r = &mut ranks[me as usize];
+                r.ep.on_completion(&mut r.nic, wr_id, Ok(()));
             }
         }
         while net.peek().is_some_and(|Reverse(f)| f.at <= now) {

@@ -13,7 +13,7 @@ use rmx_core::wire::{Header, Kind, HEADER_LEN};
 use rmx_core::*;
 use rmx_core::{Sizes, Tables};
 use rmx_proptest::heap::{sizes, Heap};
-use rmx_proptest::memnic::{MemNic, Token};
+use rmx_proptest::memnic::MemNic;
 use rmx_proptest::rng::Rng;
 
 /// 3 ranks, 64 posted receives, 256 unexpected, 64 slots, 256 requests, 16 credits.
@@ -31,7 +31,7 @@ struct Msg {
 }
 
 /// Packets in flight per (from, to): bytes and the completion they owe.
-type Wires = BTreeMap<(u16, u16), VecDeque<(Vec<u8>, Token)>>;
+type Wires = BTreeMap<(u16, u16), VecDeque<(Vec<u8>, WorkId)>>;
 
 /// What the receiver got: per (source, context), (tag, bytes) in order.
 type Got = BTreeMap<(u16, u16), Vec<(u32, Vec<u8>)>>;
@@ -54,18 +54,15 @@ fn node(cfg: Config, me: u16, wqes: u16) -> Node {
 
 /// Moves what `n` posted into per-destination wires: (bytes, completion).
 fn collect(n: &mut Node, me: u16, wires: &mut Wires) {
-    let owed: Vec<Token> = n.nic.owed.drain(..).collect();
+    let owed: Vec<WorkId> = n.nic.owed.drain(..).collect();
     for ((dst, bytes), t) in n.nic.outbox.drain(..).zip(owed) {
         wires.entry((me, dst)).or_default().push_back((bytes, t));
     }
 }
 
-fn complete(n: &mut Node, t: Token, peer: u16) {
+fn complete(n: &mut Node, t: WorkId, peer: u16) {
     n.nic.completed(peer);
-    match t {
-        Token::Slot(s) => n.ep.on_send_complete(&mut n.nic, s),
-        Token::Inline(p) => n.ep.on_inline_complete(&mut n.nic, p),
-    }
+    n.ep.on_completion(&mut n.nic, t.wr_id(), Ok(()));
 }
 
 /// Runs the streams; `Err` names the stall. Returns what arrived and the

@@ -357,6 +357,38 @@ fn busy_nic_keeps_the_packet_and_posts_it_later() {
     assert_eq!(a.stats().post_busy, 1);
 }
 
+/// A NIC that stayed busy made `poll_timeout` answer "now" on every poll,
+/// so a driver sleeping until it spun. The retry now backs off: at once,
+/// then 1 µs, doubling up to the delayed-ack time, and at once again after
+/// a post goes through.
+#[test]
+fn a_nic_that_stays_busy_is_retried_later_and_later() {
+    let cfg = Config::reliable(THRESHOLD, 4);
+    let (mut a, mut an, _, _) = pair(cfg);
+    let s = an.buf(b"q");
+    an.busy = true;
+    let mut now = 1_000_000;
+    a.isend(now, &mut an, 1, 0, 0, s, 1).unwrap();
+    assert_eq!(a.poll_timeout(), Some(now), "the first retry is at once");
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        now = a.poll_timeout().unwrap();
+        a.poll(now, &mut an);
+        waits.push(a.poll_timeout().unwrap() - now);
+    }
+    assert_eq!(waits[..5], [1_000, 2_000, 4_000, 8_000, 16_000]);
+    assert!(waits[5..].iter().all(|&w| w == cfg.ack_delay_ns));
+    assert!(an.outbox.is_empty());
+    an.busy = false;
+    now = a.poll_timeout().unwrap();
+    a.poll(now, &mut an);
+    assert_eq!((an.outbox.len(), a.poll_timeout()), (1, None));
+    // The next busy spell starts again at once.
+    an.busy = true;
+    a.isend(now, &mut an, 1, 0, 0, s, 1).unwrap();
+    assert_eq!(a.poll_timeout(), Some(now));
+}
+
 #[test]
 fn slots_posted_later_are_freed_by_completion() {
     // Send entries beyond the slots, so that only the slots limit.
@@ -558,10 +590,10 @@ fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
     assert_eq!(a.stats().backlogged, 3);
     assert!(!a.flushed());
     let first = an.owed.remove(0);
-    let rmx_proptest::memnic::Token::Slot(slot) = first else {
+    let WorkId::Send(slot) = first else {
         panic!("a slot send");
     };
-    a.on_send_complete(&mut an, slot);
+    a.on_completion(&mut an, first.wr_id(), Ok(()));
     assert_eq!(
         an.outbox.len(),
         3,
@@ -569,8 +601,14 @@ fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
     );
     a.on_send_complete(&mut an, slot);
     assert_eq!(an.outbox.len(), 3, "a repeated completion frees nothing");
+    a.on_completion(&mut an, 42, Ok(()));
+    assert_eq!(
+        a.stats().unknown_completions,
+        1,
+        "an id the core never made"
+    );
     for t in an.owed.drain(..).collect::<Vec<_>>() {
-        if let rmx_proptest::memnic::Token::Slot(s) = t {
+        if let WorkId::Send(s) = t {
             a.on_send_complete(&mut an, s);
         }
     }

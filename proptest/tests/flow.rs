@@ -106,7 +106,7 @@ fn a_packed_buffer_returns_after_its_last_unexpected_message() {
         let rb = nic.deliver(b);
         ep.on_receive(0, nic, rb);
     }
-    let Some(rmx_proptest::memnic::Token::Slot(done)) = rs[1].1.owed.first().copied() else {
+    let Some(WorkId::Send(done)) = rs[1].1.owed.first().copied() else {
         panic!("the first send owes a slot completion");
     };
     let (ep, nic) = &mut rs[1];

@@ -18,14 +18,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rmx_core::{
-    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError,
-    RdmaOp, RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, Sizes, SlotId,
-    Source, Stats, Status, Tables, TagSel, UserBuf,
+    Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp,
+    RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, Sizes, SlotId, Source,
+    Stats, Status, Tables, TagSel, UserBuf, WorkId,
 };
 
 use crate::clock::now_ns;
 use crate::loopnic::region::Mr;
-use crate::loopnic::{Events, Port, PostErr, Sge, Wc, WcOp, WcStatus, INLINE_WR_ID};
+use crate::loopnic::{Events, Port, PostErr, Sge, Wc};
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
@@ -108,18 +108,15 @@ impl LoopNic {
         }
     }
 
-    /// Completes a SEND posted on the port, in the core's terms.
+    /// A post on the port, in the core's terms: done at once (or failed at
+    /// once), or completing later.
     fn sent(r: Result<Option<Wc>, PostErr>) -> Result<Posted, PostError> {
         match r.map_err(post_error)? {
-            Some(Wc {
-                status: WcStatus::Success,
-                ..
-            }) => Ok(Posted::Done),
-            Some(Wc {
-                status: WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_),
-                ..
-            }) => Err(PostError::Access),
-            Some(_) => Err(PostError::Down),
+            Some(wc) => wc
+                .status
+                .to_core()
+                .map(|()| Posted::Done)
+                .map_err(Into::into),
             None => Ok(Posted::Later),
         }
     }
@@ -215,7 +212,10 @@ impl Nic for LoopNic {
     #[inline]
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
         let sge = self.slot_sge(slot, len);
-        Self::sent(self.port.post_send(peer, slot.0 as u64, &[sge]))
+        Self::sent(
+            self.port
+                .post_send(peer, WorkId::Send(slot).wr_id(), &[sge]),
+        )
     }
 
     #[inline]
@@ -234,7 +234,7 @@ impl Nic for LoopNic {
                 key: payload.key.0,
             },
         ];
-        Self::sent(self.port.post_send(peer, slot.0 as u64, &sges))
+        Self::sent(self.port.post_send(peer, WorkId::Send(slot).wr_id(), &sges))
     }
 
     #[inline]
@@ -286,11 +286,10 @@ impl Nic for LoopNic {
             key: local.key.0,
         };
         let (raddr, rkey) = (remote.addr as usize, remote.key.0);
+        let wr_id = WorkId::Rdma(id).wr_id();
         let r = match op {
-            RdmaOp::Write => self
-                .port
-                .post_write(peer, id as u64, sge, raddr, rkey, None),
-            RdmaOp::Read => self.port.post_read(peer, id as u64, sge, raddr, rkey),
+            RdmaOp::Write => self.port.post_write(peer, wr_id, sge, raddr, rkey, None),
+            RdmaOp::Read => self.port.post_read(peer, wr_id, sge, raddr, rkey),
         };
         Self::sent(r)
     }
@@ -303,7 +302,8 @@ impl Nic for LoopNic {
         len: usize,
     ) -> Result<Posted, PostError> {
         let sge = self.slot_sge(slot, len);
-        Self::sent(self.port.post_send_solicited(peer, slot.0 as u64, &[sge]))
+        let wr_id = WorkId::Send(slot).wr_id();
+        Self::sent(self.port.post_send_solicited(peer, wr_id, &[sge]))
     }
 
     #[inline]
@@ -318,7 +318,7 @@ impl Nic for LoopNic {
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
         self.port
-            .post_send_inline(peer, header, body)
+            .post_send_inline(peer, WorkId::Inline(peer).wr_id(), header, body)
             .map_err(post_error)?;
         Ok(Posted::Later)
     }
@@ -351,24 +351,8 @@ impl Driver {
         let n = self.nic.port.poll_cq(&mut self.wcs);
         if n > 0 {
             for wc in self.wcs.drain(..) {
-                match wc.op {
-                    WcOp::Send if wc.wr_id == INLINE_WR_ID => {
-                        self.ep.on_inline_complete(&mut self.nic, wc.qp)
-                    }
-                    WcOp::Send => self
-                        .ep
-                        .on_send_complete(&mut self.nic, SlotId(wc.wr_id as u16)),
-                    WcOp::Read | WcOp::Write => {
-                        let r = match wc.status {
-                            WcStatus::Success => Ok(()),
-                            WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_) => {
-                                Err(RdmaError::Access)
-                            }
-                            _ => Err(RdmaError::Down),
-                        };
-                        self.ep.on_rdma_complete(&mut self.nic, wc.wr_id as u32, r);
-                    }
-                }
+                self.ep
+                    .on_completion(&mut self.nic, wc.wr_id, wc.status.to_core());
             }
         }
         n

@@ -41,7 +41,7 @@ fn receive_buffers_the_port_does_not_hold_are_refused() {
     assert_eq!(b.rx_bytes(0), None, "nothing polled yet");
     assert_eq!(b.rx_bytes(u32::MAX), None);
     assert!(!b.repost(0), "a buffer still in the ring");
-    a.post_send_inline(1, b"hello", b"").unwrap();
+    a.post_send_inline(1, 1, b"hello", b"").unwrap();
     let wc = b.poll_recv().unwrap();
     assert_eq!(b.rx_bytes(wc.buf), Some(&b"hello"[..]));
     assert_eq!(b.rx_bytes(wc.buf + 1), None, "a neighbour not polled");

@@ -632,7 +632,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 }
                 Err(PostError::Busy) => {
                     x.stalled = true;
-                    self.rndv_due = true;
+                    self.nic_busy(Timer::Rndv);
                     self.stats.post_busy += 1;
                     return;
                 }
@@ -715,7 +715,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         };
         if !sent {
             // No slot, or a busy NIC: retried from `poll`.
-            self.rndv_due |= self.slots.free() > 0;
+            if self.slots.free() > 0 {
+                self.nic_busy(Timer::Rndv);
+            }
             return false;
         }
         self.reqs[i].xfer.owe = Owe::Nothing;
@@ -785,7 +787,6 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// From `poll`: retries what waited for a slot or a busy NIC, and on
     /// lossy transports recovers PULL transfers that stopped moving.
     pub(super) fn poll_transfers<N: Nic>(&mut self, now: u64, nic: &mut N) {
-        self.rndv_due = false;
         if self.active == 0 {
             return;
         }

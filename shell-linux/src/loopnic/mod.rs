@@ -100,6 +100,20 @@ pub enum WcStatus {
     StaleRegistration,
 }
 
+impl WcStatus {
+    /// The status in the core's terms: a key or bound failure on either
+    /// side, or anything else as a failed connection.
+    pub fn to_core(self) -> rmx_core::WcResult {
+        match self {
+            WcStatus::Success => Ok(()),
+            WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_) => {
+                Err(rmx_core::RdmaError::Access)
+            }
+            WcStatus::LocalLength | WcStatus::StaleRegistration => Err(rmx_core::RdmaError::Down),
+        }
+    }
+}
+
 /// A send-side completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wc {
@@ -396,9 +410,6 @@ pub struct Port {
     untaken_n: usize,
 }
 
-/// The `wr_id` of an inline send's completion (inline sends name no buffer).
-pub const INLINE_WR_ID: u64 = u64::MAX;
-
 impl Port {
     /// Bytes this port keeps per connection (cached ring state, entry count,
     /// the queue of sends not yet taken), before the entries themselves.
@@ -607,10 +618,16 @@ impl Port {
     }
 
     /// Inline SEND of `head` then `body` (at most `inline_max` bytes together):
-    /// copied during the call, no key check; it completes (with
-    /// [`INLINE_WR_ID`]) once the peer takes it.
+    /// copied during the call, no key check; it completes (with `wr_id`)
+    /// once the peer takes it.
     #[inline]
-    pub fn post_send_inline(&mut self, peer: u16, head: &[u8], body: &[u8]) -> Result<(), PostErr> {
+    pub fn post_send_inline(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), PostErr> {
         let dst = hca_of(&self.shared, peer)?;
         let total = head.len() + body.len();
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
@@ -630,7 +647,7 @@ impl Port {
             crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
         dst.deliver(pos, total as u32, None, self.rank, false);
-        self.until_taken(peer, pos, INLINE_WR_ID, total);
+        self.until_taken(peer, pos, wr_id, total);
         Ok(())
     }
 

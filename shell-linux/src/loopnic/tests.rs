@@ -159,7 +159,7 @@ fn send_queue_depth_and_receiver_readiness_are_enforced() {
     assert_eq!(a.post_send(1, 4, &[t]), Ok(None));
     assert_eq!(a.post_send(1, 5, &[t]), Ok(None));
     assert_eq!(a.post_send(1, 6, &[t]), Err(PostErr::SqFull));
-    assert_eq!(a.post_send_inline(1, b"x", &[]), Err(PostErr::SqFull));
+    assert_eq!(a.post_send_inline(1, 9, b"x", &[]), Err(PostErr::SqFull));
     // The peer takes the packets; the small ones free their entries, in
     // order, once it tells what it took (when its ring is empty, or every 16
     // packets). The offloaded ones completed when the NIC thread delivered them.
@@ -193,14 +193,14 @@ fn inline_sends_gather_without_keys_up_to_the_limit() {
     // Unregistered memory is fine for an inline send.
     let head = b"hdr:".to_vec();
     let body = b"payload".to_vec();
-    a.post_send_inline(1, &head, &body).unwrap();
+    a.post_send_inline(1, 9, &head, &body).unwrap();
     let r = b.poll_recv().unwrap();
     assert_eq!(b.rx_bytes(r.buf).unwrap(), b"hdr:payload");
     assert!(b.poll_recv().is_none());
-    assert_eq!(wait_cq(&mut a).wr_id, INLINE_WR_ID);
+    assert_eq!(wait_cq(&mut a).wr_id, 9);
     let big = vec![0u8; 65];
-    assert_eq!(a.post_send_inline(1, &big, &[]), Err(PostErr::TooLong));
-    assert_eq!(a.post_send_inline(5, &head, &[]), Err(PostErr::BadPeer));
+    assert_eq!(a.post_send_inline(1, 9, &big, &[]), Err(PostErr::TooLong));
+    assert_eq!(a.post_send_inline(5, 9, &head, &[]), Err(PostErr::BadPeer));
 }
 
 /// A fresh private anonymous page range (caller unmaps), or one replacing `at`.

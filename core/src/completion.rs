@@ -1,0 +1,78 @@
+//! Completions: which work request the NIC finished, named by the 64-bit id
+//! the core gave it (verbs' `wr_id`), and how it ended. The encoding lives
+//! here, once: a shell posts with [`WorkId::wr_id`] and hands the id and the
+//! status back to [`crate::Endpoint::on_completion`], whatever its transport.
+
+use crate::nic::{PostError, RdmaError, SlotId};
+
+/// A work request the core asked the NIC for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkId {
+    /// A send from a bounce slot (alone, gathered or solicited).
+    Send(SlotId),
+    /// An inline send to this peer (it names no buffer).
+    Inline(u16),
+    /// An RDMA write or read of the transfer with this wire id.
+    Rdma(u32),
+}
+
+/// The kind lives in the top two bits; 0 there is never a core id.
+const KIND_SHIFT: u32 = 62;
+const VALUE: u64 = (1 << KIND_SHIFT) - 1;
+
+impl WorkId {
+    /// The id to post the work request with.
+    pub const fn wr_id(self) -> u64 {
+        match self {
+            WorkId::Send(s) => 1 << KIND_SHIFT | s.0 as u64,
+            WorkId::Inline(peer) => 2 << KIND_SHIFT | peer as u64,
+            WorkId::Rdma(id) => 3 << KIND_SHIFT | id as u64,
+        }
+    }
+
+    /// The work request behind `wr_id`, if the core made that id.
+    pub const fn from_wr_id(wr_id: u64) -> Option<WorkId> {
+        let v = wr_id & VALUE;
+        match wr_id >> KIND_SHIFT {
+            1 if v <= u16::MAX as u64 => Some(WorkId::Send(SlotId(v as u16))),
+            2 if v <= u16::MAX as u64 => Some(WorkId::Inline(v as u16)),
+            3 if v <= u32::MAX as u64 => Some(WorkId::Rdma(v as u32)),
+            _ => None,
+        }
+    }
+}
+
+/// How a work request ended: each transport maps its statuses onto this
+/// (`Ok`, or a protection/access failure, or anything else as `Down`).
+pub type WcResult = Result<(), RdmaError>;
+
+impl From<RdmaError> for PostError {
+    /// A post that completed at once with an error.
+    fn from(e: RdmaError) -> PostError {
+        match e {
+            RdmaError::Access => PostError::Access,
+            RdmaError::Down => PostError::Down,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_round_trips_and_foreign_ids_are_refused() {
+        for w in [
+            WorkId::Send(SlotId(0)),
+            WorkId::Send(SlotId(u16::MAX)),
+            WorkId::Inline(7),
+            WorkId::Rdma(0),
+            WorkId::Rdma(u32::MAX),
+        ] {
+            assert_eq!(WorkId::from_wr_id(w.wr_id()), Some(w));
+        }
+        for foreign in [0, 5, u64::MAX, 1 << 62 | 1 << 16, 3 << 62 | 1 << 32] {
+            assert_eq!(WorkId::from_wr_id(foreign), None, "{foreign:#x}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Posting bounce slots to the NIC: each connection has a bounded number of
+//! send entries, and what finds none waits in the peer's backlog, in order,
+//! until a completion frees one.
+
+use super::*;
+
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
+    /// Puts `slot` at the tail of its peer's backlog.
+    pub(super) fn enqueue(&mut self, slot: u16) {
+        let m = &mut self.slots[slot as usize];
+        // A retransmission (sealed) is not a message waiting for an entry,
+        // nor is a PULL frame (no message of its own).
+        self.stats.backlogged += (!m.sealed && m.msgs > 0) as u64;
+        m.unposted = true;
+        let d = m.peer as usize;
+        let p = &mut self.peers[d];
+        p.backlog.push_back(self.slots.all_mut(), BACKLOG, slot);
+        if !p.listed {
+            p.listed = true;
+            self.backlogged
+                .push_back(self.peers.all_mut(), BACKLOGGED, d as u16);
+        }
+    }
+
+    /// Posts the oldest backlog slots of `peer` while it has free send entries.
+    pub(super) fn drain<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        let d = peer as usize;
+        while self.peers[d].wqes < self.cfg.send_wqes {
+            let Some(slot) = self.peers[d].backlog.head() else {
+                return;
+            };
+            let p = &self.peers[d];
+            Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.limit);
+            let credit = p.limit;
+            if !self.post_now(nic, slot) {
+                return;
+            }
+            self.peers[d].carried(credit);
+            self.peers[d].backlog.pop_front(self.slots.all(), BACKLOG);
+            let m = &mut self.slots[slot as usize];
+            m.unposted = false;
+            self.free_slot(slot);
+        }
+    }
+
+    /// Posts what the backlogs hold, as far as free send entries allow.
+    pub(super) fn drain_all<N: Nic>(&mut self, nic: &mut N) {
+        for _ in 0..self.backlogged.len() {
+            let Some(d) = self.backlogged.pop_front(self.peers.all(), BACKLOGGED) else {
+                break;
+            };
+            self.drain(nic, d);
+            if self.peers[d as usize].backlog.is_empty() {
+                self.peers[d as usize].listed = false;
+            } else {
+                self.backlogged
+                    .push_back(self.peers.all_mut(), BACKLOGGED, d);
+            }
+        }
+    }
+
+    /// Posts an encoded slot, or queues it behind its peer's backlog when the
+    /// connection has no free send entry or the NIC is busy.
+    pub(super) fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) {
+        let p = &self.peers[self.slots[slot as usize].peer as usize];
+        if !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
+            self.enqueue(slot);
+            return;
+        }
+        self.slots.put(slot);
+    }
+
+    /// Posts `slot` now; `false` if the NIC was busy (nothing happened).
+    /// The caller frees the slot if nothing else holds it.
+    pub(super) fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> bool {
+        let m = self.slots[slot as usize];
+        let r = if m.wake {
+            nic.post_send_solicited(m.peer, SlotId(slot), m.len as usize)
+        } else {
+            nic.post_send(m.peer, SlotId(slot), m.len as usize)
+        };
+        match r {
+            Ok(r) => {
+                self.nic_ready();
+                if r == Posted::Later {
+                    self.slots[slot as usize].in_nic = true;
+                    self.peers[m.peer as usize].wqes += 1;
+                }
+                self.stats.packets_out += 1;
+            }
+            Err(PostError::Busy) => {
+                self.stats.post_busy += 1;
+                self.nic_busy(Timer::Retry);
+                return false;
+            }
+            Err(PostError::Down | PostError::Unsupported | PostError::Access) => {
+                self.stats.post_down += 1
+            }
+        }
+        self.slots[slot as usize].sealed = true;
+        true
+    }
+
+    /// The NIC finished a send posted with [`Posted::Later`]: its send entry
+    /// is free, and the slot (and, for a zero-copy send, the user buffer
+    /// behind it) is no longer read. Posts what waits in the peer's backlog.
+    pub fn on_send_complete<N: Nic>(&mut self, nic: &mut N, slot: SlotId) {
+        let Some(m) = self.slots.get_mut(slot.0 as usize) else {
+            return;
+        };
+        if !m.in_nic {
+            return;
+        }
+        m.in_nic = false;
+        let (pin, req, peer) = (m.pin.take(), m.req.take(), m.peer);
+        if let Some(id) = pin {
+            self.reuse.release(nic, id);
+        }
+        if let Some(r) = req {
+            self.reqs.set(r, State::SendDone);
+        }
+        self.free_slot(slot.0);
+        self.entry_free(nic, peer);
+    }
+
+    /// The NIC finished the work request posted with `wr_id` (see
+    /// [`WorkId`]), with `result` as the transport's status maps onto it.
+    /// An id the core never made is counted and ignored.
+    pub fn on_completion<N: Nic>(&mut self, nic: &mut N, wr_id: u64, result: WcResult) {
+        match WorkId::from_wr_id(wr_id) {
+            Some(WorkId::Send(slot)) => self.on_send_complete(nic, slot),
+            Some(WorkId::Inline(peer)) => self.on_inline_complete(nic, peer),
+            Some(WorkId::Rdma(id)) => self.on_rdma_complete(nic, id, result),
+            None => self.stats.unknown_completions += 1,
+        }
+    }
+
+    /// An inline send to `peer` that returned [`Posted::Later`] completed.
+    pub fn on_inline_complete<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        if peer < self.npeers && self.peers[peer as usize].wqes > 0 {
+            self.entry_free(nic, peer);
+        }
+    }
+
+    /// Gives slot `s` back to the pool if nothing holds it any more; sends
+    /// queued for a slot and transfers waiting for one go on at the next poll.
+    pub(super) fn free_slot(&mut self, s: u16) {
+        if self.slots.put(s) {
+            self.slot_freed();
+        }
+    }
+
+    pub(super) fn entry_free<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        p.wqes = p.wqes.saturating_sub(1);
+        if !p.backlog.is_empty() {
+            self.drain(nic, peer);
+        }
+    }
+
+    /// Every send has left the endpoint's queues and backlogs for the NIC.
+    /// Sends complete for the application before that (their data is
+    /// copied), so a rank must keep driving the endpoint until this holds
+    /// before it stops (MPI's finalize). A rendezvous needs nothing here:
+    /// its request stays pending until its last packet has left.
+    pub fn flushed(&self) -> bool {
+        self.queued.is_empty()
+            && self
+                .backlogged
+                .iter(self.peers.all(), BACKLOGGED)
+                .all(|d| self.peers[d as usize].backlog.is_empty())
+    }
+}

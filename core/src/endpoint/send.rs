@@ -1,0 +1,316 @@
+//! Sending eager messages: at once from the user buffer (inline, copied
+//! into a bounce slot, or zero-copy), packed with others into one packet,
+//! or queued until a credit or a slot frees.
+
+use super::*;
+
+/// How far `try_send` got.
+pub(super) enum Sent {
+    /// Not sent: no credit or no slot (or the NIC was busy).
+    No,
+    /// The data left the user buffer.
+    Done,
+    /// Posted zero-copy; the NIC reads the user buffer until this slot completes.
+    Reading(u16),
+    /// A rendezvous's RTS left; its request stays pending.
+    Rts,
+}
+
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
+    /// Sends `q` now if a credit and a bounce slot are free. One slot is always
+    /// kept for control packets, so acknowledgements can never deadlock.
+    /// When the connection has no free send entry (or already has a backlog,
+    /// which keeps the order) the message is copied into the backlog, packed
+    /// with others when coalescing allows. `may_pend`: a zero-copy send whose
+    /// completion comes later can be given a request.
+    pub(super) fn try_send<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        q: &QueuedSend,
+        may_pend: bool,
+    ) -> Sent {
+        if q.rndv {
+            return self.send_rts(now, nic, q);
+        }
+        let d = q.dest as usize;
+        if self.peers[d].credits_left() == 0 {
+            return Sent::No;
+        }
+        let packable = self.packable(q.len);
+        let limit = match self.cfg.coalesce {
+            Coalesce::Outstanding(n) if packable => n,
+            _ => self.cfg.send_wqes,
+        };
+        let p = &self.peers[d];
+        let wait = !p.backlog.is_empty() || p.wqes >= limit;
+        if wait && packable {
+            return self.pack(now, nic, q);
+        }
+        let h = Header {
+            context: q.context,
+            tag: q.tag,
+            len: q.len,
+            ..self.header(q.dest, Kind::Eager)
+        };
+        if !wait && q.len <= self.cfg.inline_max && self.cfg.reliable {
+            let mut hdr = [0u8; HEADER_LEN];
+            let _ = h.encode(&mut hdr);
+            match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
+                Ok(r) => {
+                    self.nic_ready();
+                    self.peers[d].wqes += (r == Posted::Later) as u16;
+                    self.stats.packets_out += 1;
+                    self.sent(d, &h);
+                    return Sent::Done;
+                }
+                Err(PostError::Busy) => {
+                    // Receiver or send queue not ready: wait in the backlog.
+                    self.stats.post_busy += 1;
+                    self.nic_busy(Timer::Retry);
+                    if packable {
+                        return self.pack(now, nic, q);
+                    }
+                }
+                Err(PostError::Down | PostError::Access) => {
+                    self.stats.post_down += 1;
+                    self.sent(d, &h);
+                    return Sent::Done;
+                }
+                Err(PostError::Unsupported) => {}
+            }
+        }
+        if self.slots.free() < 2 {
+            return Sent::No;
+        }
+        let Some(slot) = self.slots.take() else {
+            return Sent::No;
+        };
+        let _ = h.encode(nic.slot_mut(SlotId(slot)));
+        let meta = SlotEntry {
+            peer: q.dest,
+            len: HEADER_LEN as u32 + q.len,
+            seq: h.seq,
+            msgs: 1,
+            awaiting_ack: !self.cfg.reliable,
+            ..SlotEntry::default()
+        };
+        if !wait && self.cfg.reliable && may_pend && q.len > 0 {
+            if let Some(sent) = self.try_zero_copy(nic, q, slot, &h, meta) {
+                return sent;
+            }
+        }
+        if q.len > 0 {
+            nic.copy(
+                Loc::Slot(SlotId(slot), HEADER_LEN as u32),
+                Loc::User(q.buf, 0),
+                q.len as usize,
+            );
+        }
+        self.sent(d, &h);
+        self.slots[slot as usize] = meta;
+        self.track_unacked(now, d, slot);
+        self.post_or_queue(nic, slot);
+        Sent::Done
+    }
+
+    /// A header to `dest` with the current sequence, ack and credit.
+    pub(super) fn header(&self, dest: u16, kind: Kind) -> Header {
+        let p = &self.peers[dest as usize];
+        Header {
+            kind,
+            src: self.me,
+            context: 0,
+            tag: 0,
+            len: 0,
+            seq: p.tx_seq,
+            ack: p.rx_next,
+            credit: p.limit,
+        }
+    }
+
+    /// Small enough to share a packed send: at most half a buffer (the paper's rule).
+    pub(super) fn packable(&self, len: u32) -> bool {
+        self.cfg.coalesce != Coalesce::Off && len <= self.cfg.eager_threshold / 2
+    }
+
+    /// Copies `q` into the connection's backlog: appended to the newest queued
+    /// packed send if it has room, else as the first record of a new one.
+    pub(super) fn pack<N: Nic>(&mut self, now: u64, nic: &mut N, q: &QueuedSend) -> Sent {
+        let d = q.dest as usize;
+        let rec = Record {
+            context: q.context,
+            tag: q.tag,
+            len: q.len,
+        };
+        let cap = HEADER_LEN as u32 + self.cfg.eager_threshold;
+        if let Some(tail) = self.peers[d].backlog.tail() {
+            let m = self.slots[tail as usize];
+            let n = record_len(m.last, rec, self.cfg.header_cache) as u32;
+            if m.last.is_some() && !m.sealed && m.len + n <= cap {
+                self.append(nic, tail, q, rec, n);
+                self.stats.coalesced += 1;
+                self.stats.backlogged += 1;
+                return Sent::Done;
+            }
+        }
+        if self.slots.free() < 2 {
+            return Sent::No;
+        }
+        let Some(slot) = self.slots.take() else {
+            return Sent::No;
+        };
+        let h = self.header(q.dest, Kind::Packed);
+        let _ = h.encode(nic.slot_mut(SlotId(slot)));
+        self.slots[slot as usize] = SlotEntry {
+            peer: q.dest,
+            len: HEADER_LEN as u32,
+            seq: h.seq,
+            awaiting_ack: !self.cfg.reliable,
+            ..SlotEntry::default()
+        };
+        let n = record_len(None, rec, self.cfg.header_cache) as u32;
+        self.append(nic, slot, q, rec, n);
+        self.track_unacked(now, d, slot);
+        self.enqueue(slot);
+        Sent::Done
+    }
+
+    /// Adds `q` as a record of `n` bytes to the packed, unposted `slot`, and
+    /// refreshes the packet's count, length, ack and credit.
+    pub(super) fn append<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        slot: u16,
+        q: &QueuedSend,
+        rec: Record,
+        n: u32,
+    ) {
+        let m = self.slots[slot as usize];
+        let at = m.len as usize;
+        let cache = self.cfg.header_cache;
+        let head = write_head(&mut nic.slot_mut(SlotId(slot))[at..], m.last, rec, cache);
+        if q.len > 0 {
+            nic.copy(
+                Loc::Slot(SlotId(slot), (at + head) as u32),
+                Loc::User(q.buf, 0),
+                q.len as usize,
+            );
+        }
+        let msgs = m.msgs + 1;
+        let len = m.len + n;
+        let p = &mut self.peers[q.dest as usize];
+        let (ack, credit) = (p.rx_next, p.limit);
+        let out = nic.slot_mut(SlotId(slot));
+        Header::set_packed(out, msgs as u32, len - HEADER_LEN as u32);
+        Header::refresh(out, ack, credit);
+        p.tx_seq = p.tx_seq.wrapping_add(1);
+        p.carried(credit);
+        self.stats.messages_out += 1;
+        self.stats.cached_headers += (head == crate::packed::CACHED_LEN) as u64;
+        let m = &mut self.slots[slot as usize];
+        m.msgs = msgs;
+        m.len = len;
+        m.last = Some(rec);
+    }
+
+    /// Posts the header in `slot` with the payload gathered straight from the
+    /// user buffer, if the reuse policy says the buffer is worth it. `None`:
+    /// not taken (the slot still holds the header; the caller copies).
+    pub(super) fn try_zero_copy<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        q: &QueuedSend,
+        slot: u16,
+        h: &Header,
+        meta: SlotEntry,
+    ) -> Option<Sent> {
+        let addr = nic.user_addr(q.buf)?;
+        let pin = self.reuse.plan(nic, addr, q.len)?;
+        let payload = Gather {
+            addr,
+            len: q.len,
+            key: pin.key,
+        };
+        let r = nic.post_send_gather(q.dest, SlotId(slot), HEADER_LEN, payload);
+        if !matches!(r, Ok(Posted::Later)) {
+            self.reuse.release(nic, pin.id);
+        }
+        let sent = match r {
+            Ok(Posted::Done) => Sent::Done,
+            Ok(Posted::Later) => {
+                self.slots[slot as usize] = SlotEntry {
+                    in_nic: true,
+                    sealed: true,
+                    pin: Some(pin.id),
+                    ..meta
+                };
+                self.peers[q.dest as usize].wqes += 1;
+                Sent::Reading(slot)
+            }
+            Err(PostError::Down) => {
+                self.stats.post_down += 1;
+                Sent::Done
+            }
+            // Busy or unable to gather: the copy path queues or posts it.
+            Err(PostError::Busy | PostError::Unsupported | PostError::Access) => return None,
+        };
+        self.stats.packets_out += 1;
+        self.stats.zero_copy_sends += 1;
+        self.sent(q.dest as usize, h);
+        if !matches!(sent, Sent::Reading(_)) {
+            self.slots.put(slot);
+        }
+        Some(sent)
+    }
+
+    /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
+    pub(super) fn sent(&mut self, d: usize, h: &Header) {
+        let p = &mut self.peers[d];
+        p.tx_seq = p.tx_seq.wrapping_add(1);
+        p.carried(h.credit);
+        self.stats.messages_out += 1;
+    }
+
+    /// Queues `q` (its request's work) behind every send already waiting.
+    pub(super) fn queue_send(&mut self, q: QueuedSend) {
+        let i = q.req.index();
+        self.reqs[i].send = q;
+        self.queued.push_back(self.reqs.all_mut(), 0, i as u16);
+        self.peers[q.dest as usize].queued += 1;
+        self.stats.send_stalls += 1;
+    }
+
+    /// Sends queued sends in order, skipping peers still blocked so that each
+    /// peer's messages leave in the order they were posted.
+    pub(super) fn flush_queued<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        let mut blocked: u64 = 0; // bitmap of blocked peers modulo 64: conservative
+        for _ in 0..self.queued.len() {
+            let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
+                break;
+            };
+            let q = self.reqs[i as usize].send;
+            let bit = 1u64 << (q.dest % 64);
+            let sent = if blocked & bit == 0 {
+                self.try_send(now, nic, &q, true)
+            } else {
+                Sent::No
+            };
+            match sent {
+                Sent::No => {
+                    blocked |= bit;
+                    self.queued.push_back(self.reqs.all_mut(), 0, i);
+                    self.ask_credit(now, nic, q.dest);
+                    continue;
+                }
+                Sent::Done => self.reqs.set(q.req, State::SendDone),
+                Sent::Rts => {}
+                Sent::Reading(slot) => {
+                    self.reqs.set(q.req, State::SendInFlight);
+                    self.slots[slot as usize].req = Some(q.req);
+                }
+            }
+            self.peers[q.dest as usize].queued -= 1;
+        }
+    }
+}

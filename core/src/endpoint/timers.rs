@@ -1,0 +1,152 @@
+//! Time: the endpoint's timers and `poll`, which runs what is due. One
+//! table keyed by [`Timer`], as quinn-proto keeps a connection's timers:
+//! `poll_timeout` is the earliest of a few entries, and what has work
+//! waiting on a busy NIC backs off instead of asking to be polled at once
+//! again and again.
+
+use super::*;
+
+/// What the endpoint waits for; each has at most one deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// A bounce slot came free while sends were queued or transfers were
+    /// active: resume them (due at once).
+    Flush = 0,
+    /// A post met a busy NIC: post the backlogs again.
+    Retry = 1,
+    /// A rendezvous transfer met a busy NIC: go on with it.
+    Rndv = 2,
+    /// The earliest per-peer deadline (retransmission, delayed
+    /// acknowledgement, credit request) and transfer timer (lossy PULL).
+    Peers = 3,
+}
+
+const TIMERS: usize = 4;
+
+/// A deadline per [`Timer`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Timers {
+    at: [Option<u64>; TIMERS],
+}
+
+impl Timers {
+    /// Sets `t` to `at`, or earlier if it already is.
+    pub fn arm(&mut self, t: Timer, at: u64) {
+        let e = &mut self.at[t as usize];
+        *e = Some(e.map_or(at, |d| d.min(at)));
+    }
+
+    pub fn stop(&mut self, t: Timer) {
+        self.at[t as usize] = None;
+    }
+
+    pub fn is_armed(&self, t: Timer) -> bool {
+        self.at[t as usize].is_some()
+    }
+
+    /// `t` is armed and due at `now`.
+    pub fn expired(&self, t: Timer, now: u64) -> bool {
+        self.at[t as usize].is_some_and(|d| d <= now)
+    }
+
+    /// The earliest deadline.
+    pub fn next_timeout(&self) -> Option<u64> {
+        self.at.iter().flatten().copied().min()
+    }
+}
+
+/// How long the second try of a post that met a busy NIC waits; each
+/// further failure in a row doubles it, up to the delayed-ack time.
+const FIRST_BACKOFF_NS: u64 = 1_000;
+
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
+    /// A per-peer or transfer deadline at `t`.
+    pub(super) fn arm(&mut self, t: u64) {
+        self.timers.arm(Timer::Peers, t);
+    }
+
+    /// Time moves on: the latest `now` a call brought.
+    pub(super) fn tick(&mut self, now: u64) {
+        self.now = self.now.max(now);
+    }
+
+    /// A post met a busy NIC: `t` goes off at once the first time, then
+    /// later and later while the NIC stays busy, so a driver that sleeps
+    /// until `poll_timeout` does not spin on it.
+    pub(super) fn nic_busy(&mut self, t: Timer) {
+        self.timers.arm(t, self.now.saturating_add(self.backoff));
+        let max = self.cfg.ack_delay_ns.max(FIRST_BACKOFF_NS);
+        self.backoff = self.backoff.saturating_mul(2).clamp(FIRST_BACKOFF_NS, max);
+    }
+
+    /// A post went through: the next busy NIC is retried at once.
+    #[inline]
+    pub(super) fn nic_ready(&mut self) {
+        self.backoff = 0;
+    }
+
+    /// A bounce slot came free: queued sends and waiting transfers go on.
+    pub(super) fn slot_freed(&mut self) {
+        if !self.queued.is_empty() || self.active > 0 {
+            self.timers.arm(Timer::Flush, 0);
+        }
+    }
+
+    /// When to try again a control packet that found no free slot: a timer
+    /// at `now` would be due again at once, and a driver that sleeps until
+    /// `poll_timeout` would spin (a simulator's clock would stop).
+    pub(super) fn retry_at(&self, now: u64) -> u64 {
+        now.saturating_add(self.cfg.ack_delay_ns.max(1))
+    }
+
+    /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.timers.next_timeout()
+    }
+
+    /// Runs what is due: backlogs and queued sends, then (only when the
+    /// earliest of them has come) the peers' retransmissions, delayed acks
+    /// and credit requests, then the transfers.
+    pub fn poll<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        self.tick(now);
+        self.timers.stop(Timer::Flush);
+        if self.timers.expired(Timer::Retry, now) {
+            self.timers.stop(Timer::Retry);
+        }
+        self.drain_all(nic);
+        self.flush_queued(now, nic);
+        if self.timers.expired(Timer::Peers, now) {
+            self.timers.stop(Timer::Peers);
+            self.poll_peers(now, nic);
+        }
+        if self.timers.expired(Timer::Rndv, now) {
+            self.timers.stop(Timer::Rndv);
+        }
+        self.poll_transfers(now, nic);
+    }
+
+    /// Every peer's timers: the table is walked only when one is due.
+    fn poll_peers<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        for i in 0..self.npeers as usize {
+            if let Some(t) = self.peers[i].rto_at {
+                if t <= now {
+                    debug!("rmx: rank {} timeout to rank {}: resending", self.me, i);
+                    self.peers[i].rto =
+                        self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);
+                    self.stats.timeouts += 1;
+                    self.retransmit(now, nic, i);
+                }
+            }
+            self.poll_credit(now, nic, i as u16);
+            if let Some(t) = self.peers[i].ack_at {
+                if t <= now && !self.send_control(now, nic, i as u16, Kind::Ack, 0) {
+                    self.peers[i].ack_at = Some(self.retry_at(now));
+                }
+            }
+            let p = &self.peers[i];
+            for t in [p.rto_at, p.ack_at].into_iter().flatten() {
+                self.arm(t);
+            }
+        }
+    }
+}
