@@ -38,11 +38,11 @@ use crate::packed::{record_len, write_head, Record, Unpacker};
 use crate::peer::{seq_le, Peer, BACKLOGGED};
 use crate::rendezvous::Protocol;
 use crate::request::{
-    PostedRecv, QueuedSend, RecvFault, Request, RequestError, State, Status, Table,
+    PostedRecv, QueuedSend, RecvFault, Request, RequestEntry, RequestError, State, Status, Table,
 };
 use crate::reuse::{Invalidation, NoReuse, Pending, SendReuse};
 use crate::stats::Stats;
-use crate::storage::{Sizes, Storage, Tables};
+use crate::storage::{Sizes, Storage, TableName, Tables, MAX_TABLE};
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 pub use holds::HoldEntry;
 use holds::Holds;
@@ -81,28 +81,36 @@ pub enum Held {
     Rts(crate::rendezvous::Rts),
 }
 
-/// The peer table, indexed by rank.
-struct Peers<P>(P);
+/// A table of `E`s in the embedder's storage `C`, indexed by number.
+struct Rows<E, C>(C, core::marker::PhantomData<E>);
 
-impl<P: AsRef<[Peer]> + AsMut<[Peer]>> Peers<P> {
-    fn all(&self) -> &[Peer] {
+impl<E, C: AsRef<[E]> + AsMut<[E]>> Rows<E, C> {
+    fn new(c: C) -> Self {
+        Rows(c, core::marker::PhantomData)
+    }
+
+    fn all(&self) -> &[E] {
         self.0.as_ref()
     }
 
-    fn all_mut(&mut self) -> &mut [Peer] {
+    fn all_mut(&mut self) -> &mut [E] {
         self.0.as_mut()
+    }
+
+    fn get(&self, i: usize) -> Option<&E> {
+        self.0.as_ref().get(i)
     }
 }
 
-impl<P: AsRef<[Peer]>> core::ops::Index<usize> for Peers<P> {
-    type Output = Peer;
-    fn index(&self, i: usize) -> &Peer {
+impl<E, C: AsRef<[E]>> core::ops::Index<usize> for Rows<E, C> {
+    type Output = E;
+    fn index(&self, i: usize) -> &E {
         &self.0.as_ref()[i]
     }
 }
 
-impl<P: AsRef<[Peer]> + AsMut<[Peer]>> core::ops::IndexMut<usize> for Peers<P> {
-    fn index_mut(&mut self, i: usize) -> &mut Peer {
+impl<E, C: AsRef<[E]> + AsMut<[E]>> core::ops::IndexMut<usize> for Rows<E, C> {
+    fn index_mut(&mut self, i: usize) -> &mut E {
         &mut self.0.as_mut()[i]
     }
 }
@@ -117,7 +125,7 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     cfg: Config,
     me: u16,
     npeers: u16,
-    peers: Peers<S::Table<Peer>>,
+    peers: Rows<Peer, S::Table<Peer>>,
     matcher: Matcher<PostedRecv, Held, S::Table<PostedEntry>, S::Table<UnexpectedEntry>>,
     slots: SlotPool<S::Table<SlotEntry>>,
     /// Receive buffers kept for the unexpected eager messages in them.
@@ -126,8 +134,10 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     rx_hold: Option<u16>,
     /// The credit budget and the peers waiting for credit.
     lender: credit::Lender,
-    /// Requests, with the work each carries (a queued send, a transfer).
-    reqs: Table<Work, S::Table<RequestEntry>>,
+    /// Requests, and the work each carries (a queued send, a transfer) at
+    /// the same index.
+    reqs: Table<S::Table<RequestEntry>>,
+    work: Rows<WorkEntry, S::Table<WorkEntry>>,
     /// Sends waiting for a credit or a bounce slot, oldest first (requests).
     queued: Fifo,
     /// Peers whose backlog is not empty (each listed once).
@@ -143,9 +153,10 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     active: u16,
 }
 
-/// What the endpoint keeps per request.
+/// What the endpoint keeps per request: an entry of the work table (as
+/// long as the request table). Opaque; make tables of [`WorkEntry::UNUSED`].
 #[derive(Clone, Copy, Debug)]
-pub struct Work {
+pub struct WorkEntry {
     /// A send waiting in `queued`.
     send: QueuedSend,
     /// A rendezvous transfer.
@@ -156,15 +167,13 @@ pub struct Work {
 pub type PostedEntry = crate::matching::Slot<Pattern, PostedRecv>;
 /// An entry of the unexpected-message table.
 pub type UnexpectedEntry = crate::matching::Slot<Envelope, Held>;
-/// An entry of the request table.
-pub type RequestEntry = crate::request::Slot<Work>;
 
-impl RequestEntry {
-    /// An unused request.
-    pub const UNUSED: RequestEntry = RequestEntry::unused(Work {
+impl WorkEntry {
+    /// No work.
+    pub const UNUSED: WorkEntry = WorkEntry {
         send: QueuedSend::NONE,
         xfer: Transfer::IDLE,
-    });
+    };
 }
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
@@ -202,6 +211,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             holds,
             slots,
             requests,
+            work,
         } = tables;
         let max = peers.as_ref().len();
         if npeers as usize > max || npeers == 0 {
@@ -228,6 +238,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return Err(ConfigError::RendezvousNeedsReliable);
         }
         sizes.check()?;
+        if work.as_ref().len() < sizes.requests {
+            let (min, max) = (sizes.requests, MAX_TABLE);
+            let table = TableName::Work;
+            return Err(ConfigError::TableSize { table, min, max });
+        }
         let threshold_ok = match cfg.coalesce {
             Coalesce::Outstanding(n) => n >= 1 && n <= cfg.send_wqes,
             _ => true,
@@ -248,13 +263,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             cfg,
             me,
             npeers,
-            peers: Peers(peers),
+            peers: Rows::new(peers),
             matcher: Matcher::new(posted, unexpected),
             slots: SlotPool::new(slots),
             holds: Holds::new(holds),
             rx_hold: None,
             lender,
             reqs: Table::new(requests),
+            work: Rows::new(work),
             queued: Fifo::EMPTY,
             backlogged: Fifo::EMPTY,
             timers: Timers::default(),

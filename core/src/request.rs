@@ -95,30 +95,27 @@ pub(crate) enum State {
 }
 
 /// One entry of the request table (storage for an endpoint): a handle's
-/// generation and state, and `W`, the work the endpoint keeps per request
-/// (a queued send, a rendezvous transfer). Opaque.
+/// generation and state. Small, so the requests in flight share few cache
+/// lines; the work each carries is in a table of its own. Opaque; make
+/// tables of [`RequestEntry::UNUSED`].
 #[derive(Clone, Copy, Debug)]
-pub struct Slot<W> {
+pub struct RequestEntry {
     gen: u16,
     state: State,
     /// The next entry of the free list, or of the queue the request waits in.
     next: u16,
-    pub(crate) work: W,
 }
 
-impl<W: Copy> Slot<W> {
-    /// An unused entry carrying `work` (the endpoint's idle work).
-    pub const fn unused(work: W) -> Self {
-        Slot {
-            gen: 0,
-            state: State::Free,
-            next: NIL,
-            work,
-        }
-    }
+impl RequestEntry {
+    /// An unused entry.
+    pub const UNUSED: RequestEntry = RequestEntry {
+        gen: 0,
+        state: State::Free,
+        next: NIL,
+    };
 }
 
-impl<W> Node for Slot<W> {
+impl Node for RequestEntry {
     fn next(&self, _list: usize) -> u16 {
         self.next
     }
@@ -130,15 +127,14 @@ impl<W> Node for Slot<W> {
 /// The requests in table `T` with a free list: its length is how many
 /// requests can be pending at once.
 #[derive(Debug)]
-pub(crate) struct Table<W, T> {
+pub(crate) struct Table<T> {
     entries: T,
-    _of: core::marker::PhantomData<W>,
     free: u16,
     used: u16,
 }
 
-impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> Table<W, T> {
-    /// Takes `entries` over, every request free (whatever work they carry stays).
+impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
+    /// Takes `entries` over, every request free.
     pub fn new(mut entries: T) -> Self {
         let all = entries.as_mut();
         // Index u16::MAX names `Request::COMPLETE`, and NIL ends the free list.
@@ -149,7 +145,6 @@ impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> Table<W, T> {
         }
         Table {
             entries,
-            _of: core::marker::PhantomData,
             free: if n > 0 { 0 } else { NIL },
             used: 0,
         }
@@ -176,7 +171,7 @@ impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> Table<W, T> {
         Some(Request { idx, gen: e.gen })
     }
 
-    fn entry(&mut self, r: Request) -> Result<&mut Slot<W>, RequestError> {
+    fn entry(&mut self, r: Request) -> Result<&mut RequestEntry, RequestError> {
         match self.entries.as_mut().get_mut(r.idx as usize) {
             Some(e) if e.gen == r.gen && e.state != State::Free => Ok(e),
             _ => Err(RequestError::Stale),
@@ -230,32 +225,13 @@ impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> Table<W, T> {
         Ok(Some(st))
     }
 
-    /// The work kept for request index `i`, if there is such an index.
-    pub fn get(&self, i: usize) -> Option<&W> {
-        self.entries.as_ref().get(i).map(|e| &e.work)
-    }
-
     /// Every entry, for the lists threaded through them.
-    pub fn all(&self) -> &[Slot<W>] {
+    pub fn all(&self) -> &[RequestEntry] {
         self.entries.as_ref()
     }
 
-    pub fn all_mut(&mut self) -> &mut [Slot<W>] {
+    pub fn all_mut(&mut self) -> &mut [RequestEntry] {
         self.entries.as_mut()
-    }
-}
-
-impl<W, T: AsRef<[Slot<W>]>> core::ops::Index<usize> for Table<W, T> {
-    type Output = W;
-    /// The work kept for request index `i`.
-    fn index(&self, i: usize) -> &W {
-        &self.entries.as_ref()[i].work
-    }
-}
-
-impl<W, T: AsRef<[Slot<W>]> + AsMut<[Slot<W>]>> core::ops::IndexMut<usize> for Table<W, T> {
-    fn index_mut(&mut self, i: usize) -> &mut W {
-        &mut self.entries.as_mut()[i].work
     }
 }
 
@@ -300,7 +276,7 @@ mod tests {
 
     #[test]
     fn stale_handles_are_refused_after_collection_and_reuse() {
-        let mut t = Table::new([Slot::unused(()); 2]);
+        let mut t = Table::new([RequestEntry::UNUSED; 2]);
         let a = t.alloc(State::SendDone).unwrap();
         assert_eq!(t.collect(a), Ok(Some(Status::SENT)));
         assert_eq!(t.collect(a), Err(RequestError::Stale));
@@ -317,7 +293,7 @@ mod tests {
     /// "no transfer" (its PULLs and CTS were refused and it stalled).
     #[test]
     fn a_handle_never_goes_on_the_wire_as_zero() {
-        let mut t = Table::new([Slot::unused(()); 1]);
+        let mut t = Table::new([RequestEntry::UNUSED; 1]);
         let first = t.alloc(State::RecvPosted).unwrap();
         t.release(first);
         for _ in 0..70_000 {

@@ -11,8 +11,9 @@ use core::marker::PhantomData;
 
 use crate::config::ConfigError;
 
-pub use crate::endpoint::{HoldEntry, PostedEntry, RequestEntry, SlotEntry, UnexpectedEntry};
+pub use crate::endpoint::{HoldEntry, PostedEntry, SlotEntry, UnexpectedEntry, WorkEntry};
 pub use crate::peer::Peer;
+pub use crate::request::RequestEntry;
 
 /// A family of containers, one per table of the endpoint.
 pub trait Storage {
@@ -56,6 +57,8 @@ pub enum TableName {
     Holds,
     Slots,
     Requests,
+    /// The work table: at least as long as the request table.
+    Work,
 }
 
 /// The most entries a table may have: its entries are named by `u16`, and
@@ -75,7 +78,8 @@ pub struct Sizes {
     pub holds: usize,
     /// Send bounce slots (the shell's registered send buffers).
     pub slots: usize,
-    /// Requests pending at once (sends, receives, transfers).
+    /// Requests pending at once (sends, receives, transfers); the work
+    /// table is as long.
     pub requests: usize,
 }
 
@@ -134,7 +138,7 @@ impl Sizes {
             + self.unexpected * size_of::<UnexpectedEntry>()
             + self.holds * size_of::<HoldEntry>()
             + self.slots * size_of::<SlotEntry>()
-            + self.requests * size_of::<RequestEntry>()
+            + self.requests * (size_of::<RequestEntry>() + size_of::<WorkEntry>())
     }
 
     /// Bytes of the peer table.
@@ -151,6 +155,8 @@ pub struct Tables<S: Storage> {
     pub holds: S::Table<HoldEntry>,
     pub slots: S::Table<SlotEntry>,
     pub requests: S::Table<RequestEntry>,
+    /// What each request carries (as long as `requests`).
+    pub work: S::Table<WorkEntry>,
 }
 
 impl<S: Alloc> Tables<S> {
@@ -163,6 +169,7 @@ impl<S: Alloc> Tables<S> {
             holds: S::table(sizes.holds, HoldEntry::UNUSED),
             slots: S::table(sizes.slots, SlotEntry::UNUSED),
             requests: S::table(sizes.requests, RequestEntry::UNUSED),
+            work: S::table(sizes.requests, WorkEntry::UNUSED),
         }
     }
 }

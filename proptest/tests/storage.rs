@@ -3,7 +3,7 @@
 
 use rmx_core::storage::{
     Fixed, HoldEntry, Peer, PostedEntry, RequestEntry, Slices, SlotEntry, TableName,
-    UnexpectedEntry, MAX_TABLE,
+    UnexpectedEntry, WorkEntry, MAX_TABLE,
 };
 use rmx_core::*;
 use rmx_proptest::heap::{sizes, Heap};
@@ -76,6 +76,7 @@ fn borrowed_slices_and_arrays_serve_as_tables() {
     let mut holds = [HoldEntry::UNUSED; 8];
     let mut slots = [SlotEntry::UNUSED; 4];
     let mut requests = [RequestEntry::UNUSED; 8];
+    let mut work = [WorkEntry::UNUSED; 8];
     let tables: Tables<Slices> = Tables {
         peers: &mut peers,
         posted: &mut posted,
@@ -83,6 +84,7 @@ fn borrowed_slices_and_arrays_serve_as_tables() {
         holds: &mut holds,
         slots: &mut slots,
         requests: &mut requests,
+        work: &mut work,
     };
     let mut b = Endpoint::new(CFG, 1, 2, tables).unwrap();
     let fixed = Tables::<Fixed<8>>::new(&sizes(0, 0, 0, 0, 0));
@@ -131,6 +133,16 @@ fn a_table_outside_its_bounds_is_refused_by_name() {
         };
         assert_eq!(e, Some(want), "{s:?}");
     }
+    // The work table is at least as long as the request table.
+    let mut short: Tables<Heap> = Tables::new(&good);
+    short.work.pop();
+    let e = Endpoint::<Heap>::new(CFG, 0, 2, short).err();
+    let want = ConfigError::TableSize {
+        table: TableName::Work,
+        min: good.requests,
+        max: MAX_TABLE,
+    };
+    assert_eq!(e, Some(want));
     // The largest tables are accepted, and a full table is a typed error.
     let big = Sizes {
         posted: MAX_TABLE,

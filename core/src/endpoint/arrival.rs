@@ -266,6 +266,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         true
     }
 
+    #[inline]
     pub(super) fn deliver_to<N: Nic>(
         &mut self,
         nic: &mut N,

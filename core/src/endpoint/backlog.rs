@@ -61,6 +61,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Posts an encoded slot, or queues it behind its peer's backlog when the
     /// connection has no free send entry or the NIC is busy.
+    #[inline]
     pub(super) fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) {
         let p = &self.peers[self.slots[slot as usize].peer as usize];
         if !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
@@ -72,6 +73,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Posts `slot` now; `false` if the NIC was busy (nothing happened).
     /// The caller frees the slot if nothing else holds it.
+    #[inline]
     pub(super) fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> bool {
         let m = self.slots[slot as usize];
         let r = if m.wake {
@@ -144,6 +146,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Gives slot `s` back to the pool if nothing holds it any more; sends
     /// queued for a slot and transfers waiting for one go on at the next poll.
+    #[inline]
     pub(super) fn free_slot(&mut self, s: u16) {
         if self.slots.put(s) {
             self.slot_freed();

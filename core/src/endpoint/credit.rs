@@ -18,6 +18,11 @@
 //! message it carried is consumed, so no credit idles at a peer that
 //! stopped sending, and peers waiting get it in turn. So unexpected
 //! messages never hold more than the budget, and a peer costs its share.
+//! Initial shares are not reclaimed from idle peers: together they are at
+//! most half the budget, so the half lent on demand is always there for
+//! the active ones, and taking a share back would cost a packet each way
+//! for credit the peer may use next. In large jobs the share is 0 and
+//! every credit is a loan.
 //!
 //! Nothing accepted is lost: a sender without credit waits (its request is
 //! pending) and asks; a lossy transport repeats the request. The one state

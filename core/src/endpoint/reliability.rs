@@ -5,6 +5,7 @@
 use super::*;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
+    #[inline]
     pub(super) fn arm_ack(&mut self, now: u64, src: usize) {
         let p = &mut self.peers[src];
         if p.ack_at.is_none() {
@@ -47,6 +48,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Lossy transports keep every data slot until it is acknowledged.
+    #[inline]
     pub(super) fn track_unacked(&mut self, now: u64, d: usize, slot: u16) {
         if self.cfg.reliable {
             return;

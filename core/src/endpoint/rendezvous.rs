@@ -145,7 +145,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     fn release_buf<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        match core::mem::replace(&mut self.reqs[i].xfer.reg, Reg::None) {
+        match core::mem::replace(&mut self.work[i].xfer.reg, Reg::None) {
             Reg::None => {}
             Reg::Cached(p) => self.reuse.release(nic, p.id),
             Reg::Own(k) => nic.deregister(k),
@@ -192,7 +192,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             }
             x.proto = proto;
         }
-        self.reqs[i].xfer = x;
+        self.work[i].xfer = x;
         self.active += 1;
         self.stats.rndv_sends += 1;
         let q = QueuedSend {
@@ -228,7 +228,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let Some(slot) = self.slots.take() else {
             return Sent::No;
         };
-        let x = &self.reqs[q.req.index()].xfer;
+        let x = &self.work[q.req.index()].xfer;
         let rts = Rts {
             proto: x.proto,
             id: q.req.to_wire(),
@@ -292,7 +292,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.reqs.set(req, State::Rndv);
         self.stats.rndv_recvs += 1;
         let i = req.index();
-        self.reqs[i].xfer = Transfer {
+        self.work[i].xfer = Transfer {
             active: true,
             send: false,
             proto: rts.proto,
@@ -319,27 +319,27 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         // On a lossy transport a receiver pulls whatever was offered: a lost
         // CTS or FIN of an RDMA rendezvous would never be sent again.
         if !self.cfg.reliable {
-            self.reqs[i].xfer.proto = Protocol::Pull;
+            self.work[i].xfer.proto = Protocol::Pull;
         }
-        if self.reqs[i].xfer.proto != Protocol::Pull {
+        if self.work[i].xfer.proto != Protocol::Pull {
             match self.register_buf(nic, buf, n) {
                 Some((addr, reg)) => {
-                    let x = &mut self.reqs[i].xfer;
+                    let x = &mut self.work[i].xfer;
                     x.addr = addr;
                     x.reg = reg;
                 }
-                None => self.reqs[i].xfer.proto = Protocol::Pull,
+                None => self.work[i].xfer.proto = Protocol::Pull,
             }
         }
-        match self.reqs[i].xfer.proto {
+        match self.work[i].xfer.proto {
             Protocol::Rget => self.pump(nic, i),
             Protocol::Rput => {
-                self.reqs[i].xfer.owe = Owe::Cts;
+                self.work[i].xfer.owe = Owe::Cts;
                 self.send_owed(nic, i);
             }
             Protocol::Pull => {
                 let frames = n.div_ceil(self.cfg.eager_threshold);
-                self.reqs[i].xfer.window = Window::new(frames);
+                self.work[i].xfer.window = Window::new(frames);
                 self.ask(nic, i);
             }
         }
@@ -348,7 +348,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// The transfer a rendezvous packet names, if it is live and `peer`'s.
     fn named(&self, id: u32, peer: u16, send: bool) -> Option<usize> {
         let r = Request::from_wire(id);
-        let x = &self.reqs.get(r.index())?.xfer;
+        let x = &self.work.get(r.index())?.xfer;
         (x.active && x.req == r && x.peer == peer && x.send == send).then_some(r.index())
     }
 
@@ -399,7 +399,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let Some(i) = self.named(c.sender, src, true) else {
             return false;
         };
-        let x = &mut self.reqs[i].xfer;
+        let x = &mut self.work[i].xfer;
         if x.proto != Protocol::Rput || x.remote_id != 0 || c.receiver == 0 {
             return false;
         }
@@ -418,16 +418,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     fn on_fin<N: Nic>(&mut self, nic: &mut N, src: u16, f: Fin) -> bool {
         // A sender (RGET, PULL) or an RPUT receiver waits for a FIN.
         let i = match self.named(f.id, src, true) {
-            Some(i) if self.reqs[i].xfer.proto != Protocol::Rput => i,
+            Some(i) if self.work[i].xfer.proto != Protocol::Rput => i,
             _ => match self.named(f.id, src, false) {
-                Some(i) if self.reqs[i].xfer.proto == Protocol::Rput => i,
+                Some(i) if self.work[i].xfer.proto == Protocol::Rput => i,
                 _ => {
                     // A repeated FIN of a transfer already ended.
                     return !self.cfg.reliable;
                 }
             },
         };
-        self.reqs[i].xfer.fault = self.reqs[i].xfer.fault.or(f.fault);
+        self.work[i].xfer.fault = self.work[i].xfer.fault.or(f.fault);
         self.complete(nic, i);
         true
     }
@@ -437,8 +437,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             // Asked again after the FIN ended the send: nothing to serve.
             return !self.cfg.reliable;
         };
-        let frames = self.reqs[i].xfer.len.div_ceil(self.cfg.eager_threshold);
-        let x = &mut self.reqs[i].xfer;
+        let frames = self.work[i].xfer.len.div_ceil(self.cfg.eager_threshold);
+        let x = &mut self.work[i].xfer;
         if p.receiver == 0
             || p.count == 0
             || p.first >= frames
@@ -464,7 +464,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return !self.cfg.reliable;
         };
         let frame = self.cfg.eager_threshold;
-        let x = self.reqs[i].xfer;
+        let x = self.work[i].xfer;
         if x.proto != Protocol::Pull || h.seq >= x.window.frames {
             return false;
         }
@@ -474,7 +474,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if h.len < expect || h.len > frame {
             return false;
         }
-        if !self.reqs[i].xfer.window.arrived(h.seq) {
+        if !self.work[i].xfer.window.arrived(h.seq) {
             self.stats.duplicates += 1;
             return true;
         }
@@ -483,8 +483,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             Loc::Rx(buf, HEADER_LEN as u32),
             expect as usize,
         );
-        self.reqs[i].xfer.last = now;
-        if self.reqs[i].xfer.window.complete() {
+        self.work[i].xfer.last = now;
+        if self.work[i].xfer.window.complete() {
             self.finish(nic, i);
         } else {
             self.ask(nic, i);
@@ -519,7 +519,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let per = self.cfg.pull_frames as u32;
         let limit = per * self.cfg.pull_requests as u32;
         loop {
-            let mut w = self.reqs[i].xfer.window;
+            let mut w = self.work[i].xfer.window;
             let Some((first, count)) = w.next_ask(per, limit) else {
                 break;
             };
@@ -527,13 +527,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 // No slot now: the poll after one frees asks.
                 break;
             }
-            self.reqs[i].xfer.window = w;
+            self.work[i].xfer.window = w;
         }
         self.arm_transfer(i);
     }
 
     fn send_pull<N: Nic>(&mut self, nic: &mut N, i: usize, first: u32, count: u32) -> bool {
-        let x = &self.reqs[i].xfer;
+        let x = &self.work[i].xfer;
         let p = Pull {
             sender: x.remote_id,
             receiver: x.req.to_wire(),
@@ -549,7 +549,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// PULL sender: sends the frames asked for while slots allow.
     fn serve<N: Nic>(&mut self, now: u64, nic: &mut N, i: usize) {
         let frame = self.cfg.eager_threshold;
-        while let Some(f) = self.reqs[i].xfer.asked.first() {
+        while let Some(f) = self.work[i].xfer.asked.first() {
             if self.slots.free() < 2 {
                 // The poll after a slot frees goes on.
                 return;
@@ -557,7 +557,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             let Some(slot) = self.slots.take() else {
                 return;
             };
-            let x = self.reqs[i].xfer;
+            let x = self.work[i].xfer;
             let off = f * frame;
             let n = (x.len - off).min(frame);
             let h = Header {
@@ -580,7 +580,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             };
             self.peers[x.peer as usize].carried(h.credit);
             self.post_or_queue(nic, slot);
-            let x = &mut self.reqs[i].xfer;
+            let x = &mut self.work[i].xfer;
             x.asked.pop();
             x.served = true;
             x.last = now;
@@ -592,21 +592,21 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// operations of at most the transport's maximum size.
     fn pump<N: Nic>(&mut self, nic: &mut N, i: usize) {
         let max = nic.caps().max_transfer.max(1);
-        let op = if self.reqs[i].xfer.send {
+        let op = if self.work[i].xfer.send {
             RdmaOp::Write
         } else {
             RdmaOp::Read
         };
-        self.reqs[i].xfer.stalled = false;
+        self.work[i].xfer.stalled = false;
         // The remote address came from the wire: a range past the end of
         // the address space is an access error on both sides, never a wrap.
-        let x = self.reqs[i].xfer;
+        let x = self.work[i].xfer;
         let end = u64::from(x.len);
         if x.addr.checked_add(end).is_none() || x.remote.addr.checked_add(end).is_none() {
-            self.reqs[i].xfer.fault = Some(RdmaError::Access);
+            self.work[i].xfer.fault = Some(RdmaError::Access);
         }
         loop {
-            let x = self.reqs[i].xfer;
+            let x = self.work[i].xfer;
             if x.posted >= x.len || x.fault.is_some() {
                 break;
             }
@@ -623,7 +623,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 key: x.remote.key,
             };
             let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
-            let x = &mut self.reqs[i].xfer;
+            let x = &mut self.work[i].xfer;
             match r {
                 Ok(Posted::Done) => x.posted += n,
                 Ok(Posted::Later) => {
@@ -653,11 +653,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     ) {
         let r = Request::from_wire(id);
         let i = r.index();
-        match self.reqs.get(i).map(|w| &w.xfer) {
+        match self.work.get(i).map(|w| &w.xfer) {
             Some(x) if x.active && x.req == r && x.chunks > 0 => {}
             _ => return,
         }
-        let x = &mut self.reqs[i].xfer;
+        let x = &mut self.work[i].xfer;
         x.chunks -= 1;
         if let Err(e) = result {
             x.fault = Some(e);
@@ -668,7 +668,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// RDMA side: once every operation completed (or one failed and the
     /// rest drained), the peer is told by FIN and this side ends.
     fn settle<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        let x = self.reqs[i].xfer;
+        let x = self.work[i].xfer;
         if x.chunks > 0 || (x.posted < x.len && x.fault.is_none()) {
             return;
         }
@@ -680,13 +680,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// This side moved its data: FIN to the peer, then the request ends.
     fn finish<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        self.reqs[i].xfer.owe = Owe::Fin;
+        self.work[i].xfer.owe = Owe::Fin;
         self.send_owed(nic, i);
     }
 
     /// Sends the control packet the transfer owes; `false` if it must wait.
     fn send_owed<N: Nic>(&mut self, nic: &mut N, i: usize) -> bool {
-        let x = self.reqs[i].xfer;
+        let x = self.work[i].xfer;
         let sent = match x.owe {
             Owe::Nothing => return true,
             Owe::Cts => {
@@ -720,7 +720,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             }
             return false;
         }
-        self.reqs[i].xfer.owe = Owe::Nothing;
+        self.work[i].xfer.owe = Owe::Nothing;
         if x.owe == Owe::Fin {
             self.complete(nic, i);
         }
@@ -730,7 +730,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Ends the transfer and its request (with its fault, if any).
     fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
-        let x = self.reqs[i].xfer;
+        let x = self.work[i].xfer;
         let state = if x.send {
             match x.fault {
                 None => State::SendDone,
@@ -748,7 +748,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             State::Done(st)
         };
         self.reqs.set(x.req, state);
-        self.reqs[i].xfer = Transfer::IDLE;
+        self.work[i].xfer = Transfer::IDLE;
         self.active -= 1;
     }
 
@@ -774,7 +774,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// ask again, the sender (once it sent every frame asked for) to probe
     /// for a lost FIN. A sender waiting for a slot resumes when one frees.
     fn arm_transfer(&mut self, i: usize) {
-        let x = &self.reqs[i].xfer;
+        let x = &self.work[i].xfer;
         if self.cfg.reliable || !x.active || x.proto != Protocol::Pull {
             return;
         }
@@ -791,14 +791,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         for i in 0..self.reqs.capacity() {
-            if !self.reqs[i].xfer.active {
+            if !self.work[i].xfer.active {
                 continue;
             }
-            if self.reqs[i].xfer.owe != Owe::Nothing {
+            if self.work[i].xfer.owe != Owe::Nothing {
                 self.send_owed(nic, i);
                 continue;
             }
-            let x = self.reqs[i].xfer;
+            let x = self.work[i].xfer;
             if x.stalled {
                 self.pump(nic, i);
                 continue;
@@ -815,7 +815,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 {
                     // No FIN: it may be lost. A probe makes a receiver that
                     // ended repeat it; one still receiving asks on its own.
-                    self.reqs[i].xfer.last = now;
+                    self.work[i].xfer.last = now;
                     let probe = Probe {
                         sender: x.req.to_wire(),
                         receiver: x.remote_id,
@@ -843,7 +843,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                             break;
                         }
                     }
-                    self.reqs[i].xfer.last = now;
+                    self.work[i].xfer.last = now;
                 }
                 self.ask(nic, i);
             }

@@ -115,6 +115,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// A header to `dest` with the current sequence, ack and credit.
+    #[inline]
     pub(super) fn header(&self, dest: u16, kind: Kind) -> Header {
         let p = &self.peers[dest as usize];
         Header {
@@ -130,6 +131,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Small enough to share a packed send: at most half a buffer (the paper's rule).
+    #[inline]
     pub(super) fn packable(&self, len: u32) -> bool {
         self.cfg.coalesce != Coalesce::Off && len <= self.cfg.eager_threshold / 2
     }
@@ -265,6 +267,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
+    #[inline]
     pub(super) fn sent(&mut self, d: usize, h: &Header) {
         let p = &mut self.peers[d];
         p.tx_seq = p.tx_seq.wrapping_add(1);
@@ -275,7 +278,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Queues `q` (its request's work) behind every send already waiting.
     pub(super) fn queue_send(&mut self, q: QueuedSend) {
         let i = q.req.index();
-        self.reqs[i].send = q;
+        self.work[i].send = q;
         self.queued.push_back(self.reqs.all_mut(), 0, i as u16);
         self.peers[q.dest as usize].queued += 1;
         self.stats.send_stalls += 1;
@@ -289,7 +292,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
                 break;
             };
-            let q = self.reqs[i as usize].send;
+            let q = self.work[i as usize].send;
             let bit = 1u64 << (q.dest % 64);
             let sent = if blocked & bit == 0 {
                 self.try_send(now, nic, &q, true)

@@ -61,11 +61,13 @@ const FIRST_BACKOFF_NS: u64 = 1_000;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// A per-peer or transfer deadline at `t`.
+    #[inline]
     pub(super) fn arm(&mut self, t: u64) {
         self.timers.arm(Timer::Peers, t);
     }
 
     /// Time moves on: the latest `now` a call brought.
+    #[inline]
     pub(super) fn tick(&mut self, now: u64) {
         self.now = self.now.max(now);
     }

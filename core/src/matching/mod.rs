@@ -112,6 +112,9 @@ where
     /// `None` means the caller must keep the message as unexpected.
     #[inline]
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
+        if self.posted.len() == 0 {
+            return None;
+        }
         let first = |m: &Self, mut i: u16, via: Via| {
             while i != NIL {
                 if m.posted.key(i).is_some_and(|p| p.matches(env)) {
@@ -121,13 +124,9 @@ where
             }
             None
         };
-        let n = self.posted.capacity();
-        let specific = if n == 0 {
-            None
-        } else {
-            let b = bin(env.src, env.context, n) as u16;
-            first(self, self.posted.bin_head(b), Via::Bin)
-        };
+        // Entries are live, so there are bins.
+        let b = bin(env.src, env.context, self.posted.capacity()) as u16;
+        let specific = first(self, self.posted.bin_head(b), Via::Bin);
         let wild = first(self, self.wildcards.head(), Via::Order);
         let i = match (specific, wild) {
             (Some(s), Some(w)) if self.posted.older(w, s) => w,
@@ -150,10 +149,10 @@ where
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
     #[inline]
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
-        let n = self.unexpected.capacity();
-        if n == 0 {
+        if self.unexpected.len() == 0 {
             return None;
         }
+        let n = self.unexpected.capacity();
         let (mut i, via) = match pat.source {
             Source::Rank(r) => (
                 self.unexpected.bin_head(bin(r, pat.context, n) as u16),
