@@ -1,6 +1,7 @@
-//! First-in-first-out lists threaded through a table the caller owns (the
-//! peer table, the bounce slots): each entry keeps one `next` link per list
-//! it can be on, so a list costs its two ends and grows with the table.
+//! Lists threaded through a table the caller owns (the peer table, the
+//! bounce slots, requests, matching entries, held buffers): each entry keeps
+//! one `next` link per list it can be on, so a list costs its ends and
+//! grows with the table. [`Fifo`] keeps order; [`Stack`] is a free list.
 
 /// End of a list.
 pub(crate) const NIL: u16 = u16::MAX;
@@ -76,6 +77,52 @@ impl Fifo {
     }
 }
 
+/// A last-in-first-out list: the free entries of a table. The entry freed
+/// last is taken first, while it is still in cache.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stack {
+    head: u16,
+    len: u16,
+}
+
+impl Stack {
+    /// Every entry of `nodes` (the first `NIL` of them), entry 0 on top.
+    pub fn full<T: Node>(nodes: &mut [T], list: usize) -> Stack {
+        let n = nodes.len().min(NIL as usize);
+        for (i, e) in nodes[..n].iter_mut().enumerate() {
+            e.set_next(list, if i + 1 < n { i as u16 + 1 } else { NIL });
+        }
+        Stack {
+            head: if n > 0 { 0 } else { NIL },
+            len: n as u16,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+
+    #[inline]
+    pub fn pop<T: Node>(&mut self, nodes: &[T], list: usize) -> Option<u16> {
+        let i = (self.head != NIL).then_some(self.head)?;
+        self.head = nodes[i as usize].next(list);
+        self.len -= 1;
+        Some(i)
+    }
+
+    /// Puts entry `i` on top; the caller makes sure it is not on the stack.
+    #[inline]
+    pub fn push<T: Node>(&mut self, nodes: &mut [T], list: usize, i: u16) {
+        nodes[i as usize].set_next(list, self.head);
+        self.head = i;
+        self.len += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +155,18 @@ mod tests {
         assert_eq!((a.pop_front(&t, 0), a.pop_front(&t, 0)), (Some(3), Some(1)));
         assert!(a.is_empty() && a.pop_front(&t, 0).is_none() && a.tail().is_none());
         assert_eq!(b.len(), 1);
+    }
+
+    #[test]
+    fn a_stack_gives_back_the_entry_freed_last() {
+        let mut t = [N([NIL; 2]); 3];
+        let mut s = Stack::full(&mut t, 1);
+        assert_eq!((s.len(), s.pop(&t, 1), s.pop(&t, 1)), (3, Some(0), Some(1)));
+        s.push(&mut t, 1, 0);
+        assert_eq!(
+            (s.pop(&t, 1), s.pop(&t, 1), s.pop(&t, 1)),
+            (Some(0), Some(2), None)
+        );
+        assert!(s.is_empty() && Stack::full::<N>(&mut [], 0).is_empty());
     }
 }

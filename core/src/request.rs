@@ -1,6 +1,6 @@
 //! The request table: what `isend`/`irecv` hand out and `test` completes.
 
-use crate::fifo::{Node, NIL};
+use crate::fifo::{Node, Stack, NIL};
 use crate::nic::UserBuf;
 
 /// A handle on an operation. Generation-checked: a stale handle is an error,
@@ -129,25 +129,19 @@ impl Node for RequestEntry {
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     entries: T,
-    free: u16,
-    used: u16,
+    free: Stack,
 }
 
 impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
     /// Takes `entries` over, every request free.
     pub fn new(mut entries: T) -> Self {
         let all = entries.as_mut();
-        // Index u16::MAX names `Request::COMPLETE`, and NIL ends the free list.
-        let n = all.len().min(NIL as usize);
-        for (i, e) in all.iter_mut().enumerate() {
+        for e in all.iter_mut() {
             e.state = State::Free;
-            e.next = if i + 1 < n { i as u16 + 1 } else { NIL };
         }
-        Table {
-            entries,
-            free: if n > 0 { 0 } else { NIL },
-            used: 0,
-        }
+        // Index u16::MAX names `Request::COMPLETE`: the stack never has it.
+        let free = Stack::full(all, 0);
+        Table { entries, free }
     }
 
     /// Requests that can be pending at once.
@@ -156,13 +150,8 @@ impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
     }
 
     pub fn alloc(&mut self, state: State) -> Option<Request> {
-        let idx = self.free;
-        if idx == NIL {
-            return None;
-        }
+        let idx = self.free.pop(self.entries.as_ref(), 0)?;
         let e = &mut self.entries.as_mut()[idx as usize];
-        self.free = e.next;
-        self.used += 1;
         // Generations run 1..=65535: a handle's wire id is never 0, which
         // rendezvous packets use for "no transfer".
         e.gen = e.gen.checked_add(1).unwrap_or(1);
@@ -180,7 +169,7 @@ impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
 
     /// A request can be handed out.
     pub fn has_free(&self) -> bool {
-        self.free != NIL
+        !self.free.is_empty()
     }
 
     pub fn state(&mut self, r: Request) -> Result<State, RequestError> {
@@ -195,10 +184,7 @@ impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
 
     /// Puts entry `idx` (just made free) on the free list.
     fn free(&mut self, idx: u16) {
-        let free = self.free;
-        self.entries.as_mut()[idx as usize].next = free;
-        self.free = idx;
-        self.used -= 1;
+        self.free.push(self.entries.as_mut(), 0, idx);
     }
 
     /// Frees a request that never got going (its post was refused).

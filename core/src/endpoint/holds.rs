@@ -3,7 +3,7 @@
 //! unexpected vbufs; the buffer goes back to the pool when the last message
 //! held in it has been received (a packed packet may hold several).
 
-use crate::fifo::NIL;
+use crate::fifo::{Node, Stack, NIL};
 use crate::nic::RxBuf;
 
 /// One entry of the held-buffer table (storage for an endpoint): a receive
@@ -25,36 +25,37 @@ impl HoldEntry {
     };
 }
 
+impl Node for HoldEntry {
+    fn next(&self, _list: usize) -> u16 {
+        self.next
+    }
+    fn set_next(&mut self, _list: usize, next: u16) {
+        self.next = next;
+    }
+}
+
 /// Held buffers in the table `T`, with their counts of messages still held.
 pub(crate) struct Holds<T> {
     table: T,
-    free: u16,
-    used: u16,
+    free: Stack,
 }
 
 impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
     pub fn new(mut table: T) -> Self {
         let all = table.as_mut();
-        let n = all.len().min(NIL as usize);
-        for (i, e) in all.iter_mut().enumerate() {
-            *e = HoldEntry::UNUSED;
-            e.next = if i + 1 < n { i as u16 + 1 } else { NIL };
-        }
-        Holds {
-            table,
-            free: if n > 0 { 0 } else { NIL },
-            used: 0,
-        }
+        all.fill(HoldEntry::UNUSED);
+        let free = Stack::full(all, 0);
+        Holds { table, free }
     }
 
     /// Buffers held now.
     pub fn len(&self) -> usize {
-        self.used as usize
+        self.table.as_ref().len().min(NIL as usize) - self.free.len()
     }
 
     /// Whether one more buffer can be held.
     pub fn has_room(&self) -> bool {
-        self.free != NIL
+        !self.free.is_empty()
     }
 
     /// One more message held in `buf`; `current` is the hold already made
@@ -63,13 +64,8 @@ impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
         let h = match *current {
             Some(h) => h,
             None => {
-                let h = self.free;
-                if h == NIL {
-                    return None;
-                }
+                let h = self.free.pop(self.table.as_ref(), 0)?;
                 let e = &mut self.table.as_mut()[h as usize];
-                self.free = e.next;
-                self.used += 1;
                 *e = HoldEntry {
                     buf,
                     ..HoldEntry::UNUSED
@@ -90,7 +86,6 @@ impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
 
     /// A message held in `h` was received; the buffer, once none is left in it.
     pub fn release(&mut self, h: u16) -> Option<RxBuf> {
-        let free = self.free;
         let e = &mut self.table.as_mut()[h as usize];
         if e.refs == 0 {
             return None; // not held: nothing to give back twice
@@ -99,10 +94,9 @@ impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
         if e.refs > 0 {
             return None;
         }
-        e.next = free;
-        self.free = h;
-        self.used -= 1;
-        Some(e.buf)
+        let buf = e.buf;
+        self.free.push(self.table.as_mut(), 0, h);
+        Some(buf)
     }
 }
 

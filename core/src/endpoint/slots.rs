@@ -2,7 +2,7 @@
 //! out and takes them back. A slot is free when nothing holds it: not in the
 //! NIC, not awaiting an acknowledgement, not waiting in a backlog.
 
-use crate::fifo::{Node, NIL};
+use crate::fifo::{Node, Stack, NIL};
 use crate::packed::Record;
 use crate::request::Request;
 use crate::reuse::RegId;
@@ -82,61 +82,42 @@ impl Node for SlotEntry {
 /// freed last is reused first, while its bytes are still in cache).
 pub(super) struct SlotPool<T> {
     table: T,
-    free: u16,
-    nfree: u16,
+    free: Stack,
 }
 
 impl<T: AsRef<[SlotEntry]> + AsMut<[SlotEntry]>> SlotPool<T> {
     /// Takes `table` over, every slot free.
-    pub fn new(table: T) -> Self {
-        let mut pool = SlotPool {
-            table,
-            free: NIL,
-            nfree: 0,
-        };
-        let n = pool.capacity() as u16;
-        for s in (0..n).rev() {
-            pool.table.as_mut()[s as usize] = SlotEntry::UNUSED;
-            pool.put(s);
-        }
-        pool
-    }
-
-    /// Slots usable (ids are `u16`, and `NIL` ends the lists).
-    pub fn capacity(&self) -> usize {
-        self.table.as_ref().len().min(NIL as usize)
+    pub fn new(mut table: T) -> Self {
+        let all = table.as_mut();
+        all.fill(SlotEntry {
+            pooled: true,
+            ..SlotEntry::UNUSED
+        });
+        let free = Stack::full(all, BACKLOG);
+        SlotPool { table, free }
     }
 
     /// Free slots.
     pub fn free(&self) -> usize {
-        self.nfree as usize
+        self.free.len()
     }
 
     /// Takes a free slot.
     pub fn take(&mut self) -> Option<u16> {
-        let s = self.free;
-        if s == NIL {
-            return None;
-        }
-        let e = &mut self.table.as_mut()[s as usize];
-        self.free = e.links[BACKLOG];
-        e.pooled = false;
-        self.nfree -= 1;
+        let s = self.free.pop(self.table.as_ref(), BACKLOG)?;
+        self.table.as_mut()[s as usize].pooled = false;
         Some(s)
     }
 
     /// Gives slot `s` back unless something still holds it (or it is
     /// already free); `true` if it went back.
     pub fn put(&mut self, s: u16) -> bool {
-        let free = self.free;
         let e = &mut self.table.as_mut()[s as usize];
         if e.pooled || e.busy() {
             return false;
         }
         e.pooled = true;
-        e.links[BACKLOG] = free;
-        self.free = s;
-        self.nfree += 1;
+        self.free.push(self.table.as_mut(), BACKLOG, s);
         true
     }
 

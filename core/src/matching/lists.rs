@@ -6,8 +6,8 @@
 //! There are as many bins as entries, and bin `b`'s ends live in entry `b`,
 //! so the table is one slice and grows with its capacity only.
 
-/// End of a list.
-pub(super) const NIL: u16 = u16::MAX;
+pub(super) use crate::fifo::NIL;
+use crate::fifo::{Node, Stack};
 
 /// Which of an entry's two links a walk follows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -74,13 +74,21 @@ impl<K: Copy, T: Copy> Slot<K, T> {
     };
 }
 
+impl<K, T> Node for Slot<K, T> {
+    fn next(&self, list: usize) -> u16 {
+        self.links[list].next
+    }
+    fn set_next(&mut self, list: usize, next: u16) {
+        self.links[list].next = next;
+    }
+}
+
 /// The entries in `S`, a free list and the order counter.
 #[derive(Debug)]
 pub(super) struct Entries<K, T, S> {
     slots: S,
     _of: core::marker::PhantomData<Slot<K, T>>,
-    free: u16,
-    used: u16,
+    free: Stack,
     seq: u32,
 }
 
@@ -88,19 +96,17 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
     /// Takes `slots` over, every entry free and every bin empty.
     pub fn new(mut slots: S) -> Self {
         let all = slots.as_mut();
-        // Capacities above u16::MAX - 1 entries could not be named by a link.
-        let n = all.len().min(NIL as usize);
-        for (i, s) in all.iter_mut().enumerate() {
+        for s in all.iter_mut() {
             s.item = None;
             s.links = [UNLINKED; 2];
             s.ends = Ends::EMPTY;
-            s.links[Via::Order as usize].next = if i + 1 < n { i as u16 + 1 } else { NIL };
         }
+        // A free entry's order link is the free list.
+        let free = Stack::full(all, Via::Order as usize);
         Entries {
             slots,
             _of: core::marker::PhantomData,
-            free: if n > 0 { 0 } else { NIL },
-            used: 0,
+            free,
             seq: 0,
         }
     }
@@ -113,12 +119,12 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.used as usize
+        self.capacity() - self.free.len()
     }
 
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.free == NIL
+        self.free.is_empty()
     }
 
     #[inline]
@@ -135,17 +141,14 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
     /// when every entry is taken.
     #[inline]
     pub fn add(&mut self, key: K, t: T, bin: u16) -> Result<u16, (K, T)> {
-        if self.free == NIL {
+        let Some(i) = self.free.pop(self.slots.as_ref(), Via::Order as usize) else {
             return Err((key, t));
-        }
-        let (i, seq) = (self.free, self.seq);
+        };
+        let seq = self.seq;
         let e = self.at_mut(i);
-        let next = e.links[Via::Order as usize].next;
         e.item = Some((key, t));
         e.bin = bin;
         e.seq = seq;
-        self.free = next;
-        self.used += 1;
         self.seq = seq.wrapping_add(1);
         Ok(i)
     }
@@ -233,12 +236,8 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
     /// Frees entry `i` (already off both lists) and returns what it held.
     #[inline]
     pub fn remove(&mut self, i: u16) -> Option<(K, T)> {
-        let free = self.free;
-        let e = self.at_mut(i);
-        let item = e.item.take()?;
-        e.links[Via::Order as usize].next = free;
-        self.free = i;
-        self.used -= 1;
+        let item = self.at_mut(i).item.take()?;
+        self.free.push(self.slots.as_mut(), Via::Order as usize, i);
         Some(item)
     }
 
