@@ -48,14 +48,24 @@ fn per_call(reps: u64, mut f: impl FnMut()) -> f64 {
 }
 
 /// Nanoseconds of one copy of `size` bytes between warm buffers, as the
-/// sender's eager copy into its bounce slot does it.
+/// sender's eager copy into its bounce slot does it (through the copy engine).
 pub fn copy_ns(size: usize, reps: u64) -> f64 {
+    copy_ns_with(crate::copy::engine(), size, reps)
+}
+
+/// [`copy_ns`] with the routines of `engine`.
+fn copy_ns_with(engine: &crate::copy::Engine, size: usize, reps: u64) -> f64 {
     let src: Vec<u8> = (0..size).map(|i| i as u8).collect();
     let mut dst = vec![0u8; size.max(1)];
     per_call(reps, || {
         // SAFETY: both buffers hold `size` bytes.
         unsafe {
-            crate::copy::copy_bytes(black_box(dst.as_mut_ptr()), black_box(src.as_ptr()), size)
+            let (d, s) = (black_box(dst.as_mut_ptr()), black_box(src.as_ptr()));
+            if size <= 32 {
+                crate::copy::copy_bytes(d, s, size)
+            } else {
+                engine.copy(d, s, size)
+            }
         };
         black_box(&mut dst);
     })
@@ -121,6 +131,7 @@ pub fn lookup_ns(reps: u64) -> f64 {
             copy_ns: 1000,
             reg_ns: 1,
         }],
+        copy: Vec::new(),
     };
     let mut fb = cal.policy().expect("policy");
     let mut nic = NullNic;
@@ -142,15 +153,20 @@ pub fn lookup_ns(reps: u64) -> f64 {
     })
 }
 
-/// Measures every figure.
+/// Measures every figure, the copy engine's candidates first.
 pub fn measure() -> Calibration {
+    let copy = crate::copy::choose::measure(crate::copy::Effort::Thorough);
+    let engine = crate::copy::Engine::with(copy.best(), crate::copy::Origin::Measured)
+        .expect("measured routines run here");
     let monitor = Monitor::global().ok();
     let (copies, regs, lookups) = (200_000, 300, 2_000_000);
     let rows = SIZES
         .iter()
         .map(|&size| Row {
             size,
-            copy_ns: copy_ns(size as usize, copies).round().max(1.0) as u32,
+            copy_ns: copy_ns_with(&engine, size as usize, copies)
+                .round()
+                .max(1.0) as u32,
             reg_ns: reg_ns(size as usize, regs, monitor.as_deref()).round() as u32,
         })
         .collect();
@@ -158,5 +174,6 @@ pub fn measure() -> Calibration {
         lookup_ns: lookup_ns(lookups).round().max(1.0) as u32,
         speculate_permille: 250,
         rows,
+        copy: Calibration::copy_rows(&copy),
     }
 }

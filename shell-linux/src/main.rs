@@ -394,6 +394,7 @@ fn info(json_out: bool) {
         "core_fixed_bytes": costs.core_fixed,
         "dominant": costs.dominant(),
         "reuse_bytes": rmx_linux::reuse::policy_bytes(),
+        "copy": copy_choice_json(),
     });
     if json_out {
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
@@ -452,6 +453,56 @@ fn info(json_out: bool) {
         "  reuse_bytes       {} (zero-copy tracker storage, per rank, outside the endpoint)",
         rmx_linux::reuse::policy_bytes()
     );
+    let e = rmx_linux::copy::engine();
+    println!(
+        "copy engine ({}; up to 32 bytes inline):",
+        match e.origin() {
+            rmx_linux::copy::Origin::Calibration => "from the saved calibration",
+            rmx_linux::copy::Origin::Measured =>
+                "measured at start-up; `rmx calibrate` measures longer",
+        }
+    );
+    for (k, (lo, hi, r)) in copy_classes().into_iter().enumerate() {
+        let last = k + 1 == rmx_linux::copy::CLASSES;
+        let upto = if last {
+            "and above".to_string()
+        } else {
+            format!("to {}", human(hi))
+        };
+        println!("  {:>8} {:<11} {}", human(lo), upto, r.name());
+    }
+}
+
+/// The copy engine's classes: (smallest, largest, routine).
+fn copy_classes() -> Vec<(usize, usize, rmx_linux::copy::Routine)> {
+    use rmx_linux::copy::{class_size, engine};
+    engine()
+        .routines()
+        .iter()
+        .enumerate()
+        .map(|(c, &r)| {
+            let lo = if c == 0 { 33 } else { class_size(c - 1) + 1 };
+            (lo, class_size(c), r)
+        })
+        .collect()
+}
+
+fn copy_choice_json() -> serde_json::Value {
+    let e = rmx_linux::copy::engine();
+    json!({
+        "origin": format!("{:?}", e.origin()).to_lowercase(),
+        "inline_up_to": 32,
+        "classes": copy_classes().into_iter().map(|(lo, hi, r)| json!({"from": lo, "to": hi, "routine": r.name()})).collect::<Vec<_>>(),
+    })
+}
+
+/// `n` bytes as the tables print sizes (B, KiB, MiB).
+fn human(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
 }
 
 /// Prints a suite member's table, writes `{name}.json`, and adds its section
@@ -779,6 +830,49 @@ fn memory_plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
     both.svg(path, &series, "bytes per process")
 }
 
+/// Every copy candidate's GB/s per size class, and the routine chosen.
+fn copy_report(cal: &rmx_linux::reuse::Calibration, o: &Opts) -> Report {
+    use rmx_linux::copy::Routine;
+    // The routines this process started with (measured quickly at start-up,
+    // or from the file): how far each is from this run's fastest.
+    let in_use = rmx_linux::copy::engine().routines();
+    let results = cal
+        .copy
+        .iter()
+        .zip(in_use)
+        .map(|(row, used)| {
+            let mut v = json!({"size": row.size, "chosen": row.routine, "in_use": used.name()});
+            for (k, mbps) in &row.mb_per_s {
+                v[k.as_str()] = json!(*mbps as f64 / 1000.0);
+            }
+            let speed = |name: &str| row.mb_per_s.get(name).copied().unwrap_or(0) as f64;
+            let best = speed(&row.routine).max(1.0);
+            v["in_use_pct"] = json!((100.0 * speed(used.name()) / best).round());
+            v
+        })
+        .collect();
+    let measured = |r: &Routine| {
+        cal.copy
+            .iter()
+            .any(|row| row.mb_per_s.contains_key(r.name()))
+    };
+    let mut columns: Vec<bench::report::Column> = Routine::ALL
+        .iter()
+        .filter(|r| measured(r))
+        .map(|r| bench::report::Column::new(r.name(), r.name(), 1))
+        .collect();
+    columns.push(bench::report::Column::new("chosen", "chosen", 0));
+    columns.push(bench::report::Column::new("in_use", "in_use", 0));
+    columns.push(bench::report::Column::new("in_use_pct", "in_use_pct", 0));
+    Report::new(
+        "calibrate copy (GB/s per candidate)",
+        o,
+        json!({"inline_up_to": 32}),
+        results,
+        columns,
+    )
+}
+
 fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
     if !json_out {
         eprintln!("rmx: calibrating (a few seconds)...");
@@ -817,7 +911,15 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
             bench::report::Column::new("register_after", "register_after", 0),
         ],
     );
-    emit(&r, json_out);
+    let copy = copy_report(&cal, &o);
+    if json_out {
+        let mut doc: serde_json::Value = serde_json::from_str(&r.json()).expect("json");
+        doc["copy"] = serde_json::from_str(&copy.json()).expect("json");
+        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+    } else {
+        print!("{}", r.table());
+        print!("{}", copy.table());
+    }
     if !dry_run {
         let p = cal.save()?;
         if !json_out {
@@ -829,6 +931,8 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The copy routines are chosen before anything is timed.
+    rmx_linux::copy::engine();
     let result = match cli.cmd {
         Cmd::Info { json } => {
             info(json);

@@ -37,6 +37,15 @@ pub struct Row {
     pub reg_ns: u32,
 }
 
+/// One size class of the copy engine: the routine chosen and every
+/// candidate's speed (MB/s), as `rmx calibrate` measured them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyRow {
+    pub size: u64,
+    pub routine: String,
+    pub mb_per_s: std::collections::BTreeMap<String, u32>,
+}
+
 /// The figures the cost model uses, as `rmx calibrate` saves them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -45,6 +54,9 @@ pub struct Calibration {
     /// Register at this fraction of n_min, per mille (the paper: 250).
     pub speculate_permille: u32,
     pub rows: Vec<Row>,
+    /// The copy engine's classes (absent in files of older versions).
+    #[serde(default)]
+    pub copy: Vec<CopyRow>,
 }
 
 impl Default for Calibration {
@@ -73,6 +85,7 @@ impl Default for Calibration {
             lookup_ns: 10,
             speculate_permille: 250,
             rows,
+            copy: Vec::new(),
         }
     }
 }
@@ -140,6 +153,38 @@ impl Calibration {
         let s = serde_json::to_string_pretty(self).expect("serializable");
         std::fs::write(&p, s).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
         Ok(p)
+    }
+
+    /// Rows for the copy engine's measured `table`.
+    pub fn copy_rows(table: &crate::copy::Table) -> Vec<CopyRow> {
+        let best = table.best();
+        (0..crate::copy::CLASSES)
+            .map(|c| CopyRow {
+                size: crate::copy::class_size(c) as u64,
+                routine: best[c].name().to_string(),
+                mb_per_s: table
+                    .routines
+                    .iter()
+                    .zip(&table.gbps[c])
+                    .map(|(r, g)| (r.name().to_string(), (g * 1000.0).round() as u32))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The saved routine of every copy class, if the file has them all.
+    pub fn copy_choice(&self) -> Option<[crate::copy::Routine; crate::copy::CLASSES]> {
+        if self.copy.len() != crate::copy::CLASSES {
+            return None;
+        }
+        let mut out = [crate::copy::Routine::Memcpy; crate::copy::CLASSES];
+        for (c, row) in self.copy.iter().enumerate() {
+            if row.size != crate::copy::class_size(c) as u64 {
+                return None;
+            }
+            out[c] = crate::copy::Routine::from_name(&row.routine)?;
+        }
+        Some(out)
     }
 
     /// The core's cost model from these figures.

@@ -64,9 +64,14 @@ fn info_reports_memory_figures() {
     assert!(peer > 0 && peer <= 1024, "peer_bytes {peer}");
     assert!(v["endpoint_bytes"].as_u64().unwrap() > peer);
     assert_eq!(v["transports"][0]["name"], "loop");
+    let classes = v["copy"]["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), 17);
+    assert_eq!(classes[0]["from"], 33, "up to 32 bytes are copied inline");
+    assert!(classes.iter().all(|c| c["routine"].is_string()));
     let (code, out, _) = rmx(&["info"]);
     assert_eq!(code, 0);
     assert!(out.contains("endpoint_bytes") && out.contains("peer_bytes"));
+    assert!(out.contains("copy engine"), "{out}");
 }
 
 #[test]
@@ -580,6 +585,32 @@ fn calibrate_prints_table_2_and_saves_what_the_endpoint_uses() {
     }
     let saved = json(&std::fs::read_to_string(&path).expect("saved"));
     assert_eq!(saved["rows"].as_array().unwrap().len(), 10);
+    // Every copy routine's speed per class, the fastest chosen and saved.
+    let copy = v["copy"]["results"].as_array().unwrap();
+    assert_eq!(copy.len(), 17, "64 B to 4 MiB");
+    for (k, r) in copy.iter().enumerate() {
+        assert_eq!(r["size"].as_u64().unwrap(), 64 << k);
+        let speed = |name: &str| r[name].as_f64().unwrap_or(0.0);
+        assert!(speed("memcpy") > 0.0, "{r}");
+        let chosen = r["chosen"].as_str().unwrap();
+        for name in ["memcpy", "sse2", "avx2", "rep_movsb", "non_temporal"] {
+            assert!(speed(chosen) >= speed(name), "{chosen} is the fastest: {r}");
+        }
+    }
+    assert_eq!(saved["copy"].as_array().unwrap().len(), 17);
+    // The next process takes its routines from the file.
+    let (code, out, _) = rmx_env(&["info", "--json"], &[("RMX_CALIBRATION", &path)]);
+    assert_eq!(code, 0);
+    let info = json(&out);
+    assert_eq!(info["copy"]["origin"], "calibration");
+    let used: Vec<&str> = info["copy"]["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["routine"].as_str().unwrap())
+        .collect();
+    let chosen: Vec<&str> = copy.iter().map(|r| r["chosen"].as_str().unwrap()).collect();
+    assert_eq!(used, chosen);
     // A damaged file is refused with what to do.
     std::fs::write(&path, "{").unwrap();
     let (code, _, err) = rmx_env(SHORT_ZERO_COPY_PINGPONG, &[("RMX_CALIBRATION", &path)]);

@@ -21,6 +21,7 @@ fn eager_cal() -> Calibration {
             copy_ns: 100,
             reg_ns: 100,
         }],
+        copy: Vec::new(),
     }
 }
 

@@ -45,7 +45,7 @@ impl Channel {
         // SAFETY: inside the allocation (checked); the reader reads only
         // after seeing `seq`, and finished the previous payload before it
         // answered, which the writer waited for.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.mem.add(8), data.len()) };
+        unsafe { crate::copy::copy_bytes(self.mem.add(8), data.as_ptr(), data.len()) };
         self.flag().store(seq, Ordering::Release);
     }
 
@@ -62,7 +62,7 @@ impl Channel {
         }
         // SAFETY: inside the allocation (checked); published by `put` with
         // release ordering, and not written again until this side answers.
-        unsafe { std::ptr::copy_nonoverlapping(self.mem.add(8), out.as_mut_ptr(), out.len()) };
+        unsafe { crate::copy::copy_bytes(out.as_mut_ptr(), self.mem.add(8), out.len()) };
     }
 }
 

@@ -736,7 +736,7 @@ impl Port {
         let me = self.rank;
         if !big {
             // SAFETY: both ranges checked against registered regions above.
-            unsafe { std::ptr::copy(from as *const u8, to as *mut u8, local.len) };
+            unsafe { crate::copy::move_bytes(to as *mut u8, from as *const u8, local.len) };
             if let Some((pos, v)) = imm {
                 dst.deliver(pos, 0, Some(v), me, false);
             }

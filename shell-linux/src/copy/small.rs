@@ -1,14 +1,14 @@
-//! Byte copies tuned for messaging: most eager payloads are a few bytes, where a
-//! call into libc's `memcpy` costs more than the copy itself.
+//! Copies of at most 32 bytes, inline: most eager payloads are a few bytes,
+//! where a call into any routine costs more than the copy itself.
 
 /// Copies `len` bytes from `src` to `dst` (non-overlapping). Up to 32 bytes are
 /// moved inline with two possibly overlapping loads and stores; longer copies
-/// go to `memcpy`.
+/// (which the engine never sends here) go to `memcpy`.
 ///
 /// # Safety
 /// Both ranges must be valid for `len` bytes and must not overlap.
 #[inline(always)]
-pub unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize) {
+pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     use std::ptr::{read_unaligned as rd, write_unaligned as wr};
     // SAFETY: the caller's contract: both ranges hold `len` bytes and do
     // not overlap; every access below lies within them.
@@ -52,7 +52,7 @@ mod tests {
             for off in 0..3 {
                 let mut dst = vec![0xAAu8; 80];
                 // SAFETY: both vectors hold off + len bytes; distinct.
-                unsafe { copy_bytes(dst.as_mut_ptr().add(off), src.as_ptr().add(off), len) };
+                unsafe { copy(dst.as_mut_ptr().add(off), src.as_ptr().add(off), len) };
                 assert_eq!(
                     &dst[off..off + len],
                     &src[off..off + len],
