@@ -52,6 +52,9 @@ impl Effort {
     }
 }
 
+/// Copies per sample at the smallest class (a quarter of it per class above).
+const MIN_REPS: usize = 4096;
+
 /// (source, destination) offsets from page-aligned buffers: distances 0,
 /// 64, 2 KiB + 16 and 4 KiB − 32 (modulo a page) between them.
 const OFFSETS: [(usize, usize); 4] = [(0, 0), (0, 64), (16, 2080), (32, 4096)];
@@ -109,7 +112,9 @@ pub fn measure(effort: Effort) -> Table {
     let mut gbps: Vec<Vec<f64>> = Vec::with_capacity(CLASSES);
     for c in 0..=last {
         let size = class_size(c);
-        let reps = (budget / size).max(1);
+        // Small copies take a few nanoseconds: enough of them that the
+        // clock's own cost and a stray interrupt do not decide.
+        let reps = (budget / size).max(MIN_REPS >> (2 * c).min(12)).max(1);
         let mut total = vec![0u64; cands.len()];
         for &(so, doff) in &OFFSETS {
             let (s, d) = (&src[so..so + size], &mut dst[doff..doff + size]);
