@@ -10,6 +10,7 @@ pub mod job;
 pub mod loopnic;
 pub mod model;
 pub mod monitor;
+pub mod pmi;
 pub mod rank;
 pub mod reuse;
 pub mod tables;
