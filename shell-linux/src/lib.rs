@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod clock;
 pub mod copy;
 pub mod job;
+pub mod lab;
 pub mod loopnic;
 pub mod model;
 pub mod monitor;

@@ -37,6 +37,11 @@ enum Cmd {
     /// Models built from rmx's own sizes.
     #[command(subcommand)]
     Model(ModelCmd),
+    /// A network on this machine for the eth transport: network namespaces
+    /// joined by veth pairs (through a bridge above two ranks), with netem
+    /// faults. Needs root.
+    #[command(subcommand)]
+    Lab(LabCmd),
     /// Measure copy, registration and lookup costs; print the minimum reuse
     /// that makes registering a send buffer pay (per size) and save the
     /// figures zero-copy eager sends use.
@@ -173,6 +178,94 @@ enum OnOffBoth {
     On,
     Off,
     Both,
+}
+
+#[derive(Subcommand)]
+enum LabCmd {
+    /// Make namespaces rmx0 … rmxN-1, each with interface rmxeth.
+    Up {
+        /// Ranks (namespaces).
+        #[arg(long, default_value_t = 2)]
+        ranks: u16,
+        /// Interface MTU in bytes.
+        #[arg(long, default_value_t = 9000)]
+        mtu: u32,
+        /// Per cent of frames each interface drops.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Per cent of frames each interface sends twice.
+        #[arg(long, default_value_t = 0.0)]
+        dup: f64,
+        /// Per cent of frames each interface sends at once while the rest
+        /// wait --delay (needs --delay).
+        #[arg(long, default_value_t = 0.0)]
+        reorder: f64,
+        /// Microseconds added to every frame.
+        #[arg(long, default_value_t = 0)]
+        delay: u64,
+    },
+    /// Remove the lab's namespaces (and so its interfaces).
+    Down,
+    /// The lab's namespaces, their interface's state, MTU and qdisc.
+    Status {
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn lab(cmd: LabCmd) -> Result<(), String> {
+    use rmx_linux::lab::{Lab, LabSpec, IFACE};
+    match cmd {
+        LabCmd::Up {
+            ranks,
+            mtu,
+            loss,
+            dup,
+            reorder,
+            delay,
+        } => {
+            let spec = LabSpec {
+                ranks,
+                mtu,
+                loss,
+                dup,
+                reorder,
+                delay_us: delay,
+                ..LabSpec::default()
+            };
+            Lab::up(&spec)?;
+            println!(
+                "lab up: {ranks} ranks in namespaces {}0 … {}{}, interface {IFACE}, MTU {mtu}",
+                spec.prefix,
+                spec.prefix,
+                ranks - 1
+            );
+            Ok(())
+        }
+        LabCmd::Down => {
+            let n = Lab::down(&LabSpec::default())?;
+            println!("lab down: {n} namespaces removed");
+            Ok(())
+        }
+        LabCmd::Status { json } => {
+            let st = Lab::status(&LabSpec::default())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&st).expect("json"));
+            } else if st.is_empty() {
+                println!("no lab is up (`rmx lab up` makes one)");
+            } else {
+                for r in st {
+                    let state = if r.up { "up" } else { "down" };
+                    println!(
+                        "{:<8} {IFACE} {state:<5} mtu {:<6} {}",
+                        r.netns, r.mtu, r.qdisc
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -987,6 +1080,7 @@ fn main() -> ExitCode {
         }) => memory(procs, wqes, rx_buffers, json, plot),
         Cmd::Bench(BenchCmd::Suite { out, iters }) => suite(&out, iters),
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
+        Cmd::Lab(cmd) => lab(cmd),
         Cmd::Bench(BenchCmd::Spectrum {
             args: a,
             buffers,

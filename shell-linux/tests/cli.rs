@@ -716,3 +716,21 @@ fn eager_reuse_and_spectrum_report_the_documented_rows() {
     assert_eq!(code, 2);
     assert!(err.contains("--buffers"), "{err}");
 }
+
+#[test]
+fn lab_refuses_absurd_values_with_what_to_change() {
+    for (args, says) in [
+        (&["lab", "up", "--ranks", "1"][..], "--ranks"),
+        (&["lab", "up", "--ranks", "70000"][..], "ranks"),
+        (&["lab", "up", "--mtu", "10"][..], "--mtu"),
+        (&["lab", "up", "--loss", "250"][..], "--loss"),
+        (&["lab", "up", "--reorder", "5"][..], "--delay"),
+    ] {
+        let (code, _, err) = rmx(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (code, out, _) = rmx(&["lab", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("up") && out.contains("down") && out.contains("status"));
+}
