@@ -17,6 +17,7 @@ pub mod completion;
 pub mod config;
 pub mod endpoint;
 mod fifo;
+pub mod frame;
 mod log;
 pub mod matching;
 pub mod nic;

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod clock;
 pub mod copy;
+pub mod eth;
 pub mod job;
 pub mod lab;
 pub mod loopnic;
