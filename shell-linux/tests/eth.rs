@@ -115,3 +115,103 @@ fn bad_names_are_refused() {
     assert!(RawSocket::open("an-interface-name-too-long", ETHERTYPE, false).is_err());
     assert!(RawSocket::open("", ETHERTYPE, false).is_err());
 }
+
+/// Each rank of the hydra job below: in its lab namespace, open the
+/// interface, swap addresses through PMI, and rank 0 sends rank 1 a frame.
+#[test]
+fn eth_rank_under_a_launcher() {
+    if std::env::var_os("RMX_ETH_CHILD").is_none() {
+        return;
+    }
+    let mut p = rmx_linux::pmi::Pmi::from_env()
+        .expect("PMI")
+        .expect("started by a PMI launcher");
+    let s = RawSocket::open(IFACE, ETHERTYPE, false).expect("socket");
+    let me = EthAddr {
+        mac: s.mac(),
+        endpoint: p.rank(),
+    };
+    let hex: String = me.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let all = p.exchange("eth", &hex).expect("exchange");
+    let addr = |h: &str| {
+        let b: Vec<u8> = (0..8)
+            .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).unwrap())
+            .collect();
+        EthAddr::from_bytes(b.try_into().unwrap())
+    };
+    let peers: Vec<EthAddr> = all.iter().map(|h| addr(h)).collect();
+    assert_ne!(peers[0].mac, peers[1].mac, "two namespaces, two interfaces");
+    if p.rank() == 0 {
+        let mut f = vec![0u8; FRAME_HEADER_LEN + 6];
+        encode_header(&mut f, ETHERTYPE, peers[1], me, 6).unwrap();
+        f[FRAME_HEADER_LEN..].copy_from_slice(b"from 0");
+        assert!(s.send(&f).unwrap());
+    } else {
+        let mut buf = vec![0u8; 9100];
+        let n = recv(&s, &mut buf);
+        let f = Frame::decode(&buf[..n], ETHERTYPE).unwrap();
+        assert_eq!((f.src, f.dst, f.packet), (peers[0], me, &b"from 0"[..]));
+        println!("rank 1 got a frame from rank 0 at {:02x?}", f.src.mac);
+    }
+    p.barrier().expect("barrier");
+    p.finalize().expect("finalize");
+}
+
+/// Hydra's MPMD form puts each rank in its own lab namespace.
+#[test]
+fn hydra_starts_ranks_in_lab_namespaces_that_find_each_other() {
+    if !root() {
+        return;
+    }
+    if !std::process::Command::new("mpiexec")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        eprintln!("skipped: no mpiexec; install Debian's mpich, as .ci/test does");
+        return;
+    }
+    let spec = LabSpec {
+        prefix: format!("rmxh{}", std::process::id() % 100_000),
+        ..LabSpec::default()
+    };
+    if let Err(e) = Lab::up(&spec) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let exe = exe.to_str().unwrap();
+    let rank = |ns: &str| {
+        vec![
+            "-n",
+            "1",
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            exe,
+            "eth_rank_under_a_launcher",
+            "--exact",
+            "--nocapture",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let mut args: Vec<String> = ["-launcher", "fork", "-genv", "RMX_ETH_CHILD", "1"]
+        .map(String::from)
+        .to_vec();
+    args.extend(rank(&spec.netns(0)));
+    args.push(":".into());
+    args.extend(rank(&spec.netns(1)));
+    let out = std::process::Command::new("mpiexec").args(&args).output();
+    Lab::down(&spec).unwrap();
+    let out = out.expect("run mpiexec");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("rank 1 got a frame from rank 0"), "{text}");
+}
