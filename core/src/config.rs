@@ -41,6 +41,10 @@ pub struct Config {
     pub rto_max_ns: u64,
     /// How long an acknowledgement may wait for a packet to ride on.
     pub ack_delay_ns: u64,
+    /// Retransmission timeouts in a row after which a peer is given up as
+    /// failed (lossy transports; 0: never). With the default timeouts, 20
+    /// is about 0.7 s of silence.
+    pub retransmits_max: u16,
     /// Sends that may be outstanding on one connection (its send work-queue
     /// entries; a send is outstanding from its post until its completion).
     /// The transport's send queue must have at least this many entries.
@@ -89,6 +93,7 @@ impl Config {
             rto_ns: 200_000,
             rto_max_ns: 50_000_000,
             ack_delay_ns: 20_000,
+            retransmits_max: 20,
             send_wqes: 10,
             coalesce: Coalesce::WhenFull,
             header_cache: true,

@@ -19,6 +19,7 @@
 mod arrival;
 mod backlog;
 mod credit;
+mod failure;
 mod holds;
 mod reliability;
 mod rendezvous;
@@ -59,6 +60,8 @@ pub enum SendError {
     BadRank,
     /// Every request handle is in use: complete some with `test`.
     RequestTableFull,
+    /// The destination failed ([`Endpoint::failed`]).
+    PeerFailed,
 }
 
 /// Why a receive was refused. Nothing was posted.
@@ -70,6 +73,8 @@ pub enum RecvError {
     PostedQueueFull,
     /// Every request handle is in use: complete some with `test`.
     RequestTableFull,
+    /// The source failed ([`Endpoint::failed`]).
+    PeerFailed,
 }
 
 /// What the endpoint keeps for a message nobody has asked for yet.
@@ -147,6 +152,8 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     now: u64,
     /// How long the next post to a busy NIC waits.
     backoff: u64,
+    /// A peer was reported down since the last poll.
+    downs: bool,
     stats: Stats,
     reuse: Z,
     /// Transfers active.
@@ -276,6 +283,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             timers: Timers::default(),
             now: 0,
             backoff: 0,
+            downs: false,
             stats: Stats::default(),
             reuse,
             active: 0,
@@ -361,6 +369,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if dest >= self.npeers {
             return Err(SendError::BadRank);
         }
+        if self.peers[dest as usize].failed {
+            return Err(SendError::PeerFailed);
+        }
         if len > self.cfg.eager_threshold {
             return self.start_send(now, nic, dest, tag, context, buf, len);
         }
@@ -413,6 +424,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if let Source::Rank(r) = source {
             if r >= self.npeers {
                 return Err(RecvError::BadRank);
+            }
+            if self.peers[r as usize].failed {
+                return Err(RecvError::PeerFailed);
             }
         }
         let pattern = Pattern {

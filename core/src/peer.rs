@@ -69,6 +69,12 @@ pub struct Peer {
     pub(crate) listed: bool,
     /// Next peer on each list of peers it is on (`STARVING`, `BACKLOGGED`).
     pub(crate) next: [u16; 2],
+    /// Retransmission timeouts in a row without an acknowledgement.
+    pub(crate) timeouts: u16,
+    /// The transport reported the connection down; failed at the next poll.
+    pub(crate) down: bool,
+    /// Given up on: nothing goes to it or is taken from it any more.
+    pub(crate) failed: bool,
 }
 
 use crate::fifo::{Fifo, Node, NIL};
@@ -108,6 +114,9 @@ impl Peer {
             backlog: Fifo::EMPTY,
             listed: false,
             next: [NIL; 2],
+            timeouts: 0,
+            down: false,
+            failed: false,
         }
     }
 

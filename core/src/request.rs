@@ -48,6 +48,9 @@ pub enum RecvFault {
     /// connection): the receive buffer holds no defined data. Sends report
     /// it too, as both sides of the transfer complete with the error.
     Rdma(crate::nic::RdmaError),
+    /// The peer failed (it stopped acknowledging, or the transport reported
+    /// its connection down): the request ended without it.
+    PeerFailed,
 }
 
 /// The outcome of a completed request.

@@ -9,6 +9,10 @@ pub struct Stats {
     pub messages_out: u64,
     /// Packets that failed to decode or broke a protocol rule (dropped).
     pub malformed: u64,
+    /// Peers given up as failed.
+    pub peers_failed: u64,
+    /// Packets from a failed peer (dropped).
+    pub from_failed: u64,
     /// Completions whose work-request id the core never made (ignored).
     pub unknown_completions: u64,
     /// Already-delivered packets received again (dropped, re-acknowledged).

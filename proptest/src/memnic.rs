@@ -17,6 +17,8 @@ pub struct MemNic {
     pub outbox: Vec<(u16, Vec<u8>)>,
     /// Reject posts with `Busy` while set.
     pub busy: bool,
+    /// Reject posts to these peers with `Down` (their connection is gone).
+    pub down: Vec<u16>,
     /// Report posted sends as completing later (`Posted::Later`).
     pub later: bool,
     /// Accept inline sends (else the trait's default: unsupported).
@@ -98,6 +100,7 @@ impl MemNic {
             user: Vec::new(),
             outbox: Vec::new(),
             busy: false,
+            down: Vec::new(),
             later: false,
             inline: false,
             inline_sent: 0,
@@ -228,6 +231,9 @@ impl Nic for MemNic {
         v[o..o + len].copy_from_slice(&data);
     }
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
+        if self.down.contains(&peer) {
+            return Err(PostError::Down);
+        }
         if self.busy {
             return Err(PostError::Busy);
         }

@@ -50,6 +50,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         let src = h.src as usize;
+        if self.peers[src].failed {
+            self.stats.from_failed += 1;
+            return;
+        }
         if !self.cfg.reliable && !self.take_ack(now, src, h.ack) {
             self.stats.malformed += 1;
             return;

@@ -95,8 +95,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.nic_busy(Timer::Retry);
                 return false;
             }
-            Err(PostError::Down | PostError::Unsupported | PostError::Access) => {
-                self.stats.post_down += 1
+            Err(e) => {
+                self.stats.post_down += 1;
+                if e == PostError::Down {
+                    self.peer_down(m.peer);
+                }
             }
         }
         self.slots[slot as usize].sealed = true;

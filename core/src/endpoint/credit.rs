@@ -170,7 +170,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 return;
             };
             self.peers[q as usize].starving = false;
-            let _ = self.lend(now, nic, q);
+            if !self.peers[q as usize].failed {
+                let _ = self.lend(now, nic, q);
+            }
         }
     }
 

@@ -23,6 +23,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
+            p.timeouts = 0;
             while let Some(s) = self.peers[src].unacked.head() {
                 let m = &self.slots[s as usize];
                 let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
@@ -122,6 +123,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         body: &[u8],
         wake: bool,
     ) -> bool {
+        if self.peers[dest as usize].failed {
+            return true; // nobody to tell: as good as sent
+        }
         let Some(slot) = self.slots.take() else {
             return false;
         };
@@ -152,8 +156,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 }
                 true
             }
-            Err(_) => {
+            Err(e) => {
                 self.slots.put(slot);
+                if e == PostError::Down {
+                    self.stats.post_down += 1;
+                    self.peer_down(dest);
+                    return true;
+                }
                 self.stats.post_busy += 1;
                 false
             }

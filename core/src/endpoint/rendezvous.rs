@@ -637,7 +637,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     return;
                 }
                 Err(PostError::Access) => x.fault = Some(RdmaError::Access),
-                Err(PostError::Down | PostError::Unsupported) => x.fault = Some(RdmaError::Down),
+                Err(PostError::Unsupported) => x.fault = Some(RdmaError::Down),
+                Err(PostError::Down) => {
+                    x.fault = Some(RdmaError::Down);
+                    let peer = x.peer;
+                    self.peer_down(peer);
+                }
             }
             self.stats.rdma_ops += 1;
         }
@@ -727,22 +732,50 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         true
     }
 
+    /// Ends the transfers with `peer`, which failed: at once where the NIC
+    /// holds none of their buffers, else when it gives the last one back.
+    pub(super) fn fail_transfers<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        for i in 0..self.reqs.capacity() {
+            let x = &mut self.work[i].xfer;
+            if !x.active || x.peer != peer {
+                continue;
+            }
+            x.fault = Some(RdmaError::Down);
+            x.owe = Owe::Nothing;
+            x.stalled = false;
+            if x.chunks == 0 {
+                self.complete(nic, i);
+            }
+        }
+    }
+
     /// Ends the transfer and its request (with its fault, if any).
     fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
-        let x = self.work[i].xfer;
+        let mut x = self.work[i].xfer;
+        if self.peers[x.peer as usize].failed {
+            x.fault = Some(RdmaError::Down);
+        }
+        let failed = self.peers[x.peer as usize].failed;
+        let fault = |e| {
+            if failed {
+                RecvFault::PeerFailed
+            } else {
+                RecvFault::Rdma(e)
+            }
+        };
         let state = if x.send {
             match x.fault {
                 None => State::SendDone,
                 Some(e) => State::Done(Status {
-                    fault: Some(RecvFault::Rdma(e)),
+                    fault: Some(fault(e)),
                     ..Status::SENT
                 }),
             }
         } else {
             let mut st = x.status;
             if let Some(e) = x.fault {
-                st.fault = Some(RecvFault::Rdma(e));
+                st.fault = Some(fault(e));
                 st.len = 0;
             }
             State::Done(st)

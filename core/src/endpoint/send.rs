@@ -72,8 +72,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                         return self.pack(now, nic, q);
                     }
                 }
-                Err(PostError::Down | PostError::Access) => {
+                Err(e @ (PostError::Down | PostError::Access)) => {
                     self.stats.post_down += 1;
+                    if e == PostError::Down {
+                        self.peer_down(q.dest);
+                    }
                     self.sent(d, &h);
                     return Sent::Done;
                 }
@@ -252,6 +255,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             }
             Err(PostError::Down) => {
                 self.stats.post_down += 1;
+                self.peer_down(q.dest);
                 Sent::Done
             }
             // Busy or unable to gather: the copy path queues or posts it.

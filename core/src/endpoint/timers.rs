@@ -112,6 +112,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub fn poll<N: Nic>(&mut self, now: u64, nic: &mut N) {
         self.tick(now);
         self.timers.stop(Timer::Flush);
+        self.fail_down_peers(nic);
         if self.timers.expired(Timer::Retry, now) {
             self.timers.stop(Timer::Retry);
         }
@@ -132,6 +133,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         for i in 0..self.npeers as usize {
             if let Some(t) = self.peers[i].rto_at {
                 if t <= now {
+                    let p = &mut self.peers[i];
+                    p.timeouts = p.timeouts.saturating_add(1);
+                    let max = self.cfg.retransmits_max;
+                    if max > 0 && p.timeouts > max {
+                        self.fail_peer(nic, i as u16);
+                        continue;
+                    }
                     debug!("rmx: rank {} timeout to rank {}: resending", self.me, i);
                     self.peers[i].rto =
                         self.peers[i].rto.saturating_mul(2).min(self.cfg.rto_max_ns);

@@ -241,6 +241,14 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
         Some(item)
     }
 
+    /// The first live entry whose key `which` selects, in index order (rare).
+    pub fn find_key(&self, which: impl Fn(&K) -> bool) -> Option<u16> {
+        self.slots.as_ref()[..self.capacity()]
+            .iter()
+            .position(|e| e.item.as_ref().is_some_and(|(k, _)| which(k)))
+            .map(|i| i as u16)
+    }
+
     /// The first live entry `which` selects, in index order (cancel: rare).
     pub fn find(&self, which: impl Fn(&T) -> bool) -> Option<u16> {
         self.slots.as_ref()[..self.capacity()]

@@ -195,6 +195,12 @@ where
         self.take_posted(i)
     }
 
+    /// Removes the oldest receive posted for `src` alone (the peer failed).
+    pub fn remove_posted_from(&mut self, src: u16) -> Option<P> {
+        let i = self.posted.find_key(|k| k.source == Source::Rank(src))?;
+        self.take_posted(i)
+    }
+
     /// Unlinks posted receive `i` from its bin or the wildcard list and frees it.
     #[inline]
     fn take_posted(&mut self, i: u16) -> Option<P> {

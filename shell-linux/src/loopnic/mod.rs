@@ -101,15 +101,17 @@ pub enum WcStatus {
 }
 
 impl WcStatus {
-    /// The status in the core's terms: a key or bound failure on either
-    /// side, or anything else as a failed connection.
+    /// The status in the core's terms. Every failure `loop` reports is of
+    /// one operation (a key, bound, length or registration check: nothing
+    /// moved), never of the connection: a peer that is gone refuses the
+    /// post itself.
     pub fn to_core(self) -> rmx_core::WcResult {
         match self {
             WcStatus::Success => Ok(()),
-            WcStatus::RemoteAccess(_) | WcStatus::LocalProtection(_) => {
-                Err(rmx_core::RdmaError::Access)
-            }
-            WcStatus::LocalLength | WcStatus::StaleRegistration => Err(rmx_core::RdmaError::Down),
+            WcStatus::RemoteAccess(_)
+            | WcStatus::LocalProtection(_)
+            | WcStatus::LocalLength
+            | WcStatus::StaleRegistration => Err(rmx_core::RdmaError::Access),
         }
     }
 }
