@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use rmx_core::{Config, Endpoint, Protocol, Request, Source, TagSel};
 use rmx_core::{Sizes, Tables};
 use rmx_proptest::heap::{sizes, Heap};
-use rmx_proptest::memnic::{execute_rdma, MemNic, Token};
+use rmx_proptest::memnic::{execute_rdma, MemNic};
 
 type Ep = Endpoint<Heap>;
 const SIZES: Sizes = sizes(2, 8, 16, 16, 16);
@@ -118,10 +118,8 @@ fuzz_target!(|data: &[u8]| {
             // Complete a send the NIC holds.
             3 => {
                 if !s.nic.owed.is_empty() {
-                    match s.nic.owed.remove(0) {
-                        Token::Slot(t) => s.ep.on_send_complete(&mut s.nic, t),
-                        Token::Inline(p) => s.ep.on_inline_complete(&mut s.nic, p),
-                    }
+                    let w = s.nic.owed.remove(0);
+                    s.ep.on_completion(&mut s.nic, w.wr_id(), Ok(()));
                 }
             }
             // Carry out (or fail) this side's oldest RDMA operation.
@@ -139,7 +137,8 @@ fuzz_target!(|data: &[u8]| {
                     } else {
                         Err(rmx_core::RdmaError::Access)
                     };
-                    me.ep.on_rdma_complete(&mut me.nic, post.id, r);
+                    let wr_id = rmx_core::WorkId::Rdma(post.id).wr_id();
+                    me.ep.on_completion(&mut me.nic, wr_id, r);
                 }
             }
             // Test the requests.
