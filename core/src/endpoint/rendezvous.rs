@@ -752,10 +752,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Ends the transfer and its request (with its fault, if any).
     fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
-        let mut x = self.work[i].xfer;
-        if self.peers[x.peer as usize].failed {
-            x.fault = Some(RdmaError::Down);
-        }
+        let x = self.work[i].xfer;
+        // `fail_transfers` gave every transfer with a failed peer its fault.
         let failed = self.peers[x.peer as usize].failed;
         let fault = |e| {
             if failed {
