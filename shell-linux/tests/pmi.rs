@@ -92,3 +92,31 @@ fn a_process_not_started_by_a_launcher_has_no_pmi() {
     }
     assert!(Pmi::from_env().unwrap().is_none());
 }
+
+/// What only this test's own process sees: a `PMI_FD` that names stdout or
+/// a regular file is refused instead of being taken over (and closed).
+#[test]
+fn a_pmi_fd_that_is_no_socket_is_refused() {
+    if std::env::var_os("RMX_PMI_FD_PROBE").is_none() {
+        let exe = std::env::current_exe().unwrap();
+        for fd in ["1", "-3", "99999999999"] {
+            let out = Command::new(&exe)
+                .args([
+                    "a_pmi_fd_that_is_no_socket_is_refused",
+                    "--exact",
+                    "--nocapture",
+                ])
+                .env("RMX_PMI_FD_PROBE", "1")
+                .env("PMI_FD", fd)
+                .env("PMI_RANK", "0")
+                .env("PMI_SIZE", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "PMI_FD={fd}: {out:?}");
+        }
+        return;
+    }
+    let e = Pmi::from_env().err().expect("refused");
+    assert!(matches!(e, rmx_linux::pmi::PmiError::Env(_)), "{e}");
+    println!("refused: {e}");
+}

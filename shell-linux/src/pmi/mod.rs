@@ -212,10 +212,17 @@ fn send(conn: &mut BufReader<Box<dyn Stream>>, line: &str) -> Result<(), PmiErro
 /// The launcher's socket `fd`, owned from here on (closed on drop).
 fn take_fd(fd: i32) -> Result<std::fs::File, PmiError> {
     use std::os::fd::FromRawFd;
-    // SAFETY: fcntl only asks whether the descriptor is open.
-    if fd < 0 || unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+    // A launcher hands over a socket above the standard streams; anything
+    // else (stdout, a file this process opened) is not its to take.
+    // SAFETY: fstat fills `st` for an open descriptor and touches nothing else.
+    let socket = fd > 2
+        && unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+        };
+    if !socket {
         return Err(PmiError::Env(format!(
-            "PMI_FD={fd} is not an open descriptor"
+            "PMI_FD={fd} is not an open socket above the standard streams"
         )));
     }
     if FD_TAKEN.swap(true, Ordering::AcqRel) {
@@ -223,7 +230,7 @@ fn take_fd(fd: i32) -> Result<std::fs::File, PmiError> {
             "PMI_FD={fd} is already in use by this process's PMI connection"
         )));
     }
-    // SAFETY: the descriptor is open, the launcher handed it to this
+    // SAFETY: the descriptor is an open socket the launcher handed to this
     // process for PMI, and the flag above lets only one `File` own it.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
