@@ -38,14 +38,14 @@ impl EthAddr {
     pub const LEN: usize = 8;
 
     /// The address as the bootstrap exchanges it.
-    pub fn to_bytes(self) -> [u8; 8] {
-        let mut b = [0u8; 8];
+    pub fn to_bytes(self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
         b[..6].copy_from_slice(&self.mac);
         b[6..].copy_from_slice(&self.endpoint.to_be_bytes());
         b
     }
 
-    pub fn from_bytes(b: [u8; 8]) -> EthAddr {
+    pub fn from_bytes(b: [u8; Self::LEN]) -> EthAddr {
         EthAddr {
             mac: [b[0], b[1], b[2], b[3], b[4], b[5]],
             endpoint: u16::from_be_bytes([b[6], b[7]]),

@@ -140,11 +140,6 @@ impl Sizes {
             + self.slots * size_of::<SlotEntry>()
             + self.requests * (size_of::<RequestEntry>() + size_of::<WorkEntry>())
     }
-
-    /// Bytes of the peer table.
-    pub const fn peer_bytes(&self) -> usize {
-        self.peers * core::mem::size_of::<Peer>()
-    }
 }
 
 /// The endpoint's tables, each in its own container of `S`.

@@ -59,14 +59,7 @@ fn copy_ns_with(engine: &crate::copy::Engine, size: usize, reps: u64) -> f64 {
     let mut dst = vec![0u8; size.max(1)];
     per_call(reps, || {
         // SAFETY: both buffers hold `size` bytes.
-        unsafe {
-            let (d, s) = (black_box(dst.as_mut_ptr()), black_box(src.as_ptr()));
-            if size <= 32 {
-                crate::copy::copy_bytes(d, s, size)
-            } else {
-                engine.copy(d, s, size)
-            }
-        };
+        unsafe { engine.copy(black_box(dst.as_mut_ptr()), black_box(src.as_ptr()), size) };
         black_box(&mut dst);
     })
 }

@@ -230,11 +230,6 @@ where
     pub fn lens(&self) -> (usize, usize) {
         (self.posted.len(), self.unexpected.len())
     }
-
-    /// Capacities of the posted and unexpected queues.
-    pub fn capacities(&self) -> (usize, usize) {
-        (self.posted.capacity(), self.unexpected.capacity())
-    }
 }
 
 #[cfg(test)]

@@ -77,14 +77,20 @@ impl Engine {
         &self.origin
     }
 
-    /// Copies with the routine of `len`'s class.
+    /// Copies inline up to 32 bytes, else with the routine of `len`'s class.
     ///
     /// # Safety
     /// `dst` and `src` valid for `len` bytes and not overlapping.
     #[inline(always)]
     pub unsafe fn copy(&self, dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: the caller's contract.
-        unsafe { (self.fns[class_of(len)])(dst, src, len) }
+        unsafe {
+            if len <= 32 {
+                small::copy(dst, src, len)
+            } else {
+                (self.fns[class_of(len)])(dst, src, len)
+            }
+        }
     }
 }
 
@@ -97,6 +103,8 @@ impl Engine {
 pub unsafe fn copy_bytes(dst: *mut u8, src: *const u8, len: usize) {
     // SAFETY: the caller's contract.
     unsafe {
+        // Small copies, the commonest, never look the engine up: doing so
+        // first cost an 8-byte ping-pong about 5% on loop.
         if len <= 32 {
             small::copy(dst, src, len)
         } else {
