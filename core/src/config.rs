@@ -120,10 +120,24 @@ impl Config {
     /// larger than its inline limit less the header, no more outstanding
     /// sends than its send queue has entries (a coalescing threshold with
     /// them), the receive pool its shared receive queue, eager messages that
-    /// fit its largest packet. Each rank of a job fits the same settings to
+    /// fit its largest packet, and on a lossy transport the reliability
+    /// layer on and PULL as the rendezvous. Each rank of a job fits the same settings to
     /// the same transport, so they agree on the pool (the initial credits).
     pub fn fit(mut self, caps: &Caps) -> Config {
         let header = crate::wire::HEADER_LEN as u32;
+        if caps.lossy {
+            // Nothing the transport loses comes back unless the core resends
+            // it: sequences and acks on, no inline sends, and the one
+            // rendezvous that recovers from loss.
+            self.reliable = false;
+            self.inline_max = 0;
+            if !matches!(
+                self.rendezvous,
+                None | Some(crate::rendezvous::Protocol::Pull)
+            ) {
+                self.rendezvous = None;
+            }
+        }
         self.inline_max = self.inline_max.min(caps.inline_max.saturating_sub(header));
         if caps.send_queue > 0 {
             self.send_wqes = self
@@ -190,6 +204,7 @@ pub enum ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rendezvous::Protocol;
 
     #[test]
     fn a_configuration_fits_the_transport_limits() {
@@ -214,5 +229,31 @@ mod tests {
         // No limits stated: nothing changes but inline sends, which need one.
         let open = Config::reliable(8192, 64).fit(&Caps::default());
         assert_eq!(open, Config::reliable(8192, 64));
+    }
+
+    #[test]
+    fn a_lossy_transport_turns_reliability_on_and_rendezvous_to_pull() {
+        let caps = Caps {
+            lossy: true,
+            inline_max: 256,
+            ..Caps::default()
+        };
+        for r in [
+            None,
+            Some(Protocol::Rget),
+            Some(Protocol::Rput),
+            Some(Protocol::Pull),
+        ] {
+            let cfg = Config {
+                inline_max: u32::MAX,
+                rendezvous: r,
+                ..Config::reliable(8192, 64)
+            }
+            .fit(&caps);
+            assert!(!cfg.reliable);
+            assert_eq!(cfg.inline_max, 0);
+            let want = if r == Some(Protocol::Pull) { r } else { None };
+            assert_eq!(cfg.rendezvous, want);
+        }
     }
 }

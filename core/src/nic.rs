@@ -95,6 +95,9 @@ pub struct Caps {
     pub rx_buffers: u32,
     /// Largest packet a send may carry (a receive buffer's size).
     pub mtu: u32,
+    /// Packets may be lost, duplicated or reordered (raw Ethernet): the
+    /// core's reliability layer must carry everything.
+    pub lossy: bool,
 }
 
 /// The direction of a one-sided transfer.

@@ -1,13 +1,156 @@
-//! Runs a job: one thread per rank on the `loop` transport, each pinned to a core.
+//! Runs a job: one thread per rank, each pinned to a core, on the network
+//! the job names ([`Net`]): `loop`, or raw Ethernet with each rank's thread
+//! in its own network namespace of a lab.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex};
 
+use rmx_core::frame::EthAddr;
 use rmx_core::Config;
 
 use crate::clock::pin_to_cpu;
-use crate::loopnic::{Fabric, LoopConfig, Port};
+use crate::eth::{netns, EthOpts, EthPort};
+use crate::loopnic::{Fabric, LoopConfig};
 use crate::rank::Rank;
 use crate::reuse::Calibration;
+use crate::transport::AnyPort;
+
+/// The network a job's ranks talk over.
+#[derive(Clone, Debug)]
+pub enum Net {
+    /// `loop`, the in-process software NIC.
+    Loop(LoopConfig),
+    /// Raw Ethernet frames.
+    Eth(EthNet),
+}
+
+/// Where the ranks of an in-process `eth` job open their endpoints.
+#[derive(Clone, Debug)]
+pub struct EthNet {
+    /// The interface every rank opens (in its namespace).
+    pub iface: String,
+    /// Rank `r`'s thread enters the network namespace `netns[r]` first (a
+    /// lab); empty: every rank opens `iface` where the process is.
+    pub netns: Vec<String>,
+    pub opts: EthOpts,
+}
+
+impl Net {
+    /// The transport's name, as `--transport` takes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Net::Loop(_) => "loop",
+            Net::Eth(_) => "eth",
+        }
+    }
+
+    /// The network's settings, for a report's `config` block.
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Net::Loop(c) => serde_json::json!(c),
+            Net::Eth(e) => serde_json::json!({
+                "iface": e.iface,
+                "netns": e.netns,
+                "ethertype": e.opts.ethertype,
+                "rx_buffers": e.opts.rx_buffers,
+                "max_packet": e.opts.max_packet,
+                "batch": e.opts.batch,
+                "bypass_qdisc": e.opts.bypass_qdisc,
+                "loss_ppm": e.opts.faults.loss_ppm,
+                "dup_ppm": e.opts.faults.dup_ppm,
+                "reorder_ppm": e.opts.faults.reorder_ppm,
+            }),
+        }
+    }
+
+    /// Receive buffers per rank: what a benchmark keeps in flight at most.
+    pub fn rx_buffers(&self) -> usize {
+        match self {
+            Net::Loop(c) => c.srq_depth,
+            Net::Eth(e) => e.opts.rx_buffers as usize,
+        }
+    }
+
+    /// The network as one connection's send queue must be for `cfg`: on
+    /// `loop`, `send_wqes` entries, as a verbs queue pair is created with them.
+    fn for_config(&self, cfg: Config) -> Net {
+        match self {
+            Net::Loop(c) => Net::Loop(LoopConfig {
+                sq_depth: cfg.send_wqes as u32,
+                ..*c
+            }),
+            n => n.clone(),
+        }
+    }
+}
+
+/// One network of a running job, handing each rank's thread its port.
+enum Wire {
+    Loop(Fabric),
+    Eth {
+        net: EthNet,
+        addrs: Mutex<Vec<Option<EthAddr>>>,
+        met: Barrier,
+    },
+}
+
+impl Wire {
+    fn new(n: u16, net: &Net) -> Wire {
+        match net {
+            Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c)),
+            Net::Eth(e) => Wire::Eth {
+                net: e.clone(),
+                addrs: Mutex::new(vec![None; n as usize]),
+                met: Barrier::new(n as usize),
+            },
+        }
+    }
+
+    /// Rank `me`'s port of network `k` of `nets`. On `eth` every rank of
+    /// the job calls this at once: the addresses are swapped here.
+    /// `placed`: whether the thread got into its namespace.
+    fn port(
+        &self,
+        me: u16,
+        k: usize,
+        nets: usize,
+        placed: &Result<(), String>,
+    ) -> Result<AnyPort, String> {
+        match self {
+            Wire::Loop(f) => Ok(f.port(me).into()),
+            Wire::Eth { net, addrs, met } => {
+                let endpoint = (me as usize * nets + k) as u16;
+                let opened = placed.clone().and_then(|()| {
+                    EthPort::open(&net.iface, endpoint, net.opts)
+                        .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))
+                });
+                if let Ok(p) = &opened {
+                    lock(addrs)[me as usize] = Some(p.addr());
+                }
+                // Every rank waits here even if its open failed, so none hangs.
+                met.wait();
+                let mut port = opened?;
+                let all: Option<Vec<EthAddr>> = lock(addrs).iter().copied().collect();
+                let all =
+                    all.ok_or_else(|| format!("rank {me}: a peer could not open its port"))?;
+                port.connect(me, &all)?;
+                Ok(port.into())
+            }
+        }
+    }
+
+    /// The namespace rank `me`'s thread runs in, if the network names one.
+    fn netns(&self, me: u16) -> Option<&str> {
+        match self {
+            Wire::Eth { net, .. } => net.netns.get(me as usize).map(String::as_str),
+            Wire::Loop(_) => None,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// MPI's finalize for the ranks of one thread: progress until their buffered
 /// sends have left, then keep taking packets until every thread of the job
@@ -28,23 +171,14 @@ fn finish(ranks: &mut [&mut Rank], done: &AtomicUsize, threads: usize) {
     }
 }
 
-/// The NIC a job runs on: each connection's send queue has the core's
-/// `send_wqes` entries, as a verbs queue pair is created with them.
-fn queue_for(cfg: Config, nic: LoopConfig) -> LoopConfig {
-    LoopConfig {
-        sq_depth: cfg.send_wqes as u32,
-        ..nic
-    }
-}
-
 /// Runs `body` on each of `nranks` ranks (threads) and returns their results in
 /// rank order. Each thread is pinned to CPU `rank`, modulo the cores.
-pub fn run<T, F>(nranks: u16, cfg: Config, nic: LoopConfig, body: F) -> Vec<T>
+pub fn run<T, F>(nranks: u16, cfg: Config, net: &Net, body: F) -> Vec<T>
 where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
 {
-    run_with(nranks, cfg, nic, None, body)
+    run_with(nranks, cfg, net, None, body)
 }
 
 /// [`run`], with zero-copy eager sends of frequently used buffers when
@@ -53,7 +187,7 @@ where
 pub fn run_with<T, F>(
     nranks: u16,
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     reuse: Option<&Calibration>,
     body: F,
 ) -> Vec<T>
@@ -63,7 +197,7 @@ where
 {
     threads(
         nranks,
-        &[queue_for(cfg, nic)],
+        &[net.for_config(cfg)],
         |_, mut ports| {
             let port = ports.pop().expect("one port");
             let rank = match reuse {
@@ -80,15 +214,15 @@ where
 /// each of two pinned threads drives a plain rank (one fabric) and a rank
 /// with zero-copy eager sends from `cal` (a second fabric), handed to `body`
 /// in that order. Results in rank order.
-pub fn run_side_by_side<T, F>(cfg: Config, nic: LoopConfig, cal: &Calibration, body: F) -> Vec<T>
+pub fn run_side_by_side<T, F>(cfg: Config, net: &Net, cal: &Calibration, body: F) -> Vec<T>
 where
     T: Send,
     F: Fn(&mut Rank, &mut Rank) -> T + Sync,
 {
-    let nics = [queue_for(cfg, nic); 2];
+    let nets = [net.for_config(cfg), net.for_config(cfg)];
     threads(
         2,
-        &nics,
+        &nets,
         |_, mut ports| {
             let zc = ports.pop().expect("two ports");
             let plain = ports.pop().expect("two ports");
@@ -107,15 +241,15 @@ where
 /// One job per configuration, side by side on two pinned threads: thread
 /// `me` drives rank `me` of every job, handed to `body` in the order of
 /// `cfgs`, so a benchmark can alternate between configurations in one run.
-pub fn run_configs<T, F>(cfgs: &[Config], nic: LoopConfig, body: F) -> Vec<T>
+pub fn run_configs<T, F>(cfgs: &[Config], net: &Net, body: F) -> Vec<T>
 where
     T: Send,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
-    let nics: Vec<LoopConfig> = cfgs.iter().map(|&c| queue_for(c, nic)).collect();
+    let nets: Vec<Net> = cfgs.iter().map(|&c| net.for_config(c)).collect();
     threads(
         2,
-        &nics,
+        &nets,
         |_, ports| {
             ports
                 .into_iter()
@@ -128,23 +262,35 @@ where
 }
 
 /// `n` pinned threads (thread `me` on CPU `me`, modulo the cores), each
-/// building its ranks from its port of every fabric (one per entry of `nics`),
-/// running `body`, then finalizing. Results in thread order.
-fn threads<T, M, F>(n: u16, nics: &[LoopConfig], make: M, body: F) -> Vec<T>
+/// entering its namespace if the network names one, building its ranks from
+/// its port of every network (one per entry of `nets`), running `body`,
+/// then finalizing. Results in thread order.
+fn threads<T, M, F>(n: u16, nets: &[Net], make: M, body: F) -> Vec<T>
 where
     T: Send,
-    M: Fn(u16, Vec<Port>) -> Vec<Rank> + Sync,
+    M: Fn(u16, Vec<AnyPort>) -> Vec<Rank> + Sync,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
-    let fabrics: Vec<Fabric> = nics.iter().map(|&c| Fabric::new(n as usize, c)).collect();
+    let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(n, net)).collect();
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|me| {
-                let ports = fabrics.iter().map(|f| f.port(me)).collect();
-                let (make, body, done) = (&make, &body, &done);
+                let (make, body, done, wires) = (&make, &body, &done, &wires);
                 s.spawn(move || {
                     pin_to_cpu(me as usize);
+                    let placed = match wires.iter().find_map(|w| w.netns(me)) {
+                        Some(ns) => netns::enter(ns).map_err(|e| {
+                            format!("rank {me}: cannot enter network namespace {ns}: {e}")
+                        }),
+                        None => Ok(()),
+                    };
+                    let ports = wires
+                        .iter()
+                        .enumerate()
+                        .map(|(k, w)| w.port(me, k, wires.len(), &placed))
+                        .collect::<Result<Vec<_>, _>>()
+                        .unwrap_or_else(|e| panic!("{e}"));
                     let mut ranks = make(me, ports);
                     let out = body(&mut ranks);
                     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();

@@ -310,3 +310,53 @@ pub struct RankStatus {
     pub mtu: u32,
     pub qdisc: String,
 }
+
+/// Labs of this process that a signal must still remove.
+static PENDING: std::sync::Mutex<Vec<LabSpec>> = std::sync::Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<LabSpec>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A lab made for one run (`--transport eth` without `--iface`): removed
+/// when dropped, so also when the run fails, and on Ctrl-C or SIGTERM.
+#[derive(Debug)]
+pub struct TempLab {
+    spec: LabSpec,
+}
+
+impl TempLab {
+    /// Makes the lab `spec` names; `Err` says why (and removes what it made).
+    pub fn up(spec: LabSpec) -> Result<TempLab, String> {
+        static HANDLER: std::sync::Once = std::sync::Once::new();
+        HANDLER.call_once(|| {
+            // Another handler of the embedding program wins: then only
+            // dropping the lab removes it.
+            let _ = ctrlc::set_handler(|| {
+                for s in pending().drain(..) {
+                    let _ = Lab::down(&s);
+                }
+                std::process::exit(130);
+            });
+        });
+        pending().push(spec.clone());
+        match Lab::up(&spec) {
+            Ok(_) => Ok(TempLab { spec }),
+            Err(e) => {
+                pending().retain(|s| s != &spec);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn spec(&self) -> &LabSpec {
+        &self.spec
+    }
+}
+
+impl Drop for TempLab {
+    fn drop(&mut self) {
+        pending().retain(|s| s != &self.spec);
+        let _ = Lab::down(&self.spec);
+    }
+}

@@ -16,3 +16,4 @@ pub mod pmi;
 pub mod rank;
 pub mod reuse;
 pub mod tables;
+pub mod transport;

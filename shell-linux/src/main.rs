@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use rmx_linux::bench::{self, report::Report, Opts};
+use rmx_linux::job::{EthNet, Net};
+use rmx_linux::lab::{LabSpec, TempLab};
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
 use serde_json::json;
@@ -322,9 +324,29 @@ struct RateArgs {
 
 #[derive(Args, Clone)]
 struct BenchArgs {
-    /// Transport to measure: loop (in-process software NIC).
+    /// Transport to measure: loop (in-process software NIC) or eth (raw
+    /// Ethernet frames; needs root or CAP_NET_RAW).
     #[arg(long, default_value = "loop")]
     transport: String,
+    /// eth: the interface every rank opens. Without it rmx makes a lab of
+    /// two network namespaces joined by a veth pair for the run, one rank
+    /// in each, and removes it afterwards (also on failure and Ctrl-C).
+    /// In-process ranks share one interface only on `lo`.
+    #[arg(long)]
+    iface: Option<String>,
+    /// eth, lab made for the run: its interfaces' MTU [default: 9000].
+    #[arg(long)]
+    mtu: Option<u32>,
+    /// eth: per cent of received frames the transport drops (injected on
+    /// receive, seeded, so it works where the kernel has no netem).
+    #[arg(long)]
+    loss: Option<f64>,
+    /// eth: per cent of received frames the transport delivers twice.
+    #[arg(long)]
+    dup: Option<f64>,
+    /// eth: per cent of received frames delivered after the next one.
+    #[arg(long)]
+    reorder: Option<f64>,
     /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
     /// spectrum, where copies below it are too cheap to save].
     #[arg(long)]
@@ -352,7 +374,11 @@ const TRANSPORTS: [(&str, bool, &str); 3] = [
         true,
         "in-process software NIC with verbs semantics (default)",
     ),
-    ("eth", false, "raw Ethernet frames: not in this build yet"),
+    (
+        "eth",
+        true,
+        "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
+    ),
     (
         "verbs",
         false,
@@ -436,6 +462,67 @@ fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, 
         eager_reuse: None,
         quiet: a.json,
     })
+}
+
+/// `loop` with its default settings.
+fn loop_net() -> Net {
+    Net::Loop(LoopConfig::default())
+}
+
+/// The network a benchmark runs on, and the lab made for it (removed when
+/// dropped).
+fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
+    let eth_only = [
+        ("--iface", a.iface.is_some()),
+        ("--mtu", a.mtu.is_some()),
+        ("--loss", a.loss.is_some()),
+        ("--dup", a.dup.is_some()),
+        ("--reorder", a.reorder.is_some()),
+    ];
+    if a.transport != "eth" {
+        if let Some((name, _)) = eth_only.iter().find(|x| x.1) {
+            return Err(format!("{name} applies to --transport eth only"));
+        }
+        return Ok((Net::Loop(LoopConfig::default()), None));
+    }
+    let faults = rmx_linux::eth::Faults::percent(
+        a.loss.unwrap_or(0.0),
+        a.dup.unwrap_or(0.0),
+        a.reorder.unwrap_or(0.0),
+        0x5eed,
+    )?;
+    let opts = rmx_linux::eth::EthOpts {
+        faults,
+        ..Default::default()
+    };
+    if let Some(iface) = &a.iface {
+        if a.mtu.is_some() {
+            return Err("--mtu sets the MTU of a lab rmx makes; with --iface the interface's own MTU is used".into());
+        }
+        let net = EthNet {
+            iface: iface.clone(),
+            netns: Vec::new(),
+            opts,
+        };
+        return Ok((Net::Eth(net), None));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("--transport eth without --iface makes a lab of network namespaces, which needs root: run with sudo, or give --iface IF on an interface you may open (e.g. --iface lo with CAP_NET_RAW)".into());
+    }
+    let spec = LabSpec {
+        prefix: format!("rmxb{}", std::process::id()),
+        mtu: a.mtu.unwrap_or(9000),
+        ..LabSpec::default()
+    };
+    spec.check()?;
+    let lab = TempLab::up(spec)?;
+    let net = EthNet {
+        iface: rmx_linux::lab::IFACE.into(),
+        netns: (0..2).map(|r| lab.spec().netns(r)).collect(),
+        opts,
+    };
+    Ok((Net::Eth(net), Some(lab)))
 }
 
 /// The calibration zero-copy runs with, once the monitor it needs is up.
@@ -625,7 +712,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     };
     let mut md = String::from("# rmx benchmark report\n\n");
     let cfg = rmx_linux::rank::loop_config();
-    let r = bench::pingpong::run(&o, cfg, LoopConfig::default(), &[]);
+    let r = bench::pingpong::run(&o, cfg, &loop_net(), &[]);
     record(out, &mut md, "pingpong", &r)?;
     r.svg(
         &out.join("pingpong.svg"),
@@ -637,7 +724,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     )?;
     // One streaming run serves both the message-rate and the bandwidth plot.
     let setups = bench::rate::Setup::PAPER;
-    let r = bench::rate::run("msgrate", &o, cfg, LoopConfig::default(), &setups);
+    let r = bench::rate::run("msgrate", &o, cfg, &loop_net(), &setups);
     record(out, &mut md, "msgrate", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
     bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw.svg"))?;
@@ -654,7 +741,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         max_size: 512,
         ..o.clone()
     };
-    let r = bench::rate::run("header-cache", &small, cfg, LoopConfig::default(), &cache);
+    let r = bench::rate::run("header-cache", &small, cfg, &loop_net(), &cache);
     record(out, &mut md, "header-cache", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
     large_messages(out, &mut md, &o)?;
@@ -669,7 +756,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
                 ..o.clone()
             };
             let cfg = rmx_linux::rank::loop_config();
-            let r = bench::eager_reuse::run(&o, cfg, LoopConfig::default(), &cal);
+            let r = bench::eager_reuse::run(&o, cfg, &loop_net(), &cal);
             record(out, &mut md, "eager-reuse", &r)?;
             r.svg_linear(
                 &out.join("eager-reuse.svg"),
@@ -679,7 +766,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
                 ],
                 "latency improvement (%)",
             )?;
-            let r = bench::spectrum::run(&o, cfg, LoopConfig::default(), &cal, 1000);
+            let r = bench::spectrum::run(&o, cfg, &loop_net(), &cal, 1000);
             record(out, &mut md, "spectrum", &r)?;
             bench::spectrum::plot(&r, &out.join("spectrum.svg"))?;
         }
@@ -699,7 +786,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
 fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<(), String> {
     use rmx_core::Protocol;
     let cfg = rmx_linux::rank::loop_config();
-    let nic = LoopConfig::default();
+    let nic = &loop_net();
     let all = [Protocol::Rput, Protocol::Rget, Protocol::Pull];
     let big = Opts {
         min_size: 16384,
@@ -754,7 +841,9 @@ fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
         None => vec![false, true],
         Some(t) => vec![t == OnOff::On],
     };
-    let (cfg, nic) = (rmx_linux::rank::loop_config(), LoopConfig::default());
+    let cfg = rmx_linux::rank::loop_config();
+    let (net, _lab) = network(&a.args)?;
+    let nic = &net;
     let r = if progress {
         bench::progress::run(&o, cfg, nic, side, &variants, &threads)
     } else {
@@ -828,13 +917,8 @@ fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
     };
     let o = opts(&a.args, sizes)?;
     let setups = setups(a)?;
-    let r = bench::rate::run(
-        name,
-        &o,
-        rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
-        &setups,
-    );
+    let (net, _lab) = network(&a.args)?;
+    let r = bench::rate::run(name, &o, rmx_linux::rank::loop_config(), &net, &setups);
     emit(&r, a.args.json);
     Ok(())
 }
@@ -1042,13 +1126,9 @@ fn main() -> ExitCode {
                     o.eager_reuse = Some(reuse_ready()?);
                 }
                 let variants = rndv.map_or(vec![], |s| RndvSel::protocols(Some(s)));
+                let (net, _lab) = network(&a)?;
                 emit(
-                    &bench::pingpong::run(
-                        &o,
-                        rmx_linux::rank::loop_config(),
-                        LoopConfig::default(),
-                        &variants,
-                    ),
+                    &bench::pingpong::run(&o, rmx_linux::rank::loop_config(), &net, &variants),
                     a.json,
                 );
                 Ok(())
@@ -1058,13 +1138,9 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Progress(a)) => overlap_or_progress(&a, true),
         Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, (128, EAGER_END)).and_then(|o| {
             let cal = reuse_ready()?;
+            let (net, _lab) = network(&a)?;
             emit(
-                &bench::eager_reuse::run(
-                    &o,
-                    rmx_linux::rank::loop_config(),
-                    LoopConfig::default(),
-                    &cal,
-                ),
+                &bench::eager_reuse::run(&o, rmx_linux::rank::loop_config(), &net, &cal),
                 a.json,
             );
             Ok(())
@@ -1092,13 +1168,8 @@ fn main() -> ExitCode {
                 ));
             }
             let cal = reuse_ready()?;
-            let r = bench::spectrum::run(
-                &o,
-                rmx_linux::rank::loop_config(),
-                LoopConfig::default(),
-                &cal,
-                buffers,
-            );
+            let (net, _lab) = network(&a)?;
+            let r = bench::spectrum::run(&o, rmx_linux::rank::loop_config(), &net, &cal, buffers);
             if let Some(p) = plot {
                 bench::spectrum::plot(&r, &p)?;
             }

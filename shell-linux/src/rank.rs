@@ -1,4 +1,4 @@
-//! A rank: one core [`Endpoint`] bound to one `loop` port, with the memory the
+//! A rank: one core [`Endpoint`] bound to one port of any [`Transport`], with the memory the
 //! core names by handle (bounce slots, receive buffers, user buffers), and
 //! optionally a progress thread that drives it while the application computes.
 //!
@@ -24,11 +24,10 @@ use rmx_core::{
 };
 
 use crate::clock::now_ns;
-use crate::loopnic::region::Mr;
-use crate::loopnic::{Events, Port, PostErr, Sge, Wc};
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
+use crate::transport::{AnyPort, Completion, Events, Mr, Sge, Transport};
 
 /// The endpoint this shell builds: tables on the heap, sized from the job
 /// ([`rmx_core::Sizes::for_job`]); zero-copy eager sends of frequently used
@@ -48,33 +47,9 @@ pub fn loop_config() -> Config {
     }
 }
 
-/// What a `loop` port can do and its limits, for the core.
-fn port_caps(port: &Port) -> Caps {
-    let c = port.config();
-    let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
-    Caps {
-        rdma_write: true,
-        rdma_read: true,
-        max_transfer: c.max_transfer,
-        inline_max: clamp(c.inline_max),
-        send_queue: c.sq_depth,
-        rx_buffers: clamp(c.srq_depth),
-        mtu: clamp(c.buf_size),
-    }
-}
-
-/// What a refused post means to the core.
-fn post_error(e: PostErr) -> PostError {
-    match e {
-        PostErr::Rnr | PostErr::SqFull => PostError::Busy,
-        PostErr::TooLong => PostError::Unsupported,
-        PostErr::BadPeer => PostError::Down,
-    }
-}
-
 /// Memory the core reaches by handle, plus the port that moves it.
-pub struct LoopNic {
-    port: Port,
+pub struct ShellNic<T: Transport> {
+    port: T,
     slot_size: usize,
     slots: Vec<u8>,
     slots_mr: Mr,
@@ -87,16 +62,16 @@ pub struct LoopNic {
     monitor: Option<Arc<Monitor>>,
 }
 
-impl LoopNic {
+impl<T: Transport> ShellNic<T> {
     /// A NIC with `nslots` send bounce slots for eager messages of `eager` bytes.
-    fn new(port: Port, eager: usize, nslots: usize) -> LoopNic {
+    fn new(mut port: T, eager: usize, nslots: usize) -> ShellNic<T> {
         let slot_size = (rmx_core::wire::HEADER_LEN + eager).div_ceil(64) * 64;
         let slots = vec![0u8; slot_size * nslots];
         // SAFETY: the slots' heap buffer never moves or shrinks, and `Drop`
         // waits for the NIC's operations and deregisters before it is freed.
-        let slots_mr = unsafe { port.register(slots.as_ptr() as usize, slots.len(), 0) }
+        let slots_mr = unsafe { port.register(slots.as_ptr() as usize, slots.len()) }
             .expect("a fresh protection domain has keys");
-        LoopNic {
+        ShellNic {
             port,
             slot_size,
             slots,
@@ -110,13 +85,9 @@ impl LoopNic {
 
     /// A post on the port, in the core's terms: done at once (or failed at
     /// once), or completing later.
-    fn sent(r: Result<Option<Wc>, PostErr>) -> Result<Posted, PostError> {
-        match r.map_err(post_error)? {
-            Some(wc) => wc
-                .status
-                .to_core()
-                .map(|()| Posted::Done)
-                .map_err(Into::into),
+    fn sent(r: Result<Option<Completion>, PostError>) -> Result<Posted, PostError> {
+        match r? {
+            Some(c) => c.result.map(|()| Posted::Done).map_err(Into::into),
             None => Ok(Posted::Later),
         }
     }
@@ -173,7 +144,7 @@ impl LoopNic {
     }
 }
 
-impl Drop for LoopNic {
+impl<T: Transport> Drop for ShellNic<T> {
     /// The NIC's thread may still copy from the bounce slots (a send larger
     /// than the port's synchronous limit completes for the core once copied
     /// into a slot): wait for it, then end every registration, before the
@@ -181,13 +152,13 @@ impl Drop for LoopNic {
     fn drop(&mut self) {
         self.port.drain();
         for (_, mr) in self.user_regs.drain() {
-            let _ = self.port.deregister_user(mr);
+            self.port.deregister(mr);
         }
-        let _ = self.port.deregister(self.slots_mr);
+        self.port.deregister(self.slots_mr);
     }
 }
 
-impl Nic for LoopNic {
+impl<T: Transport> Nic for ShellNic<T> {
     #[inline]
     fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
         let s = slot.0 as usize * self.slot_size;
@@ -214,7 +185,7 @@ impl Nic for LoopNic {
         let sge = self.slot_sge(slot, len);
         Self::sent(
             self.port
-                .post_send(peer, WorkId::Send(slot).wr_id(), &[sge]),
+                .post_send(peer, WorkId::Send(slot).wr_id(), &[sge], false),
         )
     }
 
@@ -234,7 +205,10 @@ impl Nic for LoopNic {
                 key: payload.key.0,
             },
         ];
-        Self::sent(self.port.post_send(peer, WorkId::Send(slot).wr_id(), &sges))
+        Self::sent(
+            self.port
+                .post_send(peer, WorkId::Send(slot).wr_id(), &sges, false),
+        )
     }
 
     #[inline]
@@ -252,7 +226,7 @@ impl Nic for LoopNic {
 
     fn deregister(&mut self, key: MemKey) {
         if let Some(mr) = self.user_regs.remove(&key.0) {
-            let _ = self.port.deregister_user(mr);
+            self.port.deregister(mr);
         }
     }
 
@@ -262,14 +236,13 @@ impl Nic for LoopNic {
         // valid while their request is pending; registrations kept beyond
         // that (the registration cache) are dropped by the monitor when the
         // memory is unmapped, and all of them when the rank is dropped.
-        let mr = unsafe { self.port.register_user(addr as usize, len as usize) }
-            .map_err(|_| RegError::NoResources)?;
+        let mr = unsafe { self.port.register_user(addr as usize, len as usize) }?;
         self.user_regs.insert(mr.key, mr);
         Ok(MemKey(mr.key))
     }
 
     fn caps(&self) -> Caps {
-        port_caps(&self.port)
+        self.port.caps()
     }
 
     fn post_rdma(
@@ -285,13 +258,11 @@ impl Nic for LoopNic {
             len: local.len as usize,
             key: local.key.0,
         };
-        let (raddr, rkey) = (remote.addr as usize, remote.key.0);
         let wr_id = WorkId::Rdma(id).wr_id();
-        let r = match op {
-            RdmaOp::Write => self.port.post_write(peer, wr_id, sge, raddr, rkey, None),
-            RdmaOp::Read => self.port.post_read(peer, wr_id, sge, raddr, rkey),
-        };
-        Self::sent(r)
+        Self::sent(
+            self.port
+                .post_rdma(peer, wr_id, op, sge, remote.addr, remote.key.0),
+        )
     }
 
     #[inline]
@@ -303,7 +274,7 @@ impl Nic for LoopNic {
     ) -> Result<Posted, PostError> {
         let sge = self.slot_sge(slot, len);
         let wr_id = WorkId::Send(slot).wr_id();
-        Self::sent(self.port.post_send_solicited(peer, wr_id, &[sge]))
+        Self::sent(self.port.post_send(peer, wr_id, &[sge], true))
     }
 
     #[inline]
@@ -318,8 +289,7 @@ impl Nic for LoopNic {
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
         self.port
-            .post_send_inline(peer, WorkId::Inline(peer).wr_id(), header, body)
-            .map_err(post_error)?;
+            .post_inline(peer, WorkId::Inline(peer).wr_id(), header, body)?;
         Ok(Posted::Later)
     }
 
@@ -331,9 +301,9 @@ impl Nic for LoopNic {
 }
 
 /// The endpoint and everything it names; whoever drives the rank holds it.
-struct Driver {
+struct Driver<T: Transport> {
     ep: Box<CoreEndpoint>,
-    nic: LoopNic,
+    nic: ShellNic<T>,
     /// Zero-copy on: the monitor and this rank's queue of invalidations.
     watch: Option<(Arc<Monitor>, Arc<Queue>)>,
     now: u64,
@@ -341,18 +311,17 @@ struct Driver {
     /// the clock.
     idle: u32,
     idle_from: u64,
-    wcs: Vec<Wc>,
+    wcs: Vec<Completion>,
 }
 
-impl Driver {
+impl<T: Transport> Driver<T> {
     /// Hands the NIC's send and RDMA completions to the core.
     #[inline]
     fn completions(&mut self) -> usize {
         let n = self.nic.port.poll_cq(&mut self.wcs);
         if n > 0 {
-            for wc in self.wcs.drain(..) {
-                self.ep
-                    .on_completion(&mut self.nic, wc.wr_id, wc.status.to_core());
+            for c in self.wcs.drain(..) {
+                self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
             }
         }
         n
@@ -364,11 +333,13 @@ impl Driver {
     #[inline]
     fn progress(&mut self) -> usize {
         let mut n = 0;
-        while let Some(wc) = self.nic.port.poll_recv() {
-            self.ep.on_receive(self.now, &mut self.nic, RxBuf(wc.buf));
+        while let Some(buf) = self.nic.port.poll_recv() {
+            self.ep.on_receive(self.now, &mut self.nic, RxBuf(buf));
             n += 1;
         }
         n += self.completions();
+        // What the core posted while handling them leaves now, in one batch.
+        self.nic.port.doorbell();
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
         // Timers are coarse (tens of microseconds): read the clock only every
         // CLOCK_POLLS empty polls, never in the spin right after a packet,
@@ -402,17 +373,18 @@ impl Driver {
         self.now = now_ns();
         if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
             self.ep.poll(self.now, &mut self.nic);
+            self.nic.port.doorbell();
         }
         self.ep.poll_timeout().map(|t| t.saturating_sub(self.now))
     }
 }
 
 /// Where a rank's driver lives.
-enum Home {
+enum Home<T: Transport> {
     /// Only the application's thread drives the endpoint: no lock.
-    Own(Box<Driver>),
+    Own(Box<Driver<T>>),
     /// A progress thread drives it too.
-    Shared(Arc<Mutex<Driver>>, ProgressThread),
+    Shared(Arc<Mutex<Driver<T>>>, ProgressThread),
     /// Only inside `set_progress_thread`, between the two.
     Moving,
 }
@@ -444,7 +416,11 @@ const WAIT_NAP: Duration = Duration::from_micros(200);
 const PROGRESS_RETRY: Duration = Duration::from_micros(20);
 
 impl ProgressThread {
-    fn start(d: Arc<Mutex<Driver>>, events: Events, rank: u16) -> ProgressThread {
+    fn start<T: Transport + 'static>(
+        d: Arc<Mutex<Driver<T>>>,
+        events: Events,
+        rank: u16,
+    ) -> ProgressThread {
         let stop = Arc::new(AtomicBool::new(false));
         let (s, ev) = (Arc::clone(&stop), events.clone());
         let handle = std::thread::Builder::new()
@@ -486,13 +462,14 @@ impl Drop for ProgressThread {
     }
 }
 
-fn lock(d: &Mutex<Driver>) -> MutexGuard<'_, Driver> {
+fn lock<T: Transport>(d: &Mutex<Driver<T>>) -> MutexGuard<'_, Driver<T>> {
     d.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One rank of a job on the `loop` transport.
-pub struct Rank {
-    home: Home,
+/// One rank of a job, on any transport (by default whichever this shell's
+/// job runner picked, [`AnyPort`]).
+pub struct Rank<T: Transport + 'static = AnyPort> {
+    home: Home<T>,
     me: u16,
     /// What [`wait`](Rank::wait) sleeps on once polling finds nothing.
     events: Events,
@@ -506,10 +483,10 @@ pub struct Req {
     buf: UserBuf,
 }
 
-impl Rank {
-    /// Rank `port.rank()` of `nranks`, using `cfg` for the core. The core's
-    /// inline limit is capped by what the port can inline.
-    pub fn new(port: Port, nranks: u16, cfg: Config) -> Result<Rank, ConfigError> {
+impl<T: Transport + 'static> Rank<T> {
+    /// Rank `port.rank()` of `nranks`, using `cfg` for the core, fitted to
+    /// what the port can do ([`Config::fit`]).
+    pub fn new(port: T, nranks: u16, cfg: Config) -> Result<Rank<T>, ConfigError> {
         Self::build(port, nranks, cfg, None)
     }
 
@@ -517,11 +494,11 @@ impl Rank {
     /// with the cost model from `cal`. Needs the invalidation monitor: `Err`
     /// says why it is unavailable (use [`Rank::new`] then: every send copies).
     pub fn with_reuse(
-        port: Port,
+        port: T,
         nranks: u16,
         cfg: Config,
         cal: &Calibration,
-    ) -> Result<Rank, String> {
+    ) -> Result<Rank<T>, String> {
         let monitor = Monitor::global()?;
         let policy = cal.policy()?;
         let mut r = Self::build(port, nranks, cfg, Some(policy)).map_err(|e| format!("{e:?}"))?;
@@ -533,13 +510,13 @@ impl Rank {
     }
 
     fn build(
-        port: Port,
+        port: T,
         nranks: u16,
         cfg: Config,
         reuse: Option<ShellReuse>,
-    ) -> Result<Rank, ConfigError> {
+    ) -> Result<Rank<T>, ConfigError> {
         let me = port.rank();
-        let cfg = cfg.fit(&port_caps(&port));
+        let cfg = cfg.fit(&port.caps());
         let sizes = Sizes::for_job(nranks, &cfg);
         let ep = Box::new(CoreEndpoint::with_reuse(
             cfg,
@@ -551,7 +528,7 @@ impl Rank {
         let events = port.events();
         let d = Driver {
             ep,
-            nic: LoopNic::new(port, cfg.eager_threshold as usize, sizes.slots),
+            nic: ShellNic::new(port, cfg.eager_threshold as usize, sizes.slots),
             watch: None,
             now: now_ns(),
             idle: 0,
@@ -568,7 +545,7 @@ impl Rank {
     /// Runs `f` on the driver: directly, or under the lock when a progress
     /// thread shares it.
     #[inline]
-    fn with<R>(&mut self, f: impl FnOnce(&mut Driver) -> R) -> R {
+    fn with<R>(&mut self, f: impl FnOnce(&mut Driver<T>) -> R) -> R {
         match &mut self.home {
             Home::Own(d) => f(d),
             Home::Shared(d, _) => f(&mut lock(d)),
@@ -576,7 +553,7 @@ impl Rank {
         }
     }
 
-    fn with_ref<R>(&self, f: impl FnOnce(&Driver) -> R) -> R {
+    fn with_ref<R>(&self, f: impl FnOnce(&Driver<T>) -> R) -> R {
         match &self.home {
             Home::Own(d) => f(d),
             Home::Shared(d, _) => f(&lock(d)),
@@ -626,10 +603,10 @@ impl Rank {
     /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
     /// handle for the core, and gives the handle back if the core refuses.
     fn start<E>(
-        d: &mut Driver,
+        d: &mut Driver<T>,
         ptr: usize,
         len: usize,
-        op: impl FnOnce(&mut CoreEndpoint, &mut LoopNic, u64, UserBuf) -> Result<Request, E>,
+        op: impl FnOnce(&mut CoreEndpoint, &mut ShellNic<T>, u64, UserBuf) -> Result<Request, E>,
     ) -> Result<Req, E> {
         let buf = d.nic.add_user(ptr, len);
         match op(&mut d.ep, &mut d.nic, d.now, buf) {
@@ -667,6 +644,7 @@ impl Rank {
             if !d.ep.flushed() {
                 d.completions();
             }
+            d.nic.port.doorbell();
             r
         })
     }
@@ -683,13 +661,16 @@ impl Rank {
         len: usize,
     ) -> Result<Req, RecvError> {
         self.with(|d| {
-            Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
+            let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
                 ep.irecv(now, nic, src, tag, 0, buf, len as u32)
-            })
+            });
+            // A matched rendezvous may have asked for its data.
+            d.nic.port.doorbell();
+            r
         })
     }
 
-    fn test_in(d: &mut Driver, req: Req) -> Result<Status, Req> {
+    fn test_in(d: &mut Driver<T>, req: Req) -> Result<Status, Req> {
         match d.ep.test(req.req) {
             Ok(Some(st)) => {
                 d.nic.drop_user(req.buf);
@@ -766,7 +747,7 @@ impl Rank {
         let sleeping = armed.is_some();
         let (idle_ns, nic_working, next) = self.with(|d| {
             let next = if sleeping { d.timers() } else { None };
-            (d.idle_ns(), d.nic.port.nic_working(), next)
+            (d.idle_ns(), d.nic.port.busy(), next)
         });
         if nic_working {
             std::thread::yield_now();
@@ -823,7 +804,7 @@ impl Rank {
     }
 }
 
-impl Drop for Driver {
+impl<T: Transport> Drop for Driver<T> {
     fn drop(&mut self) {
         if let Some((m, q)) = &self.watch {
             m.unsubscribe(q);

@@ -10,18 +10,18 @@ use super::pingpong::rmx_rounds;
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::reuse::Calibration;
 
 /// Timed slices per size and mode.
 const CHUNKS: u64 = 10;
 
-pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration) -> Report {
+pub fn run(opts: &Opts, cfg: Config, net: &Net, cal: &Calibration) -> Report {
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(1).max(1);
     let barrier = super::SpinBarrier::new(2);
     let pb = opts.progress("eager-reuse", sizes.len());
-    let rows = job::run_side_by_side(cfg, nic, cal, |plain, zc| {
+    let rows = job::run_side_by_side(cfg, net, cal, |plain, zc| {
         let me = plain.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
@@ -66,7 +66,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration) -> Repo
             })
         })
         .collect();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["calibration"] = serde_json::to_value(cal).expect("json");
     Report::new(
         "eager-reuse",

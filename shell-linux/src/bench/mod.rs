@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use indicatif::{ProgressBar, ProgressStyle};
 use rmx_core::Config;
 
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::reuse::Calibration;
 
 /// Options every benchmark accepts.
@@ -66,7 +66,7 @@ impl Opts {
 
     /// The `config` block of every report: the run's options and the
     /// configuration of the core and the NIC it measured.
-    pub fn config_json(&self, cfg: &Config, nic: &LoopConfig) -> serde_json::Value {
+    pub fn config_json(&self, cfg: &Config, net: &Net) -> serde_json::Value {
         serde_json::json!({
             "iters": self.iters,
             "warmup": self.warmup,
@@ -79,7 +79,8 @@ impl Opts {
             "coalesce": format!("{:?}", cfg.coalesce),
             "header_cache": cfg.header_cache,
             "eager_reuse": self.eager_reuse.is_some(),
-            "nic": nic,
+            "transport": net.name(),
+            "nic": net.json(),
         })
     }
 
@@ -181,7 +182,7 @@ pub fn compute(ns: u64) {
 /// stopped after): the rows of rank `timed` for each setting, in order.
 pub fn per_setting<T: Send>(
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     variants: &[rmx_core::Protocol],
     threads: &[bool],
     timed: u16,
@@ -194,7 +195,7 @@ pub fn per_setting<T: Send>(
                 rendezvous: Some(p),
                 ..cfg
             };
-            let mut rows = crate::job::run(2, cfg, nic, |r| {
+            let mut rows = crate::job::run(2, cfg, net, |r| {
                 r.set_progress_thread(pt);
                 let rows = body(r);
                 r.set_progress_thread(false);

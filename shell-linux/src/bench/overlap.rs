@@ -20,7 +20,7 @@ use serde_json::json;
 use super::report::{Column, Report};
 use super::{compute, median, Opts, Side, SpinBarrier};
 use crate::clock::now_ns;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::rank::Rank;
 
 const DATA: u32 = 11;
@@ -143,7 +143,7 @@ fn measure(
 pub fn run(
     opts: &Opts,
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     side: Side,
     variants: &[Protocol],
     threads: &[bool],
@@ -154,7 +154,7 @@ pub fn run(
     let barrier = SpinBarrier::new(2);
     let plan = AtomicU64::new(0);
     let eager = |size: usize| size as u64 <= cfg.eager_threshold as u64;
-    let runs = super::per_setting(cfg, nic, variants, threads, side.timed_rank(), |r| {
+    let runs = super::per_setting(cfg, net, variants, threads, side.timed_rank(), |r| {
         let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rows = Vec::new();
         for &size in &sizes {
@@ -186,7 +186,7 @@ pub fn run(
         }
     }
     pb.finish_and_clear();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["side"] = json!(side.name());
     config["statistic"] = json!("median");
     Report::new(

@@ -9,7 +9,7 @@ use super::floor::Floor;
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::rank::Rank;
 
 /// Round trips of `size` bytes with rank 1, exactly as osu_latency loops:
@@ -43,7 +43,7 @@ pub(crate) fn rmx_rounds(
 /// Latency per size; sizes above the eager threshold once per rendezvous
 /// in `variants` (the transport's choice when empty), with a tenth of the
 /// iterations there, as osu_latency does for large messages.
-pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, variants: &[Protocol]) -> Report {
+pub fn run(opts: &Opts, cfg: Config, net: &Net, variants: &[Protocol]) -> Report {
     let all = opts.sizes();
     let eager: Vec<usize> = all
         .iter()
@@ -61,23 +61,23 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, variants: &[Protocol]) -> 
         eager.len() + large.len() * variants.len().max(1),
     );
     if !eager.is_empty() {
-        results.extend(measure(opts, cfg, nic, &eager, opts.iters, None, &pb));
+        results.extend(measure(opts, cfg, net, &eager, opts.iters, None, &pb));
     }
     if !large.is_empty() {
         let iters = (opts.iters / 10).max(10);
         if variants.is_empty() {
-            results.extend(measure(opts, cfg, nic, &large, iters, None, &pb));
+            results.extend(measure(opts, cfg, net, &large, iters, None, &pb));
         }
         for &p in variants {
             let c = Config {
                 rendezvous: Some(p),
                 ..cfg
             };
-            results.extend(measure(opts, c, nic, &large, iters, Some(p), &pb));
+            results.extend(measure(opts, c, net, &large, iters, Some(p), &pb));
         }
     }
     pb.finish_and_clear();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["large_iters"] = serde_json::json!((opts.iters / 10).max(10));
     Report::new(
         "pingpong",
@@ -96,7 +96,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, variants: &[Protocol]) -> 
 fn measure(
     opts: &Opts,
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     sizes: &[usize],
     iters: u64,
     rndv: Option<Protocol>,
@@ -106,7 +106,7 @@ fn measure(
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let floor = Floor::new(max);
     let barrier = super::SpinBarrier::new(2);
-    let rows = job::run_with(2, cfg, nic, opts.eager_reuse.as_ref(), |r| {
+    let rows = job::run_with(2, cfg, net, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];

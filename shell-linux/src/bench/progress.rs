@@ -20,7 +20,7 @@ use serde_json::json;
 use super::report::{Column, Report};
 use super::{compute, median, Opts, Side, SpinBarrier};
 use crate::clock::now_ns;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::rank::Rank;
 
 const DATA: u32 = 21;
@@ -116,7 +116,7 @@ fn series(
 pub fn run(
     opts: &Opts,
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     side: Side,
     variants: &[Protocol],
     threads: &[bool],
@@ -127,7 +127,7 @@ pub fn run(
     let barrier = SpinBarrier::new(2);
     let shared_l0 = AtomicU64::new(0);
     let eager = |size: usize| size as u64 <= cfg.eager_threshold as u64;
-    let runs = super::per_setting(cfg, nic, variants, threads, TIMED, |r| {
+    let runs = super::per_setting(cfg, net, variants, threads, TIMED, |r| {
         let timed = r.rank() == TIMED;
         let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rows = Vec::new();
@@ -188,7 +188,7 @@ pub fn run(
         }
     }
     pb.finish_and_clear();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["side"] = json!(side.name());
     config["statistic"] = json!("median");
     config["delays"] = json!(format!(

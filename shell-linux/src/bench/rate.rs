@@ -9,7 +9,7 @@ use serde_json::json;
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::rank::{Rank, Req};
 
 /// Messages in flight per window, as osu_bw and osu_mbw_mr use.
@@ -140,7 +140,7 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
 
 /// Measures every size under every setup; `name` is `msgrate` or `bw`
 /// (the same measurement, tabled by message rate or by bandwidth first).
-pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setup]) -> Report {
+pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) -> Report {
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let pb = opts.progress(name, sizes.len());
@@ -149,7 +149,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setu
     let per_slice = ((opts.iters / 10).max(100)).div_ceil(SLICES);
     let warm = (opts.warmup / 10).max(10);
     let cfgs: Vec<Config> = setups.iter().map(|s| s.apply(cfg)).collect();
-    let out = job::run_configs(&cfgs, nic, |ranks| {
+    let out = job::run_configs(&cfgs, net, |ranks| {
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbufs = vec![vec![0u8; max]; WINDOW];
         let mut rows = Vec::new();
@@ -200,7 +200,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, nic: LoopConfig, setups: &[Setu
             })
         })
         .collect();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["window"] = json!(WINDOW);
     config["windows"] = json!(per_slice * SLICES);
     config["setups"] = json!(setups.iter().map(Setup::label).collect::<Vec<_>>());

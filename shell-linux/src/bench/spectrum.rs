@@ -13,7 +13,7 @@ use super::report::{Column, Report};
 use super::Opts;
 use crate::anon::AnonMap;
 use crate::job;
-use crate::loopnic::LoopConfig;
+use crate::job::Net;
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, PAGE};
 
@@ -82,17 +82,17 @@ fn spectrum(
     size: usize,
     layout: Layout,
     cfg: Config,
-    nic: LoopConfig,
+    net: &Net,
     cal: &Calibration,
 ) -> Run {
-    let out = job::run_side_by_side(cfg, nic, cal, |plain, zc| {
+    let out = job::run_side_by_side(cfg, net, cal, |plain, zc| {
         let mut bufs = [Buffers::new(n, size, layout), Buffers::new(n, size, layout)];
         let mut rbuf = vec![0u8; size];
         // Warm-up from a buffer outside the spectrum: fault in the receive
         // rings and bounce slots before the clock starts.
         let warm = vec![7u8; size];
         for r in [&mut *plain, &mut *zc] {
-            rmx_rounds(r, 2 * nic.srq_depth as u64, size, &warm, &mut rbuf);
+            rmx_rounds(r, 2 * net.rx_buffers() as u64, size, &warm, &mut rbuf);
         }
         let mut ns = [0u64; 2];
         for i in 0..n {
@@ -114,7 +114,7 @@ fn spectrum(
     out[0]
 }
 
-pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usize) -> Report {
+pub fn run(opts: &Opts, cfg: Config, net: &Net, cal: &Calibration, n: usize) -> Report {
     let sizes = opts.sizes();
     let layouts = [Layout::Packed, Layout::Paged];
     let pb = opts.progress("spectrum", sizes.len() * layouts.len());
@@ -123,7 +123,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usiz
     let mut results = Vec::new();
     for &size in &sizes {
         for layout in layouts {
-            let run = spectrum(n, size, layout, cfg, nic, cal);
+            let run = spectrum(n, size, layout, cfg, net, cal);
             let (copy, zero) = (run.copy_ns as f64, run.zero_copy_ns as f64);
             let t = run.tracker;
             results.push(json!({
@@ -143,7 +143,7 @@ pub fn run(opts: &Opts, cfg: Config, nic: LoopConfig, cal: &Calibration, n: usiz
         }
     }
     pb.finish_and_clear();
-    let mut config = opts.config_json(&cfg, &nic);
+    let mut config = opts.config_json(&cfg, net);
     config["buffers"] = json!(n);
     config["round_trips_per_run"] = json!(n * (n + 1) / 2);
     config["interleaved"] = json!("per buffer");

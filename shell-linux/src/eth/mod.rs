@@ -3,6 +3,8 @@
 //! the network namespaces of `rmx lab` that a rank's thread enters.
 
 pub mod netns;
+pub mod port;
 pub mod socket;
 
+pub use port::{EthOpts, EthPort, Faults};
 pub use socket::RawSocket;

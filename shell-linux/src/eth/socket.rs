@@ -4,12 +4,14 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 use rmx_core::frame::Mac;
 
 /// A raw socket on one interface.
 pub struct RawSocket {
-    fd: OwnedFd,
+    /// Shared with whoever sleeps in `poll(2)` on it.
+    fd: Arc<OwnedFd>,
     ifindex: i32,
     mac: Mac,
     mtu: u32,
@@ -100,12 +102,45 @@ impl RawSocket {
             }
         }
         Ok(RawSocket {
-            fd,
+            fd: Arc::new(fd),
             ifindex,
             mac,
             mtu,
             ethertype,
         })
+    }
+
+    /// The descriptor, for a thread that sleeps in `poll(2)` on it.
+    pub fn fd(&self) -> Arc<OwnedFd> {
+        Arc::clone(&self.fd)
+    }
+
+    /// Asks the kernel for `bytes` of receive and of send buffer: a burst
+    /// of frames (a PULL window) then waits there instead of being dropped.
+    /// Above the system's limit it takes the forcing option (needs
+    /// CAP_NET_ADMIN), else what the limit allows.
+    pub fn set_buffers(&self, bytes: usize) {
+        let v = bytes.min(i32::MAX as usize) as libc::c_int;
+        for (force, plain) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        ] {
+            for opt in [force, plain] {
+                // SAFETY: an int option.
+                let r = unsafe {
+                    libc::setsockopt(
+                        self.fd.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        opt,
+                        &v as *const _ as *const libc::c_void,
+                        std::mem::size_of::<libc::c_int>() as u32,
+                    )
+                };
+                if r == 0 {
+                    break;
+                }
+            }
+        }
     }
 
     /// The interface's MAC address.

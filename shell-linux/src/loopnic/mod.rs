@@ -18,6 +18,7 @@ mod engine;
 pub mod pagemap;
 pub mod region;
 mod ring;
+mod transport;
 
 pub use ring::RecvWc;
 
@@ -71,12 +72,7 @@ impl Default for LoopConfig {
 }
 
 /// One gather/scatter entry: a registered local range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sge {
-    pub addr: usize,
-    pub len: usize,
-    pub key: u32,
-}
+pub use crate::transport::Sge;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WcOp {
@@ -852,9 +848,15 @@ impl Port {
     /// and operations the NIC thread finished.
     #[inline]
     pub fn poll_cq(&mut self, out: &mut Vec<Wc>) -> usize {
+        self.poll_cq_each(|wc| out.push(wc))
+    }
+
+    /// As [`poll_cq`](Self::poll_cq), handing each completion to `f`.
+    #[inline]
+    pub fn poll_cq_each(&mut self, mut f: impl FnMut(Wc)) -> usize {
         let mut taken = 0;
         if self.untaken_n > 0 {
-            taken = self.reap_taken(out);
+            taken = self.reap_taken(&mut f);
         }
         let hca = &self.shared.hcas[self.rank as usize];
         if hca.cq_len.load(Ordering::Acquire) == 0 {
@@ -864,13 +866,13 @@ impl Port {
         let n = q.len();
         for wc in q.drain(..) {
             self.outstanding[wc.qp as usize] -= 1;
-            out.push(wc);
+            f(wc);
         }
         hca.cq_len.fetch_sub(n, Ordering::AcqRel);
         n + taken
     }
 
-    fn reap_taken(&mut self, out: &mut Vec<Wc>) -> usize {
+    fn reap_taken(&mut self, f: &mut impl FnMut(Wc)) -> usize {
         let mut n = 0;
         for (peer, q) in self.untaken.iter_mut().enumerate() {
             let Some(&(first, ..)) = q.front() else {
@@ -886,7 +888,7 @@ impl Port {
                 }
                 q.pop_front();
                 self.outstanding[peer] -= 1;
-                out.push(completion(wr_id, peer as u16, WcOp::Send)(
+                f(completion(wr_id, peer as u16, WcOp::Send)(
                     WcStatus::Success,
                     len,
                 ));

@@ -99,13 +99,8 @@ impl Region {
     }
 }
 
-/// A registration handle: the key is both lkey and rkey.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Mr {
-    pub addr: usize,
-    pub len: usize,
-    pub key: u32,
-}
+/// A registration handle: on `loop` the key is both lkey and rkey.
+pub use crate::transport::Mr;
 
 impl Pd {
     /// Registers `[addr, addr+len)` with `access` rights: operations through

@@ -1,0 +1,612 @@
+//! `eth`: rmx packets in raw Ethernet frames (as Open-MX carries MX), one
+//! AF_PACKET socket per endpoint. The wire is lossy: the core's reliability
+//! layer (sequences, acknowledgements, retransmission) carries everything,
+//! and PULL moves large messages, one frame per reply.
+//!
+//! Sends are gathered by the socket call straight from the memory the core
+//! names (a bounce slot's header, a user buffer) and leave in batches of one
+//! `sendmmsg(2)` each: a post queues the frame, and the frames posted during
+//! one call of the rank leave together at its end ([`Transport::doorbell`]),
+//! or when the batch is full. Each completes at the next completion poll. Receives come in batches of one
+//! `recvmmsg(2)` into a pool of frame buffers that the core holds and gives
+//! back as it does `loop`'s.
+//!
+//! Every frame is checked before the core sees it; frames that are short,
+//! of another version, for another endpoint or from no rank of the job are
+//! counted ([`Counters`]) and dropped. Faults (loss, duplication,
+//! reordering) can be injected on receive where the kernel has no netem.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::AsRawFd;
+
+use rmx_core::frame::{self, EthAddr, Frame, FrameError, FRAME_HEADER_LEN};
+use rmx_core::{Caps, PostError, RegError};
+
+use super::RawSocket;
+use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Sge, Transport};
+
+/// Frames one system call moves at most.
+const BATCH: usize = 32;
+/// Gather entries a frame has at most besides its Ethernet header.
+const MAX_SGES: usize = 3;
+
+/// Faults injected on receive, in parts per million of frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub loss_ppm: u32,
+    pub dup_ppm: u32,
+    /// A frame held back and delivered after the next one.
+    pub reorder_ppm: u32,
+    pub seed: u64,
+}
+
+impl Faults {
+    /// Faults from percentages (as `rmx lab` and netem take them); `Err`
+    /// names the value outside 0–100.
+    pub fn percent(loss: f64, dup: f64, reorder: f64, seed: u64) -> Result<Faults, String> {
+        let ppm = |name: &str, p: f64| {
+            if (0.0..=100.0).contains(&p) {
+                Ok((p * 10_000.0).round() as u32)
+            } else {
+                Err(format!("--{name} {p}: give a percentage from 0 to 100"))
+            }
+        };
+        Ok(Faults {
+            loss_ppm: ppm("loss", loss)?,
+            dup_ppm: ppm("dup", dup)?,
+            reorder_ppm: ppm("reorder", reorder)?,
+            seed,
+        })
+    }
+
+    fn any(&self) -> bool {
+        self.loss_ppm + self.dup_ppm + self.reorder_ppm > 0
+    }
+}
+
+/// How an `eth` endpoint is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EthOpts {
+    /// rmx's EtherType on this network (every rank must use the same).
+    pub ethertype: u16,
+    /// Frame buffers of the receive pool (the core's `rx_buffers`).
+    pub rx_buffers: u32,
+    /// Send straight to the driver, past the qdisc (netem needs it off).
+    pub bypass_qdisc: bool,
+    /// Largest packet a frame carries, below the interface's MTU if that is
+    /// larger (loopback's 64 KiB): bounds the receive pool's memory.
+    pub max_packet: u32,
+    /// Frames sent by one `sendmmsg` at most (1: each frame at its post).
+    pub batch: u32,
+    pub faults: Faults,
+}
+
+impl Default for EthOpts {
+    fn default() -> Self {
+        EthOpts {
+            ethertype: frame::ETHERTYPE,
+            rx_buffers: 512,
+            bypass_qdisc: true,
+            max_packet: 16384,
+            batch: 16,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// A frame posted and not yet handed to the socket.
+#[derive(Clone, Copy)]
+struct Queued {
+    wr_id: u64,
+    head: [u8; FRAME_HEADER_LEN],
+    sges: [Sge; MAX_SGES],
+    n: u8,
+}
+
+/// One endpoint on one interface.
+pub struct EthPort {
+    sock: RawSocket,
+    opts: EthOpts,
+    me: EthAddr,
+    rank: u16,
+    /// Addresses by rank, and ranks by address.
+    peers: Vec<EthAddr>,
+    ranks: HashMap<EthAddr, u16>,
+    /// Largest packet: the interface's MTU less the rmx header, capped.
+    max_packet: u32,
+    /// The receive pool: `buf_size` bytes per buffer, each a whole frame.
+    rx: Vec<u8>,
+    buf_size: usize,
+    /// Packet length of each buffer, and whether the core holds it.
+    lens: Vec<u32>,
+    held: Vec<bool>,
+    free: Vec<u32>,
+    /// Buffers with a checked packet, not yet polled.
+    ready: VecDeque<u32>,
+    /// A frame held back by injected reordering.
+    late: Option<u32>,
+    rng: u64,
+    /// Registered ranges by key − 1; a gather entry must lie in its key's.
+    regs: Vec<Option<(usize, usize)>>,
+    regs_free: Vec<u32>,
+    queue: Vec<Queued>,
+    done: Vec<Completion>,
+    counters: Counters,
+    events: FdEvents,
+}
+
+impl EthPort {
+    /// Opens endpoint `endpoint` on `iface`. The port becomes a rank of a
+    /// job with [`connect`](Self::connect), once every rank's
+    /// [`addr`](Self::addr) is known. Needs CAP_NET_RAW.
+    pub fn open(iface: &str, endpoint: u16, opts: EthOpts) -> io::Result<EthPort> {
+        let bad = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+        if opts.rx_buffers < 2 || opts.rx_buffers > 1 << 16 {
+            return Err(bad(format!(
+                "{} receive buffers: give 2 to 65536",
+                opts.rx_buffers
+            )));
+        }
+        if opts.batch == 0 || opts.batch as usize > BATCH {
+            return Err(bad(format!("batch {}: give 1 to {BATCH}", opts.batch)));
+        }
+        let sock = RawSocket::open(iface, opts.ethertype, opts.bypass_qdisc)?;
+        let max_packet = frame::max_packet(sock.mtu())
+            .min(opts.max_packet)
+            .min(u16::MAX as u32);
+        if (max_packet as usize) < rmx_core::wire::HEADER_LEN + 64 {
+            return Err(bad(format!(
+                "{iface}: MTU {} leaves {max_packet} bytes per packet; rmx needs {}",
+                sock.mtu(),
+                rmx_core::wire::HEADER_LEN + 64
+            )));
+        }
+        let buf_size = (FRAME_HEADER_LEN + max_packet as usize).div_ceil(64) * 64;
+        let n = opts.rx_buffers as usize;
+        // Room for a window of full frames in the kernel while the core is busy.
+        sock.set_buffers((buf_size * n).clamp(1 << 20, 64 << 20));
+        let events = FdEvents::new(sock.fd())?;
+        Ok(EthPort {
+            me: EthAddr {
+                mac: sock.mac(),
+                endpoint,
+            },
+            sock,
+            opts,
+            rank: 0,
+            peers: Vec::new(),
+            ranks: HashMap::new(),
+            max_packet,
+            rx: vec![0u8; buf_size * n],
+            buf_size,
+            lens: vec![0; n],
+            held: vec![false; n],
+            free: (0..n as u32).rev().collect(),
+            ready: VecDeque::new(),
+            late: None,
+            rng: opts.faults.seed | 1,
+            regs: Vec::new(),
+            regs_free: Vec::new(),
+            queue: Vec::with_capacity(BATCH),
+            done: Vec::new(),
+            counters: Counters::default(),
+            events,
+        })
+    }
+
+    /// This endpoint's address, for the bootstrap to pass to the others.
+    pub fn addr(&self) -> EthAddr {
+        self.me
+    }
+
+    /// Largest packet a frame of this port carries.
+    pub fn max_packet(&self) -> u32 {
+        self.max_packet
+    }
+
+    /// Makes this port rank `rank` of a job whose ranks have the addresses
+    /// `peers` (by rank). `Err` if `peers[rank]` is not this port or two
+    /// ranks share an address.
+    pub fn connect(&mut self, rank: u16, peers: &[EthAddr]) -> Result<(), String> {
+        if peers.len() > u16::MAX as usize + 1 {
+            return Err(format!("{} ranks: at most 65536", peers.len()));
+        }
+        if peers.get(rank as usize) != Some(&self.me) {
+            return Err(format!(
+                "rank {rank}'s address in the job is not this endpoint's ({:?})",
+                self.me
+            ));
+        }
+        let mut ranks = HashMap::with_capacity(peers.len());
+        for (r, &a) in peers.iter().enumerate() {
+            if ranks.insert(a, r as u16).is_some() {
+                return Err(format!("two ranks share the address {a:?}"));
+            }
+        }
+        self.rank = rank;
+        self.peers = peers.to_vec();
+        self.ranks = ranks;
+        Ok(())
+    }
+
+    /// The next pseudo-random draw below one million (xorshift).
+    fn draw(&mut self) -> u32 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng % 1_000_000) as u32
+    }
+
+    /// Checks a received frame in buffer `b` of `len` bytes; queues it for
+    /// the core or gives the buffer back.
+    fn accept(&mut self, b: u32, len: usize) {
+        let at = b as usize * self.buf_size;
+        let bytes = &self.rx[at..at + len];
+        let f = match Frame::decode(bytes, self.opts.ethertype) {
+            Ok(f) => f,
+            Err(e) => {
+                match e {
+                    FrameError::Short | FrameError::NotOurs => self.counters.short += 1,
+                    FrameError::Version(_) => self.counters.version += 1,
+                    FrameError::Length => self.counters.length += 1,
+                }
+                self.free.push(b);
+                return;
+            }
+        };
+        if f.dst != self.me {
+            self.counters.unknown_endpoint += 1;
+            self.free.push(b);
+            return;
+        }
+        // The packet must also name the rank its frame comes from: the core
+        // takes the source from the packet.
+        let named = f.packet.get(2..4).map(|s| u16::from_le_bytes([s[0], s[1]]));
+        match self.ranks.get(&f.src) {
+            Some(&r) if named.is_none_or(|n| n == r) => {}
+            _ => {
+                self.counters.unknown_source += 1;
+                self.free.push(b);
+                return;
+            }
+        }
+        let plen = f.packet.len() as u32;
+        self.lens[b as usize] = plen;
+        self.counters.frames_in += 1;
+        if !self.opts.faults.any() {
+            self.ready.push_back(b);
+            return;
+        }
+        let faults = self.opts.faults;
+        if self.draw() < faults.loss_ppm {
+            self.counters.injected_drops += 1;
+            self.free.push(b);
+            return;
+        }
+        if self.draw() < faults.dup_ppm {
+            if let Some(c) = self.free.pop() {
+                let (src, dst) = (at, c as usize * self.buf_size);
+                self.rx.copy_within(src..src + len, dst);
+                self.lens[c as usize] = plen;
+                self.ready.push_back(c);
+            }
+        }
+        if self.late.is_none() && self.draw() < faults.reorder_ppm {
+            self.late = Some(b);
+            return;
+        }
+        self.ready.push_back(b);
+        if let Some(l) = self.late.take() {
+            self.ready.push_back(l);
+        }
+    }
+
+    /// Receives what the socket has, up to a batch, into free buffers.
+    fn fill(&mut self) {
+        let n = self.free.len().min(BATCH);
+        if n == 0 {
+            return;
+        }
+        let mut bufs = [0u32; BATCH];
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut names: [libc::sockaddr_ll; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let base = self.rx.as_mut_ptr();
+        for i in 0..n {
+            let b = self.free.pop().expect("counted above");
+            bufs[i] = b;
+            iov[i] = libc::iovec {
+                // SAFETY: buffer `b` lies inside the pool.
+                iov_base: unsafe { base.add(b as usize * self.buf_size) }.cast(),
+                iov_len: self.buf_size,
+            };
+            let h = &mut hdrs[i].msg_hdr;
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+            h.msg_name = (&mut names[i] as *mut libc::sockaddr_ll).cast();
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        }
+        // SAFETY: `n` headers, each naming one free buffer of the pool (no
+        // other reference to those bytes exists now) and its own address.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = r.max(0) as usize;
+        for i in 0..got {
+            let (b, h) = (bufs[i], &hdrs[i]);
+            // Our own frames, seen on the way out by this socket or another
+            // endpoint's on the interface, were never sent to us.
+            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
+                self.free.push(b);
+            } else if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+                self.counters.length += 1;
+                self.free.push(b);
+            } else {
+                self.accept(b, h.msg_len as usize);
+            }
+        }
+        for &b in bufs[got..n].iter().rev() {
+            self.free.push(b);
+        }
+        if got == 0 {
+            if let Some(l) = self.late.take() {
+                self.ready.push_back(l);
+            }
+        }
+    }
+
+    /// Checks that every entry lies inside the registration its key names:
+    /// the socket reads only memory the shell registered.
+    fn check(&self, sges: &[Sge]) -> Result<usize, PostError> {
+        let mut total = 0usize;
+        for s in sges {
+            let reg = (s.key as usize)
+                .checked_sub(1)
+                .and_then(|i| self.regs.get(i))
+                .copied()
+                .flatten();
+            let Some((start, len)) = reg else {
+                return Err(PostError::Access);
+            };
+            let end = s.addr.checked_add(s.len).ok_or(PostError::Access)?;
+            if s.addr < start || end > start + len {
+                return Err(PostError::Access);
+            }
+            total += s.len;
+        }
+        Ok(total)
+    }
+
+    /// Hands every queued frame to the socket, a batch per call. Frames the
+    /// socket refuses for lack of room stay queued.
+    fn flush(&mut self) -> Result<(), PostError> {
+        while !self.queue.is_empty() {
+            let n = self.queue.len().min(BATCH);
+            // SAFETY: plain old data; zeroes are valid values.
+            let mut iov: [[libc::iovec; MAX_SGES + 1]; BATCH] = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+            for (i, q) in self.queue[..n].iter().enumerate() {
+                iov[i][0] = libc::iovec {
+                    iov_base: q.head.as_ptr() as *mut libc::c_void,
+                    iov_len: FRAME_HEADER_LEN,
+                };
+                for (j, s) in q.sges[..q.n as usize].iter().enumerate() {
+                    iov[i][j + 1] = libc::iovec {
+                        iov_base: s.addr as *mut libc::c_void,
+                        iov_len: s.len,
+                    };
+                }
+                hdrs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
+                hdrs[i].msg_hdr.msg_iovlen = 1 + q.n as usize;
+            }
+            // SAFETY: each entry names its frame header (in `self.queue`,
+            // not moved during the call) and ranges `check` found inside
+            // registered memory, which stays valid until the completion.
+            let r =
+                unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
+            if r <= 0 {
+                let e = io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                        Err(PostError::Busy)
+                    }
+                    _ => {
+                        // The interface is gone: every queued frame fails.
+                        for q in self.queue.drain(..) {
+                            self.done.push(Completion {
+                                wr_id: q.wr_id,
+                                result: Err(rmx_core::RdmaError::Down),
+                            });
+                        }
+                        Err(PostError::Down)
+                    }
+                };
+            }
+            let sent = r as usize;
+            self.counters.frames_out += sent as u64;
+            for q in self.queue.drain(..sent) {
+                self.done.push(Completion {
+                    wr_id: q.wr_id,
+                    result: Ok(()),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Transport for EthPort {
+    fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    fn caps(&self) -> Caps {
+        Caps {
+            rdma_write: false,
+            rdma_read: false,
+            max_transfer: 0,
+            inline_max: 0,
+            send_queue: 0,
+            rx_buffers: self.opts.rx_buffers,
+            mtu: self.max_packet,
+            lossy: true,
+        }
+    }
+
+    fn events(&self) -> Events {
+        Events::Fd(self.events.clone())
+    }
+
+    unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        addr.checked_add(len).ok_or(RegError::NoResources)?;
+        let i = match self.regs_free.pop() {
+            Some(i) => i as usize,
+            None if self.regs.len() < u32::MAX as usize - 1 => {
+                self.regs.push(None);
+                self.regs.len() - 1
+            }
+            None => return Err(RegError::NoResources),
+        };
+        self.regs[i] = Some((addr, len));
+        Ok(Mr {
+            addr,
+            len,
+            key: i as u32 + 1,
+        })
+    }
+
+    unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract; the socket only reads.
+        unsafe { Transport::register(self, addr, len) }
+    }
+
+    fn deregister(&mut self, mr: Mr) {
+        let i = (mr.key as usize).wrapping_sub(1);
+        if self.regs.get(i).copied().flatten() != Some((mr.addr, mr.len)) {
+            return;
+        }
+        // Queued frames may still read it: they leave first.
+        self.drain();
+        self.regs[i] = None;
+        self.regs_free.push(i as u32);
+    }
+
+    fn post_send(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+        _solicited: bool,
+    ) -> Result<Option<Completion>, PostError> {
+        let Some(&dst) = self.peers.get(peer as usize) else {
+            return Err(PostError::Down);
+        };
+        if sges.len() > MAX_SGES {
+            return Err(PostError::Unsupported);
+        }
+        let total = self.check(sges)?;
+        if total > self.max_packet as usize {
+            return Err(PostError::Unsupported);
+        }
+        if self.queue.len() >= self.opts.batch as usize {
+            self.flush()?;
+        }
+        let mut q = Queued {
+            wr_id,
+            head: [0; FRAME_HEADER_LEN],
+            sges: [Sge {
+                addr: 0,
+                len: 0,
+                key: 0,
+            }; MAX_SGES],
+            n: sges.len() as u8,
+        };
+        frame::encode_header(&mut q.head, self.opts.ethertype, dst, self.me, total)
+            .expect("a packet within max_packet fits the length field");
+        q.sges[..sges.len()].copy_from_slice(sges);
+        self.queue.push(q);
+        if self.opts.batch == 1 {
+            // No batching: the frame leaves now and its completion is polled.
+            let _ = self.flush();
+        }
+        Ok(None)
+    }
+
+    #[inline]
+    fn doorbell(&mut self) {
+        if !self.queue.is_empty() {
+            let _ = self.flush();
+        }
+    }
+
+    fn poll_recv(&mut self) -> Option<u32> {
+        if self.ready.is_empty() {
+            self.fill();
+        }
+        let b = self.ready.pop_front()?;
+        self.held[b as usize] = true;
+        Some(b)
+    }
+
+    fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+        if !*self.held.get(buf as usize)? {
+            return None;
+        }
+        let at = buf as usize * self.buf_size + FRAME_HEADER_LEN;
+        Some(&self.rx[at..at + self.lens[buf as usize] as usize])
+    }
+
+    fn repost(&mut self, buf: u32) -> bool {
+        match self.held.get_mut(buf as usize) {
+            Some(h @ true) => *h = false,
+            _ => return false,
+        }
+        self.free.push(buf);
+        true
+    }
+
+    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
+        if !self.queue.is_empty() {
+            let _ = self.flush();
+        }
+        let n = self.done.len();
+        out.append(&mut self.done);
+        n
+    }
+
+    fn drain(&mut self) {
+        // Frames still queued name memory the caller is about to free: they
+        // leave, or fail if the socket will not take them.
+        let mut tries = 0;
+        while !self.queue.is_empty() {
+            if self.flush().is_err() {
+                tries += 1;
+                if tries > 1000 {
+                    for q in self.queue.drain(..) {
+                        self.done.push(Completion {
+                            wr_id: q.wr_id,
+                            result: Err(rmx_core::RdmaError::Down),
+                        });
+                    }
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.counters
+    }
+}

@@ -1,0 +1,139 @@
+//! `loop` behind the shell's transport seam.
+
+use rmx_core::{Caps, PostError, RdmaOp, RegError};
+
+use super::{Port, PostErr, Wc};
+use crate::transport::{Completion, Events, Mr, Sge, Transport};
+
+/// What a refused post means to the core.
+fn post_error(e: PostErr) -> PostError {
+    match e {
+        PostErr::Rnr | PostErr::SqFull => PostError::Busy,
+        PostErr::TooLong => PostError::Unsupported,
+        PostErr::BadPeer => PostError::Down,
+    }
+}
+
+fn done(wc: Wc) -> Completion {
+    Completion {
+        wr_id: wc.wr_id,
+        result: wc.status.to_core(),
+    }
+}
+
+impl Transport for Port {
+    #[inline]
+    fn rank(&self) -> u16 {
+        Port::rank(self)
+    }
+
+    fn caps(&self) -> Caps {
+        let c = self.config();
+        let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
+        Caps {
+            rdma_write: true,
+            rdma_read: true,
+            max_transfer: c.max_transfer,
+            inline_max: clamp(c.inline_max),
+            send_queue: c.sq_depth,
+            rx_buffers: clamp(c.srq_depth),
+            mtu: clamp(c.buf_size),
+            lossy: false,
+        }
+    }
+
+    fn events(&self) -> Events {
+        Events::Loop(Port::events(self))
+    }
+
+    unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract is the domain's.
+        unsafe { Port::register(self, addr, len, 0) }.map_err(|_| RegError::NoResources)
+    }
+
+    unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract is the domain's.
+        unsafe { Port::register_user(self, addr, len) }.map_err(|_| RegError::NoResources)
+    }
+
+    fn deregister(&mut self, mr: Mr) {
+        // Both kinds end the same way; the page record of a user one goes too.
+        let _ = self.deregister_user(mr);
+    }
+
+    #[inline]
+    fn post_send(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+        solicited: bool,
+    ) -> Result<Option<Completion>, PostError> {
+        let r = if solicited {
+            self.post_send_solicited(peer, wr_id, sges)
+        } else {
+            Port::post_send(self, peer, wr_id, sges)
+        };
+        r.map(|w| w.map(done)).map_err(post_error)
+    }
+
+    #[inline]
+    fn post_inline(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), PostError> {
+        self.post_send_inline(peer, wr_id, head, body)
+            .map_err(post_error)
+    }
+
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        op: RdmaOp,
+        local: Sge,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<Option<Completion>, PostError> {
+        let Ok(raddr) = usize::try_from(remote_addr) else {
+            return Err(PostError::Access);
+        };
+        let r = match op {
+            RdmaOp::Write => self.post_write(peer, wr_id, local, raddr, rkey, None),
+            RdmaOp::Read => self.post_read(peer, wr_id, local, raddr, rkey),
+        };
+        r.map(|w| w.map(done)).map_err(post_error)
+    }
+
+    #[inline]
+    fn poll_recv(&mut self) -> Option<u32> {
+        Port::poll_recv(self).map(|wc| wc.buf)
+    }
+
+    #[inline]
+    fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+        Port::rx_bytes(self, buf)
+    }
+
+    #[inline]
+    fn repost(&mut self, buf: u32) -> bool {
+        Port::repost(self, buf)
+    }
+
+    #[inline]
+    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
+        self.poll_cq_each(|wc| out.push(done(wc)))
+    }
+
+    #[inline]
+    fn busy(&self) -> bool {
+        self.nic_working()
+    }
+
+    fn drain(&mut self) {
+        Port::drain(self)
+    }
+}

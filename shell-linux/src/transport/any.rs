@@ -1,0 +1,139 @@
+//! The transports this shell was built with, as one type: what the job
+//! runner and the benchmarks hold, so that no rank or benchmark code is
+//! written once per transport. A match per call, no allocation; an embedder
+//! with one transport uses its port type directly.
+
+use rmx_core::{Caps, PostError, RdmaOp, RegError};
+
+use super::{Completion, Counters, Events, Mr, Sge, Transport};
+use crate::eth::EthPort;
+use crate::loopnic::Port;
+
+/// A port of any transport of this shell.
+pub enum AnyPort {
+    Loop(Port),
+    Eth(EthPort),
+}
+
+impl From<Port> for AnyPort {
+    fn from(p: Port) -> AnyPort {
+        AnyPort::Loop(p)
+    }
+}
+
+impl From<EthPort> for AnyPort {
+    fn from(p: EthPort) -> AnyPort {
+        AnyPort::Eth(p)
+    }
+}
+
+/// Calls `$call` on whichever port this is.
+macro_rules! each {
+    ($self:expr, $p:ident => $call:expr) => {
+        match $self {
+            AnyPort::Loop($p) => $call,
+            AnyPort::Eth($p) => $call,
+        }
+    };
+}
+
+impl Transport for AnyPort {
+    #[inline]
+    fn rank(&self) -> u16 {
+        each!(self, p => p.rank())
+    }
+
+    fn caps(&self) -> Caps {
+        each!(self, p => Transport::caps(p))
+    }
+
+    fn events(&self) -> Events {
+        each!(self, p => Transport::events(p))
+    }
+
+    unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract is the port's.
+        each!(self, p => unsafe { Transport::register(p, addr, len) })
+    }
+
+    unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract is the port's.
+        each!(self, p => unsafe { Transport::register_user(p, addr, len) })
+    }
+
+    fn deregister(&mut self, mr: Mr) {
+        each!(self, p => Transport::deregister(p, mr))
+    }
+
+    #[inline]
+    fn post_send(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        sges: &[Sge],
+        solicited: bool,
+    ) -> Result<Option<Completion>, PostError> {
+        each!(self, p => Transport::post_send(p, peer, wr_id, sges, solicited))
+    }
+
+    #[inline]
+    fn post_inline(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), PostError> {
+        each!(self, p => Transport::post_inline(p, peer, wr_id, head, body))
+    }
+
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        op: RdmaOp,
+        local: Sge,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<Option<Completion>, PostError> {
+        each!(self, p => Transport::post_rdma(p, peer, wr_id, op, local, remote_addr, rkey))
+    }
+
+    #[inline]
+    fn doorbell(&mut self) {
+        each!(self, p => Transport::doorbell(p))
+    }
+
+    #[inline]
+    fn poll_recv(&mut self) -> Option<u32> {
+        each!(self, p => Transport::poll_recv(p))
+    }
+
+    #[inline]
+    fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+        each!(self, p => Transport::rx_bytes(p, buf))
+    }
+
+    #[inline]
+    fn repost(&mut self, buf: u32) -> bool {
+        each!(self, p => Transport::repost(p, buf))
+    }
+
+    #[inline]
+    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
+        each!(self, p => Transport::poll_cq(p, out))
+    }
+
+    #[inline]
+    fn busy(&self) -> bool {
+        each!(self, p => Transport::busy(p))
+    }
+
+    fn drain(&mut self) {
+        each!(self, p => Transport::drain(p))
+    }
+
+    fn counters(&self) -> Counters {
+        each!(self, p => Transport::counters(p))
+    }
+}

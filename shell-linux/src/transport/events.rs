@@ -1,0 +1,125 @@
+//! What a waiting thread sleeps on: a software NIC's event counter, or a
+//! descriptor that `poll(2)` watches (a socket, later a verbs completion
+//! channel) beside an eventfd that wakes the sleeper on demand.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::loopnic;
+
+/// A handle on one port's events; clones share them.
+#[derive(Clone)]
+pub enum Events {
+    /// `loop`'s completion channel.
+    Loop(loopnic::Events),
+    /// A descriptor that turns readable when the port has work.
+    Fd(FdEvents),
+}
+
+impl Events {
+    /// Events so far; pass to [`wait`](Self::wait).
+    pub fn count(&self) -> u64 {
+        match self {
+            Events::Loop(e) => e.count(),
+            Events::Fd(e) => e.count(),
+        }
+    }
+
+    /// Sleeps until an event after `seen`, or `timeout`.
+    pub fn wait(&self, seen: u64, timeout: Duration) {
+        match self {
+            Events::Loop(e) => {
+                e.wait(seen, timeout);
+            }
+            Events::Fd(e) => e.wait(seen, timeout),
+        }
+    }
+
+    /// Makes the next packet raise an event even if unsolicited. A readable
+    /// descriptor always does.
+    pub fn arm(&self) {
+        if let Events::Loop(e) = self {
+            e.arm()
+        }
+    }
+
+    /// Wakes the sleeper (to stop it).
+    pub fn kick(&self) {
+        match self {
+            Events::Loop(e) => e.kick(),
+            Events::Fd(e) => e.kick(),
+        }
+    }
+}
+
+struct FdShared {
+    /// The port's descriptor; the port keeps it open as long as it lives,
+    /// and holds a clone of this handle, so this never outlives it.
+    watched: Arc<OwnedFd>,
+    wake: OwnedFd,
+    kicks: AtomicU64,
+}
+
+/// Sleeping in `poll(2)` on a port's descriptor; level-triggered, so a
+/// packet that arrived before the sleep ends it at once.
+#[derive(Clone)]
+pub struct FdEvents(Arc<FdShared>);
+
+impl FdEvents {
+    /// Events on `watched` (readable means work).
+    pub fn new(watched: Arc<OwnedFd>) -> std::io::Result<FdEvents> {
+        // SAFETY: eventfd(2) with flags only; the descriptor is owned at once.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(FdEvents(Arc::new(FdShared {
+            watched,
+            // SAFETY: a fresh descriptor nothing else owns.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            kicks: AtomicU64::new(0),
+        })))
+    }
+
+    fn count(&self) -> u64 {
+        self.0.kicks.load(Ordering::Acquire)
+    }
+
+    fn wait(&self, seen: u64, timeout: Duration) {
+        if self.count() != seen {
+            return;
+        }
+        let mut fds = [
+            pollfd(self.0.watched.as_raw_fd()),
+            pollfd(self.0.wake.as_raw_fd()),
+        ];
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: two initialised pollfd entries and a valid timeout.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if n > 0 && fds[1].revents != 0 {
+            let mut v = 0u64;
+            // SAFETY: an eventfd reads exactly 8 bytes into `v`.
+            unsafe { libc::read(self.0.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+
+    fn kick(&self) {
+        self.0.kicks.fetch_add(1, Ordering::AcqRel);
+        let one = 1u64;
+        // SAFETY: an eventfd takes exactly 8 bytes.
+        unsafe { libc::write(self.0.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+}
+
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
