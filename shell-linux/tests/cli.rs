@@ -359,9 +359,24 @@ fn table_output_is_aligned() {
 
 #[test]
 fn errors_say_what_to_do() {
-    let (code, _, err) = rmx(&["bench", "pingpong", "--transport", "eth"]);
+    let (code, _, err) = rmx(&["bench", "pingpong", "--transport", "verbs"]);
     assert_eq!(code, 2);
     assert!(err.contains("--transport loop"), "{err}");
+    let (code, _, err) = rmx(&["bench", "pingpong", "--loss", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--transport eth only"), "{err}");
+    let (code, _, err) = rmx(&[
+        "bench",
+        "msgrate",
+        "--transport",
+        "eth",
+        "--iface",
+        "lo",
+        "--loss",
+        "250",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("percentage from 0 to 100"), "{err}");
     let (code, _, err) = rmx(&["bench", "bw", "--max-size", "1000000000"]);
     assert_eq!(code, 2);
     assert!(err.contains("above the benchmarks' limit"), "{err}");

@@ -6,6 +6,7 @@ use common::watchdog;
 use rmx_core::{RecvFault, Source, TagSel};
 
 use rmx_linux::job;
+use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
 
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
@@ -19,7 +20,7 @@ fn thousands_of_messages_arrive_intact_and_in_order() {
     let out = job::run(
         2,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| {
             let n = 3000;
             if r.rank() == 0 {
@@ -52,7 +53,7 @@ fn windows_beyond_the_credits_flow_without_loss() {
     let out = job::run(
         2,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| {
             let n = 200usize;
             let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(i, 100)).collect();
@@ -94,7 +95,7 @@ fn truncation_and_wildcards_across_threads() {
     let out = job::run(
         3,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| match r.rank() {
             0 => {
                 let mut small = [0u8; 4];
@@ -132,7 +133,7 @@ fn all_to_all_with_four_ranks_shares_each_receive_queue() {
     let out = job::run(
         4,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| {
             let me = r.rank();
             let peers: Vec<u16> = (0..4).filter(|&p| p != me).collect();
@@ -191,7 +192,7 @@ fn a_rank_can_send_to_itself() {
     let out = job::run(
         1,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| {
             let mut buf = [0u8; 5];
             // SAFETY: the buffer outlives the request, which is waited for before it is read.
@@ -216,7 +217,7 @@ fn a_cancelled_receive_completes_as_cancelled_and_never_matches() {
     let out = job::run(
         1,
         rmx_linux::rank::loop_config(),
-        LoopConfig::default(),
+        &Net::Loop(LoopConfig::default()),
         |r| {
             let mut first = [0u8; 4];
             let mut second = [0u8; 4];

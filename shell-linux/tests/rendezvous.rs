@@ -10,6 +10,7 @@ use common::watchdog;
 use rmx_core::{Config, Protocol, RecvFault, Source, TagSel};
 
 use rmx_linux::job;
+use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
 
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
@@ -42,7 +43,7 @@ fn every_protocol_delivers_large_messages_byte_for_byte_from_unaligned_buffers()
     }
     for p in PROTOCOLS {
         let sizes = sizes.clone();
-        let out = job::run(2, config(p), LoopConfig::default(), |r| {
+        let out = job::run(2, config(p), &Net::Loop(LoopConfig::default()), |r| {
             let mut bad = Vec::new();
             for (i, &n) in sizes.iter().enumerate() {
                 let off = 1 + i % 7;
@@ -91,7 +92,7 @@ fn every_protocol_delivers_large_messages_byte_for_byte_from_unaligned_buffers()
 fn unexpected_rendezvous_and_eager_messages_keep_their_order() {
     let _guard = watchdog("unexpected_rendezvous_keep_order", 60);
     for p in PROTOCOLS {
-        let out = job::run(2, config(p), LoopConfig::default(), |r| {
+        let out = job::run(2, config(p), &Net::Loop(LoopConfig::default()), |r| {
             let sizes = [100usize, 50_000, 8192, 8193, 3, 200_000];
             if r.rank() == 0 {
                 let bufs: Vec<Vec<u8>> = sizes
@@ -133,7 +134,7 @@ fn unexpected_rendezvous_and_eager_messages_keep_their_order() {
 fn a_short_receive_truncates_and_the_sender_still_completes() {
     let _guard = watchdog("short_receive_truncates", 60);
     for p in PROTOCOLS {
-        let out = job::run(2, config(p), LoopConfig::default(), |r| {
+        let out = job::run(2, config(p), &Net::Loop(LoopConfig::default()), |r| {
             let n = 100_000usize;
             if r.rank() == 0 {
                 let st = {
@@ -174,31 +175,36 @@ fn rput_moves_data_during_a_computation_only_with_a_progress_thread() {
     let _guard = watchdog("rput_progress_thread", 60);
     for thread in [false, true] {
         let computing = AtomicBool::new(false);
-        let out = job::run(2, config(Protocol::Rput), LoopConfig::default(), |r| {
-            let n = 1 << 20;
-            if r.rank() == 0 {
-                r.set_progress_thread(thread);
-                let b = pattern(3, n);
-                // SAFETY: waited for before `b` drops.
-                let q = unsafe { r.isend_raw(1, 1, b.as_ptr(), n).unwrap() };
-                computing.store(true, Ordering::Release);
-                // The computation: no call into rmx for 300 ms.
-                std::thread::sleep(Duration::from_millis(300));
-                computing.store(false, Ordering::Release);
-                r.wait(q);
-                r.set_progress_thread(false);
-                true
-            } else {
-                while !computing.load(Ordering::Acquire) {
-                    std::hint::spin_loop();
+        let out = job::run(
+            2,
+            config(Protocol::Rput),
+            &Net::Loop(LoopConfig::default()),
+            |r| {
+                let n = 1 << 20;
+                if r.rank() == 0 {
+                    r.set_progress_thread(thread);
+                    let b = pattern(3, n);
+                    // SAFETY: waited for before `b` drops.
+                    let q = unsafe { r.isend_raw(1, 1, b.as_ptr(), n).unwrap() };
+                    computing.store(true, Ordering::Release);
+                    // The computation: no call into rmx for 300 ms.
+                    std::thread::sleep(Duration::from_millis(300));
+                    computing.store(false, Ordering::Release);
+                    r.wait(q);
+                    r.set_progress_thread(false);
+                    true
+                } else {
+                    while !computing.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    let mut buf = vec![0u8; n];
+                    let st = r.recv(Source::Rank(0), TagSel::Tag(1), &mut buf).unwrap();
+                    // Done while the sender still computes?
+                    let during = computing.load(Ordering::Acquire);
+                    st.len as usize == n && buf == pattern(3, n) && during
                 }
-                let mut buf = vec![0u8; n];
-                let st = r.recv(Source::Rank(0), TagSel::Tag(1), &mut buf).unwrap();
-                // Done while the sender still computes?
-                let during = computing.load(Ordering::Acquire);
-                st.len as usize == n && buf == pattern(3, n) && during
-            }
-        });
+            },
+        );
         assert_eq!(
             out[1], thread,
             "progress thread {thread}: the receive completed during the sender's computation"
@@ -211,7 +217,7 @@ fn rput_moves_data_during_a_computation_only_with_a_progress_thread() {
 fn a_window_of_large_messages_completes_by_each_protocol() {
     let _guard = watchdog("window_of_large_messages", 60);
     for p in PROTOCOLS {
-        let out = job::run(2, config(p), LoopConfig::default(), |r| {
+        let out = job::run(2, config(p), &Net::Loop(LoopConfig::default()), |r| {
             let n = 1 << 20;
             let mut ok = true;
             for round in 0..2 {

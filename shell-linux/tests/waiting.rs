@@ -11,6 +11,7 @@ use common::watchdog;
 use rmx_core::{Config, Source, TagSel};
 
 use rmx_linux::job;
+use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
 
 /// CPU time this thread has used.
@@ -30,7 +31,7 @@ fn a_rank_waiting_for_a_late_message_sleeps_instead_of_spinning() {
     let _guard = watchdog("a_rank_waiting_sleeps", 60);
     let delay = Duration::from_millis(400);
     let cfg = rmx_linux::rank::loop_config();
-    let out = job::run(2, cfg, LoopConfig::default(), |r| {
+    let out = job::run(2, cfg, &Net::Loop(LoopConfig::default()), |r| {
         let mut buf = [0u8; 8];
         if r.rank() == 0 {
             let (t0, c0) = (Instant::now(), thread_cpu());
@@ -69,7 +70,7 @@ fn a_thread_flushes_a_rank_before_turning_to_another_job() {
     };
     let cfgs = [one_entry, one_entry];
     let queued = AtomicBool::new(false);
-    let out = job::run_configs(&cfgs, LoopConfig::default(), |ranks| {
+    let out = job::run_configs(&cfgs, &Net::Loop(LoopConfig::default()), |ranks| {
         let (a, b) = ranks.split_at_mut(1);
         let (a, b) = (&mut a[0], &mut b[0]);
         let mut buf = [0u8; 4];

@@ -6,6 +6,7 @@ mod common;
 use common::watchdog;
 use rmx_core::{Source, TagSel};
 use rmx_linux::job;
+use rmx_linux::job::Net;
 use rmx_linux::loopnic::{pagemap, LoopConfig};
 use rmx_linux::monitor::Monitor;
 use rmx_linux::rank::loop_config;
@@ -56,33 +57,39 @@ fn random_sizes_and_offsets_arrive_byte_identical() {
     }
     let _guard = watchdog("random_sizes_and_offsets_arrive_byte_identical", 60);
     let cal = eager_cal();
-    let out = job::run_with(2, loop_config(), LoopConfig::default(), Some(&cal), |r| {
-        // One arena reused for every send: offsets are unaligned and cross pages.
-        let arena = pattern(9, 3 * 8192);
-        let mut x = 12345u64;
-        let mut zc = 0;
-        for i in 0..600u32 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let len = 1 + (x >> 33) as usize % 8192;
-            let off = (x >> 13) as usize % (2 * 8192);
-            let want = &arena[off..off + len];
-            if r.rank() == 0 {
-                r.send(1, i, want).unwrap();
-            } else {
-                let mut got = vec![0u8; 8192];
-                let st = r.recv(Source::Rank(0), TagSel::Tag(i), &mut got).unwrap();
-                assert_eq!(st.len as usize, len);
-                assert!(
-                    got[..len] == *want,
-                    "message {i}: {len} B at offset {off} differs"
-                );
+    let out = job::run_with(
+        2,
+        loop_config(),
+        &Net::Loop(LoopConfig::default()),
+        Some(&cal),
+        |r| {
+            // One arena reused for every send: offsets are unaligned and cross pages.
+            let arena = pattern(9, 3 * 8192);
+            let mut x = 12345u64;
+            let mut zc = 0;
+            for i in 0..600u32 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let len = 1 + (x >> 33) as usize % 8192;
+                let off = (x >> 13) as usize % (2 * 8192);
+                let want = &arena[off..off + len];
+                if r.rank() == 0 {
+                    r.send(1, i, want).unwrap();
+                } else {
+                    let mut got = vec![0u8; 8192];
+                    let st = r.recv(Source::Rank(0), TagSel::Tag(i), &mut got).unwrap();
+                    assert_eq!(st.len as usize, len);
+                    assert!(
+                        got[..len] == *want,
+                        "message {i}: {len} B at offset {off} differs"
+                    );
+                }
+                zc = r.stats().zero_copy_sends;
             }
-            zc = r.stats().zero_copy_sends;
-        }
-        zc
-    });
+            zc
+        },
+    );
     assert!(out[0] > 100, "only {} of 600 sends went zero-copy", out[0]);
 }
 
@@ -120,7 +127,7 @@ fn unmapped_and_released_memory_is_never_sent_from_a_stale_registration() {
         ..LoopConfig::default()
     };
     let len = 6000;
-    let out = job::run_with(2, loop_config(), nic, Some(&cal), |r| {
+    let out = job::run_with(2, loop_config(), &Net::Loop(nic), Some(&cal), |r| {
         let buf = map(2 * 4096, None);
         let me = r.rank();
         let fill = |seed| {
@@ -180,26 +187,32 @@ fn jobs_freeing_watched_heap_memory_never_deadlock_the_monitor() {
     );
     let cal = eager_cal();
     for round in 0..40u32 {
-        job::run_with(2, loop_config(), LoopConfig::default(), Some(&cal), |r| {
-            for k in 0..20u32 {
-                // Heap buffers of many sizes, freed at once: some are returned
-                // to the system (munmap, trim) while registered pages are watched.
-                let len = 1 + ((round * 7919 + k * 104_729) % 8192) as usize;
-                let big = vec![k as u8; 64 * 1024 + len * 8];
-                let data = pattern(round + k, len);
-                if r.rank() == 0 {
-                    r.send(1, k, &data).unwrap();
-                    r.send(1, k + 100, &big[..len]).unwrap();
-                } else {
-                    let mut got = vec![0u8; len];
-                    r.recv(Source::Rank(0), TagSel::Tag(k), &mut got).unwrap();
-                    assert!(got == data);
-                    r.recv(Source::Rank(0), TagSel::Tag(k + 100), &mut got)
-                        .unwrap();
-                    assert!(got == big[..len]);
+        job::run_with(
+            2,
+            loop_config(),
+            &Net::Loop(LoopConfig::default()),
+            Some(&cal),
+            |r| {
+                for k in 0..20u32 {
+                    // Heap buffers of many sizes, freed at once: some are returned
+                    // to the system (munmap, trim) while registered pages are watched.
+                    let len = 1 + ((round * 7919 + k * 104_729) % 8192) as usize;
+                    let big = vec![k as u8; 64 * 1024 + len * 8];
+                    let data = pattern(round + k, len);
+                    if r.rank() == 0 {
+                        r.send(1, k, &data).unwrap();
+                        r.send(1, k + 100, &big[..len]).unwrap();
+                    } else {
+                        let mut got = vec![0u8; len];
+                        r.recv(Source::Rank(0), TagSel::Tag(k), &mut got).unwrap();
+                        assert!(got == data);
+                        r.recv(Source::Rank(0), TagSel::Tag(k + 100), &mut got)
+                            .unwrap();
+                        assert!(got == big[..len]);
+                    }
+                    drop(big);
                 }
-                drop(big);
-            }
-        });
+            },
+        );
     }
 }
