@@ -2,7 +2,7 @@
 //! the job names ([`Net`]): `loop`, or raw Ethernet with each rank's thread
 //! in its own network namespace of a lab.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 
 use rmx_core::frame::EthAddr;
@@ -155,9 +155,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// MPI's finalize for the ranks of one thread: progress until their buffered
 /// sends have left, then keep taking packets until every thread of the job
 /// got that far (so that no rank stops while a peer still sends to it).
-fn finish(ranks: &mut [&mut Rank], done: &AtomicUsize, threads: usize) {
+fn finish(ranks: &mut [&mut Rank], done: &AtomicUsize, threads: usize, failed: &AtomicBool) {
     let mut counted = false;
-    loop {
+    // A thread that panicked never gets here: the others must not wait for it.
+    while !failed.load(Ordering::Acquire) {
         for r in ranks.iter_mut() {
             r.progress();
         }
@@ -167,6 +168,17 @@ fn finish(ranks: &mut [&mut Rank], done: &AtomicUsize, threads: usize) {
         }
         if counted && done.load(Ordering::Acquire) == threads {
             return;
+        }
+    }
+}
+
+/// Raises `failed` if its thread unwinds (a rank's body panicked).
+struct FailFlag<'a>(&'a AtomicBool);
+
+impl Drop for FailFlag<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Release);
         }
     }
 }
@@ -273,11 +285,13 @@ where
 {
     let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(n, net)).collect();
     let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|me| {
-                let (make, body, done, wires) = (&make, &body, &done, &wires);
+                let (make, body, done, wires, failed) = (&make, &body, &done, &wires, &failed);
                 s.spawn(move || {
+                    let _flag = FailFlag(failed);
                     pin_to_cpu(me as usize);
                     let placed = match wires.iter().find_map(|w| w.netns(me)) {
                         Some(ns) => netns::enter(ns).map_err(|e| {
@@ -294,7 +308,7 @@ where
                     let mut ranks = make(me, ports);
                     let out = body(&mut ranks);
                     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
-                    finish(&mut refs, done, n as usize);
+                    finish(&mut refs, done, n as usize, failed);
                     out
                 })
             })

@@ -600,6 +600,12 @@ impl<T: Transport + 'static> Rank<T> {
         self.with_ref(|d| *d.ep.stats())
     }
 
+    /// What the transport dropped or refused below the core (bad frames on
+    /// `eth`, injected faults).
+    pub fn transport_counters(&self) -> crate::transport::Counters {
+        self.with_ref(|d| d.nic.port.counters())
+    }
+
     /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
     /// handle for the core, and gives the handle back if the core refuses.
     fn start<E>(

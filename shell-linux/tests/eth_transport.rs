@@ -95,3 +95,186 @@ fn messages_of_every_size_cross_the_lab_exactly_once() {
     };
     exchange(&net);
 }
+
+#[test]
+fn messages_survive_loss_duplication_and_reordering() {
+    let faults = Faults::percent(5.0, 2.0, 10.0, 7).unwrap();
+    let Some((_lab, net)) = lab("f", 2, 9000, faults) else {
+        return;
+    };
+    exchange(&net);
+    // A stream of small messages: each once, in order.
+    let out = job::run(2, loop_config(), &net, |r| {
+        let n = 3000u32;
+        if r.rank() == 0 {
+            for i in 0..n {
+                r.send(1, 9, &i.to_le_bytes()).expect("send");
+            }
+        } else {
+            for i in 0..n {
+                let mut b = [0u8; 4];
+                let st = r.recv(Source::Rank(0), TagSel::Tag(9), &mut b).unwrap();
+                assert_eq!(st.len, 4);
+                assert_eq!(u32::from_le_bytes(b), i, "in order, once");
+            }
+        }
+        (r.stats(), r.transport_counters())
+    });
+    let (st, c) = out[1];
+    eprintln!("rank 1: {st:?}\n{c:?}");
+    assert!(c.injected_drops > 0, "the faults were injected");
+    assert!(st.duplicates > 0, "duplicates were seen and dropped");
+    assert!(out[0].0.retransmits > 0, "losses were repaired");
+}
+
+#[test]
+fn wildcards_and_truncation_across_four_ranks_on_a_bridge() {
+    let Some((_lab, net)) = lab("w", 4, 1500, Faults::default()) else {
+        return;
+    };
+    let per = 200u32;
+    job::run(4, loop_config(), &net, |r| {
+        let me = r.rank();
+        if me == 0 {
+            // Posted first, so rank 1's tag 1000 matches it, not a wildcard.
+            let mut small = [0u8; 1000];
+            // SAFETY: `small` outlives the request, waited for below.
+            let trunc = unsafe {
+                r.irecv_raw(
+                    Source::Rank(1),
+                    TagSel::Tag(1000),
+                    small.as_mut_ptr(),
+                    small.len(),
+                )
+            }
+            .unwrap();
+            let mut next = [0u32; 4];
+            for _ in 0..3 * per {
+                let mut b = [0u8; 3000];
+                let st = r.recv(Source::Any, TagSel::Any, &mut b).unwrap();
+                let src = st.source as usize;
+                assert!((1..4).contains(&src));
+                assert_eq!(st.tag, next[src], "per-source order under wildcards");
+                let n = 100 + st.tag as usize * 10 % 2900;
+                assert_eq!(st.len as usize, n);
+                assert_eq!(&b[..n], &pattern(src + st.tag as usize, n)[..]);
+                next[src] += 1;
+            }
+            // A message larger than the receive: the first bytes, and why.
+            let st = r.wait(trunc);
+            assert_eq!(st.len, 1000);
+            assert!(
+                matches!(
+                    st.fault,
+                    Some(rmx_core::RecvFault::Truncated { len: 5000, .. })
+                ),
+                "{:?}",
+                st.fault
+            );
+            assert_eq!(&small[..], &pattern(77, 5000)[..1000]);
+        } else {
+            for t in 0..per {
+                let n = 100 + t as usize * 10 % 2900;
+                r.send(0, t, &pattern(me as usize + t as usize, n)).unwrap();
+            }
+            if me == 1 {
+                r.send(0, 1000, &pattern(77, 5000)).unwrap();
+            }
+        }
+    });
+}
+
+#[test]
+fn malformed_frames_on_the_wire_are_counted_and_dropped() {
+    use rmx_core::frame::{encode_header, EthAddr, ETHERTYPE, FRAME_HEADER_LEN};
+    use rmx_linux::eth::RawSocket;
+    use std::sync::Mutex;
+    let Some((_lab, net)) = lab("m", 2, 9000, Faults::default()) else {
+        return;
+    };
+    let target = Mutex::new(None::<EthAddr>);
+    let out = job::run(2, loop_config(), &net, |r| {
+        let me = r.rank();
+        let barrier = |r: &mut rmx_linux::rank::Rank| {
+            // A message each way orders the phases.
+            let peer = 1 - r.rank();
+            r.send(peer, 500, &[]).unwrap();
+            r.recv(Source::Rank(peer), TagSel::Tag(500), &mut [])
+                .unwrap();
+        };
+        if me == 0 {
+            // Rank 0's address: its namespace's MAC, endpoint 0.
+            let s = RawSocket::open(IFACE, ETHERTYPE, true).unwrap();
+            *target.lock().unwrap() = Some(EthAddr {
+                mac: s.mac(),
+                endpoint: 0,
+            });
+        }
+        barrier(r);
+        if me == 1 {
+            // An intruder in rank 1's namespace sends bad frames to rank 0.
+            let to = target.lock().unwrap().unwrap();
+            let s = RawSocket::open(IFACE, ETHERTYPE, true).unwrap();
+            let stranger = EthAddr {
+                mac: [2, 9, 9, 9, 9, 9],
+                endpoint: 0,
+            };
+            let rank1 = EthAddr {
+                mac: s.mac(),
+                endpoint: 1,
+            };
+            let mut f = vec![0u8; FRAME_HEADER_LEN + 64];
+            // From an address that is no rank.
+            encode_header(&mut f, ETHERTYPE, to, stranger, 64).unwrap();
+            assert!(s.send(&f).unwrap());
+            // For an endpoint that is not rank 0's.
+            let other = EthAddr { endpoint: 5, ..to };
+            encode_header(&mut f, ETHERTYPE, other, rank1, 64).unwrap();
+            assert!(s.send(&f).unwrap());
+            // Rank 1's address, but a packet naming rank 0 as its source.
+            encode_header(&mut f, ETHERTYPE, to, rank1, 64).unwrap();
+            f[FRAME_HEADER_LEN + 2] = 0;
+            assert!(s.send(&f).unwrap());
+            // Another version; a length past the frame; cut in its header.
+            encode_header(&mut f, ETHERTYPE, to, rank1, 64).unwrap();
+            let mut v = f.clone();
+            v[14] = 9;
+            assert!(s.send(&v).unwrap());
+            let mut l = f.clone();
+            l[20..22].copy_from_slice(&5000u16.to_be_bytes());
+            assert!(s.send(&l).unwrap());
+            assert!(s.send(&f[..FRAME_HEADER_LEN - 3]).unwrap());
+            // Garbage as a packet from rank 1 itself: the core's to judge.
+            encode_header(&mut f, ETHERTYPE, to, rank1, 64).unwrap();
+            for b in &mut f[FRAME_HEADER_LEN + 4..] {
+                *b = 0xA5;
+            }
+            f[FRAME_HEADER_LEN + 2..FRAME_HEADER_LEN + 4].copy_from_slice(&1u16.to_le_bytes());
+            assert!(s.send(&f).unwrap());
+        }
+        barrier(r);
+        // Traffic still flows after them.
+        let peer = 1 - me;
+        let data = pattern(3, 20_000);
+        if me == 1 {
+            r.send(peer, 1, &data).unwrap();
+        } else {
+            let mut b = vec![0u8; 20_000];
+            r.recv(Source::Rank(peer), TagSel::Tag(1), &mut b).unwrap();
+            assert_eq!(b, data);
+        }
+        barrier(r);
+        (r.stats(), r.transport_counters())
+    });
+    let (st, c) = out[0];
+    eprintln!("rank 0: {c:?}\nmalformed {}", st.malformed);
+    assert_eq!(c.unknown_source, 2, "a stranger and a forged source");
+    assert_eq!(c.unknown_endpoint, 1);
+    assert_eq!(c.version, 1);
+    assert_eq!(c.length, 1);
+    assert_eq!(c.short, 1);
+    assert_eq!(
+        st.malformed, 1,
+        "the garbage packet reached the core's checks"
+    );
+}
