@@ -9,6 +9,7 @@ pub mod progress;
 pub mod rate;
 pub mod report;
 pub mod spectrum;
+pub mod wire;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};

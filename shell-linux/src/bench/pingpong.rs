@@ -1,11 +1,13 @@
-//! `rmx bench pingpong`: one-way latency (half a round trip), beside the floor
-//! of a bare shared-memory copy measured between the same two threads in the
-//! same run, alternating size by size.
+//! `rmx bench pingpong`: one-way latency (half a round trip), beside its
+//! floor measured between the same two threads in the same run, alternating
+//! size by size: a bare shared-memory copy on `loop`, bare Ethernet frames
+//! over the same link on `eth`.
 
 use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
+use super::wire::{WireFloor, WireSide};
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
@@ -38,6 +40,32 @@ pub(crate) fn rmx_rounds(
         }
     }
     crate::clock::now_ns() - t0
+}
+
+/// The floor beside rmx: a shared-memory copy between the two threads on
+/// `loop`, bare frames over the same link on `eth`.
+enum Bare<'a> {
+    Memory {
+        side: super::floor::Side<'a>,
+        seq: u64,
+        buf: Vec<u8>,
+    },
+    Wire(WireSide),
+}
+
+impl Bare<'_> {
+    /// `rounds` round trips of `size` bytes: elapsed ns, or `None` if the
+    /// wire lost a frame.
+    fn rounds(&mut self, rounds: u64, size: usize, sbuf: &[u8], rbuf: &mut [u8]) -> Option<u64> {
+        match self {
+            Bare::Memory { side, seq, buf } => {
+                let t = side.run(*seq, rounds, size, buf);
+                *seq += rounds;
+                Some(t)
+            }
+            Bare::Wire(w) => w.pingpong(rounds, size, sbuf, rbuf),
+        }
+    }
 }
 
 /// Latency per size; sizes above the eager threshold once per rendezvous
@@ -104,30 +132,37 @@ fn measure(
 ) -> Vec<serde_json::Value> {
     let warmup = opts.warmup.min(iters);
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
-    let floor = Floor::new(max);
+    let memory = Floor::new(max);
+    let wire = match net {
+        Net::Eth(e) => Some(WireFloor::new(&e.iface)),
+        Net::Loop(_) => None,
+    };
     let barrier = super::SpinBarrier::new(2);
     let rows = job::run_with(2, cfg, net, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
-        let mut fbuf = vec![0u8; 2 * max];
-        let mut side = floor.side(me).expect("one thread per side");
-        let mut seq = 0u64;
+        let mut bare = match &wire {
+            Some(w) => Bare::Wire(w.side(me).expect("the floor's raw socket")),
+            None => Bare::Memory {
+                side: memory.side(me).expect("one thread per side"),
+                seq: 0,
+                buf: vec![0u8; 2 * max],
+            },
+        };
         let mut rows = Vec::new();
         for &size in sizes {
             barrier.wait();
-            side.run(seq, warmup, size, &mut fbuf);
-            seq += warmup;
+            bare.rounds(warmup, size, &sbuf, &mut rbuf);
             barrier.wait();
-            let f = side.run(seq, iters, size, &mut fbuf);
-            seq += iters;
+            let f = bare.rounds(iters, size, &sbuf, &mut rbuf);
             barrier.wait();
             rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);
             barrier.wait();
             let t = rmx_rounds(r, iters, size, &sbuf, &mut rbuf);
             if me == 0 {
                 let lat = t as f64 / iters as f64 / 2.0 / 1000.0;
-                let fl = f as f64 / iters as f64 / 2.0 / 1000.0;
+                let fl = f.map(|f| f as f64 / iters as f64 / 2.0 / 1000.0);
                 rows.push((size, lat, fl));
                 pb.inc(1);
             }
@@ -138,7 +173,7 @@ fn measure(
     rows[0]
         .iter()
         .map(|&(size, lat, fl)| {
-            json!({"size": size, "rndv": name, "latency_us": lat, "floor_us": fl, "ratio": lat / fl})
+            json!({"size": size, "rndv": name, "latency_us": lat, "floor_us": fl, "ratio": fl.map(|f| lat / f)})
         })
         .collect()
 }

@@ -1,0 +1,345 @@
+//! The floors of the `eth` transport, measured over the same link in the
+//! same run: bare Ethernet frames between the two ranks' threads, no
+//! protocol at all. A ping-pong that sends as many frames as a size needs
+//! (gathered from and scattered into the buffers by the socket calls, busy
+//! polled), and a stream of frames in batches of one `sendmmsg` each, whose
+//! rate the receiver counts.
+//!
+//! The frames carry their own EtherType (rmx's plus one), so the ranks'
+//! sockets never see them. A frame lost on the way would stall a floor:
+//! each waits at most [`PATIENCE_NS`] and then reports no figure.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::{Barrier, Mutex};
+
+use rmx_core::frame::{Mac, ETH_HEADER_LEN};
+
+use crate::clock::now_ns;
+use crate::eth::RawSocket;
+
+/// The floors' EtherType: IEEE's second local experimental one.
+pub const FLOOR_ETHERTYPE: u16 = 0x88B6;
+/// How long a floor waits for a frame before it gives up.
+pub const PATIENCE_NS: u64 = 2_000_000_000;
+/// Frames per `sendmmsg`/`recvmmsg`.
+const BATCH: usize = 32;
+/// First payload byte of a stream's last frame (data frames carry 0).
+const END: u8 = 0xEE;
+
+/// What the two sides share to find each other.
+pub struct WireFloor {
+    iface: String,
+    macs: Mutex<[Option<Mac>; 2]>,
+    met: Barrier,
+}
+
+/// One side of a [`WireFloor`], in its rank's thread and namespace.
+pub struct WireSide {
+    sock: RawSocket,
+    me: u16,
+    head: [u8; ETH_HEADER_LEN],
+    /// Largest payload of one frame (the interface's MTU).
+    mtu: usize,
+    scratch: Vec<u8>,
+}
+
+impl WireFloor {
+    pub fn new(iface: &str) -> WireFloor {
+        WireFloor {
+            iface: iface.into(),
+            macs: Mutex::new([None; 2]),
+            met: Barrier::new(2),
+        }
+    }
+
+    /// Side `me` (0 or 1); both sides call this at once.
+    pub fn side(&self, me: u16) -> io::Result<WireSide> {
+        let opened = RawSocket::open(&self.iface, FLOOR_ETHERTYPE, true);
+        {
+            let mut m = self.macs.lock().unwrap_or_else(|e| e.into_inner());
+            m[me as usize & 1] = opened.as_ref().ok().map(|s| s.mac());
+        }
+        self.met.wait();
+        let sock = opened?;
+        let peer = self.macs.lock().unwrap_or_else(|e| e.into_inner())[(me as usize + 1) & 1]
+            .ok_or_else(|| io::Error::other("the other side could not open its socket"))?;
+        sock.set_buffers(64 << 20);
+        let mut head = [0u8; ETH_HEADER_LEN];
+        head[..6].copy_from_slice(&peer);
+        head[6..12].copy_from_slice(&sock.mac());
+        head[12..].copy_from_slice(&FLOOR_ETHERTYPE.to_be_bytes());
+        let mtu = sock.mtu() as usize;
+        Ok(WireSide {
+            sock,
+            me,
+            head,
+            mtu,
+            scratch: vec![0u8; ETH_HEADER_LEN + mtu],
+        })
+    }
+}
+
+impl WireSide {
+    /// Frames a message of `size` bytes takes (an empty one takes one).
+    pub fn frames(&self, size: usize) -> usize {
+        size.div_ceil(self.mtu).max(1)
+    }
+
+    fn send(&self, body: &[u8]) -> io::Result<()> {
+        let iov = [
+            libc::iovec {
+                iov_base: self.head.as_ptr() as *mut libc::c_void,
+                iov_len: ETH_HEADER_LEN,
+            },
+            libc::iovec {
+                iov_base: body.as_ptr() as *mut libc::c_void,
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = 2;
+        loop {
+            // SAFETY: the two entries name live buffers of their lengths.
+            let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+            if r >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Busy-polls for one frame and scatters its payload into `body`;
+    /// `None` after [`PATIENCE_NS`].
+    fn recv(&mut self, body: &mut [u8]) -> Option<usize> {
+        let iov = [
+            libc::iovec {
+                iov_base: self.scratch.as_mut_ptr().cast(),
+                iov_len: ETH_HEADER_LEN,
+            },
+            libc::iovec {
+                iov_base: body.as_mut_ptr().cast(),
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = 2;
+        let mut since = 0;
+        for spin in 0u64.. {
+            // SAFETY: the two entries name live, writable buffers of their lengths.
+            let r = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                return Some((r as usize).saturating_sub(ETH_HEADER_LEN));
+            }
+            if spin % 1024 == 0 {
+                let now = now_ns();
+                if since == 0 {
+                    since = now;
+                } else if now - since > PATIENCE_NS {
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// `rounds` round trips of `size` bytes (side 0 first), each message
+    /// as many frames as it needs; elapsed ns, or `None` if a frame was lost.
+    pub fn pingpong(
+        &mut self,
+        rounds: u64,
+        size: usize,
+        sbuf: &[u8],
+        rbuf: &mut [u8],
+    ) -> Option<u64> {
+        let t0 = now_ns();
+        for _ in 0..rounds {
+            if self.me == 0 {
+                self.message_out(&sbuf[..size])?;
+                self.message_in(&mut rbuf[..size])?;
+            } else {
+                self.message_in(&mut rbuf[..size])?;
+                self.message_out(&sbuf[..size])?;
+            }
+        }
+        Some(now_ns() - t0)
+    }
+
+    fn message_out(&self, data: &[u8]) -> Option<()> {
+        if data.is_empty() {
+            return self.send(&[]).ok();
+        }
+        for chunk in data.chunks(self.mtu) {
+            self.send(chunk).ok()?;
+        }
+        Some(())
+    }
+
+    fn message_in(&mut self, data: &mut [u8]) -> Option<()> {
+        let n = self.frames(data.len());
+        let mtu = self.mtu;
+        for i in 0..n {
+            let at = (i * mtu).min(data.len());
+            let end = (at + mtu).min(data.len());
+            self.recv(&mut data[at..end])?;
+        }
+        Some(())
+    }
+
+    /// Side 0 streams `frames` frames of `payload` bytes in batches of one
+    /// `sendmmsg` each, then an end mark until side 1 answers; side 1
+    /// counts what arrives. Both return the frames per second side 1 saw
+    /// (first frame to end mark), or `None` if the stream stalled.
+    pub fn stream(&mut self, frames: u64, payload: usize) -> Option<f64> {
+        let payload = payload.clamp(1, self.mtu);
+        let mut rate = [0u8; 8];
+        if self.me == 0 {
+            let body = vec![0u8; payload];
+            let mut left = frames;
+            while left > 0 {
+                let n = left.min(BATCH as u64) as usize;
+                left -= self.send_batch(&body, n)? as u64;
+            }
+            // The end mark, until the counter answers with its rate.
+            let t0 = now_ns();
+            loop {
+                self.send(&[END]).ok()?;
+                let mut got = [0u8; 9];
+                let deadline = now_ns() + 1_000_000;
+                while now_ns() < deadline {
+                    if let Some(n) = self.try_recv(&mut got) {
+                        if n == 9 && got[0] == END {
+                            rate.copy_from_slice(&got[1..]);
+                            return Some(f64::from_le_bytes(rate));
+                        }
+                    }
+                }
+                if now_ns() - t0 > PATIENCE_NS {
+                    return None;
+                }
+            }
+        } else {
+            let mut buf = vec![0u8; self.mtu];
+            let mut frames = vec![0u8; BATCH * (ETH_HEADER_LEN + self.mtu)];
+            let mut count = 0u64;
+            let mut first = 0u64;
+            let mut since = now_ns();
+            'stream: loop {
+                let lens = self.recv_batch(&mut frames);
+                if lens.is_empty() {
+                    if now_ns() - since > PATIENCE_NS {
+                        return None;
+                    }
+                    continue;
+                }
+                since = now_ns();
+                for (i, &n) in lens.iter().enumerate() {
+                    let at = i * (ETH_HEADER_LEN + self.mtu) + ETH_HEADER_LEN;
+                    if n > ETH_HEADER_LEN && frames[at] == END {
+                        break 'stream;
+                    }
+                    if count == 0 {
+                        first = now_ns();
+                    }
+                    count += 1;
+                }
+            }
+            let secs = (now_ns() - first) as f64 / 1e9;
+            let r = if count > 1 { (count - 1) as f64 / secs } else { 0.0 };
+            let mut reply = [0u8; 9];
+            reply[0] = END;
+            reply[1..].copy_from_slice(&r.to_le_bytes());
+            // Answer each end mark still coming, for a while.
+            let until = now_ns() + 20_000_000;
+            self.send(&reply).ok()?;
+            while now_ns() < until {
+                if let Some(n) = self.try_recv(&mut buf) {
+                    if n >= 1 && buf[0] == END {
+                        self.send(&reply).ok()?;
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Some(r)
+        }
+    }
+
+    /// Receives up to a batch of frames into `frames` (slots of a whole
+    /// frame each) with one `recvmmsg`; their lengths.
+    fn recv_batch(&self, frames: &mut [u8]) -> Vec<usize> {
+        let slot = ETH_HEADER_LEN + self.mtu;
+        let n = (frames.len() / slot).min(BATCH);
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (i, c) in frames.chunks_mut(slot).take(n).enumerate() {
+            iov[i] = libc::iovec {
+                iov_base: c.as_mut_ptr().cast(),
+                iov_len: slot,
+            };
+            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: `n` headers, each naming its own slot of `frames`.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        (0..r.max(0) as usize).map(|i| hdrs[i].msg_len as usize).collect()
+    }
+
+    fn try_recv(&mut self, body: &mut [u8]) -> Option<usize> {
+        let mut frame = [0u8; ETH_HEADER_LEN + 64];
+        let n = self.sock.recv(&mut frame).ok()??;
+        let len = n.saturating_sub(ETH_HEADER_LEN).min(body.len());
+        body[..len].copy_from_slice(&frame[ETH_HEADER_LEN..ETH_HEADER_LEN + len]);
+        Some(len)
+    }
+
+    /// Sends `n` frames carrying `body` in one `sendmmsg`; how many left.
+    fn send_batch(&self, body: &[u8], n: usize) -> Option<usize> {
+        let iov = [
+            libc::iovec {
+                iov_base: self.head.as_ptr() as *mut libc::c_void,
+                iov_len: ETH_HEADER_LEN,
+            },
+            libc::iovec {
+                iov_base: body.as_ptr() as *mut libc::c_void,
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for h in hdrs.iter_mut().take(n) {
+            h.msg_hdr.msg_iov = iov.as_ptr() as *mut libc::iovec;
+            h.msg_hdr.msg_iovlen = 2;
+        }
+        loop {
+            // SAFETY: `n` headers, each naming the same two live buffers.
+            let r = unsafe {
+                libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0)
+            };
+            if r > 0 {
+                return Some(r as usize);
+            }
+            let e = io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) {
+                return None;
+            }
+        }
+    }
+}
