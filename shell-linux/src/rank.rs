@@ -650,7 +650,9 @@ impl<T: Transport + 'static> Rank<T> {
             if !d.ep.flushed() {
                 d.completions();
             }
-            d.nic.port.doorbell();
+            // No doorbell: a window of sends leaves in one batch at the next
+            // wait, test or progress, and messages that find every send
+            // entry still queued are packed by the core meanwhile.
             r
         })
     }
@@ -688,9 +690,13 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// Completes `req` if it is done; otherwise hands it back. Does not
-    /// drive the endpoint (call [`progress`](Self::progress) for that).
+    /// drive the endpoint (call [`progress`](Self::progress) for that),
+    /// but sends still batched in the transport leave.
     pub fn test(&mut self, req: Req) -> Result<Status, Req> {
-        self.with(|d| Self::test_in(d, req))
+        self.with(|d| {
+            d.nic.port.doorbell();
+            Self::test_in(d, req)
+        })
     }
 
     /// Drives progress until `req` completes.
@@ -702,6 +708,9 @@ impl<T: Transport + 'static> Rank<T> {
                 // already, and an empty poll costs less than a table lookup.
                 if req.req != Request::COMPLETE {
                     d.progress();
+                } else {
+                    // A completed eager send may still sit in the batch.
+                    d.nic.port.doorbell();
                 }
                 (Self::test_in(d, req), d.idle)
             });

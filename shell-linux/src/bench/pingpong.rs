@@ -7,8 +7,8 @@ use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
-use super::wire::{WireFloor, WireSide};
 use super::report::{Column, Report};
+use super::wire::{WireFloor, WireSide};
 use super::Opts;
 use crate::job;
 use crate::job::Net;

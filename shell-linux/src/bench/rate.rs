@@ -1,12 +1,15 @@
 //! `rmx bench msgrate` and `rmx bench bw`: uni-directional streaming, osu_bw
 //! style — a window of 64 non-blocking sends, then a small acknowledgement back
 //! — under several send-queue and coalescing configurations alternating in one
-//! run (the coalescing paper's Figures 2–5).
+//! run (the coalescing paper's Figures 2–5). On `eth` each size is also
+//! measured beside its floor, bare frames streamed over the same link
+//! (`floor_msg_per_s`).
 
 use rmx_core::{Coalesce, Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::report::{Column, Report};
+use super::wire::{WireFloor, WireSide};
 use super::Opts;
 use crate::job;
 use crate::job::Net;
@@ -96,6 +99,17 @@ impl Setup {
     }
 }
 
+/// The messages of `size` bytes per second that bare frames carry over the
+/// link: the frame rate of a batched stream of frames as full as the size
+/// allows, over the frames one message takes. `None` if the stream stalled.
+fn floor_rate(side: &mut WireSide, size: usize) -> Option<f64> {
+    let payload = size.clamp(1, side.mtu());
+    // About 30 MiB or 20 000 frames, whichever is fewer.
+    let frames = (20_000u64).min((30 << 20) / payload as u64).max(1000);
+    let fps = side.stream(frames, payload)?;
+    Some(fps / side.frames(size) as f64)
+}
+
 /// Runs `n` windows of `size`-byte messages; the sender's elapsed time.
 fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]) -> u64 {
     let mut ack = [0u8; 4];
@@ -149,15 +163,24 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
     let per_slice = ((opts.iters / 10).max(100)).div_ceil(SLICES);
     let warm = (opts.warmup / 10).max(10);
     let cfgs: Vec<Config> = setups.iter().map(|s| s.apply(cfg)).collect();
+    let wire = match net {
+        Net::Eth(e) => Some(WireFloor::new(&e.iface)),
+        Net::Loop(_) => None,
+    };
     let out = job::run_configs(&cfgs, net, |ranks| {
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbufs = vec![vec![0u8; max]; WINDOW];
         let mut rows = Vec::new();
+        let me = ranks[0].rank();
+        let mut bare = wire
+            .as_ref()
+            .map(|w| w.side(me).expect("the floor's raw socket"));
         for &size in &sizes {
             // Beyond 64 KiB the windows shrink with the size, so that each
             // size moves about as many bytes as 64 KiB messages do.
             let scale = |w: u64| (w * 65536 / size.max(65536) as u64).max(1);
             let (warm, per_slice) = (scale(warm), scale(per_slice));
+            let floor = bare.as_mut().and_then(|b| floor_rate(b, size));
             for r in ranks.iter_mut() {
                 windows(r, warm, size, &sbuf, &mut rbufs);
             }
@@ -175,7 +198,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
                     let packets = (s.packets_out - before[k].packets_out) as f64;
                     let timed = (per_slice * SLICES) as f64 * WINDOW as f64;
                     let secs = ns[k] as f64 / 1e9;
-                    rows.push((size, k, timed / secs, msgs / packets.max(1.0)));
+                    rows.push((size, k, timed / secs, msgs / packets.max(1.0), floor));
                 }
                 pb.inc(1);
             }
@@ -185,9 +208,12 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
     pb.finish_and_clear();
     let results = out[0]
         .iter()
-        .map(|&(size, k, rate, per_packet)| {
+        .map(|&(size, k, rate, per_packet, floor)| {
             let s = setups[k];
             json!({
+                "floor_msg_per_s": floor,
+                "floor_mb_per_s": floor.map(|f| f * size as f64 / 1e6),
+                "x_floor": floor.map(|f| rate / f),
                 "size": size,
                 "config": s.label(),
                 "rndv": s.rndv.map(|p| p.name()),
@@ -215,18 +241,17 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
             Column::new("mb_per_s", "mb_per_s", 2),
         )
     };
-    Report::new(
-        name,
-        opts,
-        config,
-        results,
-        vec![
-            Column::new("config", "config", 0),
-            first,
-            second,
-            Column::new("msgs_per_packet", "msgs/packet", 2),
-        ],
-    )
+    let mut columns = vec![
+        Column::new("config", "config", 0),
+        first,
+        second,
+        Column::new("msgs_per_packet", "msgs/packet", 2),
+    ];
+    if wire.is_some() {
+        columns.push(Column::new("floor_msg_per_s", "floor_msg_per_s", 0));
+        columns.push(Column::new("x_floor", "x_floor", 2));
+    }
+    Report::new(name, opts, config, results, columns)
 }
 
 /// The report's `value` against size, one curve per configuration (log-log).

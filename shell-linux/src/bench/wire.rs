@@ -81,6 +81,11 @@ impl WireFloor {
 }
 
 impl WireSide {
+    /// Largest payload of one frame: the interface's MTU.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
     /// Frames a message of `size` bytes takes (an empty one takes one).
     pub fn frames(&self, size: usize) -> usize {
         size.div_ceil(self.mtu).max(1)
@@ -252,7 +257,11 @@ impl WireSide {
                 }
             }
             let secs = (now_ns() - first) as f64 / 1e9;
-            let r = if count > 1 { (count - 1) as f64 / secs } else { 0.0 };
+            let r = if count > 1 {
+                (count - 1) as f64 / secs
+            } else {
+                0.0
+            };
             let mut reply = [0u8; 9];
             reply[0] = END;
             reply[1..].copy_from_slice(&r.to_le_bytes());
@@ -299,7 +308,9 @@ impl WireSide {
                 std::ptr::null_mut(),
             )
         };
-        (0..r.max(0) as usize).map(|i| hdrs[i].msg_len as usize).collect()
+        (0..r.max(0) as usize)
+            .map(|i| hdrs[i].msg_len as usize)
+            .collect()
     }
 
     fn try_recv(&mut self, body: &mut [u8]) -> Option<usize> {
@@ -330,9 +341,8 @@ impl WireSide {
         }
         loop {
             // SAFETY: `n` headers, each naming the same two live buffers.
-            let r = unsafe {
-                libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0)
-            };
+            let r =
+                unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
             if r > 0 {
                 return Some(r as usize);
             }

@@ -5,9 +5,12 @@
 //!
 //! Sends are gathered by the socket call straight from the memory the core
 //! names (a bounce slot's header, a user buffer) and leave in batches of one
-//! `sendmmsg(2)` each: a post queues the frame, and the frames posted during
-//! one call of the rank leave together at its end ([`Transport::doorbell`]),
-//! or when the batch is full. Each completes at the next completion poll. Receives come in batches of one
+//! `sendmmsg(2)` each: a post queues the frame, and the queued frames leave
+//! together when the rank rings [`Transport::doorbell`] (at the end of a
+//! progress round, in a wait or test) or when the batch is full. Each
+//! completes at the completion poll after it left, so a window of sends
+//! holds the connection's send entries meanwhile and the core packs the
+//! messages that find none free into one frame (coalescing). Receives come in batches of one
 //! `recvmmsg(2)` into a pool of frame buffers that the core holds and gives
 //! back as it does `loop`'s.
 //!
@@ -577,9 +580,6 @@ impl Transport for EthPort {
     }
 
     fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
-        if !self.queue.is_empty() {
-            let _ = self.flush();
-        }
         let n = self.done.len();
         out.append(&mut self.done);
         n
