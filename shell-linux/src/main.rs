@@ -322,6 +322,13 @@ struct RateArgs {
     rndv: Option<RndvSel>,
 }
 
+/// How the eth transport receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RxSel {
+    Ring,
+    Recvmmsg,
+}
+
 #[derive(Args, Clone)]
 struct BenchArgs {
     /// Transport to measure: loop (in-process software NIC) or eth (raw
@@ -347,6 +354,10 @@ struct BenchArgs {
     /// eth: per cent of received frames delivered after the next one.
     #[arg(long)]
     reorder: Option<f64>,
+    /// eth: how frames come in: a PACKET_MMAP ring (no system call to
+    /// poll) or batched recvmmsg [default: ring].
+    #[arg(long, value_enum)]
+    rx: Option<RxSel>,
     /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
     /// spectrum, where copies below it are too cheap to save].
     #[arg(long)]
@@ -478,6 +489,7 @@ fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
         ("--loss", a.loss.is_some()),
         ("--dup", a.dup.is_some()),
         ("--reorder", a.reorder.is_some()),
+        ("--rx", a.rx.is_some()),
     ];
     if a.transport != "eth" {
         if let Some((name, _)) = eth_only.iter().find(|x| x.1) {
@@ -493,6 +505,7 @@ fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
     )?;
     let opts = rmx_linux::eth::EthOpts {
         faults,
+        rx_ring: a.rx != Some(RxSel::Recvmmsg),
         ..Default::default()
     };
     if let Some(iface) = &a.iface {

@@ -143,7 +143,7 @@ fn measure(
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
         let mut bare = match &wire {
-            Some(w) => Bare::Wire(w.side(me).expect("the floor's raw socket")),
+            Some(w) => Bare::Wire(w.side(me, true).expect("the floor's raw socket")),
             None => Bare::Memory {
                 side: memory.side(me).expect("one thread per side"),
                 seq: 0,

@@ -174,7 +174,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
         let me = ranks[0].rank();
         let mut bare = wire
             .as_ref()
-            .map(|w| w.side(me).expect("the floor's raw socket"));
+            .map(|w| w.side(me, false).expect("the floor's raw socket"));
         for &size in &sizes {
             // Beyond 64 KiB the windows shrink with the size, so that each
             // size moves about as many bytes as 64 KiB messages do.

@@ -1,9 +1,12 @@
 //! The floors of the `eth` transport, measured over the same link in the
 //! same run: bare Ethernet frames between the two ranks' threads, no
-//! protocol at all. A ping-pong that sends as many frames as a size needs
-//! (gathered from and scattered into the buffers by the socket calls, busy
-//! polled), and a stream of frames in batches of one `sendmmsg` each, whose
-//! rate the receiver counts.
+//! protocol at all, sent and received the way the transport does it at
+//! its fastest: a ping-pong that sends as many frames as a size needs
+//! (gathered by the socket call) and busy-polls a PACKET_MMAP ring for the
+//! answer, copying it out; and a stream of frames in batches of one
+//! `sendmmsg` each, whose rate the receiver counts with `recvmmsg` (on a
+//! veth the ring is slower here: the kernel copies into it on the sender's
+//! core, which then limits the stream).
 //!
 //! The frames carry their own EtherType (rmx's plus one), so the ranks'
 //! sockets never see them. A frame lost on the way would stall a floor:
@@ -16,6 +19,7 @@ use std::sync::{Barrier, Mutex};
 use rmx_core::frame::{Mac, ETH_HEADER_LEN};
 
 use crate::clock::now_ns;
+use crate::eth::ring::RxRing;
 use crate::eth::RawSocket;
 
 /// The floors' EtherType: IEEE's second local experimental one.
@@ -41,7 +45,8 @@ pub struct WireSide {
     head: [u8; ETH_HEADER_LEN],
     /// Largest payload of one frame (the interface's MTU).
     mtu: usize,
-    scratch: Vec<u8>,
+    /// The latency floor receives off a ring; the stream with `recvmmsg`.
+    ring: Option<RxRing>,
 }
 
 impl WireFloor {
@@ -53,8 +58,9 @@ impl WireFloor {
         }
     }
 
-    /// Side `me` (0 or 1); both sides call this at once.
-    pub fn side(&self, me: u16) -> io::Result<WireSide> {
+    /// Side `me` (0 or 1) for [`WireSide::pingpong`] (`ring`) or for
+    /// [`WireSide::stream`]; both sides call this at once.
+    pub fn side(&self, me: u16, ring: bool) -> io::Result<WireSide> {
         let opened = RawSocket::open(&self.iface, FLOOR_ETHERTYPE, true);
         {
             let mut m = self.macs.lock().unwrap_or_else(|e| e.into_inner());
@@ -70,12 +76,17 @@ impl WireFloor {
         head[6..12].copy_from_slice(&sock.mac());
         head[12..].copy_from_slice(&FLOOR_ETHERTYPE.to_be_bytes());
         let mtu = sock.mtu() as usize;
+        let ring = if ring {
+            Some(RxRing::new(sock.as_raw_fd(), ETH_HEADER_LEN + mtu, 1024)?)
+        } else {
+            None
+        };
         Ok(WireSide {
             sock,
             me,
             head,
             mtu,
-            scratch: vec![0u8; ETH_HEADER_LEN + mtu],
+            ring,
         })
     }
 }
@@ -119,29 +130,34 @@ impl WireSide {
         }
     }
 
-    /// Busy-polls for one frame and scatters its payload into `body`;
-    /// `None` after [`PATIENCE_NS`].
+    /// The next frame (off the ring if there is one), its payload copied
+    /// into `body`: the payload's length, or `None` if none waits.
+    fn try_recv(&mut self, body: &mut [u8]) -> Option<usize> {
+        let Some(ring) = self.ring.as_mut() else {
+            let mut frame = [0u8; ETH_HEADER_LEN + 64];
+            let n = self.sock.recv(&mut frame).ok()??;
+            let len = n.saturating_sub(ETH_HEADER_LEN).min(body.len());
+            body[..len].copy_from_slice(&frame[ETH_HEADER_LEN..ETH_HEADER_LEN + len]);
+            return Some(len);
+        };
+        let len = {
+            let slot = ring.peek()?;
+            let payload = slot.bytes.get(ETH_HEADER_LEN..).unwrap_or(&[]);
+            let n = payload.len().min(body.len());
+            body[..n].copy_from_slice(&payload[..n]);
+            payload.len()
+        };
+        ring.release();
+        Some(len)
+    }
+
+    /// Busy-polls the ring for one frame and copies its payload into
+    /// `body` (as a receive from the ring must); `None` after [`PATIENCE_NS`].
     fn recv(&mut self, body: &mut [u8]) -> Option<usize> {
-        let iov = [
-            libc::iovec {
-                iov_base: self.scratch.as_mut_ptr().cast(),
-                iov_len: ETH_HEADER_LEN,
-            },
-            libc::iovec {
-                iov_base: body.as_mut_ptr().cast(),
-                iov_len: body.len(),
-            },
-        ];
-        // SAFETY: plain old data; zeroes are valid values.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = 2;
         let mut since = 0;
         for spin in 0u64.. {
-            // SAFETY: the two entries name live, writable buffers of their lengths.
-            let r = unsafe { libc::recvmsg(self.sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-            if r >= 0 {
-                return Some((r as usize).saturating_sub(ETH_HEADER_LEN));
+            if let Some(n) = self.try_recv(body) {
+                return Some(n);
             }
             if spin % 1024 == 0 {
                 let now = now_ns();
@@ -311,14 +327,6 @@ impl WireSide {
         (0..r.max(0) as usize)
             .map(|i| hdrs[i].msg_len as usize)
             .collect()
-    }
-
-    fn try_recv(&mut self, body: &mut [u8]) -> Option<usize> {
-        let mut frame = [0u8; ETH_HEADER_LEN + 64];
-        let n = self.sock.recv(&mut frame).ok()??;
-        let len = n.saturating_sub(ETH_HEADER_LEN).min(body.len());
-        body[..len].copy_from_slice(&frame[ETH_HEADER_LEN..ETH_HEADER_LEN + len]);
-        Some(len)
     }
 
     /// Sends `n` frames carrying `body` in one `sendmmsg`; how many left.

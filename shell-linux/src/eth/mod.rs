@@ -4,6 +4,7 @@
 
 pub mod netns;
 pub mod port;
+pub mod ring;
 pub mod socket;
 
 pub use port::{EthOpts, EthPort, Faults};

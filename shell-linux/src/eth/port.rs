@@ -16,7 +16,8 @@
 //!
 //! Every frame is checked before the core sees it; frames that are short,
 //! of another version, for another endpoint or from no rank of the job are
-//! counted ([`Counters`]) and dropped. Faults (loss, duplication,
+//! counted ([`Counters`]) and dropped. Frames come in through a
+//! PACKET_MMAP ring by default ([`RxRing`]), else `recvmmsg`. Faults (loss, duplication,
 //! reordering) can be injected on receive where the kernel has no netem.
 
 use std::collections::{HashMap, VecDeque};
@@ -26,6 +27,7 @@ use std::os::fd::AsRawFd;
 use rmx_core::frame::{self, EthAddr, Frame, FrameError, FRAME_HEADER_LEN};
 use rmx_core::{Caps, PostError, RegError};
 
+use super::ring::RxRing;
 use super::RawSocket;
 use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Sge, Transport};
 
@@ -82,6 +84,9 @@ pub struct EthOpts {
     pub max_packet: u32,
     /// Frames sent by one `sendmmsg` at most (1: each frame at its post).
     pub batch: u32,
+    /// Receive through a PACKET_MMAP ring (polling an empty ring costs no
+    /// system call) rather than `recvmmsg`.
+    pub rx_ring: bool,
     pub faults: Faults,
 }
 
@@ -93,6 +98,7 @@ impl Default for EthOpts {
             bypass_qdisc: true,
             max_packet: 16384,
             batch: 16,
+            rx_ring: true,
             faults: Faults::default(),
         }
     }
@@ -135,6 +141,7 @@ pub struct EthPort {
     regs_free: Vec<u32>,
     queue: Vec<Queued>,
     done: Vec<Completion>,
+    ring: Option<RxRing>,
     counters: Counters,
     events: FdEvents,
 }
@@ -170,7 +177,17 @@ impl EthPort {
         // Room for a window of full frames in the kernel while the core is busy.
         sock.set_buffers((buf_size * n).clamp(1 << 20, 64 << 20));
         let events = FdEvents::new(sock.fd())?;
+        let ring = if opts.rx_ring {
+            Some(RxRing::new(
+                sock.as_raw_fd(),
+                FRAME_HEADER_LEN + max_packet as usize,
+                n,
+            )?)
+        } else {
+            None
+        };
         Ok(EthPort {
+            ring,
             me: EthAddr {
                 mac: sock.mac(),
                 endpoint,
@@ -305,8 +322,57 @@ impl EthPort {
         }
     }
 
+    /// Copies what the ring holds, up to a batch, into free buffers.
+    fn fill_from_ring(&mut self) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let mut got = [(0u32, 0usize, 0u8, false); BATCH];
+        let mut n = 0;
+        while n < BATCH {
+            let Some(slot) = ring.peek() else {
+                break;
+            };
+            let Some(b) = self.free.pop() else {
+                break;
+            };
+            let len = slot.bytes.len().min(self.buf_size);
+            let at = b as usize * self.buf_size;
+            self.rx[at..at + len].copy_from_slice(&slot.bytes[..len]);
+            got[n] = (b, len, slot.pkttype, slot.cut || len < slot.bytes.len());
+            ring.release();
+            n += 1;
+        }
+        for &(b, len, pkttype, cut) in &got[..n] {
+            self.classify(b, len, pkttype, cut);
+        }
+        if n == 0 {
+            if let Some(l) = self.late.take() {
+                self.ready.push_back(l);
+            }
+        }
+    }
+
+    /// A frame received into buffer `b`: dropped if it was our own on the
+    /// way out or cut, else checked.
+    fn classify(&mut self, b: u32, len: usize, pkttype: u8, cut: bool) {
+        // Our own frames, seen on the way out by this socket or another
+        // endpoint's on the interface, were never sent to us.
+        if pkttype == libc::PACKET_OUTGOING {
+            self.free.push(b);
+        } else if cut {
+            self.counters.length += 1;
+            self.free.push(b);
+        } else {
+            self.accept(b, len);
+        }
+    }
+
     /// Receives what the socket has, up to a batch, into free buffers.
     fn fill(&mut self) {
+        if self.ring.is_some() {
+            return self.fill_from_ring();
+        }
         let n = self.free.len().min(BATCH);
         if n == 0 {
             return;
@@ -346,17 +412,9 @@ impl EthPort {
         };
         let got = r.max(0) as usize;
         for i in 0..got {
-            let (b, h) = (bufs[i], &hdrs[i]);
-            // Our own frames, seen on the way out by this socket or another
-            // endpoint's on the interface, were never sent to us.
-            if names[i].sll_pkttype == libc::PACKET_OUTGOING {
-                self.free.push(b);
-            } else if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                self.counters.length += 1;
-                self.free.push(b);
-            } else {
-                self.accept(b, h.msg_len as usize);
-            }
+            let cut = hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            let len = hdrs[i].msg_len as usize;
+            self.classify(bufs[i], len, names[i].sll_pkttype, cut);
         }
         for &b in bufs[got..n].iter().rev() {
             self.free.push(b);
