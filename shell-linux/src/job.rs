@@ -3,7 +3,7 @@
 //! in its own network namespace of a lab.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 
 use rmx_core::frame::EthAddr;
 use rmx_core::Config;
@@ -11,6 +11,7 @@ use rmx_core::Config;
 use crate::clock::pin_to_cpu;
 use crate::eth::{netns, EthOpts, EthPort};
 use crate::loopnic::{Fabric, LoopConfig};
+use crate::pmi::Pmi;
 use crate::rank::Rank;
 use crate::reuse::Calibration;
 use crate::transport::AnyPort;
@@ -24,7 +25,7 @@ pub enum Net {
     Eth(EthNet),
 }
 
-/// Where the ranks of an in-process `eth` job open their endpoints.
+/// Where the ranks of an `eth` job open their endpoints.
 #[derive(Clone, Debug)]
 pub struct EthNet {
     /// The interface every rank opens (in its namespace).
@@ -33,6 +34,84 @@ pub struct EthNet {
     /// lab); empty: every rank opens `iface` where the process is.
     pub netns: Vec<String>,
     pub opts: EthOpts,
+    /// This process is one rank of a job a launcher started (`mpiexec`,
+    /// `srun`): it runs that rank alone and swaps addresses through PMI.
+    pub launch: Option<Launch>,
+}
+
+/// One rank per process, bootstrapped through the launcher's PMI server.
+#[derive(Clone)]
+pub struct Launch {
+    /// `None` once finalized.
+    pmi: Arc<Mutex<Option<Pmi>>>,
+    rank: u16,
+    size: u16,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {} of {} (PMI)", self.rank, self.size)
+    }
+}
+
+impl Launch {
+    pub fn new(pmi: Pmi) -> Launch {
+        Launch {
+            rank: pmi.rank(),
+            size: pmi.size(),
+            pmi: Arc::new(Mutex::new(Some(pmi))),
+        }
+    }
+
+    /// Tells the launcher this rank is done (once; later calls do nothing).
+    pub fn finalize(&self) -> Result<(), String> {
+        match lock(&self.pmi).take() {
+            Some(p) => p.finalize().map_err(|e| format!("PMI: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Pmi) -> Result<R, crate::pmi::PmiError>,
+    ) -> Result<R, String> {
+        match lock(&self.pmi).as_mut() {
+            Some(p) => f(p).map_err(|e| format!("PMI: {e}")),
+            None => Err("PMI was finalized".into()),
+        }
+    }
+
+    pub fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
+    /// Every rank's value of `what`, this one's being `mine`.
+    fn exchange(&self, what: &str, mine: &str) -> Result<Vec<String>, String> {
+        self.with(|p| p.exchange(what, mine))
+    }
+
+    /// The launcher's barrier, while `ranks` keep answering their peers (a
+    /// peer may still wait for an acknowledgement).
+    fn barrier_progressing(&self, ranks: &mut [&mut Rank]) -> Result<(), String> {
+        let passed = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                let r = self.with(|p| p.barrier());
+                passed.store(true, Ordering::Release);
+                r
+            });
+            while !passed.load(Ordering::Acquire) {
+                for r in ranks.iter_mut() {
+                    r.progress();
+                }
+            }
+            h.join().expect("the barrier thread")
+        })
+    }
 }
 
 impl Net {
@@ -59,7 +138,17 @@ impl Net {
                 "loss_ppm": e.opts.faults.loss_ppm,
                 "dup_ppm": e.opts.faults.dup_ppm,
                 "reorder_ppm": e.opts.faults.reorder_ppm,
+                "rx_ring": e.opts.rx_ring,
+                "launch": e.launch.as_ref().map(|l| format!("{l:?}")),
             }),
+        }
+    }
+
+    /// The launch this process is one rank of, if a launcher started it.
+    pub fn launch(&self) -> Option<&Launch> {
+        match self {
+            Net::Eth(e) => e.launch.as_ref(),
+            Net::Loop(_) => None,
         }
     }
 
@@ -124,6 +213,9 @@ impl Wire {
                     EthPort::open(&net.iface, endpoint, net.opts)
                         .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))
                 });
+                if let Some(l) = &net.launch {
+                    return Self::launched(l, opened, me, k);
+                }
                 if let Ok(p) = &opened {
                     lock(addrs)[me as usize] = Some(p.addr());
                 }
@@ -139,6 +231,33 @@ impl Wire {
         }
     }
 
+    /// A port of a process started by a launcher: the addresses are swapped
+    /// through PMI (as hex), every rank taking part even if its open failed.
+    fn launched(
+        l: &Launch,
+        opened: Result<EthPort, String>,
+        me: u16,
+        k: usize,
+    ) -> Result<AnyPort, String> {
+        let mine = match &opened {
+            Ok(p) => hex(&p.addr().to_bytes()),
+            Err(_) => "none".into(),
+        };
+        let all = l.exchange(&format!("rmx-eth{k}"), &mine)?;
+        let mut port = opened?;
+        let addrs = all
+            .iter()
+            .enumerate()
+            .map(|(r, v)| {
+                unhex(v)
+                    .map(EthAddr::from_bytes)
+                    .ok_or_else(|| format!("rank {me}: rank {r} has no eth address ({v:?})"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        port.connect(me, &addrs)?;
+        Ok(port.into())
+    }
+
     /// The namespace rank `me`'s thread runs in, if the network names one.
     fn netns(&self, me: u16) -> Option<&str> {
         match self {
@@ -146,6 +265,22 @@ impl Wire {
             Wire::Loop(_) => None,
         }
     }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// An address from its hex form, if it is one.
+fn unhex(s: &str) -> Option<[u8; EthAddr::LEN]> {
+    if s.len() != 2 * EthAddr::LEN || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; EthAddr::LEN];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -283,6 +418,9 @@ where
     M: Fn(u16, Vec<AnyPort>) -> Vec<Rank> + Sync,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
+    if let Some(l) = nets.iter().find_map(Net::launch) {
+        return vec![one_process(l, nets, make, body)];
+    }
     let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(n, net)).collect();
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -319,3 +457,42 @@ where
             .collect()
     })
 }
+
+/// The rank of this process in a launched job: its ports of every network,
+/// `body`, then finalizing with the other processes (the launcher's barrier,
+/// while this rank keeps answering its peers, then a short linger so that a
+/// last lost acknowledgement is sent again).
+fn one_process<T, M, F>(l: &Launch, nets: &[Net], make: M, body: F) -> T
+where
+    M: Fn(u16, Vec<AnyPort>) -> Vec<Rank>,
+    F: Fn(&mut [Rank]) -> T,
+{
+    let me = l.rank();
+    let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(l.size(), net)).collect();
+    let ports = wires
+        .iter()
+        .enumerate()
+        .map(|(k, w)| w.port(me, k, wires.len(), &Ok(())))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut ranks = make(me, ports);
+    let out = body(&mut ranks);
+    let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
+    while !refs.iter().all(|r| r.flushed()) {
+        for r in refs.iter_mut() {
+            r.progress();
+        }
+    }
+    l.barrier_progressing(&mut refs)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let until = crate::clock::now_ns() + LINGER_NS;
+    while crate::clock::now_ns() < until {
+        for r in refs.iter_mut() {
+            r.progress();
+        }
+    }
+    out
+}
+
+/// How long a finished process keeps answering its peers.
+const LINGER_NS: u64 = 20_000_000;

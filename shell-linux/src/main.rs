@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use rmx_linux::bench::{self, report::Report, Opts};
-use rmx_linux::job::{EthNet, Net};
+use rmx_linux::job::{EthNet, Launch, Net};
 use rmx_linux::lab::{LabSpec, TempLab};
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
@@ -481,8 +481,26 @@ fn loop_net() -> Net {
 }
 
 /// The network a benchmark runs on, and the lab made for it (removed when
-/// dropped).
-fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
+/// dropped). `launchable`: the benchmark also runs as one rank per process
+/// under a PMI launcher (`mpiexec -n 2 rmx bench …`).
+fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), String> {
+    let launch = rmx_linux::pmi::Pmi::from_env()
+        .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
+        .map(Launch::new);
+    if let Some(l) = &launch {
+        if !launchable {
+            return Err("this benchmark runs its ranks as threads of one process; start it without mpiexec (pingpong, msgrate and bw run under a launcher)".into());
+        }
+        if a.transport != "eth" || a.iface.is_none() {
+            return Err("under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)".into());
+        }
+        if l.size() != 2 {
+            return Err(format!(
+                "this benchmark has 2 ranks, the launcher started {}: use mpiexec -n 2",
+                l.size()
+            ));
+        }
+    }
     let eth_only = [
         ("--iface", a.iface.is_some()),
         ("--mtu", a.mtu.is_some()),
@@ -516,6 +534,7 @@ fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
             iface: iface.clone(),
             netns: Vec::new(),
             opts,
+            launch,
         };
         return Ok((Net::Eth(net), None));
     }
@@ -534,6 +553,7 @@ fn network(a: &BenchArgs) -> Result<(Net, Option<TempLab>), String> {
         iface: rmx_linux::lab::IFACE.into(),
         netns: (0..2).map(|r| lab.spec().netns(r)).collect(),
         opts,
+        launch: None,
     };
     Ok((Net::Eth(net), Some(lab)))
 }
@@ -547,6 +567,31 @@ fn reuse_ready() -> Result<rmx_linux::reuse::Calibration, String> {
         eprintln!("rmx: using default cost figures; run `rmx calibrate` to measure this machine's");
     }
     Ok(cal)
+}
+
+/// Under a launcher only rank 0 shows progress.
+fn quiet_off_rank0(o: Opts, net: &Net) -> Opts {
+    match net.launch() {
+        Some(l) if l.rank() != 0 => Opts { quiet: true, ..o },
+        _ => o,
+    }
+}
+
+/// Prints the report, on rank 0 only when a launcher started the ranks,
+/// and tells the launcher this rank is done.
+fn emit_rank0(net: &Net, r: &Report, json: bool) -> Result<(), String> {
+    match net.launch() {
+        Some(l) => {
+            if l.rank() == 0 {
+                emit(r, json);
+            }
+            l.finalize()
+        }
+        None => {
+            emit(r, json);
+            Ok(())
+        }
+    }
 }
 
 fn emit(r: &Report, json: bool) {
@@ -855,7 +900,7 @@ fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
         Some(t) => vec![t == OnOff::On],
     };
     let cfg = rmx_linux::rank::loop_config();
-    let (net, _lab) = network(&a.args)?;
+    let (net, _lab) = network(&a.args, false)?;
     let nic = &net;
     let r = if progress {
         bench::progress::run(&o, cfg, nic, side, &variants, &threads)
@@ -930,10 +975,10 @@ fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
     };
     let o = opts(&a.args, sizes)?;
     let setups = setups(a)?;
-    let (net, _lab) = network(&a.args)?;
+    let (net, _lab) = network(&a.args, true)?;
+    let o = quiet_off_rank0(o, &net);
     let r = bench::rate::run(name, &o, rmx_linux::rank::loop_config(), &net, &setups);
-    emit(&r, a.args.json);
-    Ok(())
+    emit_rank0(&net, &r, a.args.json)
 }
 
 fn memory(
@@ -1139,19 +1184,17 @@ fn main() -> ExitCode {
                     o.eager_reuse = Some(reuse_ready()?);
                 }
                 let variants = rndv.map_or(vec![], |s| RndvSel::protocols(Some(s)));
-                let (net, _lab) = network(&a)?;
-                emit(
-                    &bench::pingpong::run(&o, rmx_linux::rank::loop_config(), &net, &variants),
-                    a.json,
-                );
-                Ok(())
+                let (net, _lab) = network(&a, true)?;
+                let o = quiet_off_rank0(o, &net);
+                let r = bench::pingpong::run(&o, rmx_linux::rank::loop_config(), &net, &variants);
+                emit_rank0(&net, &r, a.json)
             })
         }
         Cmd::Bench(BenchCmd::Overlap(a)) => overlap_or_progress(&a, false),
         Cmd::Bench(BenchCmd::Progress(a)) => overlap_or_progress(&a, true),
         Cmd::Bench(BenchCmd::EagerReuse(a)) => opts(&a, (128, EAGER_END)).and_then(|o| {
             let cal = reuse_ready()?;
-            let (net, _lab) = network(&a)?;
+            let (net, _lab) = network(&a, false)?;
             emit(
                 &bench::eager_reuse::run(&o, rmx_linux::rank::loop_config(), &net, &cal),
                 a.json,
@@ -1181,7 +1224,7 @@ fn main() -> ExitCode {
                 ));
             }
             let cal = reuse_ready()?;
-            let (net, _lab) = network(&a)?;
+            let (net, _lab) = network(&a, false)?;
             let r = bench::spectrum::run(&o, rmx_linux::rank::loop_config(), &net, &cal, buffers);
             if let Some(p) = plot {
                 bench::spectrum::plot(&r, &p)?;

@@ -42,6 +42,18 @@ pub(crate) fn rmx_rounds(
     crate::clock::now_ns() - t0
 }
 
+/// Tag of the messages that line the two ranks up between phases.
+const SYNC: u32 = 0xFFFF_FF01;
+
+/// Both ranks reach this point before either goes on: an empty message
+/// each way (between threads or processes alike).
+fn sync(r: &mut Rank) {
+    let peer = 1 - r.rank().min(1);
+    r.send(peer, SYNC, &[]).expect("sync");
+    r.recv(Source::Rank(peer), TagSel::Tag(SYNC), &mut [])
+        .expect("sync");
+}
+
 /// The floor beside rmx: a shared-memory copy between the two threads on
 /// `loop`, bare frames over the same link on `eth`.
 enum Bare<'a> {
@@ -137,13 +149,12 @@ fn measure(
         Net::Eth(e) => Some(WireFloor::new(&e.iface)),
         Net::Loop(_) => None,
     };
-    let barrier = super::SpinBarrier::new(2);
     let rows = job::run_with(2, cfg, net, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
         let mut bare = match &wire {
-            Some(w) => Bare::Wire(w.side(me, true).expect("the floor's raw socket")),
+            Some(w) => Bare::Wire(w.side(r, true).expect("the floor's raw socket")),
             None => Bare::Memory {
                 side: memory.side(me).expect("one thread per side"),
                 seq: 0,
@@ -152,13 +163,13 @@ fn measure(
         };
         let mut rows = Vec::new();
         for &size in sizes {
-            barrier.wait();
+            sync(r);
             bare.rounds(warmup, size, &sbuf, &mut rbuf);
-            barrier.wait();
+            sync(r);
             let f = bare.rounds(iters, size, &sbuf, &mut rbuf);
-            barrier.wait();
+            sync(r);
             rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);
-            barrier.wait();
+            sync(r);
             let t = rmx_rounds(r, iters, size, &sbuf, &mut rbuf);
             if me == 0 {
                 let lat = t as f64 / iters as f64 / 2.0 / 1000.0;

@@ -171,10 +171,10 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbufs = vec![vec![0u8; max]; WINDOW];
         let mut rows = Vec::new();
-        let me = ranks[0].rank();
-        let mut bare = wire
-            .as_ref()
-            .map(|w| w.side(me, false).expect("the floor's raw socket"));
+        let mut bare = wire.as_ref().map(|w| {
+            w.side(&mut ranks[0], false)
+                .expect("the floor's raw socket")
+        });
         for &size in &sizes {
             // Beyond 64 KiB the windows shrink with the size, so that each
             // size moves about as many bytes as 64 KiB messages do.

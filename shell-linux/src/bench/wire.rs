@@ -14,13 +14,14 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::{Barrier, Mutex};
 
 use rmx_core::frame::{Mac, ETH_HEADER_LEN};
 
 use crate::clock::now_ns;
 use crate::eth::ring::RxRing;
 use crate::eth::RawSocket;
+use crate::rank::Rank;
+use rmx_core::{Source, TagSel};
 
 /// The floors' EtherType: IEEE's second local experimental one.
 pub const FLOOR_ETHERTYPE: u16 = 0x88B6;
@@ -31,12 +32,13 @@ const BATCH: usize = 32;
 /// First payload byte of a stream's last frame (data frames carry 0).
 const END: u8 = 0xEE;
 
-/// What the two sides share to find each other.
+/// Where the floors run: the interface the ranks use.
 pub struct WireFloor {
     iface: String,
-    macs: Mutex<[Option<Mac>; 2]>,
-    met: Barrier,
 }
+
+/// Tag of the rank messages that swap the floor sockets' addresses.
+const MAC_TAG: u32 = 0xFFFF_FF00;
 
 /// One side of a [`WireFloor`], in its rank's thread and namespace.
 pub struct WireSide {
@@ -53,23 +55,32 @@ impl WireFloor {
     pub fn new(iface: &str) -> WireFloor {
         WireFloor {
             iface: iface.into(),
-            macs: Mutex::new([None; 2]),
-            met: Barrier::new(2),
         }
     }
 
-    /// Side `me` (0 or 1) for [`WireSide::pingpong`] (`ring`) or for
-    /// [`WireSide::stream`]; both sides call this at once.
-    pub fn side(&self, me: u16, ring: bool) -> io::Result<WireSide> {
+    /// Rank `r`'s side (ranks 0 and 1) for [`WireSide::pingpong`] (`ring`)
+    /// or [`WireSide::stream`]. Both ranks call this at once: they swap
+    /// their sockets' addresses as rmx messages, so the floor works between
+    /// threads and between processes alike.
+    pub fn side(&self, r: &mut Rank, ring: bool) -> io::Result<WireSide> {
+        let me = r.rank();
         let opened = RawSocket::open(&self.iface, FLOOR_ETHERTYPE, true);
-        {
-            let mut m = self.macs.lock().unwrap_or_else(|e| e.into_inner());
-            m[me as usize & 1] = opened.as_ref().ok().map(|s| s.mac());
+        let mut mine = [0u8; 7];
+        if let Ok(s) = &opened {
+            mine[0] = 1;
+            mine[1..].copy_from_slice(&s.mac());
         }
-        self.met.wait();
+        let peer = 1 - me.min(1);
+        let mut theirs = [0u8; 7];
+        r.send(peer, MAC_TAG, &mine)
+            .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        r.recv(Source::Rank(peer), TagSel::Tag(MAC_TAG), &mut theirs)
+            .map_err(|e| io::Error::other(format!("{e:?}")))?;
         let sock = opened?;
-        let peer = self.macs.lock().unwrap_or_else(|e| e.into_inner())[(me as usize + 1) & 1]
-            .ok_or_else(|| io::Error::other("the other side could not open its socket"))?;
+        if theirs[0] != 1 {
+            return Err(io::Error::other("the other side could not open its socket"));
+        }
+        let peer: Mac = std::array::from_fn(|i| theirs[1 + i]);
         sock.set_buffers(64 << 20);
         let mut head = [0u8; ETH_HEADER_LEN];
         head[..6].copy_from_slice(&peer);
