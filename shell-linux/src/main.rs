@@ -1237,6 +1237,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rmx: {e}");
+            if std::env::var_os("PMI_RANK").is_some() {
+                // A launcher kills the other ranks once one exits, and may
+                // drop what they still had to say: give it time to pass
+                // this message on first.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
             ExitCode::from(2)
         }
     }

@@ -1,0 +1,165 @@
+//! `rmx bench` as one rank per process under MPICH's hydra `mpiexec`, over
+//! the `eth` transport: on loopback, and in lab namespaces through hydra's
+//! MPMD form. Needs root (raw sockets) and mpiexec; skipped with the reason
+//! otherwise.
+
+use std::process::Command;
+
+use rmx_linux::lab::{LabSpec, TempLab, IFACE};
+
+fn ready() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: not root; raw sockets need it");
+        return false;
+    }
+    let found = Command::new("mpiexec")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: no mpiexec; install Debian's mpich, as .ci/test does");
+    }
+    found
+}
+
+const RMX: &str = env!("CARGO_BIN_EXE_rmx");
+
+/// Runs mpiexec with `args`; its stdout, after checking it succeeded.
+fn mpiexec(args: &[String]) -> String {
+    let out = Command::new("mpiexec")
+        .args(["-launcher", "fork"])
+        .args(args)
+        .output()
+        .expect("run mpiexec");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// One JSON report (rank 0's), with a positive figure under `key` per row.
+fn one_report(stdout: &str, key: &str) -> serde_json::Value {
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("JSON");
+    assert_eq!(docs.len(), 1, "only rank 0 reports:\n{stdout}");
+    let r = docs.into_iter().next().unwrap();
+    assert_eq!(r["config"]["transport"], "eth");
+    let rows = r["results"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{row}");
+    }
+    r
+}
+
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn pingpong_runs_as_two_processes_on_loopback() {
+    if !ready() {
+        return;
+    }
+    let out = mpiexec(&args(&[
+        "-n",
+        "2",
+        RMX,
+        "bench",
+        "pingpong",
+        "--transport",
+        "eth",
+        "--iface",
+        "lo",
+        "--iters",
+        "300",
+        "--warmup",
+        "30",
+        "--max-size",
+        "20000",
+        "--json",
+    ]));
+    let r = one_report(&out, "latency_us");
+    // Eager, and above the eager threshold (PULL): 1 B to 16 KiB.
+    assert_eq!(r["results"].as_array().unwrap().len(), 15);
+}
+
+#[test]
+fn msgrate_runs_in_lab_namespaces_through_hydras_mpmd_form() {
+    if !ready() {
+        return;
+    }
+    let spec = LabSpec {
+        prefix: format!("rmxl{}", std::process::id() % 100_000),
+        ..LabSpec::default()
+    };
+    let lab = match TempLab::up(spec) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let rank = |r: u16| {
+        args(&[
+            "-n",
+            "1",
+            "ip",
+            "netns",
+            "exec",
+            &lab.spec().netns(r),
+            RMX,
+            "bench",
+            "msgrate",
+            "--transport",
+            "eth",
+            "--iface",
+            IFACE,
+            "--iters",
+            "2000",
+            "--max-size",
+            "64",
+            "--min-size",
+            "8",
+            "--json",
+        ])
+    };
+    let mut a = rank(0);
+    a.push(":".into());
+    a.extend(rank(1));
+    let r = one_report(&mpiexec(&a), "msg_per_s");
+    for row in r["results"].as_array().unwrap() {
+        assert!(
+            row["floor_msg_per_s"].as_f64().is_some_and(|v| v > 0.0),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn a_launched_benchmark_refuses_what_it_cannot_run() {
+    if !ready() {
+        return;
+    }
+    let out = Command::new("mpiexec")
+        .args(["-launcher", "fork", "-n", "2", RMX, "bench", "pingpong"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--transport eth --iface"), "{err}");
+    let out = Command::new("mpiexec")
+        .args(["-launcher", "fork", "-n", "3", RMX, "bench", "pingpong"])
+        .args(["--transport", "eth", "--iface", "lo"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mpiexec -n 2"), "{err}");
+}
