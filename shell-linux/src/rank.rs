@@ -600,6 +600,12 @@ impl<T: Transport + 'static> Rank<T> {
         self.with_ref(|d| *d.ep.stats())
     }
 
+    /// `peer` was given up (its retransmissions went unanswered, or the
+    /// transport said it is gone): every call naming it is refused.
+    pub fn failed(&self, peer: u16) -> bool {
+        self.with_ref(|d| d.ep.failed(peer))
+    }
+
     /// What the transport dropped or refused below the core (bad frames on
     /// `eth`, injected faults).
     pub fn transport_counters(&self) -> crate::transport::Counters {

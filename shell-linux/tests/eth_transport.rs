@@ -44,6 +44,7 @@ fn lab(tag: &str, ranks: u16, mtu: u32, faults: Faults) -> Option<(TempLab, Net)
             faults,
             ..EthOpts::default()
         },
+        launch: None,
     });
     Some((lab, net))
 }
@@ -277,4 +278,88 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
         st.malformed, 1,
         "the garbage packet reached the core's checks"
     );
+}
+
+/// A peer whose endpoint goes away mid-job (its process died): the other
+/// rank's requests to and from it end with `PeerFailed` once the
+/// retransmission limit passes, and later calls naming it are refused.
+#[test]
+fn a_peer_that_vanishes_makes_its_requests_fail_never_hang() {
+    use rmx_core::frame::EthAddr;
+    use rmx_core::{RecvError, RecvFault, SendError};
+    use rmx_linux::eth::{netns, EthPort};
+    use rmx_linux::rank::Rank;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let Some((lab, _net)) = lab("k", 2, 9000, Faults::default()) else {
+        return;
+    };
+    let (tx, rx) = (
+        mpsc::channel::<(u16, EthAddr)>(),
+        mpsc::channel::<Vec<EthAddr>>(),
+    );
+    let ns: Vec<String> = (0..2).map(|r| lab.spec().netns(r)).collect();
+    let cfg = rmx_core::Config {
+        retransmits_max: 8,
+        ..loop_config()
+    };
+    let start = |me: u16, ns: String, tx: mpsc::Sender<(u16, EthAddr)>| {
+        netns::enter(&ns).unwrap();
+        let p = EthPort::open(IFACE, me, EthOpts::default()).unwrap();
+        tx.send((me, p.addr())).unwrap();
+        p
+    };
+    let (tx0, tx1) = (tx.0.clone(), tx.0);
+    let (ns0, ns1) = (ns[0].clone(), ns[1].clone());
+    let (go0, go1) = (rx.1, mpsc::channel::<Vec<EthAddr>>());
+    let go1_tx = go1.0;
+    let peer = std::thread::spawn(move || {
+        let mut p = start(1, ns1, tx1);
+        let all = go1.1.recv().unwrap();
+        p.connect(1, &all).unwrap();
+        let mut r = Rank::new(p, 2, cfg).unwrap();
+        r.send(0, 1, b"hello").unwrap();
+        // Gone without a word: its port closes with the rank.
+    });
+    let main = std::thread::spawn(move || {
+        let mut p = start(0, ns0, tx0);
+        let all = go0.recv().unwrap();
+        p.connect(0, &all).unwrap();
+        let mut r = Rank::new(p, 2, cfg).unwrap();
+        let mut b = [0u8; 5];
+        r.recv(Source::Rank(1), TagSel::Tag(1), &mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = Instant::now();
+        // A send that needs an answer (PULL) and a receive: both must end.
+        let big = vec![7u8; 100_000];
+        let sent = r.send(1, 2, &big);
+        let mut rb = [0u8; 8];
+        let got = r.recv(Source::Rank(1), TagSel::Tag(3), &mut rb);
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(
+            matches!(sent, Err(SendError::PeerFailed) | Ok(())),
+            "{sent:?}"
+        );
+        match got {
+            Err(RecvError::PeerFailed) => {}
+            Ok(st) => assert_eq!(st.fault, Some(RecvFault::PeerFailed)),
+            Err(e) => panic!("{e:?}"),
+        }
+        assert!(r.failed(1));
+        assert!(matches!(r.send(1, 4, b"x"), Err(SendError::PeerFailed)));
+        r.stats()
+    });
+    let mut addrs = [None, None];
+    for _ in 0..2 {
+        let (r, a) = tx.1.recv().unwrap();
+        addrs[r as usize] = Some(a);
+    }
+    let all: Vec<EthAddr> = addrs.iter().map(|a| a.unwrap()).collect();
+    rx.0.send(all.clone()).unwrap();
+    go1_tx.send(all).unwrap();
+    peer.join().unwrap();
+    let st = main.join().unwrap();
+    assert_eq!(st.peers_failed, 1);
 }
