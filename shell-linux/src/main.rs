@@ -121,6 +121,14 @@ enum BenchCmd {
         /// Timed iterations per size.
         #[arg(long, default_value_t = 10_000)]
         iters: u64,
+        /// loop, or eth: the eth benchmarks (pingpong, msgrate and bw beside
+        /// their floors, PULL to 4 MiB, overlap and progress, and a run with
+        /// 1% loss and 5% reordering) over a lab made for the run (root).
+        #[arg(long, default_value = "loop")]
+        transport: String,
+        /// eth: use this interface instead of a lab.
+        #[arg(long)]
+        iface: Option<String>,
     },
 }
 
@@ -839,6 +847,128 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The suite on `eth`: what the wire changes, each beside its floor.
+fn suite_eth(out: &std::path::Path, iters: u64, iface: Option<String>) -> Result<(), String> {
+    use rmx_core::Protocol;
+    check_iters(iters)?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let args = BenchArgs {
+        transport: "eth".into(),
+        iface,
+        mtu: None,
+        loss: None,
+        dup: None,
+        reorder: None,
+        rx: None,
+        min_size: None,
+        max_size: None,
+        iters: Some(iters),
+        warmup: None,
+        json: false,
+    };
+    let (net, _lab) = network(&args, false)?;
+    let o = Opts {
+        transport: "eth".into(),
+        min_size: 1,
+        max_size: EAGER_END,
+        iters,
+        warmup: (iters / 10).max(100),
+        eager_reuse: None,
+        quiet: false,
+    };
+    let cfg = rmx_linux::rank::loop_config();
+    let mut md = String::from("# rmx benchmark report: eth\n\n");
+    let latency = |md: &mut String, name: &str, o: &Opts, net: &Net| -> Result<(), String> {
+        let r = bench::pingpong::run(o, cfg, net, &[]);
+        record(out, md, name, &r)?;
+        r.svg(
+            &out.join(format!("{name}.svg")),
+            &[
+                ("latency_us", "rmx latency"),
+                ("p99_us", "rmx p99"),
+                ("floor_us", "bare-frame floor"),
+            ],
+            "one-way latency (us)",
+        )
+    };
+    latency(&mut md, "pingpong", &o, &net)?;
+    let r = bench::rate::run("msgrate", &o, cfg, &net, &bench::rate::Setup::PAPER);
+    record(out, &mut md, "msgrate", &r)?;
+    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
+    let big = Opts {
+        min_size: 16384,
+        max_size: RNDV_END,
+        ..o.clone()
+    };
+    latency(&mut md, "pingpong-pull", &big, &net)?;
+    let pull = [bench::rate::Setup::new(10, true).rndv(Protocol::Pull)];
+    let r = bench::rate::run(
+        "bw",
+        &Opts {
+            min_size: 1,
+            ..big.clone()
+        },
+        cfg,
+        &net,
+        &pull,
+    );
+    record(out, &mut md, "bw", &r)?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw.svg"))?;
+    let ov = Opts {
+        min_size: 1,
+        max_size: 1 << 20,
+        iters: (iters / 100).max(20),
+        warmup: 10,
+        ..o.clone()
+    };
+    for side in [bench::Side::Send, bench::Side::Recv] {
+        let name = format!("overlap-{}", side.name());
+        let r = bench::overlap::run(&ov, cfg, &net, side, &[Protocol::Pull], &[false, true]);
+        record(out, &mut md, &name, &r)?;
+        bench::overlap::plot(&r, &out.join(format!("{name}.svg")))?;
+        let name = format!("progress-{}", side.name());
+        let r = bench::progress::run(&ov, cfg, &net, side, &[Protocol::Pull], &[false, true]);
+        record(out, &mut md, &name, &r)?;
+        bench::progress::plot(&r, &out.join(format!("{name}.svg")))?;
+    }
+    // The same wire losing 1% of its frames and reordering 5%.
+    let lossy = match &net {
+        Net::Eth(e) => Net::Eth(EthNet {
+            opts: rmx_linux::eth::EthOpts {
+                faults: rmx_linux::eth::Faults::percent(1.0, 0.0, 5.0, 0x5eed)?,
+                ..e.opts
+            },
+            ..e.clone()
+        }),
+        n => n.clone(),
+    };
+    latency(
+        &mut md,
+        "pingpong-lossy",
+        &Opts {
+            max_size: RNDV_END,
+            ..o.clone()
+        },
+        &lossy,
+    )?;
+    let r = bench::rate::run(
+        "bw-lossy",
+        &Opts {
+            max_size: RNDV_END,
+            ..o.clone()
+        },
+        cfg,
+        &lossy,
+        &pull,
+    );
+    record(out, &mut md, "bw-lossy", &r)?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw-lossy.svg"))?;
+    std::fs::write(out.join("report.md"), md)
+        .map_err(|e| format!("cannot write report.md: {e}"))?;
+    eprintln!("report written to {}/report.md", out.display());
+    Ok(())
+}
+
 /// The suite's rendezvous part: latency and bandwidth to 4 MiB per
 /// rendezvous, then overlap and progress on both sides.
 fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<(), String> {
@@ -1210,7 +1340,15 @@ fn main() -> ExitCode {
             json,
             plot,
         }) => memory(procs, wqes, rx_buffers, json, plot),
-        Cmd::Bench(BenchCmd::Suite { out, iters }) => suite(&out, iters),
+        Cmd::Bench(BenchCmd::Suite {
+            out,
+            iters,
+            transport,
+            iface,
+        }) => match transport.as_str() {
+            "eth" => suite_eth(&out, iters, iface),
+            t => check_transport(t).and_then(|()| suite(&out, iters)),
+        },
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
         Cmd::Lab(cmd) => lab(cmd),
         Cmd::Bench(BenchCmd::Spectrum {

@@ -3,6 +3,7 @@
 
 pub mod eager_reuse;
 pub mod floor;
+pub mod hist;
 pub mod overlap;
 pub mod pingpong;
 pub mod progress;

@@ -7,6 +7,7 @@ use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
+use super::hist::Hist;
 use super::report::{Column, Report};
 use super::wire::{WireFloor, WireSide};
 use super::Opts;
@@ -80,6 +81,26 @@ impl Bare<'_> {
     }
 }
 
+/// As [`rmx_rounds`], also recording each round trip's duration.
+fn rmx_rounds_timed(
+    r: &mut Rank,
+    rounds: u64,
+    size: usize,
+    sbuf: &[u8],
+    rbuf: &mut [u8],
+    hist: &mut Hist,
+) -> u64 {
+    let t0 = crate::clock::now_ns();
+    let mut last = t0;
+    for _ in 0..rounds {
+        rmx_rounds(r, 1, size, sbuf, rbuf);
+        let now = crate::clock::now_ns();
+        hist.record(now - last);
+        last = now;
+    }
+    last - t0
+}
+
 /// Latency per size; sizes above the eager threshold once per rendezvous
 /// in `variants` (the transport's choice when empty), with a tenth of the
 /// iterations there, as osu_latency does for large messages.
@@ -119,18 +140,17 @@ pub fn run(opts: &Opts, cfg: Config, net: &Net, variants: &[Protocol]) -> Report
     pb.finish_and_clear();
     let mut config = opts.config_json(&cfg, net);
     config["large_iters"] = serde_json::json!((opts.iters / 10).max(10));
-    Report::new(
-        "pingpong",
-        opts,
-        config,
-        results,
-        vec![
-            Column::new("rndv", "rndv", 0),
-            Column::new("latency_us", "latency_us", 3),
-            Column::new("floor_us", "floor_us", 3),
-            Column::new("ratio", "x_floor", 2),
-        ],
-    )
+    let mut columns = vec![
+        Column::new("rndv", "rndv", 0),
+        Column::new("latency_us", "latency_us", 3),
+    ];
+    if matches!(net, Net::Eth(_)) {
+        columns.push(Column::new("p50_us", "p50_us", 3));
+        columns.push(Column::new("p99_us", "p99_us", 3));
+    }
+    columns.push(Column::new("floor_us", "floor_us", 3));
+    columns.push(Column::new("ratio", "x_floor", 2));
+    Report::new("pingpong", opts, config, results, columns)
 }
 
 fn measure(
@@ -170,11 +190,19 @@ fn measure(
             sync(r);
             rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);
             sync(r);
-            let t = rmx_rounds(r, iters, size, &sbuf, &mut rbuf);
+            // On a lossy wire the spread matters: percentiles of the
+            // round trips there (stamping each costs a clock read).
+            let mut hist = Hist::default();
+            let t = if wire.is_some() {
+                rmx_rounds_timed(r, iters, size, &sbuf, &mut rbuf, &mut hist)
+            } else {
+                rmx_rounds(r, iters, size, &sbuf, &mut rbuf)
+            };
             if me == 0 {
                 let lat = t as f64 / iters as f64 / 2.0 / 1000.0;
                 let fl = f.map(|f| f as f64 / iters as f64 / 2.0 / 1000.0);
-                rows.push((size, lat, fl));
+                let pct = |p| hist.percentile(p).map(|ns| ns as f64 / 2.0 / 1000.0);
+                rows.push((size, lat, fl, pct(0.5), pct(0.99)));
                 pb.inc(1);
             }
         }
@@ -183,8 +211,9 @@ fn measure(
     let name = rndv.map(|p| p.name());
     rows[0]
         .iter()
-        .map(|&(size, lat, fl)| {
-            json!({"size": size, "rndv": name, "latency_us": lat, "floor_us": fl, "ratio": fl.map(|f| lat / f)})
+        .map(|&(size, lat, fl, p50, p99)| {
+            json!({"size": size, "rndv": name, "latency_us": lat, "p50_us": p50, "p99_us": p99,
+                   "floor_us": fl, "ratio": fl.map(|f| lat / f)})
         })
         .collect()
 }
