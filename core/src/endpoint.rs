@@ -158,6 +158,15 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     reuse: Z,
     /// Transfers active.
     active: u16,
+    /// PULL frames asked for by this endpoint's receives and not yet
+    /// arrived, all transfers together: bounded so that many concurrent
+    /// large receives do not ask for more than the receive pool holds.
+    pulling: u32,
+    /// A receive could not ask for frames because of that bound.
+    pull_starved: bool,
+    /// When a PULL frame last arrived for any receive: frames still
+    /// flowing mean the sender is serving, not that one was lost.
+    pull_last: u64,
 }
 
 /// What the endpoint keeps per request: an entry of the work table (as
@@ -287,6 +296,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             stats: Stats::default(),
             reuse,
             active: 0,
+            pulling: 0,
+            pull_starved: false,
+            pull_last: 0,
         })
     }
 

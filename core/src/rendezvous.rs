@@ -312,6 +312,17 @@ impl Window {
         self.base >= self.frames
     }
 
+    /// Frames asked for (the first time) that have not arrived.
+    pub fn outstanding(&self) -> u32 {
+        let span = self.asked.saturating_sub(self.base).min(Self::SPAN);
+        let mask = if span >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << span) - 1
+        };
+        span - (self.bits & mask).count_ones()
+    }
+
     /// The next run of frames to ask for the first time, at most `max`
     /// long, keeping every asked frame within `limit` frames of `base`.
     pub fn next_ask(&mut self, max: u32, limit: u32) -> Option<(u32, u32)> {

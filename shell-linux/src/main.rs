@@ -1379,7 +1379,7 @@ fn main() -> ExitCode {
                 // A launcher kills the other ranks once one exits, and may
                 // drop what they still had to say: give it time to pass
                 // this message on first.
-                std::thread::sleep(std::time::Duration::from_millis(300));
+                std::thread::sleep(std::time::Duration::from_secs(1));
             }
             ExitCode::from(2)
         }

@@ -312,6 +312,9 @@ struct Driver<T: Transport> {
     idle: u32,
     idle_from: u64,
     wcs: Vec<Completion>,
+    /// The transport may lose packets: arrivals are stamped with a fresh
+    /// clock (on a reliable one no timer depends on them).
+    lossy: bool,
 }
 
 impl<T: Transport> Driver<T> {
@@ -334,6 +337,11 @@ impl<T: Transport> Driver<T> {
     fn progress(&mut self) -> usize {
         let mut n = 0;
         while let Some(buf) = self.nic.port.poll_recv() {
+            if n == 0 && self.lossy {
+                // The core times retransmissions from when packets came:
+                // a clock read per batch, not the idle poll's stale one.
+                self.now = now_ns();
+            }
             self.ep.on_receive(self.now, &mut self.nic, RxBuf(buf));
             n += 1;
         }
@@ -534,6 +542,7 @@ impl<T: Transport + 'static> Rank<T> {
             idle: 0,
             idle_from: 0,
             wcs: Vec::new(),
+            lossy: !cfg.reliable,
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),

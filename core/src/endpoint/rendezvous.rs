@@ -103,6 +103,10 @@ impl Transfer {
     };
 }
 
+/// Retransmission timeouts a PULL receive waits while other receives'
+/// frames keep arriving, before it asks again anyway.
+const PASSED_OVER: u64 = 16;
+
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// The rendezvous to offer: configured, else the best the transport
     /// can do. An RDMA protocol the transport lacks becomes PULL, and so
@@ -474,10 +478,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if h.len < expect || h.len > frame {
             return false;
         }
+        let asked = self.work[i].xfer.window.asked;
         if !self.work[i].xfer.window.arrived(h.seq) {
             self.stats.duplicates += 1;
             return true;
         }
+        if h.seq < asked {
+            self.pulling = self.pulling.saturating_sub(1);
+        }
+        self.pull_last = now;
         nic.copy(
             Loc::User(x.buf, off),
             Loc::Rx(buf, HEADER_LEN as u32),
@@ -489,6 +498,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         } else {
             self.ask(nic, i);
         }
+        self.ask_starved(nic);
         true
     }
 
@@ -519,8 +529,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let per = self.cfg.pull_frames as u32;
         let limit = per * self.cfg.pull_requests as u32;
         loop {
+            let room = self.pull_budget().saturating_sub(self.pulling);
+            if room == 0 {
+                // Asked when another transfer's frames arrive or it ends.
+                self.pull_starved = true;
+                break;
+            }
             let mut w = self.work[i].xfer.window;
-            let Some((first, count)) = w.next_ask(per, limit) else {
+            let Some((first, count)) = w.next_ask(per.min(room), limit) else {
                 break;
             };
             if !self.send_pull(nic, i, first, count) {
@@ -528,8 +544,33 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 break;
             }
             self.work[i].xfer.window = w;
+            self.pulling += count;
         }
         self.arm_transfer(i);
+    }
+
+    /// PULL frames all receives together may have asked for and not yet
+    /// received: two transfers' windows, so one transfer streams at full
+    /// window and many share it instead of overrunning the receive pool.
+    fn pull_budget(&self) -> u32 {
+        2 * self.cfg.pull_frames as u32 * self.cfg.pull_requests as u32
+    }
+
+    /// Lets receives that found the PULL budget spent ask again.
+    fn ask_starved<N: Nic>(&mut self, nic: &mut N) {
+        if !self.pull_starved || self.pulling >= self.pull_budget() {
+            return;
+        }
+        self.pull_starved = false;
+        for i in 0..self.reqs.capacity() {
+            let x = &self.work[i].xfer;
+            if x.active && !x.send && x.proto == Protocol::Pull && x.remote_id != 0 {
+                self.ask(nic, i);
+                if self.pull_starved {
+                    return;
+                }
+            }
+        }
     }
 
     fn send_pull<N: Nic>(&mut self, nic: &mut N, i: usize, first: u32, count: u32) -> bool {
@@ -781,6 +822,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.reqs.set(x.req, state);
         self.work[i].xfer = Transfer::IDLE;
         self.active -= 1;
+        if !x.send && x.proto == Protocol::Pull {
+            self.pulling = self.pulling.saturating_sub(x.window.outstanding());
+        }
+        if self.active == 0 {
+            self.pulling = 0;
+        }
+        self.ask_starved(nic);
     }
 
     /// Sends `fin` to `peer`; `false` if it must wait (see [`Self::ctl`]).
@@ -858,7 +906,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.ctl(nic, x.peer, Kind::Probe, &b);
                 }
             } else if x.remote_id != 0 {
-                if !self.cfg.reliable && now >= x.last.saturating_add(self.cfg.rto_ns) {
+                // Frames asked for are missing after a timeout, unless
+                // frames of other receives still flow (the sender serves
+                // them first: the shared budget queues this one's); a
+                // receive passed over that long asks again regardless.
+                let rto = self.cfg.rto_ns;
+                let quiet = now >= x.last.saturating_add(rto)
+                    && (now >= self.pull_last.saturating_add(rto)
+                        || now >= x.last.saturating_add(rto.saturating_mul(PASSED_OVER)));
+                if !self.cfg.reliable && quiet {
                     let w = x.window;
                     let mut again = [(0u32, 0u32); 8];
                     let mut n = 0;
