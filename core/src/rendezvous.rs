@@ -561,4 +561,22 @@ mod tests {
         }
         assert!(w.complete());
     }
+
+    #[test]
+    fn outstanding_counts_frames_asked_and_not_arrived() {
+        let mut w = Window::new(100);
+        assert_eq!(w.outstanding(), 0);
+        assert_eq!(w.next_ask(8, 32), Some((0, 8)));
+        assert_eq!(w.outstanding(), 8);
+        assert!(w.arrived(3));
+        assert!(w.arrived(0));
+        assert_eq!(w.outstanding(), 6);
+        // A frame never asked for (a forged one) does not count below zero.
+        assert!(w.arrived(40));
+        assert_eq!(w.outstanding(), 6);
+        for f in 1..8 {
+            w.arrived(f);
+        }
+        assert_eq!(w.outstanding(), 0);
+    }
 }

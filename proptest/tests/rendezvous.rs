@@ -572,3 +572,61 @@ fn an_eager_threshold_below_the_largest_control_body_is_refused() {
         assert!(a.test(send).unwrap().is_some(), "{p:?}");
     }
 }
+
+/// Many PULL receives at once ask for no more frames, all together, than
+/// two transfers' windows (the receive pool must hold what arrives); those
+/// that found the budget spent ask as frames arrive, every one completes,
+/// and nothing is asked for twice when nothing is lost.
+#[test]
+fn concurrent_pull_receives_share_one_budget_of_frames_and_all_complete() {
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let budget = 2 * lossy().pull_frames as u32 * lossy().pull_requests as u32;
+    let n = 7u32;
+    let per = (LEN as u32).div_ceil(THRESHOLD);
+    assert!(
+        n * per > budget,
+        "the receives together want more than the budget"
+    );
+    let mut recvs = Vec::new();
+    for k in 0..n {
+        let dst = bn.user_buf(vec![0; LEN]);
+        let r = b
+            .irecv(
+                0,
+                &mut bn,
+                Source::Rank(0),
+                TagSel::Tag(k),
+                0,
+                dst,
+                LEN as u32,
+            )
+            .unwrap();
+        recvs.push((r, dst));
+        let src = an.user_buf(data());
+        a.isend(0, &mut an, 1, k, 0, src, LEN as u32).unwrap();
+    }
+    // The RTSs arrive; the receiver's first PULLs stay within the budget.
+    pump(&mut an, &mut b, &mut bn);
+    let asked: u32 = bn
+        .outbox
+        .iter()
+        .filter(|(_, p)| p[1] == wire::Kind::Pull as u8)
+        .map(|(_, p)| {
+            rendezvous::Pull::decode(&p[wire::HEADER_LEN..])
+                .unwrap()
+                .count
+        })
+        .sum();
+    assert!(
+        asked > 0 && asked <= budget,
+        "asked {asked} of budget {budget}"
+    );
+    exchange(&mut a, &mut an, &mut b, &mut bn, 0, |_, _| false);
+    for (r, dst) in recvs {
+        assert_eq!(b.test(r).unwrap().unwrap().len, LEN as u32);
+        assert_eq!(bn.user[dst.0 as usize], data());
+    }
+    assert_eq!(b.stats().retransmits, 0);
+    assert_eq!(b.stats().duplicates, 0);
+}
