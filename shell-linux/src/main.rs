@@ -483,6 +483,10 @@ fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, 
     })
 }
 
+fn two_ranks(started: &str) -> String {
+    format!("this benchmark has 2 ranks, the launcher started {started}: use mpiexec -n 2")
+}
+
 /// `loop` with its default settings.
 fn loop_net() -> Net {
     Net::Loop(LoopConfig::default())
@@ -492,21 +496,30 @@ fn loop_net() -> Net {
 /// dropped). `launchable`: the benchmark also runs as one rank per process
 /// under a PMI launcher (`mpiexec -n 2 rmx bench …`).
 fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), String> {
-    let launch = rmx_linux::pmi::Pmi::from_env()
-        .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
-        .map(Launch::new);
-    if let Some(l) = &launch {
+    // Checked before PMI is touched: a rank that connected and then left
+    // makes the launcher kill the others at once, message or not.
+    let launched = std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some();
+    if launched {
         if !launchable {
             return Err("this benchmark runs its ranks as threads of one process; start it without mpiexec (pingpong, msgrate and bw run under a launcher)".into());
         }
         if a.transport != "eth" || a.iface.is_none() {
             return Err("under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)".into());
         }
+        // PMI_SIZE is set in PMI_FD mode; with PMI_PORT the size comes
+        // with the handshake and is checked below.
+        if let Ok(size) = std::env::var("PMI_SIZE") {
+            if size.trim() != "2" {
+                return Err(two_ranks(size.trim()));
+            }
+        }
+    }
+    let launch = rmx_linux::pmi::Pmi::from_env()
+        .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
+        .map(Launch::new);
+    if let Some(l) = &launch {
         if l.size() != 2 {
-            return Err(format!(
-                "this benchmark has 2 ranks, the launcher started {}: use mpiexec -n 2",
-                l.size()
-            ));
+            return Err(two_ranks(&l.size().to_string()));
         }
     }
     let eth_only = [
