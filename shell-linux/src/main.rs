@@ -777,18 +777,23 @@ fn record(out: &std::path::Path, md: &mut String, name: &str, r: &Report) -> Res
     Ok(())
 }
 
-fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
-    check_iters(iters)?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let o = Opts {
-        transport: "loop".into(),
+/// The suite's options: the eager sizes, `iters` per size.
+fn suite_opts(transport: &str, iters: u64) -> Opts {
+    Opts {
+        transport: transport.into(),
         min_size: 1,
         max_size: EAGER_END,
         iters,
         warmup: (iters / 10).max(100),
         eager_reuse: None,
         quiet: false,
-    };
+    }
+}
+
+fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
+    check_iters(iters)?;
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let o = suite_opts("loop", iters);
     let mut md = String::from("# rmx benchmark report\n\n");
     let cfg = rmx_linux::rank::loop_config();
     let r = bench::pingpong::run(&o, cfg, &loop_net(), &[]);
@@ -880,15 +885,7 @@ fn suite_eth(out: &std::path::Path, iters: u64, iface: Option<String>) -> Result
         json: false,
     };
     let (net, _lab) = network(&args, false)?;
-    let o = Opts {
-        transport: "eth".into(),
-        min_size: 1,
-        max_size: EAGER_END,
-        iters,
-        warmup: (iters / 10).max(100),
-        eager_reuse: None,
-        quiet: false,
-    };
+    let o = suite_opts("eth", iters);
     let cfg = rmx_linux::rank::loop_config();
     let mut md = String::from("# rmx benchmark report: eth\n\n");
     let latency = |md: &mut String, name: &str, o: &Opts, net: &Net| -> Result<(), String> {

@@ -113,8 +113,9 @@ impl WireSide {
         size.div_ceil(self.mtu).max(1)
     }
 
-    fn send(&self, body: &[u8]) -> io::Result<()> {
-        let iov = [
+    /// The frame's Ethernet header then `body`, for the socket to gather.
+    fn gather(&self, body: &[u8]) -> [libc::iovec; 2] {
+        [
             libc::iovec {
                 iov_base: self.head.as_ptr() as *mut libc::c_void,
                 iov_len: ETH_HEADER_LEN,
@@ -123,7 +124,11 @@ impl WireSide {
                 iov_base: body.as_ptr() as *mut libc::c_void,
                 iov_len: body.len(),
             },
-        ];
+        ]
+    }
+
+    fn send(&self, body: &[u8]) -> io::Result<()> {
+        let iov = self.gather(body);
         // SAFETY: plain old data; zeroes are valid values.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
@@ -342,16 +347,7 @@ impl WireSide {
 
     /// Sends `n` frames carrying `body` in one `sendmmsg`; how many left.
     fn send_batch(&self, body: &[u8], n: usize) -> Option<usize> {
-        let iov = [
-            libc::iovec {
-                iov_base: self.head.as_ptr() as *mut libc::c_void,
-                iov_len: ETH_HEADER_LEN,
-            },
-            libc::iovec {
-                iov_base: body.as_ptr() as *mut libc::c_void,
-                iov_len: body.len(),
-            },
-        ];
+        let iov = self.gather(body);
         // SAFETY: plain old data; zeroes are valid values.
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
         for h in hdrs.iter_mut().take(n) {
