@@ -196,3 +196,54 @@ fn faults_are_netem_or_a_clear_refusal_that_leaves_nothing() {
         }
     }
 }
+
+/// `--transport eth` without `--iface` makes a lab for the run and removes
+/// it when the run ends, when it fails, and when it is interrupted.
+#[test]
+fn a_benchmarks_own_lab_is_removed_after_the_run_a_failure_and_ctrl_c() {
+    need_root!();
+    let rmx = env!("CARGO_BIN_EXE_rmx");
+    let ours = |pid: u32| {
+        netns_list()
+            .lines()
+            .filter(|l| l.starts_with(&format!("rmxb{pid}")))
+            .count()
+    };
+    // A run that ends.
+    let mut c = Command::new(rmx)
+        .args(["bench", "pingpong", "--transport", "eth"])
+        .args(["--iters", "100", "--max-size", "64", "--json"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    assert!(c.wait().unwrap().success());
+    assert_eq!(ours(pid), 0, "removed after the run");
+    // A run that fails (its MTU leaves less than rmx needs): nothing stays.
+    let out = Command::new(rmx)
+        .args(["bench", "pingpong", "--transport", "eth", "--mtu", "80"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!netns_list().contains("rmxb"), "{}", netns_list());
+    // A long run, interrupted once its lab is up.
+    let mut c = Command::new(rmx)
+        .args(["bench", "pingpong", "--transport", "eth"])
+        .args(["--iters", "100000000", "--max-size", "8", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    let t0 = std::time::Instant::now();
+    while ours(pid) < 2 {
+        assert!(t0.elapsed().as_secs() < 20, "the lab never came up");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let st = c.wait().unwrap();
+    assert!(!st.success());
+    assert_eq!(ours(pid), 0, "removed on Ctrl-C");
+}
