@@ -860,7 +860,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if x.send && (!x.served || !x.asked.is_empty()) {
             return;
         }
-        self.arm(x.last.saturating_add(self.cfg.rto_ns));
+        let rto = self.cfg.rto_ns;
+        let mut at = x.last.saturating_add(rto);
+        if !x.send {
+            // A receive asks again once no frame came for a timeout, or
+            // once passed over long enough (see `poll_transfers`).
+            let passed_over = x.last.saturating_add(rto.saturating_mul(PASSED_OVER));
+            at = at.max(self.pull_last.saturating_add(rto)).min(passed_over);
+        }
+        self.arm(at);
     }
 
     /// From `poll`: retries what waited for a slot or a busy NIC, and on
