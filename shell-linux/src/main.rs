@@ -222,6 +222,19 @@ enum LabCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Start CMD once in each namespace of the lab as one job of MPICH's
+    /// hydra: runs `mpiexec -n 1 ip netns exec rmx0 CMD : -n 1 ip netns
+    /// exec rmx1 CMD …` (hydra's MPMD form), so the ranks find each other
+    /// through PMI. Example: rmx lab exec -- rmx bench pingpong
+    /// --transport eth --iface rmxeth
+    Exec {
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+        /// Print the mpiexec command line instead of running it.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 fn lab(cmd: LabCmd) -> Result<(), String> {
@@ -257,6 +270,33 @@ fn lab(cmd: LabCmd) -> Result<(), String> {
             let n = Lab::down(&LabSpec::default())?;
             println!("lab down: {n} namespaces removed");
             Ok(())
+        }
+        LabCmd::Exec { cmd, dry_run } => {
+            let ranks = Lab::status(&LabSpec::default())?;
+            if ranks.is_empty() {
+                return Err("no lab is up: make one with `sudo rmx lab up`".into());
+            }
+            let mut args: Vec<String> = Vec::new();
+            for (i, r) in ranks.iter().enumerate() {
+                if i > 0 {
+                    args.push(":".into());
+                }
+                args.extend(["-n", "1", "ip", "netns", "exec", &r.netns].map(String::from));
+                args.extend(cmd.iter().cloned());
+            }
+            if dry_run {
+                println!("mpiexec {}", args.join(" "));
+                return Ok(());
+            }
+            let st = std::process::Command::new("mpiexec")
+                .args(&args)
+                .status()
+                .map_err(|e| format!("cannot run mpiexec: {e} (install Debian's mpich)"))?;
+            if st.success() {
+                Ok(())
+            } else {
+                Err(format!("the job ended with {st}"))
+            }
         }
         LabCmd::Status { json } => {
             let st = Lab::status(&LabSpec::default())?;

@@ -749,3 +749,28 @@ fn lab_refuses_absurd_values_with_what_to_change() {
     assert_eq!(code, 0);
     assert!(out.contains("up") && out.contains("down") && out.contains("status"));
 }
+
+#[test]
+fn lab_exec_without_a_lab_says_how_to_make_one() {
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    match listed {
+        Ok(l) if l.lines().any(|n| n.starts_with("rmx0")) => {
+            eprintln!("skipped: a lab is up on this machine");
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no ip command ({e})");
+            return;
+        }
+        Ok(_) => {}
+    }
+    let (code, _, err) = rmx(&["lab", "exec", "--", "true"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("rmx lab up"), "{err}");
+    let (code, _, err) = rmx(&["lab", "exec"]);
+    assert_ne!(code, 0, "a command is required");
+    assert!(err.contains("CMD"), "{err}");
+}
