@@ -98,6 +98,11 @@ pub struct Caps {
     /// Packets may be lost, duplicated or reordered (raw Ethernet): the
     /// core's reliability layer must carry everything.
     pub lossy: bool,
+    /// Registering memory costs next to nothing and sends may gather from
+    /// it (the transport's sends read memory through the CPU, as a socket
+    /// call does): a PULL sender registers its buffer and sends each frame
+    /// straight from it instead of copying it into a bounce slot first.
+    pub cheap_gather: bool,
 }
 
 /// The direction of a one-sided transfer.

@@ -630,3 +630,36 @@ fn concurrent_pull_receives_share_one_budget_of_frames_and_all_complete() {
     assert_eq!(b.stats().retransmits, 0);
     assert_eq!(b.stats().duplicates, 0);
 }
+
+/// Where registering is free and sends gather (raw Ethernet), a PULL
+/// sender sends every frame straight from its buffer: no frame is copied
+/// into a bounce slot, the data arrives intact, and the registration ends
+/// with the transfer.
+#[test]
+fn pull_frames_are_gathered_from_the_senders_buffer_where_that_is_cheap() {
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    an.caps.cheap_gather = true;
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let dst = bn.user_buf(vec![0; LEN]);
+    let recv = b
+        .irecv(
+            0,
+            &mut bn,
+            Source::Rank(0),
+            TagSel::Tag(4),
+            0,
+            dst,
+            LEN as u32,
+        )
+        .unwrap();
+    let src = an.user_buf(data());
+    let send = a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
+    assert_eq!(an.regs.len(), 1, "the buffer is registered for the gathers");
+    exchange(&mut a, &mut an, &mut b, &mut bn, 0, |_, _| false);
+    assert_eq!(b.test(recv).unwrap().unwrap().len, LEN as u32);
+    assert_eq!(bn.user[dst.0 as usize], data());
+    assert!(a.test(send).unwrap().is_some());
+    let frames = (LEN as u32).div_ceil(THRESHOLD) as usize;
+    assert_eq!(an.gathered, frames, "every frame gathered");
+    assert!(an.regs.is_empty(), "the registration ended with the send");
+}

@@ -195,6 +195,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 None => proto = Protocol::Pull,
             }
             x.proto = proto;
+        } else if nic.caps().cheap_gather {
+            // Frames will be gathered from the buffer; without a
+            // registration they are copied into slots as before.
+            if let Some((addr, reg)) = self.register_buf(nic, buf, len) {
+                x.addr = addr;
+                x.reg = reg;
+            }
         }
         self.work[i].xfer = x;
         self.active += 1;
@@ -608,25 +615,78 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 ..self.header(x.peer, Kind::Data)
             };
             let _ = h.encode(nic.slot_mut(SlotId(slot)));
-            nic.copy(
-                Loc::Slot(SlotId(slot), HEADER_LEN as u32),
-                Loc::User(x.buf, off),
-                n as usize,
-            );
-            self.slots[slot as usize] = SlotEntry {
-                peer: x.peer,
-                len: HEADER_LEN as u32 + n,
-                wake: true,
-                ..SlotEntry::default()
-            };
             self.peers[x.peer as usize].carried(h.credit);
-            self.post_or_queue(nic, slot);
+            if !self.gather_frame(nic, slot, &x, off, n) {
+                nic.copy(
+                    Loc::Slot(SlotId(slot), HEADER_LEN as u32),
+                    Loc::User(x.buf, off),
+                    n as usize,
+                );
+                self.slots[slot as usize] = SlotEntry {
+                    peer: x.peer,
+                    len: HEADER_LEN as u32 + n,
+                    wake: true,
+                    ..SlotEntry::default()
+                };
+                self.post_or_queue(nic, slot);
+            }
             let x = &mut self.work[i].xfer;
             x.asked.pop();
             x.served = true;
             x.last = now;
         }
         self.arm_transfer(i);
+    }
+
+    /// PULL sender with a registered buffer: posts the header in `slot`
+    /// with `n` bytes at `off` gathered straight from the buffer, if the
+    /// connection may post now. `false`: not posted (the caller copies
+    /// into the slot and queues it).
+    fn gather_frame<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        slot: u16,
+        x: &Transfer,
+        off: u32,
+        n: u32,
+    ) -> bool {
+        let p = &self.peers[x.peer as usize];
+        if matches!(x.reg, Reg::None) || !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes {
+            return false;
+        }
+        let payload = Gather {
+            // Within the registered buffer: `off + n` is at most its length.
+            addr: x.addr.saturating_add(u64::from(off)),
+            len: n,
+            key: x.reg.key(),
+        };
+        self.slots[slot as usize] = SlotEntry {
+            peer: x.peer,
+            len: HEADER_LEN as u32,
+            wake: true,
+            sealed: true,
+            ..SlotEntry::default()
+        };
+        match nic.post_send_gather(x.peer, SlotId(slot), HEADER_LEN, payload) {
+            Ok(r) => {
+                self.nic_ready();
+                self.stats.packets_out += 1;
+                if r == Posted::Later {
+                    self.slots[slot as usize].in_nic = true;
+                    self.peers[x.peer as usize].wqes += 1;
+                } else {
+                    self.free_slot(slot);
+                }
+                true
+            }
+            Err(PostError::Down) => {
+                self.stats.post_down += 1;
+                self.peer_down(x.peer);
+                self.free_slot(slot);
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// RDMA side (RGET receiver, RPUT sender): posts the transfer in

@@ -522,6 +522,7 @@ impl Transport for EthPort {
             rx_buffers: self.opts.rx_buffers,
             mtu: self.max_packet,
             lossy: true,
+            cheap_gather: true,
         }
     }
 

@@ -39,6 +39,7 @@ impl Transport for Port {
             rx_buffers: clamp(c.srq_depth),
             mtu: clamp(c.buf_size),
             lossy: false,
+            cheap_gather: false,
         }
     }
 
