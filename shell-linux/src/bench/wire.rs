@@ -49,6 +49,8 @@ pub struct WireSide {
     mtu: usize,
     /// The latency floor receives off a ring; the stream with `recvmmsg`.
     ring: Option<RxRing>,
+    /// Streams run so far.
+    round: u32,
 }
 
 impl WireFloor {
@@ -98,6 +100,7 @@ impl WireFloor {
             head,
             mtu,
             ring,
+            round: 0,
         })
     }
 }
@@ -236,7 +239,11 @@ impl WireSide {
     /// (first frame to end mark), or `None` if the stream stalled.
     pub fn stream(&mut self, frames: u64, payload: usize) -> Option<f64> {
         let payload = payload.clamp(1, self.mtu);
-        let mut rate = [0u8; 8];
+        // End marks and answers name their stream: one left over from an
+        // earlier stream must not end or answer this one.
+        self.round = self.round.wrapping_add(1);
+        let mut end = [END, 0, 0, 0, 0];
+        end[1..].copy_from_slice(&self.round.to_le_bytes());
         if self.me == 0 {
             let body = vec![0u8; payload];
             let mut left = frames;
@@ -247,13 +254,13 @@ impl WireSide {
             // The end mark, until the counter answers with its rate.
             let t0 = now_ns();
             loop {
-                self.send(&[END]).ok()?;
-                let mut got = [0u8; 9];
+                self.send(&end).ok()?;
+                let mut got = [0u8; 13];
                 let deadline = now_ns() + 1_000_000;
                 while now_ns() < deadline {
                     if let Some(n) = self.try_recv(&mut got) {
-                        if n == 9 && got[0] == END {
-                            rate.copy_from_slice(&got[1..]);
+                        if n == 13 && got[..5] == end {
+                            let rate: [u8; 8] = std::array::from_fn(|i| got[5 + i]);
                             return Some(f64::from_le_bytes(rate));
                         }
                     }
@@ -280,7 +287,10 @@ impl WireSide {
                 for (i, &n) in lens.iter().enumerate() {
                     let at = i * (ETH_HEADER_LEN + self.mtu) + ETH_HEADER_LEN;
                     if n > ETH_HEADER_LEN && frames[at] == END {
-                        break 'stream;
+                        if n >= ETH_HEADER_LEN + 5 && frames[at..at + 5] == end {
+                            break 'stream;
+                        }
+                        continue; // an earlier stream's end mark
                     }
                     if count == 0 {
                         first = now_ns();
@@ -294,15 +304,15 @@ impl WireSide {
             } else {
                 0.0
             };
-            let mut reply = [0u8; 9];
-            reply[0] = END;
-            reply[1..].copy_from_slice(&r.to_le_bytes());
+            let mut reply = [0u8; 13];
+            reply[..5].copy_from_slice(&end);
+            reply[5..].copy_from_slice(&r.to_le_bytes());
             // Answer each end mark still coming, for a while.
             let until = now_ns() + 20_000_000;
             self.send(&reply).ok()?;
             while now_ns() < until {
                 if let Some(n) = self.try_recv(&mut buf) {
-                    if n >= 1 && buf[0] == END {
+                    if n >= 5 && buf[..5] == end {
                         self.send(&reply).ok()?;
                     }
                 } else {
