@@ -163,3 +163,74 @@ fn a_launched_benchmark_refuses_what_it_cannot_run() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mpiexec -n 2"), "{err}");
 }
+
+/// One rank of the four-process job below (run only under mpiexec).
+#[test]
+fn four_process_rank() {
+    if std::env::var_os("RMX_LAUNCH_CHILD").is_none() {
+        return;
+    }
+    use rmx_core::{Source, TagSel};
+    use rmx_linux::eth::EthOpts;
+    use rmx_linux::job::{self, EthNet, Launch, Net};
+    let pmi = rmx_linux::pmi::Pmi::from_env()
+        .unwrap()
+        .expect("started by mpiexec");
+    let launch = Launch::new(pmi);
+    let n = launch.size();
+    let net = Net::Eth(EthNet {
+        iface: "lo".into(),
+        netns: Vec::new(),
+        opts: EthOpts::default(),
+        launch: Some(launch.clone()),
+    });
+    let out = job::run(n, rmx_linux::rank::loop_config(), &net, |r| {
+        let me = r.rank();
+        if me == 0 {
+            // Every other rank's messages, by wildcard, each in its order.
+            let mut next = vec![0u32; n as usize];
+            for _ in 0..(n as u32 - 1) * 50 {
+                let mut b = vec![0u8; 20_000];
+                let st = r.recv(Source::Any, TagSel::Any, &mut b).unwrap();
+                let src = st.source as usize;
+                assert_eq!(st.tag, next[src]);
+                let len = 100 + st.tag as usize * 397;
+                assert_eq!(st.len as usize, len);
+                assert!(b[..len].iter().all(|&x| x == src as u8));
+                next[src] += 1;
+            }
+            next.iter().skip(1).all(|&k| k == 50)
+        } else {
+            for t in 0..50u32 {
+                let len = 100 + t as usize * 397;
+                r.send(0, t, &vec![me as u8; len]).unwrap();
+            }
+            true
+        }
+    });
+    assert!(out[0]);
+    launch.finalize().unwrap();
+    println!("rank {} of {n} done", launch.rank());
+}
+
+/// Four processes under hydra over loopback: wildcard receives at rank 0
+/// take every other rank's messages, eager and PULL, each in its order.
+#[test]
+fn four_processes_exchange_over_eth_with_wildcards() {
+    if !ready() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = mpiexec(&args(&[
+        "-genv",
+        "RMX_LAUNCH_CHILD",
+        "1",
+        "-n",
+        "4",
+        exe.to_str().unwrap(),
+        "four_process_rank",
+        "--exact",
+        "--nocapture",
+    ]));
+    assert_eq!(out.matches("done").count(), 4, "{out}");
+}
