@@ -554,14 +554,6 @@ fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), St
             }
         }
     }
-    let launch = rmx_linux::pmi::Pmi::from_env()
-        .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
-        .map(Launch::new);
-    if let Some(l) = &launch {
-        if l.size() != 2 {
-            return Err(two_ranks(&l.size().to_string()));
-        }
-    }
     let eth_only = [
         ("--iface", a.iface.is_some()),
         ("--mtu", a.mtu.is_some()),
@@ -590,6 +582,19 @@ fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), St
     if let Some(iface) = &a.iface {
         if a.mtu.is_some() {
             return Err("--mtu sets the MTU of a lab rmx makes; with --iface the interface's own MTU is used".into());
+        }
+        // Opened once here so that a wrong name or missing privilege is a
+        // sentence, not a failed rank thread (and before PMI is touched).
+        rmx_linux::eth::RawSocket::open(iface, rmx_core::frame::ETHERTYPE, false).map_err(|e| {
+            format!("cannot open interface {iface:?} for raw frames: {e} (it needs root or CAP_NET_RAW; `ip link` lists the interfaces)")
+        })?;
+        let launch = rmx_linux::pmi::Pmi::from_env()
+            .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
+            .map(Launch::new);
+        if let Some(l) = &launch {
+            if l.size() != 2 {
+                return Err(two_ranks(&l.size().to_string()));
+            }
         }
         let net = EthNet {
             iface: iface.clone(),

@@ -377,6 +377,16 @@ fn errors_say_what_to_do() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("percentage from 0 to 100"), "{err}");
+    let (code, _, err) = rmx(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "eth",
+        "--iface",
+        "rmx-no-such-if",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot open interface"), "{err}");
     let (code, _, err) = rmx(&["bench", "bw", "--max-size", "1000000000"]);
     assert_eq!(code, 2);
     assert!(err.contains("above the benchmarks' limit"), "{err}");
