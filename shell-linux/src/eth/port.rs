@@ -113,6 +113,27 @@ struct Queued {
     n: u8,
 }
 
+impl Queued {
+    /// The frame's header then its gather entries, for the socket.
+    fn iovecs(&self) -> [libc::iovec; MAX_SGES + 1] {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; MAX_SGES + 1];
+        iov[0] = libc::iovec {
+            iov_base: self.head.as_ptr() as *mut libc::c_void,
+            iov_len: FRAME_HEADER_LEN,
+        };
+        for (v, s) in iov[1..].iter_mut().zip(&self.sges[..self.n as usize]) {
+            *v = libc::iovec {
+                iov_base: s.addr as *mut libc::c_void,
+                iov_len: s.len,
+            };
+        }
+        iov
+    }
+}
+
 /// One endpoint on one interface.
 pub struct EthPort {
     sock: RawSocket,
@@ -282,14 +303,17 @@ impl EthPort {
         }
         // The packet must also name the rank its frame comes from: the core
         // takes the source from the packet.
-        let named = f.packet.get(2..4).map(|s| u16::from_le_bytes([s[0], s[1]]));
-        match self.ranks.get(&f.src) {
-            Some(&r) if named.is_none_or(|n| n == r) => {}
-            _ => {
-                self.counters.unknown_source += 1;
-                self.free.push(b);
-                return;
-            }
+        // Ranks' addresses are unique, so the rank the packet names having
+        // this frame's source address is the same check as the address
+        // mapping to that rank, without hashing the address.
+        let known = match f.packet.get(2..4) {
+            Some(n) => self.peers.get(u16::from_le_bytes([n[0], n[1]]) as usize) == Some(&f.src),
+            None => self.ranks.contains_key(&f.src),
+        };
+        if !known {
+            self.counters.unknown_source += 1;
+            self.free.push(b);
+            return;
         }
         let plen = f.packet.len() as u32;
         self.lens[b as usize] = plen;
@@ -426,6 +450,24 @@ impl EthPort {
         }
     }
 
+    /// Hands the first `n` queued frames to the socket in one `sendmmsg`:
+    /// how many it took, or -1 (errno set).
+    fn send_batch(&self, n: usize) -> libc::c_int {
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut iov: [[libc::iovec; MAX_SGES + 1]; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        for (i, q) in self.queue[..n].iter().enumerate() {
+            iov[i] = q.iovecs();
+            hdrs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
+            hdrs[i].msg_hdr.msg_iovlen = 1 + q.n as usize;
+        }
+        // SAFETY: each entry names its frame header (in `self.queue`,
+        // not moved during the call) and ranges `check` found inside
+        // registered memory, which stays valid until the completion.
+        unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) }
+    }
+
     /// Checks that every entry lies inside the registration its key names:
     /// the socket reads only memory the shell registered.
     fn check(&self, sges: &[Sge]) -> Result<usize, PostError> {
@@ -453,29 +495,24 @@ impl EthPort {
     fn flush(&mut self) -> Result<(), PostError> {
         while !self.queue.is_empty() {
             let n = self.queue.len().min(BATCH);
-            // SAFETY: plain old data; zeroes are valid values.
-            let mut iov: [[libc::iovec; MAX_SGES + 1]; BATCH] = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-            for (i, q) in self.queue[..n].iter().enumerate() {
-                iov[i][0] = libc::iovec {
-                    iov_base: q.head.as_ptr() as *mut libc::c_void,
-                    iov_len: FRAME_HEADER_LEN,
-                };
-                for (j, s) in q.sges[..q.n as usize].iter().enumerate() {
-                    iov[i][j + 1] = libc::iovec {
-                        iov_base: s.addr as *mut libc::c_void,
-                        iov_len: s.len,
-                    };
+            let r = if n == 1 {
+                // One frame (a latency-bound send): one `sendmsg`, without
+                // setting up a whole batch.
+                let mut iov = self.queue[0].iovecs();
+                // SAFETY: plain old data; zeroes are valid values.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_mut_ptr();
+                msg.msg_iovlen = 1 + self.queue[0].n as usize;
+                // SAFETY: as in `send_batch`: the header and ranges `check` found registered.
+                let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
+                if r < 0 {
+                    -1
+                } else {
+                    1
                 }
-                hdrs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
-                hdrs[i].msg_hdr.msg_iovlen = 1 + q.n as usize;
-            }
-            // SAFETY: each entry names its frame header (in `self.queue`,
-            // not moved during the call) and ranges `check` found inside
-            // registered memory, which stays valid until the completion.
-            let r =
-                unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
+            } else {
+                self.send_batch(n)
+            };
             if r <= 0 {
                 let e = io::Error::last_os_error();
                 return match e.raw_os_error() {
