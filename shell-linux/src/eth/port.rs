@@ -4,21 +4,22 @@
 //! and PULL moves large messages, one frame per reply.
 //!
 //! Sends are gathered by the socket call straight from the memory the core
-//! names (a bounce slot's header, a user buffer) and leave in batches of one
-//! `sendmmsg(2)` each: a post queues the frame, and the queued frames leave
-//! together when the rank rings [`Transport::doorbell`] (at the end of a
-//! progress round, in a wait or test) or when the batch is full. Each
-//! completes at the completion poll after it left, so a window of sends
-//! holds the connection's send entries meanwhile and the core packs the
-//! messages that find none free into one frame (coalescing). Receives come in batches of one
-//! `recvmmsg(2)` into a pool of frame buffers that the core holds and gives
-//! back as it does `loop`'s.
+//! names (a bounce slot's header, a user buffer). A post queues the frame;
+//! the queued frames leave together when the rank rings
+//! [`Transport::doorbell`] (at the end of a progress round, in a wait or
+//! test) or when the batch is full: one `sendmsg(2)` for a lone frame, one
+//! `sendmmsg(2)` for more. Each completes at the completion poll after it
+//! left, so a window of sends holds the connection's send entries meanwhile
+//! and the core packs the messages that find none free into one frame
+//! (coalescing).
 //!
-//! Every frame is checked before the core sees it; frames that are short,
-//! of another version, for another endpoint or from no rank of the job are
-//! counted ([`Counters`]) and dropped. Frames come in through a
-//! PACKET_MMAP ring by default ([`RxRing`]), else `recvmmsg`. Faults (loss, duplication,
-//! reordering) can be injected on receive where the kernel has no netem.
+//! Receives come through a PACKET_MMAP ring by default ([`RxRing`]), else
+//! in batches of one `recvmmsg(2)`, into a pool of frame buffers that the
+//! core holds and gives back as it does `loop`'s. Every frame is checked
+//! before the core sees it; frames that are short, of another version, for
+//! another endpoint or from no rank of the job are counted ([`Counters`])
+//! and dropped. Faults (loss, duplication, reordering) can be injected on
+//! receive where the kernel has no netem.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
