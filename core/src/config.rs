@@ -2,6 +2,9 @@
 
 use crate::nic::Caps;
 
+/// The default largest medium message, as Open-MX's: 32 KiB.
+pub const MEDIUM_MAX: u32 = 32 * 1024;
+
 /// When eager messages to a connection are packed into one send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Coalesce {
@@ -19,8 +22,19 @@ pub enum Coalesce {
 /// Tunables of one endpoint. Times are integer nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
-    /// Largest payload sent eagerly; larger messages use a rendezvous.
+    /// Largest payload of one eager packet (a receive buffer holds a
+    /// header and this many bytes). Larger messages up to `medium_max` go
+    /// eagerly as fragments; larger still, by rendezvous.
     pub eager_threshold: u32,
+    /// Largest message sent eagerly as fragments of one packet each
+    /// ([`crate::medium`], Open-MX's medium messages): on a transport
+    /// without RDMA a rendezvous buys no zero copy, only a round trip.
+    /// `None` picks [`MEDIUM_MAX`] where the transport has no RDMA and 0
+    /// (off) where it has ([`Config::fit`] decides; an endpoint given no
+    /// fitted value assumes RDMA on reliable transports only). Every rank
+    /// of a job must use the same value: a receiver refuses larger
+    /// fragmented messages.
+    pub medium_max: Option<u32>,
     /// The most messages one peer may have unconsumed at another (its
     /// window). Each peer starts with a share of the receive pool no larger
     /// than this; a peer that runs out asks for more, lent from what the
@@ -86,6 +100,7 @@ impl Config {
     pub const fn reliable(eager_threshold: u32, credits: u16) -> Config {
         Config {
             eager_threshold,
+            medium_max: None,
             credits,
             credit_return: if credits / 2 > 0 { credits / 2 } else { 1 },
             reliable: true,
@@ -121,7 +136,8 @@ impl Config {
     /// sends than its send queue has entries (a coalescing threshold with
     /// them), the receive pool its shared receive queue, eager messages that
     /// fit its largest packet, and on a lossy transport the reliability
-    /// layer on and PULL as the rendezvous. Each rank of a job fits the same settings to
+    /// layer on and PULL as the rendezvous, and medium messages only where
+    /// there is no RDMA. Each rank of a job fits the same settings to
     /// the same transport, so they agree on the pool (the initial credits).
     pub fn fit(mut self, caps: &Caps) -> Config {
         let header = crate::wire::HEADER_LEN as u32;
@@ -153,7 +169,32 @@ impl Config {
         if caps.mtu > header {
             self.eager_threshold = self.eager_threshold.min(caps.mtu - header);
         }
+        if self.medium_max.is_none() {
+            let rdma = caps.rdma_read || caps.rdma_write;
+            self.medium_max = Some(if rdma { 0 } else { MEDIUM_MAX });
+        }
         self
+    }
+
+    /// The largest medium message: `medium_max`, or what `None` picks
+    /// without knowing the transport.
+    pub fn medium(&self) -> u32 {
+        match self.medium_max {
+            Some(m) => m,
+            None if self.reliable => 0,
+            None => MEDIUM_MAX,
+        }
+    }
+
+    /// The largest message sent without a rendezvous: in one packet, or
+    /// as fragments.
+    pub fn eager_max(&self) -> u32 {
+        self.eager_threshold.max(self.medium())
+    }
+
+    /// Bytes of a message each fragment of a medium message carries.
+    pub(crate) fn fragment(&self) -> u32 {
+        self.eager_threshold - crate::medium::FRAG_HEAD as u32
     }
 }
 
@@ -228,7 +269,32 @@ mod tests {
         assert_eq!(cfg.eager_threshold, 4096);
         // No limits stated: nothing changes but inline sends, which need one.
         let open = Config::reliable(8192, 64).fit(&Caps::default());
-        assert_eq!(open, Config::reliable(8192, 64));
+        assert_eq!(
+            open,
+            Config {
+                medium_max: Some(MEDIUM_MAX),
+                ..Config::reliable(8192, 64)
+            }
+        );
+        assert_eq!(open.eager_max(), 32 * 1024, "medium messages without RDMA");
+        let rdma = Caps {
+            rdma_read: true,
+            ..Caps::default()
+        };
+        let cfg = Config::reliable(8192, 64).fit(&rdma);
+        assert_eq!(
+            cfg.medium_max,
+            Some(0),
+            "RDMA: a rendezvous above one packet"
+        );
+        assert_eq!(cfg.eager_max(), 8192);
+        let own = Config {
+            medium_max: Some(4096),
+            ..Config::reliable(8192, 64)
+        };
+        assert_eq!(own.fit(&rdma).medium_max, Some(4096), "a choice is kept");
+        assert_eq!(Config::reliable(8192, 64).medium(), 0);
+        assert_eq!(Config::unreliable(8192, 64).medium(), MEDIUM_MAX);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! This file holds the endpoint's state and its API; each mechanism has a
 //! file under `endpoint/`: `arrival` (receiving and matching), `send` (eager
 //! sends, packing, the send queue), `backlog` (posting slots within the send
-//! entries), `reliability` (acknowledgements and retransmission on lossy
+//! entries), `medium` (messages sent as fragments and reassembled),
+//! `reliability` (acknowledgements and retransmission on lossy
 //! transports), `credit` (flow control from the shared receive pool),
 //! `rendezvous` (large messages), `timers` (deadlines and `poll`), and the
 //! tables `slots` (bounce slots) and `holds` (receive buffers kept for
@@ -21,6 +22,7 @@ mod backlog;
 mod credit;
 mod failure;
 mod holds;
+mod medium;
 mod reliability;
 mod rendezvous;
 mod send;
@@ -39,7 +41,8 @@ use crate::packed::{record_len, write_head, Record, Unpacker};
 use crate::peer::{seq_le, Peer, BACKLOGGED};
 use crate::rendezvous::Protocol;
 use crate::request::{
-    PostedRecv, QueuedSend, RecvFault, Request, RequestEntry, RequestError, State, Status, Table,
+    PostedRecv, QueuedSend, Receiving, RecvFault, Request, RequestEntry, RequestError, State,
+    Status, Table,
 };
 use crate::reuse::{Invalidation, NoReuse, Pending, SendReuse};
 use crate::stats::Stats;
@@ -84,6 +87,10 @@ pub enum Held {
     Eager { hold: u16, at: u32, len: u32 },
     /// A large message's request to send (its data stays at the sender).
     Rts(crate::rendezvous::Rts),
+    /// A medium message of `len` bytes, its fragments in the receive
+    /// buffers chained from hold `first` (all of them once its sender's
+    /// assembly has moved on).
+    Medium { first: u16, len: u32 },
 }
 
 /// A table of `E`s in the embedder's storage `C`, indexed by number.
@@ -177,6 +184,8 @@ pub struct WorkEntry {
     send: QueuedSend,
     /// A rendezvous transfer.
     xfer: Transfer,
+    /// A medium message's receive.
+    recv: Receiving,
 }
 
 /// An entry of the posted-receive table.
@@ -189,6 +198,7 @@ impl WorkEntry {
     pub const UNUSED: WorkEntry = WorkEntry {
         send: QueuedSend::NONE,
         xfer: Transfer::IDLE,
+        recv: Receiving::NONE,
     };
 }
 
@@ -213,7 +223,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// An endpoint whose eager sends consult `reuse` for a zero-copy path.
     pub fn with_reuse(
-        cfg: Config,
+        mut cfg: Config,
         me: u16,
         npeers: u16,
         tables: Tables<S>,
@@ -270,6 +280,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if cfg.pull_frames == 0 || cfg.pull_requests == 0 || window > 64 {
             return Err(ConfigError::PullWindow);
         }
+        // Decided once: every later check reads the number.
+        cfg.medium_max = Some(cfg.medium());
         let room = sizes.unexpected.min(sizes.holds);
         let (lender, share) = credit::Lender::new(&cfg, npeers, room);
         for p in peers.as_mut()[..npeers as usize].iter_mut() {
@@ -364,7 +376,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Non-blocking send of `len` bytes of `buf`. Returns [`Request::COMPLETE`]
     /// when the data left the user buffer during the call (the common case);
     /// otherwise a request to `test` — the buffer must stay valid until then.
-    /// Above the eager threshold the message goes by rendezvous, and the
+    /// Above [`Config::eager_max`] the message goes by rendezvous, and the
     /// request completes once the receiver has it (synchronous, as `MPI_Issend`).
     #[allow(clippy::too_many_arguments)]
     pub fn isend<N: Nic>(
@@ -384,10 +396,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.peers[dest as usize].failed {
             return Err(SendError::PeerFailed);
         }
-        if len > self.cfg.eager_threshold {
-            return self.start_send(now, nic, dest, tag, context, buf, len);
-        }
-        let q = QueuedSend {
+        let mut q = QueuedSend {
             req: Request::COMPLETE,
             dest,
             tag,
@@ -395,9 +404,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             buf,
             len,
             rndv: false,
+            sent: 0,
         };
+        if len > self.cfg.eager_threshold {
+            if len > self.cfg.medium() {
+                return self.start_send(now, nic, dest, tag, context, buf, len);
+            }
+            return self.start_medium(now, nic, q);
+        }
         if self.peers[dest as usize].queued == 0 {
-            match self.try_send(now, nic, &q, self.reqs.has_free()) {
+            match self.try_send(now, nic, &mut q, self.reqs.has_free()) {
                 Sent::Done => return Ok(Request::COMPLETE),
                 Sent::Reading(slot) => {
                     // Cannot fail: `has_free` was checked before the post.
@@ -462,6 +478,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.reqs.set(req, State::Done(st));
                 }
                 Held::Rts(rts) => self.start_recv(now, nic, req, buf, capacity, env, rts),
+                Held::Medium { first, len } => {
+                    let into = Receiving {
+                        buf,
+                        capacity,
+                        tag: env.tag,
+                    };
+                    // Each fragment took a credit of its own.
+                    self.take_held_medium(now, nic, req, env.src, first, len, into);
+                    return Ok(req);
+                }
             }
             self.consumed(now, nic, env.src);
             return Ok(req);

@@ -20,6 +20,7 @@ mod fifo;
 pub mod frame;
 mod log;
 pub mod matching;
+pub mod medium;
 pub mod nic;
 pub mod packed;
 mod peer;

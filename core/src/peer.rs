@@ -75,6 +75,8 @@ pub struct Peer {
     pub(crate) down: bool,
     /// Given up on: nothing goes to it or is taken from it any more.
     pub(crate) failed: bool,
+    /// The medium message arriving from the peer, if one is part way.
+    pub(crate) assembly: crate::medium::Assembly,
 }
 
 use crate::fifo::{Fifo, Node, NIL};
@@ -117,6 +119,7 @@ impl Peer {
             timeouts: 0,
             down: false,
             failed: false,
+            assembly: crate::medium::Assembly::IDLE,
         }
     }
 

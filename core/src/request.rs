@@ -93,6 +93,8 @@ pub(crate) enum State {
     RecvPosted,
     /// A rendezvous in progress (either side): matched, not cancellable.
     Rndv,
+    /// A medium message matched, more of its fragments to come.
+    Receiving,
     /// Finished with a status (receives, and sends that failed).
     Done(Status),
 }
@@ -236,6 +238,8 @@ pub struct QueuedSend {
     /// Above the eager threshold: sending means sending the RTS, and the
     /// request stays pending until the rendezvous ends.
     pub rndv: bool,
+    /// A medium message: bytes already sent as fragments.
+    pub sent: u32,
 }
 
 impl QueuedSend {
@@ -248,6 +252,23 @@ impl QueuedSend {
         buf: UserBuf(0),
         len: 0,
         rndv: false,
+        sent: 0,
+    };
+}
+
+/// A medium message's receive while its fragments arrive: where they go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Receiving {
+    pub buf: UserBuf,
+    pub capacity: u32,
+    pub tag: u32,
+}
+
+impl Receiving {
+    pub(crate) const NONE: Receiving = Receiving {
+        buf: UserBuf(0),
+        capacity: 0,
+        tag: 0,
     };
 }
 

@@ -42,6 +42,9 @@ pub struct Stats {
     /// Packed packets with a malformed record (also counted in `malformed`);
     /// the records before it were delivered.
     pub malformed_packed: u64,
+    /// Fragments of medium messages sent and taken in.
+    pub fragments_out: u64,
+    pub fragments_in: u64,
     /// Large sends and receives that went by rendezvous.
     pub rndv_sends: u64,
     pub rndv_recvs: u64,

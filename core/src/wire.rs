@@ -7,7 +7,8 @@
 //! offset size field     meaning
 //!      0    1 version   `VERSION`; a decoder rejects any other value
 //!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed,
-//!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data, 10 probe)
+//!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data, 10 probe,
+//!                         11 credit, 12 medium)
 //!      2    2 src       sender's rank
 //!      4    2 context   MPI communicator context
 //!      6    2 flags     reserved, must be zero in version 1
@@ -23,8 +24,9 @@
 //! `ack` and `credit` are cumulative counters rather than deltas, so a lost or
 //! duplicated control packet can never lose or double a credit.
 //!
-//! Evolution: kinds 4 (packed) and 5–10 (rendezvous, bodies in
-//! [`crate::rendezvous`]) were added without a version change, as the format
+//! Evolution: kinds 4 (packed), 5–10 (rendezvous, bodies in
+//! [`crate::rendezvous`]), 11 (credit) and 12 (medium, body in
+//! [`crate::medium`]) were added without a version change, as the format
 //! is append-only; a decoder that predates them rejects them as `DecodeError::Kind`.
 
 /// Wire format version this build speaks. Evolution is append-only.
@@ -61,6 +63,10 @@ pub enum Kind {
     /// that would let every message it has waiting go. The answer is an
     /// acknowledgement carrying a higher limit. Unsequenced.
     Credit = 11,
+    /// One fragment of a message too large for one packet and small enough
+    /// to go without a rendezvous ([`crate::medium`]): matched by its first
+    /// fragment, each fragment sequenced and credited as a message.
+    Medium = 12,
 }
 
 impl Kind {
@@ -71,7 +77,7 @@ impl Kind {
 
     /// Takes a sequence number (and a credit): delivered once and in order.
     pub fn sequenced(self) -> bool {
-        matches!(self, Kind::Eager | Kind::Packed | Kind::Rts)
+        matches!(self, Kind::Eager | Kind::Packed | Kind::Rts | Kind::Medium)
     }
 
     fn from_u8(v: u8) -> Option<Kind> {
@@ -87,6 +93,7 @@ impl Kind {
             9 => Some(Kind::Data),
             10 => Some(Kind::Probe),
             11 => Some(Kind::Credit),
+            12 => Some(Kind::Medium),
             _ => None,
         }
     }
@@ -276,8 +283,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 12;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(12)));
+        k[1] = 13;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(13)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));

@@ -87,6 +87,9 @@ pub struct Params {
     /// by rendezvous: `rndv`, or the endpoint's choice; the NIC can do RDMA.
     pub large: u32,
     pub rndv: Option<Protocol>,
+    /// `Config::medium_max`: messages above the eager threshold up to it go
+    /// as fragments (`Some(0)`: none; `None`: the endpoint's choice).
+    pub medium: Option<u32>,
     /// Every rank but this one sends only to it (a flood), and it sends nothing.
     pub flood: Option<u16>,
     /// No rank posts a receive before this virtual time: whatever arrives
@@ -111,6 +114,7 @@ impl Params {
         wqes: None,
         large: 0,
         rndv: None,
+        medium: Some(0),
         flood: None,
         receive_after_ns: 0,
         rx_buffers: 256,
@@ -236,6 +240,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         cfg.send_wqes = w;
     }
     cfg.rendezvous = p.rndv;
+    cfg.medium_max = p.medium;
     cfg.rx_buffers = p.rx_buffers;
     cfg.rx_reserve = p.rx_buffers / 8;
     cfg.rx_low_water = p.rx_buffers / 4;

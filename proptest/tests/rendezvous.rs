@@ -310,7 +310,10 @@ fn exchange(
 }
 
 fn lossy() -> Config {
-    Config::unreliable(THRESHOLD, 4)
+    Config {
+        medium_max: Some(0),
+        ..Config::unreliable(THRESHOLD, 4)
+    }
 }
 
 /// A PULL receive whose FIN was lost, followed by many more finished

@@ -396,3 +396,75 @@ fn a_thousand_ranks_deliver_exactly_once_in_order() {
         }
     }
 }
+
+/// Medium messages over the hostile network: lost, duplicated and
+/// reordered fragments are resent in sequence, and every message (one
+/// packet, fragments, or PULL above `medium_max`) arrives whole, once and
+/// in order, whether its receive was posted first or it waited.
+#[test]
+fn medium_messages_survive_loss_duplication_and_reordering() {
+    let p = Params {
+        ranks: 3,
+        messages: 80,
+        large: 4000,
+        medium: Some(2500),
+        posted: 2,
+        ..Params::LOSSY
+    };
+    check(
+        "medium_messages_survive_loss_duplication_and_reordering",
+        p,
+        0..24,
+    );
+    let o = run(3, &p).unwrap();
+    let sum = |f: fn(&rmx_core::Stats) -> u64| o.stats.iter().map(f).sum::<u64>();
+    assert!(sum(|s| s.fragments_in) > 0, "no fragment");
+    assert!(sum(|s| s.rndv_recvs) > 0, "nothing above medium_max pulled");
+    assert!(sum(|s| s.retransmits) > 0, "no loss recovered");
+}
+
+/// Receives posted late: medium messages wait as unexpected, fragment by
+/// fragment in their receive buffers, some matched part way.
+#[test]
+fn medium_messages_wait_as_unexpected_until_received() {
+    let p = Params {
+        ranks: 4,
+        large: 3000,
+        medium: Some(3000),
+        receive_after_ns: 300_000,
+        ..Params::RELIABLE
+    };
+    check(
+        "medium_messages_wait_as_unexpected_until_received",
+        p,
+        0..16,
+    );
+    let o = run(5, &p).unwrap();
+    let unexpected: u64 = o.stats.iter().map(|s| s.unexpected).sum();
+    let fragments: u64 = o.stats.iter().map(|s| s.fragments_in).sum();
+    assert!(unexpected > 0 && fragments > 0, "{unexpected} {fragments}");
+}
+
+/// Every rank floods one with medium messages over a small receive pool:
+/// fragments wait for credit a few at a time, and nothing is lost.
+#[test]
+fn a_flood_of_medium_messages_waits_for_credit_fragment_by_fragment() {
+    let p = Params {
+        ranks: 5,
+        messages: 60,
+        large: 4000,
+        medium: Some(4000),
+        flood: Some(0),
+        rx_buffers: 48,
+        posted: 1,
+        ..Params::LOSSY
+    };
+    check(
+        "a_flood_of_medium_messages_waits_for_credit_fragment_by_fragment",
+        p,
+        0..12,
+    );
+    let o = run(2, &p).unwrap();
+    let stalls: u64 = o.stats.iter().map(|s| s.send_stalls).sum();
+    assert!(stalls > 0, "no send waited for credit");
+}

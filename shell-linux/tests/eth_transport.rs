@@ -1,8 +1,8 @@
 //! rmx over the `eth` transport between ranks' threads, each in its own
 //! network namespace of a lab made by the test (needs root; skipped with the
 //! reason otherwise): messages arrive exactly once, in order and byte-exact
-//! through eager, and PULL sizes, also with frames lost, duplicated and
-//! reordered; bad frames on the wire are counted and dropped.
+//! through eager, medium (fragmented) and PULL sizes, at MTU 9000 and 1500,
+//! also with frames lost, duplicated and reordered; bad frames on the wire are counted and dropped.
 
 use rmx_core::{Source, TagSel};
 use rmx_linux::eth::{EthOpts, Faults};
@@ -53,8 +53,9 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + seed * 13) as u8).collect()
 }
 
-/// Sizes through every path: empty, eager, one frame and beyond, PULL.
-const SIZES: [usize; 10] = [
+/// Sizes through every path: empty, eager in one frame, medium (fragments
+/// up to 32 KiB), PULL.
+const SIZES: [usize; 12] = [
     0,
     1,
     100,
@@ -62,6 +63,8 @@ const SIZES: [usize; 10] = [
     8192,
     8193,
     20_000,
+    32_768,
+    32_769,
     65_536,
     1 << 20,
     4 << 20,
@@ -87,14 +90,18 @@ fn exchange(net: &Net) {
         r.stats()
     });
     eprintln!("stats rank 1: {:?}", out[1]);
+    assert!(out[1].fragments_in > 0, "medium messages came as fragments");
+    assert!(out[1].rndv_recvs > 0, "larger ones were pulled");
 }
 
 #[test]
 fn messages_of_every_size_cross_the_lab_exactly_once() {
-    let Some((_lab, net)) = lab("x", 2, 9000, Faults::default()) else {
-        return;
-    };
-    exchange(&net);
+    for mtu in [9000, 1500] {
+        let Some((_lab, net)) = lab("x", 2, mtu, Faults::default()) else {
+            return;
+        };
+        exchange(&net);
+    }
 }
 
 #[test]

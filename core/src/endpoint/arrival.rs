@@ -104,6 +104,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             Kind::Cts | Kind::Fin | Kind::Pull | Kind::Data | Kind::Probe => {
                 self.on_rndv_packet(now, nic, buf, h);
             }
+            Kind::Medium => self.on_fragment(now, nic, buf, h),
             Kind::Packed => {
                 if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
                     return;
@@ -284,14 +285,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if n > 0 {
             nic.copy(Loc::User(buf, 0), from, n as usize);
         }
+        self.received(env.src, env.tag, len, capacity)
+    }
+
+    /// The status of a receive of a `len`-byte message into `capacity` bytes.
+    pub(super) fn received(&mut self, source: u16, tag: u32, len: u32, capacity: u32) -> Status {
         let fault = (len > capacity).then(|| {
             self.stats.truncated += 1;
             RecvFault::Truncated { len, capacity }
         });
         Status {
-            source: env.src,
-            tag: env.tag,
-            len: n,
+            source,
+            tag,
+            len: len.min(capacity),
             fault,
         }
     }

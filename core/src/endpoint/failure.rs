@@ -9,6 +9,7 @@
 //! says so instead of waiting for ever. Receives posted for any source stay:
 //! another peer may still match them.
 
+use super::medium::failed_status;
 use super::*;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
@@ -72,25 +73,18 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.queued.push_back(self.reqs.all_mut(), 0, i);
             } else if !q.rndv {
                 let st = Status {
-                    source: peer,
                     tag: q.tag,
-                    len: 0,
-                    fault: Some(RecvFault::PeerFailed),
+                    ..failed_status(peer)
                 };
                 self.reqs.set(q.req, State::Done(st));
             }
         }
         self.peers[d].queued = 0;
         self.fail_transfers(nic, peer);
+        self.fail_assembly(peer);
         // Receives posted for this peer alone.
         while let Some(pr) = self.matcher.remove_posted_from(peer) {
-            let st = Status {
-                source: peer,
-                tag: 0,
-                len: 0,
-                fault: Some(RecvFault::PeerFailed),
-            };
-            self.reqs.set(pr.req, State::Done(st));
+            self.reqs.set(pr.req, State::Done(failed_status(peer)));
         }
     }
 }

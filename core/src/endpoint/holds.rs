@@ -13,7 +13,8 @@ use crate::nic::RxBuf;
 pub struct HoldEntry {
     buf: RxBuf,
     refs: u16,
-    /// The next free entry, while this one is free.
+    /// The next free entry, while this one is free; while held, the next
+    /// fragment of its medium message.
     next: u16,
 }
 
@@ -82,6 +83,18 @@ impl<T: AsRef<[HoldEntry]> + AsMut<[HoldEntry]>> Holds<T> {
     /// The buffer behind hold `h`.
     pub fn buf(&self, h: u16) -> RxBuf {
         self.table.as_ref()[h as usize].buf
+    }
+
+    /// Chains hold `next` after `h`: the fragments of one medium message,
+    /// each in a buffer of its own. A hold is made unchained.
+    pub fn chain(&mut self, h: u16, next: u16) {
+        self.table.as_mut()[h as usize].next = next;
+    }
+
+    /// The hold chained after `h`, if any. Read it before releasing `h`.
+    pub fn chained(&self, h: u16) -> Option<u16> {
+        let n = self.table.as_ref()[h as usize].next;
+        (n != NIL).then_some(n)
     }
 
     /// A message held in `h` was received; the buffer, once none is left in it.

@@ -214,6 +214,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             buf,
             len,
             rndv: true,
+            sent: 0,
         };
         if self.peers[dest as usize].queued == 0 {
             if let Sent::Rts = self.send_rts(now, nic, &q) {

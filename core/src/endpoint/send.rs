@@ -27,11 +27,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         &mut self,
         now: u64,
         nic: &mut N,
-        q: &QueuedSend,
+        q: &mut QueuedSend,
         may_pend: bool,
     ) -> Sent {
         if q.rndv {
             return self.send_rts(now, nic, q);
+        }
+        if q.len > self.cfg.eager_threshold {
+            return self.send_fragments(now, nic, q);
         }
         let d = q.dest as usize;
         if self.peers[d].credits_left() == 0 {
@@ -296,15 +299,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
                 break;
             };
-            let q = self.work[i as usize].send;
+            let mut q = self.work[i as usize].send;
             let bit = 1u64 << (q.dest % 64);
             let sent = if blocked & bit == 0 {
-                self.try_send(now, nic, &q, true)
+                self.try_send(now, nic, &mut q, true)
             } else {
                 Sent::No
             };
             match sent {
                 Sent::No => {
+                    // A medium message may have sent some fragments.
+                    self.work[i as usize].send = q;
                     blocked |= bit;
                     self.queued.push_back(self.reqs.all_mut(), 0, i);
                     self.ask_credit(now, nic, q.dest);
