@@ -152,6 +152,21 @@ impl Net {
         }
     }
 
+    /// The largest message ranks on this network send without a
+    /// rendezvous ([`Config::eager_max`] of `cfg` fitted to what the
+    /// transport can do). An interface's MTU is known only once a port
+    /// opens, so the one-packet threshold is the configured one.
+    pub fn eager_max(&self, cfg: &Config) -> u32 {
+        let rdma = matches!(self, Net::Loop(_));
+        let caps = rmx_core::Caps {
+            rdma_read: rdma,
+            rdma_write: rdma,
+            lossy: !rdma,
+            ..rmx_core::Caps::default()
+        };
+        cfg.fit(&caps).eager_max()
+    }
+
     /// Receive buffers per rank: what a benchmark keeps in flight at most.
     pub fn rx_buffers(&self) -> usize {
         match self {

@@ -402,6 +402,12 @@ struct BenchArgs {
     /// eth: per cent of received frames delivered after the next one.
     #[arg(long)]
     reorder: Option<f64>,
+    /// Largest message sent eagerly as fragments of one packet each
+    /// (Open-MX's medium messages), above it by rendezvous; 0 turns them
+    /// off [default: 32768 on eth, 0 on loop, whose RDMA rendezvous
+    /// copies nothing].
+    #[arg(long, value_name = "BYTES")]
+    medium_max: Option<u32>,
     /// eth: how frames come in: a PACKET_MMAP ring (no system call to
     /// poll) or batched recvmmsg [default: ring].
     #[arg(long, value_enum)]
@@ -464,6 +470,18 @@ const RNDV_END: usize = 4 << 20;
 /// The largest size a benchmark accepts (a window of 64 buffers of it is allocated).
 const SIZE_LIMIT: usize = 64 << 20;
 
+/// The largest `--medium-max`.
+const MEDIUM_LIMIT: u32 = 1 << 20;
+
+/// The core's configuration for a benchmark: the default with what its
+/// options change.
+fn bench_config(a: &BenchArgs) -> rmx_core::Config {
+    rmx_core::Config {
+        medium_max: a.medium_max.or(rmx_linux::rank::loop_config().medium_max),
+        ..rmx_linux::rank::loop_config()
+    }
+}
+
 /// The most repetitions a benchmark takes: buffers of results are sized by it.
 const ITERS_LIMIT: u64 = 1_000_000_000;
 /// The most buffers `bench spectrum` takes (buffer i is sent i times, so the
@@ -502,6 +520,11 @@ fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, 
     if max_size > SIZE_LIMIT {
         return Err(format!(
             "--max-size {max_size} is above the benchmarks' limit of {SIZE_LIMIT} bytes"
+        ));
+    }
+    if let Some(m) = a.medium_max.filter(|&m| m > MEDIUM_LIMIT) {
+        return Err(format!(
+            "--medium-max {m} is above {MEDIUM_LIMIT}: fragments are copied through the receive pool; larger messages belong to a rendezvous"
         ));
     }
     let iters = a.iters.unwrap_or(iters);
@@ -923,6 +946,7 @@ fn suite_eth(out: &std::path::Path, iters: u64, iface: Option<String>) -> Result
         dup: None,
         reorder: None,
         rx: None,
+        medium_max: None,
         min_size: None,
         max_size: None,
         iters: Some(iters),
@@ -946,12 +970,17 @@ fn suite_eth(out: &std::path::Path, iters: u64, iface: Option<String>) -> Result
             "one-way latency (us)",
         )
     };
-    latency(&mut md, "pingpong", &o, &net)?;
+    // One packet and fragments, where the latency target lies.
+    let small = Opts {
+        max_size: 32 * 1024,
+        ..o.clone()
+    };
+    latency(&mut md, "pingpong", &small, &net)?;
     let r = bench::rate::run("msgrate", &o, cfg, &net, &bench::rate::Setup::PAPER);
     record(out, &mut md, "msgrate", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
     let big = Opts {
-        min_size: 16384,
+        min_size: 65536,
         max_size: RNDV_END,
         ..o.clone()
     };
@@ -1032,7 +1061,7 @@ fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<()
     let nic = &loop_net();
     let all = [Protocol::Rput, Protocol::Rget, Protocol::Pull];
     let big = Opts {
-        min_size: 16384,
+        min_size: 65536,
         max_size: RNDV_END,
         ..o.clone()
     };
@@ -1084,7 +1113,7 @@ fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
         None => vec![false, true],
         Some(t) => vec![t == OnOff::On],
     };
-    let cfg = rmx_linux::rank::loop_config();
+    let cfg = bench_config(&a.args);
     let (net, _lab) = network(&a.args, false)?;
     let nic = &net;
     let r = if progress {
@@ -1162,7 +1191,7 @@ fn rate(name: &str, a: &RateArgs) -> Result<(), String> {
     let setups = setups(a)?;
     let (net, _lab) = network(&a.args, true)?;
     let o = quiet_off_rank0(o, &net);
-    let r = bench::rate::run(name, &o, rmx_linux::rank::loop_config(), &net, &setups);
+    let r = bench::rate::run(name, &o, bench_config(&a.args), &net, &setups);
     emit_rank0(&net, &r, a.args.json)
 }
 
@@ -1371,7 +1400,7 @@ fn main() -> ExitCode {
                 let variants = rndv.map_or(vec![], |s| RndvSel::protocols(Some(s)));
                 let (net, _lab) = network(&a, true)?;
                 let o = quiet_off_rank0(o, &net);
-                let r = bench::pingpong::run(&o, rmx_linux::rank::loop_config(), &net, &variants);
+                let r = bench::pingpong::run(&o, bench_config(&a), &net, &variants);
                 emit_rank0(&net, &r, a.json)
             })
         }
@@ -1381,7 +1410,7 @@ fn main() -> ExitCode {
             let cal = reuse_ready()?;
             let (net, _lab) = network(&a, false)?;
             emit(
-                &bench::eager_reuse::run(&o, rmx_linux::rank::loop_config(), &net, &cal),
+                &bench::eager_reuse::run(&o, bench_config(&a), &net, &cal),
                 a.json,
             );
             Ok(())
@@ -1418,7 +1447,7 @@ fn main() -> ExitCode {
             }
             let cal = reuse_ready()?;
             let (net, _lab) = network(&a, false)?;
-            let r = bench::spectrum::run(&o, rmx_linux::rank::loop_config(), &net, &cal, buffers);
+            let r = bench::spectrum::run(&o, bench_config(&a), &net, &cal, buffers);
             if let Some(p) = plot {
                 bench::spectrum::plot(&r, &p)?;
             }

@@ -443,6 +443,11 @@ fn absurd_values_are_refused_with_a_clear_error() {
             "--warmup",
         ),
         (vec!["bench", "suite", "--iters", "0"], "--iters"),
+        (
+            vec!["bench", "pingpong", "--medium-max", "4294967295"],
+            "--medium-max 4294967295 is above",
+        ),
+        (vec!["bench", "bw", "--medium-max", "-1"], "--medium-max"),
     ] {
         let (code, out, err) = rmx(&args);
         assert_eq!(code, 2, "rmx {}: {out}{err}", args.join(" "));
@@ -783,4 +788,32 @@ fn lab_exec_without_a_lab_says_how_to_make_one() {
     let (code, _, err) = rmx(&["lab", "exec"]);
     assert_ne!(code, 0, "a command is required");
     assert!(err.contains("CMD"), "{err}");
+}
+
+/// `--medium-max` reaches the core and the report says which it was.
+#[test]
+fn medium_max_is_taken_and_reported() {
+    let base = [
+        "bench",
+        "pingpong",
+        "--min-size",
+        "16384",
+        "--max-size",
+        "16384",
+    ];
+    let (code, out, err) = rmx(&[
+        &base[..],
+        &["--iters", "20", "--json", "--medium-max", "32768"],
+    ]
+    .concat());
+    assert_eq!(code, 0, "{err}");
+    let doc = json(&out);
+    assert_eq!(doc["config"]["medium_max"], 32768);
+    assert_eq!(doc["results"][0]["size"], 16384);
+    let (code, out, err) = rmx(&[&base[..], &["--iters", "20", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        json(&out)["config"]["medium_max"].is_null(),
+        "the transport's choice"
+    );
 }

@@ -75,6 +75,7 @@ impl Opts {
             "min_size": self.min_size,
             "max_size": self.max_size,
             "eager_threshold": cfg.eager_threshold,
+            "medium_max": cfg.medium_max,
             "credits": cfg.credits,
             "reliable": cfg.reliable,
             "send_wqes": cfg.send_wqes,

@@ -153,7 +153,10 @@ pub fn run(
     let pb = opts.progress("overlap", sizes.len() * variants.len() * threads.len());
     let barrier = SpinBarrier::new(2);
     let plan = AtomicU64::new(0);
-    let eager = |size: usize| size as u64 <= cfg.eager_threshold as u64;
+    // Sent without a rendezvous: the send completes at once, in one packet
+    // or as fragments.
+    let eager_max = net.eager_max(&cfg) as u64;
+    let eager = |size: usize| size as u64 <= eager_max;
     let runs = super::per_setting(cfg, net, variants, threads, side.timed_rank(), |r| {
         let mut buf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rows = Vec::new();

@@ -101,21 +101,15 @@ fn rmx_rounds_timed(
     last - t0
 }
 
-/// Latency per size; sizes above the eager threshold once per rendezvous
+/// Latency per size; sizes sent without a rendezvous (in one packet or as
+/// fragments) with `--iters`, larger ones once per rendezvous
 /// in `variants` (the transport's choice when empty), with a tenth of the
 /// iterations there, as osu_latency does for large messages.
 pub fn run(opts: &Opts, cfg: Config, net: &Net, variants: &[Protocol]) -> Report {
     let all = opts.sizes();
-    let eager: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|&s| s as u64 <= cfg.eager_threshold as u64)
-        .collect();
-    let large: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|&s| s as u64 > cfg.eager_threshold as u64)
-        .collect();
+    let eager_max = net.eager_max(&cfg) as u64;
+    let (eager, large): (Vec<usize>, Vec<usize>) =
+        all.iter().partition(|&&s| s as u64 <= eager_max);
     let mut results = Vec::new();
     let pb = opts.progress(
         "pingpong",
