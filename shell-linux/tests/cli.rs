@@ -447,7 +447,7 @@ fn absurd_values_are_refused_with_a_clear_error() {
             vec!["bench", "pingpong", "--medium-max", "4294967295"],
             "--medium-max 4294967295 is above",
         ),
-        (vec!["bench", "bw", "--medium-max", "-1"], "--medium-max"),
+        (vec!["bench", "bw", "--medium-max=-1"], "--medium-max"),
     ] {
         let (code, out, err) = rmx(&args);
         assert_eq!(code, 2, "rmx {}: {out}{err}", args.join(" "));
