@@ -4,6 +4,7 @@
 
 pub mod netns;
 pub mod port;
+pub mod qdisc;
 pub mod ring;
 pub mod socket;
 

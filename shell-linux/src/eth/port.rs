@@ -78,7 +78,8 @@ pub struct EthOpts {
     pub ethertype: u16,
     /// Frame buffers of the receive pool (the core's `rx_buffers`).
     pub rx_buffers: u32,
-    /// Send straight to the driver, past the qdisc (netem needs it off).
+    /// Send straight to the driver, past the qdisc, unless the interface
+    /// has a qdisc set on purpose (netem, a shaper): that one is kept.
     pub bypass_qdisc: bool,
     /// Largest packet a frame carries, below the interface's MTU if that is
     /// larger (loopback's 64 KiB): bounds the receive pool's memory.
@@ -183,7 +184,8 @@ impl EthPort {
         if opts.batch == 0 || opts.batch as usize > BATCH {
             return Err(bad(format!("batch {}: give 1 to {BATCH}", opts.batch)));
         }
-        let sock = RawSocket::open(iface, opts.ethertype, opts.bypass_qdisc)?;
+        let bypass = opts.bypass_qdisc && !super::qdisc::must_keep(iface);
+        let sock = RawSocket::open(iface, opts.ethertype, bypass)?;
         let max_packet = frame::max_packet(sock.mtu())
             .min(opts.max_packet)
             .min(u16::MAX as u32);

@@ -1,0 +1,325 @@
+//! A small qemu VM for tests that need a kernel this machine's cannot be:
+//! Debian's own kernel (with modules such as netem, veth, rdma_rxe) booted
+//! under TCG with a hand-made initramfs that holds busybox, the host
+//! binaries a test names, their shared libraries, and the modules it asks
+//! for. The guest runs one shell script and powers off; its console comes
+//! back as the run's output. See `../shared/notes/test-vm.md` for the
+//! facts this rests on.
+//!
+//! Kernel packages are downloaded once into `$RMX_VM_CACHE` (default
+//! `target/rmx-vm`). Anything missing (root, qemu, busybox, the package)
+//! is a [`Skip`] with the reason, so a test can say why it did not run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why the VM cannot run here.
+#[derive(Debug)]
+pub struct Skip(pub String);
+
+/// A guest kernel, unpacked.
+pub struct Kernel {
+    vmlinuz: PathBuf,
+    modules: PathBuf,
+}
+
+/// What to run in the guest.
+pub struct Job<'a> {
+    /// Host files copied to the same path in the guest (with the shared
+    /// libraries `ldd` lists for them).
+    pub files: &'a [&'a Path],
+    /// Modules to load, by name, dependencies first (found with modinfo).
+    pub modules: &'a [&'a str],
+    /// The script the guest runs (busybox sh, iproute2 first in PATH).
+    pub script: &'a str,
+    pub timeout: Duration,
+}
+
+/// How the guest's script ended.
+pub struct Outcome {
+    /// The script's exit status, if it got as far as reporting one.
+    pub status: Option<i32>,
+    /// Everything the guest printed on its console.
+    pub console: String,
+}
+
+const MARK: &str = "RMX-VM-EXIT";
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn sh(cmd: &str, dir: &Path) -> Result<String, String> {
+    let out = Command::new("sh")
+        .args(["-c", cmd])
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{cmd}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("RMX_VM_CACHE").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/rmx-vm"),
+        PathBuf::from,
+    )
+}
+
+/// Debian's kernel, downloaded and unpacked on first use.
+pub fn kernel() -> Result<Kernel, Skip> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Skip("not root: the guest's files are root's".into()));
+    }
+    for (cmd, pkg) in [
+        ("qemu-system-x86_64", "qemu-system-x86"),
+        ("busybox", "busybox-static"),
+        ("cpio", "cpio"),
+        ("modinfo", "kmod"),
+        ("tc", "iproute2"),
+    ] {
+        if !have(cmd) {
+            return Err(Skip(format!("no {cmd}: apt-get install {pkg}")));
+        }
+    }
+    let dir = cache();
+    std::fs::create_dir_all(&dir).map_err(|e| Skip(format!("{}: {e}", dir.display())))?;
+    let unpacked = dir.join("kernel");
+    if !unpacked.join("boot").exists() {
+        let pkg = sh(
+            "apt-cache depends linux-image-amd64 | sed -n 's/.*Depends: \\(linux-image-[^ ]*\\)/\\1/p' | head -1",
+            &dir,
+        )
+        .map_err(Skip)?;
+        let pkg = pkg.trim();
+        if pkg.is_empty() {
+            return Err(Skip("apt knows no linux-image-amd64: apt-get update".into()));
+        }
+        sh(&format!("rm -f linux-image-*.deb && apt-get download {pkg}"), &dir)
+            .map_err(|e| Skip(format!("cannot download the guest kernel: {e}")))?;
+        let tmp = dir.join("kernel.part");
+        let _ = std::fs::remove_dir_all(&tmp);
+        sh(&format!("dpkg-deb -x linux-image-*.deb {}", tmp.display()), &dir).map_err(Skip)?;
+        std::fs::rename(&tmp, &unpacked).map_err(|e| Skip(e.to_string()))?;
+    }
+    let find = |sub: &str, prefix: &str| -> Result<PathBuf, Skip> {
+        std::fs::read_dir(unpacked.join(sub))
+            .map_err(|e| Skip(format!("{sub}: {e}")))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
+            .ok_or_else(|| Skip(format!("no {prefix}* in the kernel package")))
+    };
+    Ok(Kernel {
+        vmlinuz: find("boot", "vmlinuz-")?,
+        modules: find("lib/modules", "")?,
+    })
+}
+
+impl Kernel {
+    /// The module `name`'s file and those it depends on, dependencies first.
+    fn module_files(&self, name: &str, out: &mut Vec<PathBuf>) -> Result<(), String> {
+        let want = name.replace('-', "_");
+        let path = walk(&self.modules)
+            .into_iter()
+            .find(|p| {
+                let f = p.file_name().unwrap_or_default().to_string_lossy();
+                let stem = f.split(".ko").next().unwrap_or_default().replace('-', "_");
+                f.contains(".ko") && stem == want
+            })
+            .ok_or_else(|| format!("module {name} is not in the guest kernel"))?;
+        if out.contains(&path) {
+            return Ok(());
+        }
+        let deps = sh(&format!("modinfo -F depends {}", path.display()), Path::new("/"))?;
+        for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
+            self.module_files(d, out)?;
+        }
+        if !out.contains(&path) {
+            out.push(path);
+        }
+        Ok(())
+    }
+
+    /// Boots the guest on `job` and waits for it to power off.
+    pub fn run(&self, job: &Job) -> Result<Outcome, String> {
+        let root = tempdir()?;
+        let r = root.path();
+        for d in ["bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "modules", "etc", "var"] {
+            std::fs::create_dir_all(r.join(d)).map_err(|e| e.to_string())?;
+        }
+        let busybox = sh("command -v busybox", Path::new("/"))?;
+        copy_to(Path::new(busybox.trim()), &r.join("bin/busybox"))?;
+        // iproute2 rather than busybox's: it has netns and tc.
+        let mut files: Vec<PathBuf> = ["ip", "tc"]
+            .iter()
+            .map(|c| sh(&format!("command -v {c}"), Path::new("/")).map(|p| PathBuf::from(p.trim())))
+            .collect::<Result<_, _>>()?;
+        files.extend(job.files.iter().map(|p| p.to_path_buf()));
+        for f in &files {
+            copy_to(f, &r.join(f.strip_prefix("/").unwrap_or(f)))?;
+            let libs = sh(&format!("ldd {} || true", f.display()), Path::new("/"))?;
+            for lib in libs.split_whitespace().filter(|w| w.starts_with('/')) {
+                let lib = Path::new(lib);
+                copy_to(lib, &r.join(lib.strip_prefix("/").unwrap_or(lib)))?;
+            }
+        }
+        let mut mods = Vec::new();
+        for m in job.modules {
+            self.module_files(m, &mut mods)?;
+        }
+        let mut order = String::new();
+        for m in &mods {
+            let name = m.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            if let Some(stem) = name.strip_suffix(".xz") {
+                sh(
+                    &format!("xz -dc {} > {}", m.display(), r.join("modules").join(stem).display()),
+                    r,
+                )?;
+                order.push_str(stem);
+            } else {
+                copy_to(m, &r.join("modules").join(&name))?;
+                order.push_str(&name);
+            }
+            order.push('\n');
+        }
+        write(&r.join("modules.order"), &order)?;
+        write(&r.join("run.sh"), job.script)?;
+        write(&r.join("init"), &init_script())?;
+        sh("chmod +x init && find . | cpio -o -H newc 2>/dev/null | gzip -1 > ../initrd.gz", r)?;
+        let initrd = r.parent().unwrap_or(r).join("initrd.gz");
+        let mut child = Command::new("qemu-system-x86_64")
+            .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "1024"])
+            .args(["-nic", "none", "-display", "none", "-no-reboot", "-serial", "stdio"])
+            .args(["-monitor", "none"])
+            .arg("-kernel")
+            .arg(&self.vmlinuz)
+            .arg("-initrd")
+            .arg(&initrd)
+            .args(["-append", "console=ttyS0 panic=-1 quiet rdinit=/init"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start qemu: {e}"))?;
+        let mut stdout = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stdout, &mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        });
+        let start = Instant::now();
+        let timed_out = loop {
+            if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+                break false;
+            }
+            if start.elapsed() > job.timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                break true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let console = reader.join().unwrap_or_default();
+        let _ = std::fs::remove_file(&initrd);
+        if timed_out {
+            return Err(format!(
+                "the guest did not power off within {:?}; its console:\n{console}",
+                job.timeout
+            ));
+        }
+        let status = console
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(MARK))
+            .and_then(|s| s.trim().parse().ok());
+        Ok(Outcome { status, console })
+    }
+}
+
+fn init_script() -> String {
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /run /tmp /var
+/bin/busybox --install -s
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs run /run
+mount -t tmpfs tmp /tmp
+ln -s /run /var/run
+for m in $(cat /modules.order); do insmod /modules/$m || echo "insmod $m failed"; done
+/usr/sbin/ip link set lo up
+cd /tmp
+sh /run.sh
+echo "{MARK} $?"
+poweroff -f
+"#
+    )
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn copy_to(from: &Path, to: &Path) -> Result<(), String> {
+    if let Some(d) = to.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
+}
+
+fn write(p: &Path, s: &str) -> Result<(), String> {
+    std::fs::write(p, s).map_err(|e| format!("{}: {e}", p.display()))
+}
+
+/// A directory removed on drop (with the initrd made beside it).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(parent) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(parent);
+        }
+    }
+}
+
+fn tempdir() -> Result<TempDir, String> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = std::env::temp_dir().join(format!("rmx-vm-{}-{n}", std::process::id()));
+    let root = base.join("root");
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    Ok(TempDir(root))
+}
