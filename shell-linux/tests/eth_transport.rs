@@ -146,7 +146,10 @@ fn messages_survive_netem_loss_duplication_and_reordering() {
         return;
     };
     let (st, c) = survive(&net);
-    assert_eq!(c.injected_drops, 0, "the kernel's faults, not the transport's");
+    assert_eq!(
+        c.injected_drops, 0,
+        "the kernel's faults, not the transport's"
+    );
     assert!(st.out_of_order > 0, "reordered frames were seen");
     println!("netem faults survived");
 }

@@ -1,7 +1,10 @@
 //! `rmx bench` as one rank per process under MPICH's hydra `mpiexec`, over
 //! the `eth` transport: on loopback, and in lab namespaces through hydra's
-//! MPMD form. Needs root (raw sockets) and mpiexec; skipped with the reason
-//! otherwise.
+//! MPMD form; and under Slurm's `srun --mpi=pmi2` on a private one-node
+//! Slurm. Needs root (raw sockets) and mpiexec (Slurm for its test);
+//! skipped with the reason otherwise.
+
+mod slurm;
 
 use std::process::Command;
 
@@ -88,6 +91,41 @@ fn pingpong_runs_as_two_processes_on_loopback() {
     let r = one_report(&out, "latency_us");
     // Eager, and above the eager threshold (PULL): 1 B to 16 KiB.
     assert_eq!(r["results"].as_array().unwrap().len(), 15);
+}
+
+/// Slurm's pmi2 plugin answers the PMI-1 client on PMI_FD: `srun` starts
+/// the ranks as it would an MPI job's.
+#[test]
+fn pingpong_runs_as_two_processes_under_slurm_srun() {
+    if !ready() {
+        return;
+    }
+    let slurm = match slurm::Slurm::start() {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let out = slurm
+        .command("srun")
+        .args(["--mpi=pmi2", "-n", "2", RMX, "bench", "pingpong"])
+        .args(["--transport", "eth", "--iface", "lo", "--iters", "500"])
+        .args(["--max-size", "16384", "--json"])
+        .output()
+        .expect("run srun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = one_report(&stdout, "latency_us");
+    assert_eq!(r["results"].as_array().unwrap().len(), 15, "1 B to 16 KiB");
+    assert!(
+        r["config"]["nic"]["launch"].is_string(),
+        "ranks were launched"
+    );
 }
 
 #[test]

@@ -39,9 +39,15 @@ mod tests {
     fn the_root_qdisc_is_read_from_tc() {
         let netem = "qdisc netem 8001: root refcnt 2 limit 1000 delay 50us loss 5%\n";
         assert_eq!(parse_root(netem), Some("netem"));
-        assert_eq!(parse_root("qdisc noqueue 0: root refcnt 2\n"), Some("noqueue"));
+        assert_eq!(
+            parse_root("qdisc noqueue 0: root refcnt 2\n"),
+            Some("noqueue")
+        );
         assert_eq!(parse_root(""), None);
-        assert_eq!(root_kind("lo").as_deref().map(|k| DEFAULTS.contains(&k)), Some(true));
+        assert_eq!(
+            root_kind("lo").as_deref().map(|k| DEFAULTS.contains(&k)),
+            Some(true)
+        );
         assert!(!must_keep("no-such-interface"));
     }
 }

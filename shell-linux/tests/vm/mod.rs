@@ -104,13 +104,22 @@ pub fn kernel() -> Result<Kernel, Skip> {
         .map_err(Skip)?;
         let pkg = pkg.trim();
         if pkg.is_empty() {
-            return Err(Skip("apt knows no linux-image-amd64: apt-get update".into()));
+            return Err(Skip(
+                "apt knows no linux-image-amd64: apt-get update".into(),
+            ));
         }
-        sh(&format!("rm -f linux-image-*.deb && apt-get download {pkg}"), &dir)
-            .map_err(|e| Skip(format!("cannot download the guest kernel: {e}")))?;
+        sh(
+            &format!("rm -f linux-image-*.deb && apt-get download {pkg}"),
+            &dir,
+        )
+        .map_err(|e| Skip(format!("cannot download the guest kernel: {e}")))?;
         let tmp = dir.join("kernel.part");
         let _ = std::fs::remove_dir_all(&tmp);
-        sh(&format!("dpkg-deb -x linux-image-*.deb {}", tmp.display()), &dir).map_err(Skip)?;
+        sh(
+            &format!("dpkg-deb -x linux-image-*.deb {}", tmp.display()),
+            &dir,
+        )
+        .map_err(Skip)?;
         std::fs::rename(&tmp, &unpacked).map_err(|e| Skip(e.to_string()))?;
     }
     let find = |sub: &str, prefix: &str| -> Result<PathBuf, Skip> {
@@ -118,7 +127,10 @@ pub fn kernel() -> Result<Kernel, Skip> {
             .map_err(|e| Skip(format!("{sub}: {e}")))?
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
             .ok_or_else(|| Skip(format!("no {prefix}* in the kernel package")))
     };
     Ok(Kernel {
@@ -142,7 +154,10 @@ impl Kernel {
         if out.contains(&path) {
             return Ok(());
         }
-        let deps = sh(&format!("modinfo -F depends {}", path.display()), Path::new("/"))?;
+        let deps = sh(
+            &format!("modinfo -F depends {}", path.display()),
+            Path::new("/"),
+        )?;
         for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
             self.module_files(d, out)?;
         }
@@ -156,7 +171,9 @@ impl Kernel {
     pub fn run(&self, job: &Job) -> Result<Outcome, String> {
         let root = tempdir()?;
         let r = root.path();
-        for d in ["bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "modules", "etc", "var"] {
+        for d in [
+            "bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "modules", "etc", "var",
+        ] {
             std::fs::create_dir_all(r.join(d)).map_err(|e| e.to_string())?;
         }
         let busybox = sh("command -v busybox", Path::new("/"))?;
@@ -164,7 +181,9 @@ impl Kernel {
         // iproute2 rather than busybox's: it has netns and tc.
         let mut files: Vec<PathBuf> = ["ip", "tc"]
             .iter()
-            .map(|c| sh(&format!("command -v {c}"), Path::new("/")).map(|p| PathBuf::from(p.trim())))
+            .map(|c| {
+                sh(&format!("command -v {c}"), Path::new("/")).map(|p| PathBuf::from(p.trim()))
+            })
             .collect::<Result<_, _>>()?;
         files.extend(job.files.iter().map(|p| p.to_path_buf()));
         for f in &files {
@@ -181,10 +200,18 @@ impl Kernel {
         }
         let mut order = String::new();
         for m in &mods {
-            let name = m.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = m
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             if let Some(stem) = name.strip_suffix(".xz") {
                 sh(
-                    &format!("xz -dc {} > {}", m.display(), r.join("modules").join(stem).display()),
+                    &format!(
+                        "xz -dc {} > {}",
+                        m.display(),
+                        r.join("modules").join(stem).display()
+                    ),
                     r,
                 )?;
                 order.push_str(stem);
@@ -197,11 +224,31 @@ impl Kernel {
         write(&r.join("modules.order"), &order)?;
         write(&r.join("run.sh"), job.script)?;
         write(&r.join("init"), &init_script())?;
-        sh("chmod +x init && find . | cpio -o -H newc 2>/dev/null | gzip -1 > ../initrd.gz", r)?;
+        sh(
+            "chmod +x init && find . | cpio -o -H newc 2>/dev/null | gzip -1 > ../initrd.gz",
+            r,
+        )?;
         let initrd = r.parent().unwrap_or(r).join("initrd.gz");
         let mut child = Command::new("qemu-system-x86_64")
-            .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "1024"])
-            .args(["-nic", "none", "-display", "none", "-no-reboot", "-serial", "stdio"])
+            .args([
+                "-accel",
+                "tcg,thread=multi",
+                "-cpu",
+                "max",
+                "-smp",
+                "2",
+                "-m",
+                "1024",
+            ])
+            .args([
+                "-nic",
+                "none",
+                "-display",
+                "none",
+                "-no-reboot",
+                "-serial",
+                "stdio",
+            ])
             .args(["-monitor", "none"])
             .arg("-kernel")
             .arg(&self.vmlinuz)
