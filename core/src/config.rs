@@ -59,6 +59,14 @@ pub struct Config {
     /// failed (lossy transports; 0: never). With the default timeouts, 20
     /// is about 0.7 s of silence.
     pub retransmits_max: u16,
+    /// Lossy transports: a peer that something here waits on (a receive
+    /// naming it, a rendezvous or a medium message with it) and that has
+    /// sent nothing for this long is pinged; pings unanswered
+    /// `retransmits_max` times in a row (backing off like
+    /// retransmissions) give it up as failed, so a receive from a dead
+    /// process ends instead of waiting for ever. 0: never ping. Reliable
+    /// transports report a broken connection themselves.
+    pub keepalive_ns: u64,
     /// Sends that may be outstanding on one connection (its send work-queue
     /// entries; a send is outstanding from its post until its completion).
     /// The transport's send queue must have at least this many entries.
@@ -109,6 +117,7 @@ impl Config {
             rto_max_ns: 50_000_000,
             ack_delay_ns: 20_000,
             retransmits_max: 20,
+            keepalive_ns: 100_000_000,
             send_wqes: 10,
             coalesce: Coalesce::WhenFull,
             header_cache: true,

@@ -22,6 +22,7 @@ mod backlog;
 mod credit;
 mod failure;
 mod holds;
+mod liveness;
 mod medium;
 mod reliability;
 mod rendezvous;
@@ -492,10 +493,22 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.consumed(now, nic, env.src);
             return Ok(req);
         }
-        let posted = PostedRecv { req, buf, capacity };
+        let from = match source {
+            Source::Rank(r) => Some(r),
+            Source::Any => None,
+        };
+        let posted = PostedRecv {
+            req,
+            source: from,
+            buf,
+            capacity,
+        };
         if self.matcher.post(pattern, posted).is_err() {
             self.reqs.release(req);
             return Err(RecvError::PostedQueueFull);
+        }
+        if let Some(r) = from {
+            self.await_peer(now, r);
         }
         Ok(req)
     }
@@ -514,7 +527,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.reqs.state(req)? != State::RecvPosted {
             return Ok(false);
         }
-        self.matcher.remove_posted(|p| p.req == req);
+        if let Some(pr) = self.matcher.remove_posted(|p| p.req == req) {
+            self.unposted(&pr);
+        }
         self.reqs.set(
             req,
             State::Done(Status {

@@ -77,6 +77,14 @@ pub struct Peer {
     pub(crate) failed: bool,
     /// The medium message arriving from the peer, if one is part way.
     pub(crate) assembly: crate::medium::Assembly,
+    /// Requests here that wait on the peer: receives posted naming it and
+    /// rendezvous transfers with it.
+    pub(crate) awaited: u16,
+    /// When the last packet from the peer arrived (or waiting on it began).
+    pub(crate) heard: u64,
+    /// Pings sent since, unanswered; when the next one is due.
+    pub(crate) pings: u16,
+    pub(crate) ping_at: Option<u64>,
 }
 
 use crate::fifo::{Fifo, Node, NIL};
@@ -120,6 +128,10 @@ impl Peer {
             down: false,
             failed: false,
             assembly: crate::medium::Assembly::IDLE,
+            awaited: 0,
+            heard: 0,
+            pings: 0,
+            ping_at: None,
         }
     }
 

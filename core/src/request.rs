@@ -276,6 +276,8 @@ impl Receiving {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PostedRecv {
     pub req: Request,
+    /// The rank it names, or `None` for any source.
+    pub source: Option<u16>,
     pub buf: UserBuf,
     pub capacity: u32,
 }

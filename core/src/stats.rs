@@ -28,6 +28,8 @@ pub struct Stats {
     pub nacks_in: u64,
     pub nacks_out: u64,
     pub acks_out: u64,
+    /// Pings sent to silent peers something waited on.
+    pub pings_out: u64,
     /// Sends that had to wait for a credit or a bounce slot.
     pub send_stalls: u64,
     /// Eager sends whose payload the NIC gathered from the user buffer.

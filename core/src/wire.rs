@@ -8,7 +8,7 @@
 //!      0    1 version   `VERSION`; a decoder rejects any other value
 //!      1    1 kind      `Kind` (1 eager, 2 ack/credit, 3 nack, 4 packed,
 //!                         5 rts, 6 cts, 7 fin, 8 pull, 9 data, 10 probe,
-//!                         11 credit, 12 medium)
+//!                         11 credit, 12 medium, 13 ping)
 //!      2    2 src       sender's rank
 //!      4    2 context   MPI communicator context
 //!      6    2 flags     reserved, must be zero in version 1
@@ -25,8 +25,8 @@
 //! duplicated control packet can never lose or double a credit.
 //!
 //! Evolution: kinds 4 (packed), 5–10 (rendezvous, bodies in
-//! [`crate::rendezvous`]), 11 (credit) and 12 (medium, body in
-//! [`crate::medium`]) were added without a version change, as the format
+//! [`crate::rendezvous`]), 11 (credit), 12 (medium, body in
+//! [`crate::medium`]) and 13 (ping) were added without a version change, as the format
 //! is append-only; a decoder that predates them rejects them as `DecodeError::Kind`.
 
 /// Wire format version this build speaks. Evolution is append-only.
@@ -67,12 +67,15 @@ pub enum Kind {
     /// to go without a rendezvous ([`crate::medium`]): matched by its first
     /// fragment, each fragment sequenced and credited as a message.
     Medium = 12,
+    /// Are you there? A rank waiting on a silent peer asks; the answer is an
+    /// acknowledgement. Unsequenced.
+    Ping = 13,
 }
 
 impl Kind {
     /// Everything but acknowledgements carries bytes after the header.
     pub fn has_payload(self) -> bool {
-        !matches!(self, Kind::Ack | Kind::Nack | Kind::Credit)
+        !matches!(self, Kind::Ack | Kind::Nack | Kind::Credit | Kind::Ping)
     }
 
     /// Takes a sequence number (and a credit): delivered once and in order.
@@ -94,6 +97,7 @@ impl Kind {
             10 => Some(Kind::Probe),
             11 => Some(Kind::Credit),
             12 => Some(Kind::Medium),
+            13 => Some(Kind::Ping),
             _ => None,
         }
     }
@@ -283,8 +287,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 13;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(13)));
+        k[1] = 14;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(14)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));

@@ -146,3 +146,106 @@ fn a_connection_the_transport_reports_down_fails_its_peer_at_the_next_poll() {
         Err(SendError::PeerFailed)
     );
 }
+
+/// A rank that only waits to hear from a peer (a receive naming it) has
+/// nothing unacknowledged to time out: the silent peer is pinged after
+/// `keepalive_ns`, and given up once its pings go unanswered.
+#[test]
+fn a_receive_from_a_silent_peer_ends_once_its_pings_go_unanswered() {
+    let cfg = Config {
+        keepalive_ns: 1_000_000,
+        ..lossy(5)
+    };
+    let mut a = Ep::new(cfg, 0, 3, Tables::new(&SIZES)).unwrap();
+    let mut nic = MemNic::new(32, 1024);
+    let into = nic.user_buf(vec![0; 16]);
+    let r = a
+        .irecv(5, &mut nic, Source::Rank(1), TagSel::Any, 0, into, 16)
+        .unwrap();
+    let any = a
+        .irecv(5, &mut nic, Source::Any, TagSel::Any, 0, into, 16)
+        .unwrap();
+    assert!(
+        a.poll_timeout().is_some_and(|t| t <= 5 + 1_000_000),
+        "a deadline to check on the peer"
+    );
+    let mut now = 5;
+    let mut pings = Vec::new();
+    for _ in 0..100 {
+        if a.failed(1) {
+            break;
+        }
+        let Some(t) = a.poll_timeout() else { break };
+        now = now.max(t);
+        a.poll(now, &mut nic);
+        for (to, p) in nic.outbox.drain(..) {
+            if p[1] == wire::Kind::Ping as u8 {
+                pings.push((to, now));
+            }
+        }
+    }
+    assert!(a.failed(1), "given up");
+    assert!(!a.failed(2), "nothing waited on rank 2: never pinged");
+    assert_eq!(pings.len(), 5, "{pings:?}");
+    assert!(pings.iter().all(|&(to, _)| to == 1));
+    assert!(pings[0].1 >= 5 + 1_000_000, "not before the silence");
+    assert_eq!(a.stats().pings_out, 5);
+    assert_eq!(
+        a.test(r).unwrap().unwrap().fault,
+        Some(RecvFault::PeerFailed)
+    );
+    assert_eq!(a.test(any), Ok(None), "another peer may still match it");
+}
+
+/// A peer that answers is never given up, however long the wait; one
+/// silent only while nothing waits on it is never pinged.
+#[test]
+fn a_peer_that_answers_its_pings_is_waited_on_for_ever() {
+    let cfg = Config {
+        keepalive_ns: 1_000_000,
+        ..lossy(3)
+    };
+    let mut a = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut b = Ep::new(cfg, 1, 2, Tables::new(&SIZES)).unwrap();
+    let (mut an, mut bn) = (MemNic::new(32, 1024), MemNic::new(32, 1024));
+    // Idle: no deadline at all.
+    assert_eq!(a.poll_timeout(), None);
+    let into = an.user_buf(vec![0; 16]);
+    let r = a
+        .irecv(0, &mut an, Source::Rank(1), TagSel::Any, 0, into, 16)
+        .unwrap();
+    let mut now = 0;
+    for _ in 0..200 {
+        let t = [a.poll_timeout(), b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(t) = t else { break };
+        now = now.max(t);
+        a.poll(now, &mut an);
+        b.poll(now, &mut bn);
+        for (_, p) in an.outbox.drain(..) {
+            let buf = bn.deliver(p);
+            b.on_receive(now, &mut bn, buf);
+        }
+        for (_, p) in bn.outbox.drain(..) {
+            let buf = an.deliver(p);
+            a.on_receive(now, &mut an, buf);
+        }
+    }
+    assert!(now >= 100_000_000, "a long wait: {now}");
+    assert!(!a.failed(1));
+    assert!(a.stats().pings_out >= 50, "{}", a.stats().pings_out);
+    assert_eq!(b.stats().pings_out, 0, "b waits on nothing");
+    // The message comes at last.
+    let s = bn.user_buf(b"late".to_vec());
+    b.isend(now, &mut bn, 0, 1, 0, s, 4).unwrap();
+    for (_, p) in bn.outbox.drain(..) {
+        let buf = an.deliver(p);
+        a.on_receive(now, &mut an, buf);
+    }
+    assert_eq!(a.test(r).unwrap().unwrap().len, 4);
+    let before = a.stats().pings_out;
+    a.poll(now + 10_000_000_000, &mut an);
+    assert_eq!(a.stats().pings_out, before, "nothing waits: no ping");
+}

@@ -491,7 +491,21 @@ where
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_else(|e| panic!("{e}"));
     let mut ranks = make(me, ports);
-    let out = body(&mut ranks);
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut ranks)));
+    let out = out.unwrap_or_else(|e| {
+        // Say why, where a peer failed: the panic is its consequence.
+        let gone: Vec<String> = (0..l.size())
+            .filter(|&p| ranks.iter().any(|r| r.failed(p)))
+            .map(|p| p.to_string())
+            .collect();
+        if gone.is_empty() {
+            std::panic::resume_unwind(e);
+        }
+        panic!(
+            "rank {} stopped answering (its process died, hung or lost its link): the job cannot go on",
+            gone.join(", ")
+        )
+    });
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
     while !refs.iter().all(|r| r.flushed()) {
         for r in refs.iter_mut() {

@@ -1380,6 +1380,23 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(rank) = std::env::var_os("PMI_RANK") {
+        // Under a launcher, one line per rank that stops: where, and why.
+        let rank = rank.to_string_lossy().into_owned();
+        std::panic::set_hook(Box::new(move |info| {
+            let msg = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("panic");
+            let at = info
+                .location()
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default();
+            eprintln!("rmx: rank {rank}: {msg}{at}");
+        }));
+    }
     // The copy routines are chosen before anything is timed.
     rmx_linux::copy::engine();
     let result = match cli.cmd {

@@ -272,3 +272,71 @@ fn four_processes_exchange_over_eth_with_wildcards() {
     ]));
     assert_eq!(out.matches("done").count(), 4, "{out}");
 }
+
+/// A peer process that stops (SIGSTOP: alive to the launcher, silent on
+/// the wire) mid-job: the other rank gives it up and the job ends with an
+/// error naming it, never a hang.
+#[test]
+fn a_stopped_peer_process_ends_the_job_with_an_error_naming_it() {
+    if !ready() {
+        return;
+    }
+    let marker = format!("{}", 7_000 + std::process::id() % 1000);
+    let mut child = Command::new("mpiexec")
+        .args(["-launcher", "fork", "-n", "2", RMX, "bench", "pingpong"])
+        .args(["--transport", "eth", "--iface", "lo", "--min-size", "8"])
+        .args([
+            "--max-size",
+            "8",
+            "--iters",
+            "1000000000",
+            "--warmup",
+            &marker,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mpiexec");
+    // Rank 1's process, by its command line and PMI_RANK.
+    let rank1 = || -> Option<i32> {
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            let has = |hay: &[u8], needle: &[u8]| hay.split(|&b| b == 0).any(|w| w == needle);
+            if has(&cmd, marker.as_bytes()) && has(&env, b"PMI_RANK=1") && has(&cmd, RMX.as_bytes())
+            {
+                return Some(pid);
+            }
+        }
+        None
+    };
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pid = rank1().expect("rank 1's process");
+    // SAFETY: kill(2) on a process this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the job still ran a minute after rank 1 stopped");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    // SAFETY: as above; the launcher may have ended it already.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(
+        err.contains("rmx: rank 0: rank 1 stopped answering"),
+        "{err}"
+    );
+}

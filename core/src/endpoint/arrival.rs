@@ -54,6 +54,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.stats.from_failed += 1;
             return;
         }
+        self.heard_from(now, src);
         if !self.cfg.reliable && !self.take_ack(now, src, h.ack) {
             self.stats.malformed += 1;
             return;
@@ -65,6 +66,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         match h.kind {
             Kind::Ack => {}
+            Kind::Ping => {
+                self.send_control(now, nic, h.src, Kind::Ack, 0);
+            }
             Kind::Credit => self.on_credit_request(now, nic, h.src, h.tag),
             Kind::Nack => {
                 if !self.cfg.reliable {
@@ -220,6 +224,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         what: Incoming,
     ) -> bool {
         let posted = self.matcher.arrive(&env);
+        if let Some(pr) = &posted {
+            self.unposted(pr);
+        }
         let held = match (posted, what) {
             (Some(_), _) => None,
             (None, Incoming::Rts(rts)) => Some(Held::Rts(rts)),

@@ -154,7 +154,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     ) -> bool {
         let src = env.src as usize;
         let more = len < total;
-        match self.matcher.arrive(&env) {
+        let posted = self.matcher.arrive(&env);
+        if let Some(pr) = &posted {
+            self.unposted(pr);
+        }
+        match posted {
             None => {
                 if self.matcher.unexpected_full() {
                     return false;

@@ -205,6 +205,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         self.work[i].xfer = x;
         self.active += 1;
+        self.await_peer(now, dest);
         self.stats.rndv_sends += 1;
         let q = QueuedSend {
             req,
@@ -324,6 +325,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             ..Transfer::IDLE
         };
         self.active += 1;
+        self.await_peer(now, env.src);
         if n == 0 {
             self.finish(nic, i);
             return;
@@ -883,6 +885,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.reqs.set(x.req, state);
         self.work[i].xfer = Transfer::IDLE;
         self.active -= 1;
+        self.unawait_peer(x.peer);
         if !x.send && x.proto == Protocol::Pull {
             self.pulling = self.pulling.saturating_sub(x.window.outstanding());
         }

@@ -17,7 +17,7 @@ pub(super) enum Timer {
     /// A rendezvous transfer met a busy NIC: go on with it.
     Rndv = 2,
     /// The earliest per-peer deadline (retransmission, delayed
-    /// acknowledgement, credit request) and transfer timer (lossy PULL).
+    /// acknowledgement, credit request, ping) and transfer timer (lossy PULL).
     Peers = 3,
 }
 
@@ -153,8 +153,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.peers[i].ack_at = Some(self.retry_at(now));
                 }
             }
+            let alive = self.poll_liveness(now, nic, i as u16);
             let p = &self.peers[i];
-            for t in [p.rto_at, p.ack_at].into_iter().flatten() {
+            for t in [p.rto_at, p.ack_at, alive].into_iter().flatten() {
                 self.arm(t);
             }
         }

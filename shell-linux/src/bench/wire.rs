@@ -9,7 +9,9 @@
 //! core, which then limits the stream).
 //!
 //! The frames carry their own EtherType (rmx's plus one), so the ranks'
-//! sockets never see them. A frame lost on the way would stall a floor:
+//! sockets never see them. A ping-pong frame starts with its sender's side
+//! (one byte): on loopback each socket also receives the frames it sends,
+//! and a side must not take its own ping for the answer. A frame lost on the way would stall a floor:
 //! each waits at most [`PATIENCE_NS`] and then reports no figure.
 
 use std::io;
@@ -51,6 +53,8 @@ pub struct WireSide {
     ring: Option<RxRing>,
     /// Streams run so far.
     round: u32,
+    /// This side's number, the first byte of its ping-pong frames.
+    tag: [u8; 1],
 }
 
 impl WireFloor {
@@ -101,6 +105,7 @@ impl WireFloor {
             mtu,
             ring,
             round: 0,
+            tag: [me.min(1) as u8],
         })
     }
 }
@@ -136,17 +141,32 @@ impl WireSide {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
         msg.msg_iovlen = 2;
-        loop {
-            // SAFETY: the two entries name live buffers of their lengths.
-            let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
-            if r >= 0 {
-                return Ok(());
-            }
-            let e = io::Error::last_os_error();
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) {
-                return Err(e);
-            }
-        }
+        // SAFETY: the two entries name live buffers of their lengths.
+        patiently(|| unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) }).map(|_| ())
+    }
+
+    /// Sends `body` behind this side's tag as one frame.
+    fn send_tagged(&self, body: &[u8]) -> io::Result<()> {
+        let iov = [
+            libc::iovec {
+                iov_base: self.head.as_ptr() as *mut libc::c_void,
+                iov_len: ETH_HEADER_LEN,
+            },
+            libc::iovec {
+                iov_base: self.tag.as_ptr() as *mut libc::c_void,
+                iov_len: 1,
+            },
+            libc::iovec {
+                iov_base: body.as_ptr() as *mut libc::c_void,
+                iov_len: body.len(),
+            },
+        ];
+        // SAFETY: plain old data; zeroes are valid values.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+        msg.msg_iovlen = 3;
+        // SAFETY: the three entries name live buffers of their lengths.
+        patiently(|| unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) }).map(|_| ())
     }
 
     /// The next frame (off the ring if there is one), its payload copied
@@ -170,12 +190,37 @@ impl WireSide {
         Some(len)
     }
 
-    /// Busy-polls the ring for one frame and copies its payload into
-    /// `body` (as a receive from the ring must); `None` after [`PATIENCE_NS`].
+    /// The next ping-pong frame of the other side off the ring, its data
+    /// (after the tag) copied into `body`; `None` if none waits. Frames of
+    /// this side are passed over.
+    fn try_recv_peer(&mut self, body: &mut [u8]) -> Option<usize> {
+        let ring = self.ring.as_mut()?;
+        loop {
+            let got = {
+                let slot = ring.peek()?;
+                let payload = slot.bytes.get(ETH_HEADER_LEN..).unwrap_or(&[]);
+                let theirs = payload.first().is_some_and(|&t| t != self.tag[0]);
+                let data = payload.get(1..).unwrap_or(&[]);
+                let n = data.len().min(body.len());
+                if theirs {
+                    body[..n].copy_from_slice(&data[..n]);
+                }
+                theirs.then_some(data.len())
+            };
+            ring.release();
+            if got.is_some() {
+                return got;
+            }
+        }
+    }
+
+    /// Busy-polls the ring for one frame of the other side and copies its
+    /// data into `body` (as a receive from the ring must); `None` after
+    /// [`PATIENCE_NS`].
     fn recv(&mut self, body: &mut [u8]) -> Option<usize> {
         let mut since = 0;
         for spin in 0u64.. {
-            if let Some(n) = self.try_recv(body) {
+            if let Some(n) = self.try_recv_peer(body) {
                 return Some(n);
             }
             if spin % 1024 == 0 {
@@ -214,17 +259,17 @@ impl WireSide {
 
     fn message_out(&self, data: &[u8]) -> Option<()> {
         if data.is_empty() {
-            return self.send(&[]).ok();
+            return self.send_tagged(&[]).ok();
         }
-        for chunk in data.chunks(self.mtu) {
-            self.send(chunk).ok()?;
+        for chunk in data.chunks(self.mtu - 1) {
+            self.send_tagged(chunk).ok()?;
         }
         Some(())
     }
 
     fn message_in(&mut self, data: &mut [u8]) -> Option<()> {
-        let n = self.frames(data.len());
-        let mtu = self.mtu;
+        let mtu = self.mtu - 1;
+        let n = data.len().div_ceil(mtu).max(1);
         for i in 0..n {
             let at = (i * mtu).min(data.len());
             let end = (at + mtu).min(data.len());
@@ -364,17 +409,41 @@ impl WireSide {
             h.msg_hdr.msg_iov = iov.as_ptr() as *mut libc::iovec;
             h.msg_hdr.msg_iovlen = 2;
         }
-        loop {
+        let sent = patiently(|| {
             // SAFETY: `n` headers, each naming the same two live buffers.
-            let r =
-                unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) };
-            if r > 0 {
-                return Some(r as usize);
+            unsafe {
+                libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) as isize
             }
-            let e = io::Error::last_os_error();
-            if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) {
-                return None;
+        });
+        sent.ok().filter(|&r| r > 0)
+    }
+}
+
+/// Repeats a send while the device has no room (`EAGAIN`, `ENOBUFS`), at
+/// most [`PATIENCE_NS`]: a peer that stopped reading must end the floor's
+/// measurement, not spin it for ever.
+fn patiently(mut send: impl FnMut() -> isize) -> io::Result<usize> {
+    let mut since = 0;
+    for spin in 0u64.. {
+        let r = send();
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOBUFS)) {
+            return Err(e);
+        }
+        if spin % 1024 == 0 {
+            let now = now_ns();
+            if since == 0 {
+                since = now;
+            } else if now - since > PATIENCE_NS {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the link stayed full",
+                ));
             }
         }
     }
+    unreachable!("the loop returns")
 }

@@ -1,0 +1,94 @@
+//! Liveness on lossy transports. Retransmission finds a dead peer only
+//! while something sent to it waits for an acknowledgement; a rank that
+//! only waits to hear from a peer (a receive naming it, the data of a
+//! rendezvous) would wait for ever on a process that died. So a peer that
+//! something here waits on and that has been silent for
+//! `Config::keepalive_ns` is pinged; any packet from it answers, and pings
+//! unanswered `Config::retransmits_max` times in a row, backing off like
+//! retransmissions, give it up as failed. Receives posted for any source
+//! wait on no peer in particular and ping nobody.
+
+use super::*;
+use crate::medium::Into;
+
+impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
+    /// Something begins to wait on `peer`: its silence counts from now.
+    pub(super) fn await_peer(&mut self, now: u64, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        if p.awaited == 0 {
+            p.heard = p.heard.max(now);
+            p.pings = 0;
+            p.ping_at = None;
+        }
+        p.awaited = p.awaited.saturating_add(1);
+        if !self.cfg.reliable && self.cfg.keepalive_ns > 0 {
+            let t = now.saturating_add(self.cfg.keepalive_ns);
+            self.arm(t);
+        }
+    }
+
+    /// Something stopped waiting on `peer`.
+    pub(super) fn unawait_peer(&mut self, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        p.awaited = p.awaited.saturating_sub(1);
+    }
+
+    /// A posted receive left the queue (matched or cancelled).
+    pub(super) fn unposted(&mut self, pr: &PostedRecv) {
+        if let Some(r) = pr.source {
+            self.unawait_peer(r);
+        }
+    }
+
+    /// A packet came from `src`: it is alive.
+    #[inline]
+    pub(super) fn heard_from(&mut self, now: u64, src: usize) {
+        let p = &mut self.peers[src];
+        p.heard = now;
+        if p.pings > 0 || p.ping_at.is_some() {
+            p.pings = 0;
+            p.ping_at = None;
+        }
+    }
+
+    /// Pings `peer` if something waits on it and it has been silent long
+    /// enough, or gives it up; the time of its next check, if any.
+    pub(super) fn poll_liveness<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        peer: u16,
+    ) -> Option<u64> {
+        let keepalive = self.cfg.keepalive_ns;
+        let p = &self.peers[peer as usize];
+        let waiting = p.awaited > 0 || matches!(p.assembly.into, Into::Recv(_));
+        // Unacknowledged packets have their own timer, which fails the peer.
+        if self.cfg.reliable || keepalive == 0 || p.failed || !waiting || p.rto_at.is_some() {
+            return None;
+        }
+        let due = p.ping_at.unwrap_or(p.heard.saturating_add(keepalive));
+        if due > now {
+            return Some(due);
+        }
+        let max = self.cfg.retransmits_max;
+        if max > 0 && p.pings >= max {
+            self.fail_peer(nic, peer);
+            return None;
+        }
+        let pings = p.pings;
+        if self.send_control(now, nic, peer, Kind::Ping, 0) {
+            self.stats.pings_out += 1;
+            let p = &mut self.peers[peer as usize];
+            p.pings = pings + 1;
+            let backoff = self
+                .cfg
+                .rto_ns
+                .saturating_mul(1u64 << pings.min(32))
+                .min(self.cfg.rto_max_ns);
+            p.ping_at = Some(now.saturating_add(backoff));
+        } else {
+            self.peers[peer as usize].ping_at = Some(self.retry_at(now));
+        }
+        self.peers[peer as usize].ping_at
+    }
+}
