@@ -701,6 +701,8 @@ fn info(json_out: bool) {
         "transports": TRANSPORTS.iter().map(|(n, a, d)| json!({"name": n, "available": a, "about": d})).collect::<Vec<_>>(),
         "config": {
             "eager_threshold": cfg.eager_threshold,
+            "medium_max": rmx_core::config::MEDIUM_MAX,
+            "keepalive_ns": cfg.keepalive_ns,
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
             "rx_buffers": nic.srq_depth,
@@ -741,6 +743,15 @@ fn info(json_out: bool) {
     }
     println!("configuration:");
     println!("  eager threshold   {} bytes", cfg.eager_threshold);
+    println!(
+        "  medium messages   up to {} bytes as fragments on transports without RDMA (eth)",
+        rmx_core::config::MEDIUM_MAX
+    );
+    println!(
+        "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} unanswered",
+        cfg.keepalive_ns / 1_000_000,
+        cfg.retransmits_max
+    );
     println!(
         "  credits           a share of the {}-buffer receive pool per peer, up to {} more lent on request (returned after {})",
         nic.srq_depth, cfg.credits, cfg.credit_return
