@@ -13,6 +13,7 @@
 #[cfg(all(feature = "log", feature = "defmt"))]
 compile_error!("features `log` and `defmt` are mutually exclusive");
 
+pub mod collective;
 pub mod completion;
 pub mod config;
 pub mod endpoint;

@@ -5,6 +5,7 @@ pub mod anon;
 pub mod bench;
 pub mod calibrate;
 pub mod clock;
+pub mod collective;
 pub mod copy;
 pub mod eth;
 pub mod job;

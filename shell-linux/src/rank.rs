@@ -35,6 +35,9 @@ use crate::transport::{AnyPort, Completion, Events, Mr, Sge, Transport};
 pub type CoreEndpoint = Endpoint<Heap, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
+/// The communication context of the application's messages.
+const USER_CONTEXT: u16 = 0;
+
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
 
 /// The core configuration the `loop` transport runs with: reliable (no
@@ -479,6 +482,10 @@ fn lock<T: Transport>(d: &Mutex<Driver<T>>) -> MutexGuard<'_, Driver<T>> {
 pub struct Rank<T: Transport + 'static = AnyPort> {
     home: Home<T>,
     me: u16,
+    /// Ranks of the job.
+    size: u16,
+    /// Collectives started so far (their messages' tags carry it).
+    pub(crate) collectives: u16,
     /// What [`wait`](Rank::wait) sleeps on once polling finds nothing.
     events: Events,
 }
@@ -547,6 +554,8 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(Rank {
             home: Home::Own(Box::new(d)),
             me,
+            size: nranks,
+            collectives: 0,
             events,
         })
     }
@@ -605,6 +614,11 @@ impl<T: Transport + 'static> Rank<T> {
         self.me
     }
 
+    /// Ranks of the job.
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
     pub fn stats(&self) -> Stats {
         self.with_ref(|d| *d.ep.stats())
     }
@@ -651,6 +665,23 @@ impl<T: Transport + 'static> Rank<T> {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.isend_in(dest, tag, USER_CONTEXT, ptr, len) }
+    }
+
+    /// [`isend_raw`](Self::isend_raw) in communication context `context`
+    /// (collectives use their own, so they never match user messages).
+    ///
+    /// # Safety
+    /// As [`isend_raw`](Self::isend_raw).
+    pub(crate) unsafe fn isend_in(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Req, SendError> {
         self.with(|d| {
             if let Some((m, q)) = &d.watch {
                 // Memory unmapped before this call must not be sent from.
@@ -658,7 +689,7 @@ impl<T: Transport + 'static> Rank<T> {
                 d.ep.apply_invalidations(&mut d.nic, q);
             }
             let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                ep.isend(now, nic, dest, tag, 0, buf, len as u32)
+                ep.isend(now, nic, dest, tag, context, buf, len as u32)
             });
             // Sends wait for free send entries: take the completions the NIC
             // has, so they leave now rather than at the next wait.
@@ -683,9 +714,25 @@ impl<T: Transport + 'static> Rank<T> {
         ptr: *mut u8,
         len: usize,
     ) -> Result<Req, RecvError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.irecv_in(src, tag, USER_CONTEXT, ptr, len) }
+    }
+
+    /// [`irecv_raw`](Self::irecv_raw) in communication context `context`.
+    ///
+    /// # Safety
+    /// As [`irecv_raw`](Self::irecv_raw).
+    pub(crate) unsafe fn irecv_in(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Req, RecvError> {
         self.with(|d| {
             let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                ep.irecv(now, nic, src, tag, 0, buf, len as u32)
+                ep.irecv(now, nic, src, tag, context, buf, len as u32)
             });
             // A matched rendezvous may have asked for its data.
             d.nic.port.doorbell();

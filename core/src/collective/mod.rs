@@ -1,0 +1,9 @@
+//! Collectives as sans-I/O schedules over the endpoint's point-to-point
+//! messages ([`plan`]), and the integer reductions they apply ([`reduce`]).
+//! The fence designs of one-sided communication are built on them.
+
+mod plan;
+pub mod reduce;
+
+pub use plan::{Collective, Msg, Plan, PlanError, Round, Span};
+pub use reduce::{reduce, Int, Op, ReduceError};

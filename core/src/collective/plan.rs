@@ -1,0 +1,285 @@
+//! Schedules of collectives over point-to-point messages, for any group
+//! size: which peer each rank sends to and receives from in each round,
+//! which bytes, and what it does with them. A plan holds no buffers and
+//! moves nothing: the shell posts the round's receives and sends (tagged
+//! with the round's index and the message's part), waits for them, and
+//! reduces where the round says, then goes to the next round.
+//!
+//! - Barrier: dissemination, ⌈log₂ n⌉ rounds of empty messages.
+//! - Allreduce: recursive doubling among the largest power of two p ≤ n
+//!   ranks, the other n − p first folding their data into a partner and
+//!   getting the result back at the end: log₂ p + 2 rounds.
+//! - Reduce_scatter (equal blocks): the allreduce of all n blocks, each
+//!   rank keeping its own block; log rounds, n blocks a message.
+//! - Allgather: Bruck's algorithm, ⌈log₂ n⌉ rounds, received straight into
+//!   place (a message that wraps past the last rank goes in two parts).
+
+/// A byte range of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub at: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub const EMPTY: Span = Span { at: 0, len: 0 };
+
+    /// The range as indices of a slice.
+    pub fn range(&self) -> core::ops::Range<usize> {
+        self.at..self.at + self.len
+    }
+}
+
+/// One message of a round: to or from `peer`, the bytes at `span`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Msg {
+    pub peer: u16,
+    /// 0, or 1 for the second part of a message that wraps.
+    pub part: u8,
+    pub span: Span,
+}
+
+/// What one rank does in one round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Round {
+    /// The round's number, the same at the sender and the receiver of each
+    /// of its messages: tag them with it (and the part).
+    pub index: u16,
+    /// Sent from the data buffer.
+    pub sends: [Option<Msg>; 2],
+    /// Received into the data buffer, or (`reduce`) into the scratch
+    /// buffer at the same span and then reduced into the data there.
+    pub recvs: [Option<Msg>; 2],
+    pub reduce: bool,
+}
+
+/// Which collective, and its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collective {
+    Barrier,
+    /// Every rank ends with the element-wise reduction of every rank's
+    /// `len` bytes.
+    Allreduce {
+        len: usize,
+    },
+    /// Rank i contributes block i of an n-block buffer (`block` bytes at
+    /// `i × block`); every rank ends with all of them.
+    Allgather {
+        block: usize,
+    },
+    /// Every rank contributes n blocks; rank i ends with the reduction of
+    /// everyone's block i, at `i × block` of its buffer.
+    ReduceScatter {
+        block: usize,
+    },
+}
+
+/// A plan that cannot be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanError {
+    /// A group needs at least one rank, and this rank must be one of them.
+    Rank { me: u16, n: u16 },
+    /// n blocks of this size do not fit in memory.
+    TooLarge,
+}
+
+/// One rank's schedule of one collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    what: Collective,
+    n: u16,
+    me: u16,
+    /// Bytes of the data buffer.
+    len: usize,
+}
+
+/// Rounds for a distance doubling from 1 up to n: ⌈log₂ n⌉.
+fn log2_ceil(n: u16) -> u16 {
+    (n.max(1) as u32).next_power_of_two().trailing_zeros() as u16
+}
+
+impl Plan {
+    /// Rank `me`'s part of `what` in a group of `n` ranks.
+    pub fn new(what: Collective, n: u16, me: u16) -> Result<Plan, PlanError> {
+        if n == 0 || me >= n {
+            return Err(PlanError::Rank { me, n });
+        }
+        let len = match what {
+            Collective::Barrier => 0,
+            Collective::Allreduce { len } => len,
+            Collective::Allgather { block } | Collective::ReduceScatter { block } => block
+                .checked_mul(n as usize)
+                .filter(|&l| l <= isize::MAX as usize)
+                .ok_or(PlanError::TooLarge)?,
+        };
+        Ok(Plan { what, n, me, len })
+    }
+
+    /// Bytes of the data buffer: the contribution in, the result out.
+    pub fn data_len(&self) -> usize {
+        self.len
+    }
+
+    /// Bytes of the scratch buffer the reductions receive into.
+    pub fn scratch_len(&self) -> usize {
+        match self.what {
+            Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => self.len,
+            _ => 0,
+        }
+    }
+
+    /// Where the result lies in the data buffer once every round is done.
+    pub fn result(&self) -> Span {
+        match self.what {
+            Collective::ReduceScatter { block } => Span {
+                at: self.me as usize * block,
+                len: block,
+            },
+            _ => Span {
+                at: 0,
+                len: self.len,
+            },
+        }
+    }
+
+    /// Round numbers run `0..rounds()`; a rank may have nothing to do in some.
+    pub fn rounds(&self) -> u16 {
+        match self.what {
+            Collective::Barrier | Collective::Allgather { .. } => log2_ceil(self.n),
+            Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
+                self.doubling().2 + 2
+            }
+        }
+    }
+
+    /// This rank's part of round `index`; `None` if it has none.
+    pub fn round(&self, index: u16) -> Option<Round> {
+        if index >= self.rounds() {
+            return None;
+        }
+        match self.what {
+            Collective::Barrier => Some(self.dissemination(index)),
+            Collective::Allgather { block } => Some(self.bruck(index, block)),
+            Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
+                self.recursive_doubling(index)
+            }
+        }
+    }
+
+    fn dissemination(&self, index: u16) -> Round {
+        let (n, me) = (self.n as u32, self.me as u32);
+        let dist = 1u32 << index;
+        let msg = |peer: u32| {
+            Some(Msg {
+                peer: peer as u16,
+                part: 0,
+                span: Span::EMPTY,
+            })
+        };
+        Round {
+            index,
+            sends: [msg((me + dist) % n), None],
+            recvs: [msg((me + n - dist % n) % n), None],
+            reduce: false,
+        }
+    }
+
+    /// Blocks `[first, first + count)` counted from this rank, as the
+    /// messages of ranks in place (two when they wrap past the last rank).
+    fn blocks(&self, peer: u16, first: u32, count: u32, block: usize) -> [Option<Msg>; 2] {
+        let n = self.n as u32;
+        let start = (self.me as u32 + first) % n;
+        let head = count.min(n - start);
+        let span = |from: u32, blocks: u32| Span {
+            at: from as usize * block,
+            len: blocks as usize * block,
+        };
+        let first = Msg {
+            peer,
+            part: 0,
+            span: span(start, head),
+        };
+        let rest = (count > head).then_some(Msg {
+            peer,
+            part: 1,
+            span: span(0, count - head),
+        });
+        [Some(first), rest]
+    }
+
+    fn bruck(&self, index: u16, block: usize) -> Round {
+        let (n, me) = (self.n as u32, self.me as u32);
+        let dist = 1u32 << index;
+        let count = dist.min(n - dist);
+        let to = ((me + n - dist) % n) as u16;
+        let from = ((me + dist) % n) as u16;
+        Round {
+            index,
+            sends: self.blocks(to, 0, count, block),
+            recvs: self.blocks(from, dist, count, block),
+            reduce: false,
+        }
+    }
+
+    /// (p, r, d): the largest power of two p ≤ n, the r = n − p ranks
+    /// folded in, and d = log₂ p doubling rounds.
+    fn doubling(&self) -> (u32, u32, u16) {
+        let n = self.n as u32;
+        let d = 31 - n.leading_zeros();
+        let p = 1u32 << d;
+        (p, n - p, d as u16)
+    }
+
+    fn recursive_doubling(&self, index: u16) -> Option<Round> {
+        let (_, r, d) = self.doubling();
+        let me = self.me as u32;
+        let all = Span {
+            at: 0,
+            len: self.len,
+        };
+        let msg = |peer: u32| {
+            Some(Msg {
+                peer: peer as u16,
+                part: 0,
+                span: all,
+            })
+        };
+        let folded = me < 2 * r;
+        let round = |sends, recvs, reduce| {
+            Some(Round {
+                index,
+                sends,
+                recvs,
+                reduce,
+            })
+        };
+        if index == 0 {
+            // The first 2r ranks pair up: even ones hand their data over.
+            return match (folded, me % 2) {
+                (false, _) => None,
+                (true, 0) => round([msg(me + 1), None], [None, None], false),
+                (true, _) => round([None, None], [msg(me - 1), None], true),
+            };
+        }
+        if index == d + 1 {
+            // ... and get the result back.
+            return match (folded, me % 2) {
+                (false, _) => None,
+                (true, 0) => round([None, None], [msg(me + 1), None], false),
+                (true, _) => round([msg(me - 1), None], [None, None], false),
+            };
+        }
+        let virtual_rank = match (folded, me % 2) {
+            (true, 0) => return None,
+            (true, _) => me / 2,
+            (false, _) => me - r,
+        };
+        let partner = virtual_rank ^ (1 << (index - 1));
+        let real = if partner < r {
+            2 * partner + 1
+        } else {
+            partner + r
+        };
+        round([msg(real), None], [msg(real), None], true)
+    }
+}

@@ -1,0 +1,204 @@
+//! Collective schedules against a reference, for random group sizes,
+//! element types, operations and values: every plan's rounds are run
+//! together (each send must meet exactly one receive of the same round and
+//! part, of the same length), and each rank's result is compared with the
+//! reduction or gathering computed directly.
+
+use proptest::prelude::*;
+use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError};
+use std::collections::{BTreeSet, HashMap};
+
+const INTS: [Int; 8] = [
+    Int::U8,
+    Int::U16,
+    Int::U32,
+    Int::U64,
+    Int::I8,
+    Int::I16,
+    Int::I32,
+    Int::I64,
+];
+const OPS: [Op; 6] = [Op::Sum, Op::Min, Op::Max, Op::BitAnd, Op::BitOr, Op::BitXor];
+
+fn plans(what: Collective, n: u16) -> Vec<Plan> {
+    (0..n).map(|me| Plan::new(what, n, me).unwrap()).collect()
+}
+
+/// Runs every rank's rounds in lockstep over `data`.
+fn execute(plans: &[Plan], data: &mut [Vec<u8>], op: Op, ty: Int) {
+    let rounds = plans[0].rounds();
+    assert!(plans.iter().all(|p| p.rounds() == rounds));
+    let mut scratch: Vec<Vec<u8>> = plans.iter().map(|p| vec![0; p.scratch_len()]).collect();
+    for i in 0..rounds {
+        let mut wire: HashMap<(u16, u16, u8), Vec<u8>> = HashMap::new();
+        for (me, p) in plans.iter().enumerate() {
+            let Some(r) = p.round(i) else { continue };
+            assert_eq!(r.index, i);
+            for s in r.sends.iter().flatten() {
+                let bytes = data[me][s.span.range()].to_vec();
+                let dup = wire.insert((me as u16, s.peer, s.part), bytes);
+                assert!(dup.is_none(), "two sends of one part in round {i}");
+            }
+        }
+        for (me, p) in plans.iter().enumerate() {
+            let Some(r) = p.round(i) else { continue };
+            for m in r.recvs.iter().flatten() {
+                let bytes = wire
+                    .remove(&(m.peer, me as u16, m.part))
+                    .unwrap_or_else(|| panic!("rank {me} round {i}: no send from {}", m.peer));
+                assert_eq!(bytes.len(), m.span.len, "lengths agree");
+                let at = m.span.range();
+                if r.reduce {
+                    scratch[me][at.clone()].copy_from_slice(&bytes);
+                    reduce(op, ty, &mut data[me][at.clone()], &scratch[me][at]).unwrap();
+                } else {
+                    data[me][at].copy_from_slice(&bytes);
+                }
+            }
+        }
+        assert!(
+            wire.is_empty(),
+            "round {i}: sends nobody received: {:?}",
+            wire.keys()
+        );
+    }
+}
+
+fn fold(op: Op, ty: Int, parts: &[&[u8]]) -> Vec<u8> {
+    let mut acc = parts[0].to_vec();
+    for p in &parts[1..] {
+        reduce(op, ty, &mut acc, p).unwrap();
+    }
+    acc
+}
+
+fn log2_ceil(n: u16) -> u16 {
+    (n as u32).next_power_of_two().trailing_zeros() as u16
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn allreduce_gives_every_rank_the_reduction(
+        n in 1u16..40, elems in 0usize..9, t in 0usize..8, o in 0usize..6, seed: u64
+    ) {
+        let (ty, op) = (INTS[t], OPS[o]);
+        let len = elems * ty.size();
+        let ps = plans(Collective::Allreduce { len }, n);
+        prop_assert!(ps[0].rounds() <= log2_ceil(n) + 2);
+        let mut data: Vec<Vec<u8>> = (0..n as u64)
+            .map(|r| (0..len as u64).map(|i| (seed ^ (r * 131 + i * 7)).wrapping_mul(0x9E37) as u8).collect())
+            .collect();
+        let want = fold(op, ty, &data.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        execute(&ps, &mut data, op, ty);
+        for (me, d) in data.iter().enumerate() {
+            prop_assert_eq!(d, &want, "rank {}", me);
+            prop_assert_eq!(ps[me].result().len, len);
+        }
+    }
+
+    #[test]
+    fn reduce_scatter_gives_each_rank_its_reduced_block(
+        n in 1u16..40, elems in 0usize..5, t in 0usize..8, o in 0usize..6, seed: u64
+    ) {
+        let (ty, op) = (INTS[t], OPS[o]);
+        let block = elems * ty.size();
+        let ps = plans(Collective::ReduceScatter { block }, n);
+        let mut data: Vec<Vec<u8>> = (0..n as u64)
+            .map(|r| (0..(block * n as usize) as u64).map(|i| (seed ^ (r * 977 + i)).wrapping_mul(31) as u8).collect())
+            .collect();
+        let orig = data.clone();
+        execute(&ps, &mut data, op, ty);
+        for me in 0..n as usize {
+            let span = ps[me].result();
+            prop_assert_eq!(span.at, me * block);
+            let parts: Vec<&[u8]> = orig.iter().map(|d| &d[span.range()]).collect();
+            prop_assert_eq!(&data[me][span.range()], &fold(op, ty, &parts)[..], "rank {}", me);
+        }
+    }
+
+    #[test]
+    fn allgather_gives_every_rank_every_block(n in 1u16..70, block in 0usize..7, seed: u8) {
+        let ps = plans(Collective::Allgather { block }, n);
+        prop_assert_eq!(ps[0].rounds(), log2_ceil(n));
+        let mine = |r: usize| -> Vec<u8> { (0..block).map(|i| (r * 7 + i) as u8 ^ seed).collect() };
+        let mut data: Vec<Vec<u8>> = (0..n as usize)
+            .map(|r| {
+                let mut d = vec![0xEE; block * n as usize];
+                d[r * block..(r + 1) * block].copy_from_slice(&mine(r));
+                d
+            })
+            .collect();
+        execute(&ps, &mut data, Op::Sum, Int::U8);
+        let want: Vec<u8> = (0..n as usize).flat_map(mine).collect();
+        for (me, d) in data.iter().enumerate() {
+            prop_assert_eq!(d, &want, "rank {}", me);
+        }
+    }
+}
+
+/// Dissemination: after the rounds every rank has heard, directly or
+/// through others, from every rank, so none leaves before all arrived.
+#[test]
+fn a_barrier_lets_no_rank_out_before_every_rank_came_in() {
+    for n in (1u16..=70).chain([128, 129, 1000, 1024]) {
+        let ps = plans(Collective::Barrier, n);
+        assert_eq!(ps[0].rounds(), log2_ceil(n));
+        let mut know: Vec<BTreeSet<u16>> = (0..n).map(|r| BTreeSet::from([r])).collect();
+        for i in 0..ps[0].rounds() {
+            let before = know.clone();
+            for (me, p) in ps.iter().enumerate() {
+                let r = p.round(i).unwrap();
+                let from = r.recvs[0].unwrap().peer as usize;
+                assert_eq!(
+                    ps[from].round(i).unwrap().sends[0].unwrap().peer as usize,
+                    me
+                );
+                let heard = before[from].clone();
+                know[me].extend(heard);
+            }
+        }
+        assert!(know.iter().all(|k| k.len() == n as usize), "n = {n}");
+    }
+}
+
+#[test]
+fn bad_groups_are_refused() {
+    assert_eq!(
+        Plan::new(Collective::Barrier, 0, 0),
+        Err(PlanError::Rank { me: 0, n: 0 })
+    );
+    assert_eq!(
+        Plan::new(Collective::Barrier, 4, 4),
+        Err(PlanError::Rank { me: 4, n: 4 })
+    );
+    assert_eq!(
+        Plan::new(
+            Collective::Allgather {
+                block: usize::MAX / 2
+            },
+            3,
+            0
+        ),
+        Err(PlanError::TooLarge)
+    );
+    let p = Plan::new(Collective::Allreduce { len: 8 }, 5, 2).unwrap();
+    assert_eq!(p.round(p.rounds()), None, "no round past the last");
+}
+
+/// Large groups: every schedule still pairs each send with a receive.
+#[test]
+fn schedules_pair_up_at_a_thousand_ranks() {
+    for n in [1000u16, 1024, 1025] {
+        let mut data: Vec<Vec<u8>> = (0..n).map(|r| (r as u64).to_ne_bytes().to_vec()).collect();
+        execute(
+            &plans(Collective::Allreduce { len: 8 }, n),
+            &mut data,
+            Op::Sum,
+            Int::U64,
+        );
+        let sum = (n as u64 - 1) * n as u64 / 2;
+        assert!(data.iter().all(|d| d[..] == sum.to_ne_bytes()), "n = {n}");
+    }
+}

@@ -1,0 +1,157 @@
+//! Collectives among all ranks of a job, run from the core's schedules
+//! ([`rmx_core::collective::Plan`]): each round's receives are posted, then
+//! its sends, all waited for, then its reduction applied. Their messages
+//! travel in a context of their own, tagged with the collective's number,
+//! the round and the part, so they never match the application's messages
+//! nor another collective's.
+
+use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, ReduceError};
+use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
+
+use crate::rank::Rank;
+use crate::transport::Transport;
+
+/// The communication context of collectives' messages.
+pub const COLLECTIVE_CONTEXT: u16 = 0xC011;
+
+/// Why a collective did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveError {
+    /// The buffer must hold `want` bytes (a whole number of elements).
+    Length {
+        want: usize,
+        got: usize,
+    },
+    Plan(PlanError),
+    Reduce(ReduceError),
+    Send(SendError),
+    Recv(RecvError),
+    /// A peer failed during the collective.
+    Failed(RecvFault),
+}
+
+/// The tag of part `part` of round `index` of collective `seq`.
+fn tag(seq: u16, index: u16, part: u8) -> u32 {
+    (seq as u32) << 16 | (index as u32) << 1 | part as u32
+}
+
+impl<T: Transport + 'static> Rank<T> {
+    /// Returns once every rank of the job has entered it.
+    pub fn barrier(&mut self) -> Result<(), CollectiveError> {
+        self.collective(Collective::Barrier, &mut [], None)
+    }
+
+    /// Every rank's `data` becomes the element-wise reduction of all ranks'.
+    pub fn allreduce(&mut self, data: &mut [u8], ty: Int, op: Op) -> Result<(), CollectiveError> {
+        let what = Collective::Allreduce { len: data.len() };
+        self.collective(what, data, Some((op, ty)))
+    }
+
+    /// `data` holds one block of `data.len() / size()` bytes per rank;
+    /// afterwards this rank's block (at `rank() × block`) is the reduction
+    /// of every rank's block there.
+    pub fn reduce_scatter(
+        &mut self,
+        data: &mut [u8],
+        ty: Int,
+        op: Op,
+    ) -> Result<(), CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.collective(Collective::ReduceScatter { block }, data, Some((op, ty)))
+    }
+
+    /// `data` holds one block per rank, this rank's filled in; afterwards
+    /// every block is filled with its rank's.
+    pub fn allgather(&mut self, data: &mut [u8]) -> Result<(), CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.collective(Collective::Allgather { block }, data, None)
+    }
+
+    fn block_of(&self, len: usize) -> Result<usize, CollectiveError> {
+        let n = self.size() as usize;
+        if !len.is_multiple_of(n) {
+            return Err(CollectiveError::Length {
+                want: len / n * n,
+                got: len,
+            });
+        }
+        Ok(len / n)
+    }
+
+    /// Runs `what` over `data`, reducing with `op` where it reduces.
+    fn collective(
+        &mut self,
+        what: Collective,
+        data: &mut [u8],
+        op: Option<(Op, Int)>,
+    ) -> Result<(), CollectiveError> {
+        let plan = Plan::new(what, self.size(), self.rank()).map_err(CollectiveError::Plan)?;
+        if plan.data_len() != data.len() {
+            return Err(CollectiveError::Length {
+                want: plan.data_len(),
+                got: data.len(),
+            });
+        }
+        if let Some((_, ty)) = op {
+            if !data.len().is_multiple_of(ty.size()) {
+                return Err(CollectiveError::Reduce(ReduceError::Misaligned {
+                    len: data.len(),
+                    size: ty.size(),
+                }));
+            }
+        }
+        let seq = self.collectives;
+        self.collectives = self.collectives.wrapping_add(1);
+        let mut scratch = vec![0u8; plan.scratch_len()];
+        for index in 0..plan.rounds() {
+            let Some(round) = plan.round(index) else {
+                continue;
+            };
+            let mut reqs = Vec::with_capacity(4);
+            for m in round.recvs.iter().flatten() {
+                let into = if round.reduce {
+                    &mut scratch[m.span.range()]
+                } else {
+                    &mut data[m.span.range()]
+                };
+                let t = TagSel::Tag(tag(seq, index, m.part));
+                // SAFETY: waited for below, before the buffers' borrows end;
+                // no send of this round reads the bytes it receives into.
+                let r = unsafe {
+                    self.irecv_in(
+                        Source::Rank(m.peer),
+                        t,
+                        COLLECTIVE_CONTEXT,
+                        into.as_mut_ptr(),
+                        into.len(),
+                    )
+                };
+                reqs.push(r.map_err(CollectiveError::Recv)?);
+            }
+            for m in round.sends.iter().flatten() {
+                let from = &data[m.span.range()];
+                let t = tag(seq, index, m.part);
+                // SAFETY: as above.
+                let r = unsafe {
+                    self.isend_in(m.peer, t, COLLECTIVE_CONTEXT, from.as_ptr(), from.len())
+                };
+                reqs.push(r.map_err(CollectiveError::Send)?);
+            }
+            let mut fault = None;
+            for r in reqs {
+                fault = fault.or(self.wait(r).fault);
+            }
+            if let Some(f) = fault {
+                return Err(CollectiveError::Failed(f));
+            }
+            if let (true, Some((op, ty))) = (round.reduce, op) {
+                for m in round.recvs.iter().flatten() {
+                    let at = m.span.range();
+                    reduce(op, ty, &mut data[at.clone()], &scratch[at])
+                        .map_err(CollectiveError::Reduce)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
