@@ -79,6 +79,20 @@ enum BenchCmd {
     /// Ping-pong with eager zero-copy of reused buffers off and on, alternating
     /// in one run, beside the bound one saved copy sets (128 B - 8 KiB).
     EagerReuse(BenchArgs),
+    /// Latency of barrier, allreduce, reduce_scatter (256 B) and allgather
+    /// (256 B a rank) at 2, 4, 8, … ranks up to --ranks, ranks as threads
+    /// (the fence paper's Table 1). On eth give --iface lo: in-process ranks
+    /// share one interface only there.
+    #[command(
+        long_about = "Latency of the collectives the fence designs are built on, as the fence paper's Table 1 reports them: barrier (dissemination), allreduce of 256 B (recursive doubling), reduce_scatter of a 256-byte vector (each rank's block its part) and allgather of 256 B a rank (Bruck), at 2, 4, 8, ... ranks up to --ranks (and --ranks itself). Ranks are threads of this process; each collective runs --iters times (default 1000) after --warmup, and the time per collective is rank 0's, between barriers. On eth give --iface lo: in-process ranks share one interface only there."
+    )]
+    Collectives {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// The largest group [default: 8].
+        #[arg(long, default_value_t = 8)]
+        ranks: u16,
+    },
     /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
     /// one per page: improvement of zero-copy over copy per size and layout.
     Spectrum {
@@ -1112,6 +1126,31 @@ fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<()
     Ok(())
 }
 
+/// The most ranks `bench collectives` runs as threads of one process.
+const RANKS_LIMIT: u16 = 64;
+
+/// `rmx bench collectives`.
+fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
+    let o = opts_iters(a, (0, 0), 1000)?;
+    if !(2..=RANKS_LIMIT).contains(&ranks) {
+        return Err(format!(
+            "--ranks must be between 2 and {RANKS_LIMIT} (got {ranks}): the ranks are threads of this process"
+        ));
+    }
+    if a.transport == "eth" && a.iface.is_none() {
+        return Err("collectives on eth need --iface lo: the ranks are threads, and share one interface only on loopback".into());
+    }
+    let (net, _lab) = network(a, false)?;
+    let mut sizes: Vec<u16> = (1..16)
+        .map(|k| 1u16 << k)
+        .take_while(|&n| n < ranks)
+        .collect();
+    sizes.push(ranks);
+    let r = bench::collectives::run(&o, bench_config(a), &sizes, |_| net.clone());
+    emit(&r, a.json);
+    Ok(())
+}
+
 /// `overlap` or `progress`, by their shared options.
 fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
     let o = opts_iters(&a.args, (1, 1 << 20), 100)?;
@@ -1444,6 +1483,7 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Cmd::Bench(BenchCmd::Bw(a)) => rate("bw", &a),
+        Cmd::Bench(BenchCmd::Collectives { args: a, ranks }) => collectives(&a, ranks),
         Cmd::Bench(BenchCmd::Msgrate(a)) => rate("msgrate", &a),
         Cmd::Model(ModelCmd::Memory {
             procs,

@@ -817,3 +817,46 @@ fn medium_max_is_taken_and_reported() {
         "the transport's choice"
     );
 }
+
+/// `bench collectives`: rows per collective and group size in the
+/// documented fields; bad group sizes and eth without an interface refused.
+#[test]
+fn collectives_json_has_the_documented_shape() {
+    let (code, out, err) = rmx(&[
+        "bench",
+        "collectives",
+        "--ranks",
+        "3",
+        "--iters",
+        "20",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc = json(&out);
+    assert_eq!(doc["benchmark"], "collectives");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 8, "four collectives at 2 and 3 ranks");
+    for row in rows {
+        assert!(row["latency_us"].as_f64().is_some_and(|v| v > 0.0), "{row}");
+        assert!(row["ranks"] == 2 || row["ranks"] == 3);
+        assert!(row["collective"].is_string() && row["size"].is_u64());
+    }
+    for (args, says) in [
+        (
+            vec!["bench", "collectives", "--ranks", "1"],
+            "--ranks must be between 2",
+        ),
+        (
+            vec!["bench", "collectives", "--ranks", "65535"],
+            "--ranks must be between 2",
+        ),
+        (
+            vec!["bench", "collectives", "--transport", "eth"],
+            "need --iface lo",
+        ),
+    ] {
+        let (code, _, err) = rmx(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(says), "{err}");
+    }
+}

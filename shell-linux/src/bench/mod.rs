@@ -1,6 +1,7 @@
 //! The `rmx bench` suite: OSU-style micro-benchmarks on a transport, printed as
 //! aligned tables or one JSON document, and plotted as SVG by the suite.
 
+pub mod collectives;
 pub mod eager_reuse;
 pub mod floor;
 pub mod hist;

@@ -115,13 +115,24 @@ impl Report {
             let widest = self.results.iter().map(|r| cell(r, c).len()).max();
             c.header.len().max(12).max(widest.unwrap_or(0))
         };
-        out.push_str(&format!("{:<10}", format!("# {}", self.x.0)));
+        let key = |row: &Value| match &row[self.x.0] {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        let first = self
+            .results
+            .iter()
+            .map(|r| key(r).len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
+        out.push_str(&format!("{:<first$}", format!("# {}", self.x.0)));
         for c in &self.columns {
             out.push_str(&format!("{:>w$}", c.header, w = width(c) + 2));
         }
         out.push('\n');
         for row in &self.results {
-            out.push_str(&format!("{:<10}", row[self.x.0].to_string()));
+            out.push_str(&format!("{:<first$}", key(row)));
             for c in &self.columns {
                 out.push_str(&format!("{:>w$}", cell(row, c), w = width(c) + 2));
             }
