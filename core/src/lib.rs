@@ -23,6 +23,7 @@ mod log;
 pub mod matching;
 pub mod medium;
 pub mod nic;
+pub mod onesided;
 pub mod packed;
 mod peer;
 pub mod rendezvous;

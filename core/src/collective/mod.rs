@@ -1,5 +1,5 @@
 //! Collectives as sans-I/O schedules over the endpoint's point-to-point
-//! messages ([`plan`]), and the integer reductions they apply ([`reduce`]).
+//! messages ([`Plan`]), and the integer reductions they apply ([`mod@reduce`]).
 //! The fence designs of one-sided communication are built on them.
 
 mod plan;

@@ -1,0 +1,316 @@
+//! One-sided communication: windows, and the operations on them as they
+//! travel between ranks. A window is a rank's memory exposed to a group;
+//! its [`Window`] descriptor (length, displacement unit, key) is exchanged
+//! at creation. Every access is checked at the origin against the target's
+//! descriptor ([`Window::range`]): one outside the window is a typed error
+//! there and never leaves. The target checks again what comes off the wire
+//! ([`OpHeader::decode`], then the range against its own window and key),
+//! so a forged or stale key or a range out of bounds is refused and
+//! counted, never written.
+//!
+//! An operation's header, little-endian, 32 bytes:
+//!
+//! ```text
+//! offset size field
+//!      0    1 kind     1 put, 2 get, 3 accumulate, 4 get reply
+//!      1    1 op       accumulate's operation (0 sum … 6 replace), else 0
+//!      2    1 int      accumulate's element type (0 u8 … 7 i64), else 0
+//!      3    1 flags    bit 0: the origin's last operation to this target this epoch
+//!      4    2 window   the window's number in its group
+//!      6    2 epoch    the origin's epoch, wrapping
+//!      8    4 key      the target window's key
+//!     12    4 len      bytes of data (put, accumulate, get reply: they follow)
+//!     16    8 offset   byte offset in the target's window
+//!     24    4 id       the origin's number for a get, echoed by its reply
+//!     28    4 reserved zero
+//! ```
+
+use crate::collective::{Int, Op};
+
+/// Bytes of an operation's header.
+pub const HEADER: usize = 32;
+
+/// What a rank exposes: the length of its window memory, the unit its
+/// displacements count in, and the key an access must show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub len: u64,
+    pub disp_unit: u32,
+    pub key: u32,
+}
+
+/// Why a one-sided operation was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmaError {
+    /// The bytes asked for reach outside the target's window.
+    OutOfBounds { offset: u64, len: u64, window: u64 },
+    /// The key does not open the window (forged, or of an older window).
+    Key,
+    /// An accumulate's offset or length is not a whole number of elements.
+    Misaligned,
+    /// A header that cannot be read: too short, an unknown kind, operation
+    /// or element type, or reserved bits set.
+    Malformed,
+    /// No such target rank or window.
+    Target,
+}
+
+impl Window {
+    /// The byte range of `len` bytes at displacement `disp`, if it lies in
+    /// the window: checked arithmetic, so no displacement wraps.
+    pub fn range(&self, disp: u64, len: u64) -> Result<core::ops::Range<u64>, RmaError> {
+        let out = || RmaError::OutOfBounds {
+            offset: disp.saturating_mul(self.disp_unit as u64),
+            len,
+            window: self.len,
+        };
+        let offset = disp.checked_mul(self.disp_unit as u64).ok_or_else(out)?;
+        let end = offset.checked_add(len).ok_or_else(out)?;
+        if end > self.len {
+            return Err(out());
+        }
+        Ok(offset..end)
+    }
+
+    /// Checks an incoming operation against this window: its key, its
+    /// range, and an accumulate's alignment.
+    pub fn admit(&self, h: &OpHeader) -> Result<core::ops::Range<u64>, RmaError> {
+        if h.key != self.key {
+            return Err(RmaError::Key);
+        }
+        let len = match h.kind {
+            RmaKind::Get | RmaKind::Put | RmaKind::Accumulate(..) => h.len as u64,
+            RmaKind::GetReply => return Err(RmaError::Malformed),
+        };
+        let end = h.offset.checked_add(len);
+        match end {
+            Some(e) if e <= self.len => {}
+            _ => {
+                return Err(RmaError::OutOfBounds {
+                    offset: h.offset,
+                    len,
+                    window: self.len,
+                })
+            }
+        }
+        if let RmaKind::Accumulate(_, ty) = h.kind {
+            let s = ty.size() as u64;
+            if h.offset % s != 0 || len % s != 0 {
+                return Err(RmaError::Misaligned);
+            }
+        }
+        Ok(h.offset..h.offset + len)
+    }
+}
+
+/// A one-sided operation's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmaKind {
+    Put,
+    Get,
+    Accumulate(Op, Int),
+    GetReply,
+}
+
+/// An operation's header, as it travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpHeader {
+    pub kind: RmaKind,
+    /// The origin's last operation to this target in this epoch.
+    pub last: bool,
+    pub window: u16,
+    pub epoch: u16,
+    pub key: u32,
+    pub len: u32,
+    pub offset: u64,
+    pub id: u32,
+}
+
+const OPS: [Op; 7] = [
+    Op::Sum,
+    Op::Min,
+    Op::Max,
+    Op::BitAnd,
+    Op::BitOr,
+    Op::BitXor,
+    Op::Replace,
+];
+const INTS: [Int; 8] = [
+    Int::U8,
+    Int::U16,
+    Int::U32,
+    Int::U64,
+    Int::I8,
+    Int::I16,
+    Int::I32,
+    Int::I64,
+];
+
+impl OpHeader {
+    /// The header's bytes.
+    pub fn encode(&self) -> [u8; HEADER] {
+        let mut b = [0u8; HEADER];
+        let (kind, op, int) = match self.kind {
+            RmaKind::Put => (1, 0, 0),
+            RmaKind::Get => (2, 0, 0),
+            RmaKind::Accumulate(op, ty) => (
+                3,
+                OPS.iter().position(|&o| o == op).unwrap_or(0) as u8,
+                INTS.iter().position(|&t| t == ty).unwrap_or(0) as u8,
+            ),
+            RmaKind::GetReply => (4, 0, 0),
+        };
+        b[0] = kind;
+        b[1] = op;
+        b[2] = int;
+        b[3] = self.last as u8;
+        b[4..6].copy_from_slice(&self.window.to_le_bytes());
+        b[6..8].copy_from_slice(&self.epoch.to_le_bytes());
+        b[8..12].copy_from_slice(&self.key.to_le_bytes());
+        b[12..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.offset.to_le_bytes());
+        b[24..28].copy_from_slice(&self.id.to_le_bytes());
+        b
+    }
+
+    /// Reads a header from the start of `b`, refusing anything this
+    /// version does not define.
+    pub fn decode(b: &[u8]) -> Result<OpHeader, RmaError> {
+        let b = b.get(..HEADER).ok_or(RmaError::Malformed)?;
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        if b[3] > 1 || u32_at(28) != 0 {
+            return Err(RmaError::Malformed);
+        }
+        let plain = b[1] == 0 && b[2] == 0;
+        let kind = match b[0] {
+            1 if plain => RmaKind::Put,
+            2 if plain => RmaKind::Get,
+            3 => RmaKind::Accumulate(
+                *OPS.get(b[1] as usize).ok_or(RmaError::Malformed)?,
+                *INTS.get(b[2] as usize).ok_or(RmaError::Malformed)?,
+            ),
+            4 if plain => RmaKind::GetReply,
+            _ => return Err(RmaError::Malformed),
+        };
+        let mut off = [0u8; 8];
+        off.copy_from_slice(&b[16..24]);
+        Ok(OpHeader {
+            kind,
+            last: b[3] == 1,
+            window: u16_at(4),
+            epoch: u16_at(6),
+            key: u32_at(8),
+            len: u32_at(12),
+            offset: u64::from_le_bytes(off),
+            id: u32_at(24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WIN: Window = Window {
+        len: 100,
+        disp_unit: 4,
+        key: 0xBEEF,
+    };
+
+    fn header(kind: RmaKind, offset: u64, len: u32) -> OpHeader {
+        OpHeader {
+            kind,
+            last: true,
+            window: 3,
+            epoch: 9,
+            key: 0xBEEF,
+            len,
+            offset,
+            id: 77,
+        }
+    }
+
+    #[test]
+    fn headers_round_trip() {
+        for kind in [
+            RmaKind::Put,
+            RmaKind::Get,
+            RmaKind::GetReply,
+            RmaKind::Accumulate(Op::Replace, Int::I64),
+            RmaKind::Accumulate(Op::Sum, Int::U8),
+        ] {
+            let h = header(kind, 1 << 40, 12);
+            assert_eq!(OpHeader::decode(&h.encode()), Ok(h));
+        }
+    }
+
+    #[test]
+    fn malformed_headers_are_refused() {
+        let good = header(RmaKind::Put, 0, 1).encode();
+        assert_eq!(OpHeader::decode(&good[..31]), Err(RmaError::Malformed));
+        for (at, v) in [(0, 0), (0, 5), (1, 1), (3, 2), (28, 1)] {
+            let mut b = good;
+            b[at] = v;
+            assert_eq!(
+                OpHeader::decode(&b),
+                Err(RmaError::Malformed),
+                "byte {at} = {v}"
+            );
+        }
+        let mut acc = header(RmaKind::Accumulate(Op::Sum, Int::U32), 0, 4).encode();
+        acc[1] = 7;
+        assert_eq!(OpHeader::decode(&acc), Err(RmaError::Malformed), "no op 7");
+        acc[1] = 0;
+        acc[2] = 8;
+        assert_eq!(
+            OpHeader::decode(&acc),
+            Err(RmaError::Malformed),
+            "no type 8"
+        );
+    }
+
+    #[test]
+    fn the_origin_checks_bounds_with_checked_arithmetic() {
+        assert_eq!(WIN.range(0, 100), Ok(0..100));
+        assert_eq!(WIN.range(24, 4), Ok(96..100));
+        assert!(matches!(
+            WIN.range(24, 5),
+            Err(RmaError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            WIN.range(u64::MAX, 1),
+            Err(RmaError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            WIN.range(1, u64::MAX),
+            Err(RmaError::OutOfBounds { .. })
+        ));
+    }
+
+    #[test]
+    fn the_target_checks_key_range_and_alignment() {
+        assert_eq!(WIN.admit(&header(RmaKind::Put, 90, 10)), Ok(90..100));
+        let stale = OpHeader {
+            key: 1,
+            ..header(RmaKind::Put, 0, 1)
+        };
+        assert_eq!(WIN.admit(&stale), Err(RmaError::Key));
+        assert!(matches!(
+            WIN.admit(&header(RmaKind::Get, 91, 10)),
+            Err(RmaError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            WIN.admit(&header(RmaKind::Put, u64::MAX, 2)),
+            Err(RmaError::OutOfBounds { .. })
+        ));
+        let acc = |off, len| header(RmaKind::Accumulate(Op::Sum, Int::U32), off, len);
+        assert_eq!(WIN.admit(&acc(4, 8)), Ok(4..12));
+        assert_eq!(WIN.admit(&acc(2, 8)), Err(RmaError::Misaligned));
+        assert_eq!(WIN.admit(&acc(4, 6)), Err(RmaError::Misaligned));
+        assert_eq!(
+            WIN.admit(&header(RmaKind::GetReply, 0, 1)),
+            Err(RmaError::Malformed)
+        );
+    }
+}
