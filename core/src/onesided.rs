@@ -95,7 +95,7 @@ impl Window {
         }
         if let RmaKind::Accumulate(_, ty) = h.kind {
             let s = ty.size() as u64;
-            if h.offset % s != 0 || len % s != 0 {
+            if !h.offset.is_multiple_of(s) || !len.is_multiple_of(s) {
                 return Err(RmaError::Misaligned);
             }
         }
