@@ -18,3 +18,4 @@ pub mod rank;
 pub mod reuse;
 pub mod tables;
 pub mod transport;
+pub mod window;

@@ -486,6 +486,8 @@ pub struct Rank<T: Transport + 'static = AnyPort> {
     size: u16,
     /// Collectives started so far (their messages' tags carry it).
     pub(crate) collectives: u16,
+    /// Windows created so far (their numbers).
+    pub(crate) windows: u16,
     /// What [`wait`](Rank::wait) sleeps on once polling finds nothing.
     events: Events,
 }
@@ -556,6 +558,7 @@ impl<T: Transport + 'static> Rank<T> {
             me,
             size: nranks,
             collectives: 0,
+            windows: 0,
             events,
         })
     }
@@ -859,6 +862,19 @@ impl<T: Transport + 'static> Rank<T> {
     pub fn recv(&mut self, src: Source, tag: TagSel, data: &mut [u8]) -> Result<Status, RecvError> {
         // SAFETY: waited for before `data`'s borrow ends.
         let r = unsafe { self.irecv_raw(src, tag, data.as_mut_ptr(), data.len())? };
+        Ok(self.wait(r))
+    }
+
+    /// Blocking receive into `data` in communication context `context`.
+    pub(crate) fn recv_in(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+        data: &mut [u8],
+    ) -> Result<Status, RecvError> {
+        // SAFETY: waited for before `data`'s borrow ends.
+        let r = unsafe { self.irecv_in(src, tag, context, data.as_mut_ptr(), data.len())? };
         Ok(self.wait(r))
     }
 

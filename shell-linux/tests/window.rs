@@ -1,0 +1,175 @@
+//! One-sided operations with fence synchronization (the deferred design)
+//! among ranks that are threads over `loop`: random sequences of put, get
+//! and accumulate across several epochs against a model of every window's
+//! memory, computed by every rank from the same seed; accesses outside a
+//! window, misaligned accumulates and bad targets are refused at the
+//! origin, and nothing of them reaches the target.
+
+use rmx_core::collective::{Int, Op};
+use rmx_core::onesided::RmaError;
+use rmx_linux::job::{self, Net};
+use rmx_linux::loopnic::LoopConfig;
+use rmx_linux::rank::loop_config;
+use rmx_linux::window::WinError;
+
+const N: u16 = 3;
+const LEN: usize = 256;
+const PUTS: usize = 0; // each origin o writes [o*32, o*32+32)
+const ACCS: usize = 96; // u32 sums in [96, 160)
+const READS: usize = 160; // never written: gets read [160, 256)
+const EPOCHS: u16 = 4;
+
+#[derive(Clone, Debug)]
+enum Rma {
+    Put { to: u16, at: usize, data: Vec<u8> },
+    Acc { to: u16, at: usize, add: u32 },
+    Get { to: u16, at: usize, len: usize },
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Rank `me`'s operations in `epoch`: the same at every rank.
+fn ops(seed: u64, me: u16, epoch: u16) -> Vec<Rma> {
+    let mut g = Rng(seed ^ (me as u64) << 32 ^ (epoch as u64) << 48);
+    (0..g.below(7))
+        .map(|_| {
+            let to = g.below(N as u64) as u16;
+            match g.below(3) {
+                0 => {
+                    let len = 1 + g.below(8) as usize;
+                    let at = PUTS + me as usize * 32 + g.below((32 - len) as u64 + 1) as usize;
+                    let data = (0..len).map(|_| g.below(256) as u8).collect();
+                    Rma::Put { to, at, data }
+                }
+                1 => Rma::Acc {
+                    to,
+                    at: ACCS + 4 * g.below(16) as usize,
+                    add: g.below(1000) as u32,
+                },
+                _ => {
+                    let len = 1 + g.below(16) as usize;
+                    Rma::Get {
+                        to,
+                        at: READS + g.below((LEN - READS - len) as u64 + 1) as usize,
+                        len,
+                    }
+                }
+            }
+        })
+        .collect()
+}
+
+fn initial(rank: u16) -> Vec<u8> {
+    (0..LEN)
+        .map(|i| {
+            if i >= READS {
+                (rank as usize * 31 + i) as u8
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn random_operations_across_epochs_match_the_model() {
+    for seed in 0..6u64 {
+        let out = job::run(N, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let me = r.rank();
+            let mut w = r.win_create(LEN, 1).expect("window");
+            w.memory().copy_from_slice(&initial(me));
+            w.fence(r).expect("opening fence");
+            let mut model: Vec<Vec<u8>> = (0..N).map(initial).collect();
+            for epoch in 0..EPOCHS {
+                let mut gets = Vec::new();
+                for op in ops(seed, me, epoch) {
+                    match op {
+                        Rma::Put { to, at, data } => w.put(to, at as u64, &data).unwrap(),
+                        Rma::Acc { to, at, add } => w
+                            .accumulate(to, at as u64, &add.to_ne_bytes(), Op::Sum, Int::U32)
+                            .unwrap(),
+                        Rma::Get { to, at, len } => {
+                            let g = w.get(to, at as u64, len).unwrap();
+                            gets.push((g, model[to as usize][at..at + len].to_vec()));
+                        }
+                    }
+                }
+                w.fence(r).expect("fence");
+                // Every rank's operations of this epoch, applied to the model.
+                for origin in 0..N {
+                    for op in ops(seed, origin, epoch) {
+                        match op {
+                            Rma::Put { to, at, data } => {
+                                model[to as usize][at..at + data.len()].copy_from_slice(&data)
+                            }
+                            Rma::Acc { to, at, add } => {
+                                let m = &mut model[to as usize][at..at + 4];
+                                let v = u32::from_ne_bytes(m.try_into().unwrap()).wrapping_add(add);
+                                m.copy_from_slice(&v.to_ne_bytes());
+                            }
+                            Rma::Get { .. } => {}
+                        }
+                    }
+                }
+                assert_eq!(
+                    w.memory(),
+                    &model[me as usize][..],
+                    "seed {seed} epoch {epoch}"
+                );
+                for (g, want) in gets {
+                    assert_eq!(w.take(g), Some(want), "seed {seed} epoch {epoch}");
+                    assert_eq!(w.take(g), None, "taken once");
+                }
+            }
+            w.refused()
+        });
+        assert!(out.iter().all(|&refused| refused == 0), "seed {seed}");
+    }
+}
+
+#[test]
+fn bad_accesses_are_refused_at_the_origin_and_never_reach_the_target() {
+    let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+        let mut w = r.win_create(64, 4).expect("window");
+        w.fence(r).unwrap();
+        let peer = 1 - r.rank();
+        let oob =
+            |e: Result<(), WinError>| matches!(e, Err(WinError::Rma(RmaError::OutOfBounds { .. })));
+        // 16 units of 4 bytes: unit 15 holds 4 bytes, not 5.
+        assert!(oob(w.put(peer, 15, &[1; 5])));
+        assert!(oob(w.put(peer, 16, &[1])));
+        assert!(oob(w.put(peer, u64::MAX, &[1])));
+        assert!(matches!(
+            w.get(peer, 17, 1),
+            Err(WinError::Rma(RmaError::OutOfBounds { .. }))
+        ));
+        assert_eq!(
+            w.accumulate(peer, 1, &[1; 6], Op::Sum, Int::U32),
+            Err(WinError::Rma(RmaError::Misaligned))
+        );
+        assert_eq!(w.put(7, 0, &[1]), Err(WinError::Rma(RmaError::Target)));
+        // A good one in the same epoch still lands.
+        w.put(peer, 15, &[9; 4]).unwrap();
+        w.fence(r).unwrap();
+        let mem = w.memory().to_vec();
+        assert_eq!(&mem[60..], &[9; 4]);
+        assert!(
+            mem[..60].iter().all(|&b| b == 0),
+            "nothing refused was written"
+        );
+        w.refused()
+    });
+    assert_eq!(out, vec![0, 0]);
+}
