@@ -93,6 +93,24 @@ enum BenchCmd {
         #[arg(long, default_value_t = 8)]
         ranks: u16,
     },
+    /// Time per epoch closed by a fence, by design and pattern (the fence
+    /// paper's Figs. 7-10), beside a bare barrier.
+    #[command(
+        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence); it runs on every transport. The immediate designs (naive, opt, ri) are not built yet."
+    )]
+    Fence {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// def (deferred, two-sided), naive, opt, ri, or all.
+        #[arg(long, default_value = "all")]
+        design: String,
+        /// zero, single, neighbours, halo4, halo8, or all.
+        #[arg(long, default_value = "all")]
+        pattern: String,
+        /// The largest group [default: 4].
+        #[arg(long, default_value_t = 4)]
+        ranks: u16,
+    },
     /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
     /// one per page: improvement of zero-copy over copy per size and layout.
     Spectrum {
@@ -717,6 +735,7 @@ fn info(json_out: bool) {
             "eager_threshold": cfg.eager_threshold,
             "medium_max": rmx_core::config::MEDIUM_MAX,
             "keepalive_ns": cfg.keepalive_ns,
+            "fence_designs": {"loop": ["def"], "eth": ["def"]},
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
             "rx_buffers": nic.srq_depth,
@@ -761,6 +780,7 @@ fn info(json_out: bool) {
         "  medium messages   up to {} bytes as fragments on transports without RDMA (eth)",
         rmx_core::config::MEDIUM_MAX
     );
+    println!("  fence designs     def (deferred, two-sided) on loop and eth; the RDMA designs are not built yet");
     println!(
         "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} unanswered",
         cfg.keepalive_ns / 1_000_000,
@@ -1151,6 +1171,52 @@ fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// `rmx bench fence`.
+fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), String> {
+    match design {
+        "def" | "all" => {}
+        "naive" | "opt" | "ri" => {
+            return Err(format!(
+                "--design {design} is not built yet: the immediate designs need RDMA one-sided operations; run --design def (the deferred design)"
+            ))
+        }
+        d => return Err(format!("unknown --design {d}: choose def, naive, opt, ri or all")),
+    }
+    let patterns: Vec<&str> = match pattern {
+        "all" => bench::fence::PATTERNS.to_vec(),
+        p if bench::fence::PATTERNS.contains(&p) => vec![p],
+        p => {
+            return Err(format!(
+                "unknown --pattern {p}: choose zero, single, neighbours, halo4, halo8 or all"
+            ))
+        }
+    };
+    let o = opts_iters(a, (16, 16384), 1000)?;
+    if o.max_size > 1 << 20 {
+        return Err(format!(
+            "--max-size {} is above 1 MiB: every rank's window holds 8 puts of it",
+            o.max_size
+        ));
+    }
+    if !(2..=RANKS_LIMIT).contains(&ranks) {
+        return Err(format!(
+            "--ranks must be between 2 and {RANKS_LIMIT} (got {ranks}): the ranks are threads of this process"
+        ));
+    }
+    if a.transport == "eth" && a.iface.is_none() {
+        return Err("fence on eth needs --iface lo: the ranks are threads, and share one interface only on loopback".into());
+    }
+    let (net, _lab) = network(a, false)?;
+    let mut sizes: Vec<u16> = (1..16)
+        .map(|k| 1u16 << k)
+        .take_while(|&n| n < ranks)
+        .collect();
+    sizes.push(ranks);
+    let r = bench::fence::run(&o, bench_config(a), &sizes, &patterns, &net);
+    emit(&r, a.json);
+    Ok(())
+}
+
 /// `overlap` or `progress`, by their shared options.
 fn overlap_or_progress(a: &OverlapArgs, progress: bool) -> Result<(), String> {
     let o = opts_iters(&a.args, (1, 1 << 20), 100)?;
@@ -1484,6 +1550,12 @@ fn main() -> ExitCode {
         }),
         Cmd::Bench(BenchCmd::Bw(a)) => rate("bw", &a),
         Cmd::Bench(BenchCmd::Collectives { args: a, ranks }) => collectives(&a, ranks),
+        Cmd::Bench(BenchCmd::Fence {
+            args: a,
+            design,
+            pattern,
+            ranks,
+        }) => fence(&a, &design, &pattern, ranks),
         Cmd::Bench(BenchCmd::Msgrate(a)) => rate("msgrate", &a),
         Cmd::Model(ModelCmd::Memory {
             procs,

@@ -860,3 +860,53 @@ fn collectives_json_has_the_documented_shape() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// `bench fence`: the barrier reference and a row per pattern in the
+/// documented fields; designs not built and bad values refused.
+#[test]
+fn fence_json_has_the_documented_shape() {
+    let (code, out, err) = rmx(&[
+        "bench",
+        "fence",
+        "--ranks",
+        "2",
+        "--iters",
+        "20",
+        "--max-size",
+        "32",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc = json(&out);
+    assert_eq!(doc["benchmark"], "fence");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows[0]["design"], "barrier");
+    // barrier, zero, single, neighbours, halo4 and halo8 at 16 and 32 B.
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    for row in &rows[1..] {
+        assert_eq!(row["design"], "def");
+        let halo = row["pattern"].as_str().unwrap().starts_with("halo");
+        let key = if halo { "iteration_us" } else { "fence_us" };
+        assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{row}");
+    }
+    for (args, says) in [
+        (vec!["bench", "fence", "--design", "ri"], "not built yet"),
+        (vec!["bench", "fence", "--design", "x"], "unknown --design"),
+        (
+            vec!["bench", "fence", "--pattern", "x"],
+            "unknown --pattern",
+        ),
+        (
+            vec!["bench", "fence", "--ranks", "0"],
+            "--ranks must be between 2",
+        ),
+        (
+            vec!["bench", "fence", "--max-size", "4194304"],
+            "above 1 MiB",
+        ),
+    ] {
+        let (code, _, err) = rmx(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(says), "{err}");
+    }
+}

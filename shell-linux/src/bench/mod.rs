@@ -3,6 +3,7 @@
 
 pub mod collectives;
 pub mod eager_reuse;
+pub mod fence;
 pub mod floor;
 pub mod hist;
 pub mod overlap;
