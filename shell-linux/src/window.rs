@@ -35,6 +35,40 @@ pub enum WinError {
     TooManyGets,
     /// Data longer than one operation carries (4 GiB).
     TooLong,
+    /// An operation was queued in an epoch its closing fence asserted had
+    /// none ([`Assert::NO_PRECEDE`]), or issued after a fence that
+    /// asserted none would follow ([`Assert::NO_SUCCEED`]).
+    Assertion,
+}
+
+/// What a fence may assume (MPI's `MPI_MODE_*` assertions). Every rank of
+/// the window must give the same `NO_PRECEDE` and `NO_SUCCEED`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Assert(pub u8);
+
+impl Assert {
+    pub const NONE: Assert = Assert(0);
+    /// No operation of this rank's epoch ends here: the fence skips
+    /// counting (in the deferred design it then does nothing at all).
+    pub const NO_PRECEDE: Assert = Assert(1);
+    /// No operation follows until the next fence.
+    pub const NO_SUCCEED: Assert = Assert(2);
+    /// The window's memory was not written locally since the last fence.
+    pub const NO_STORE: Assert = Assert(4);
+    /// The window will not be the target of puts or accumulates until the
+    /// next fence.
+    pub const NO_PUT: Assert = Assert(8);
+
+    pub fn has(self, a: Assert) -> bool {
+        self.0 & a.0 == a.0
+    }
+}
+
+impl core::ops::BitOr for Assert {
+    type Output = Assert;
+    fn bitor(self, o: Assert) -> Assert {
+        Assert(self.0 | o.0)
+    }
 }
 
 impl From<RmaError> for WinError {
@@ -67,6 +101,8 @@ pub struct Win {
     mem: Vec<u8>,
     windows: Vec<Window>,
     epoch: u16,
+    /// The last fence asserted that no operation would follow.
+    closed: bool,
     queued: Vec<Queued>,
     gets: Vec<Option<Vec<u8>>>,
     got: Vec<Option<Vec<u8>>>,
@@ -114,6 +150,7 @@ impl<T: Transport + 'static> Rank<T> {
             mem: vec![0; len],
             windows,
             epoch: 0,
+            closed: false,
             queued: Vec::new(),
             gets: Vec::new(),
             got: Vec::new(),
@@ -142,6 +179,9 @@ impl Win {
         kind: RmaKind,
         data: Vec<u8>,
     ) -> Result<OpHeader, WinError> {
+        if self.closed {
+            return Err(WinError::Assertion);
+        }
         let w = *self.windows.get(target as usize).ok_or(RmaError::Target)?;
         let len32 = u32::try_from(len).map_err(|_| WinError::TooLong)?;
         let range = w.range(disp, len as u64)?;
@@ -215,6 +255,29 @@ impl Win {
     /// queued, and every one aimed at it, is done when this returns.
     /// Collective over the job's ranks.
     pub fn fence<T: Transport + 'static>(&mut self, r: &mut Rank<T>) -> Result<(), WinError> {
+        self.fence_with(r, Assert::NONE)
+    }
+
+    /// [`fence`](Self::fence) with assertions: `NO_PRECEDE` skips the
+    /// count exchange, which is all the deferred design does when no
+    /// operation precedes (the paper left assertions out); `NO_SUCCEED`
+    /// refuses operations until the next fence. `NO_STORE` and `NO_PUT`
+    /// change nothing in this design.
+    pub fn fence_with<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
+        assert: Assert,
+    ) -> Result<(), WinError> {
+        if assert.has(Assert::NO_PRECEDE) {
+            if !self.queued.is_empty() {
+                return Err(WinError::Assertion);
+            }
+            self.got = std::mem::take(&mut self.gets);
+            self.epoch = self.epoch.wrapping_add(1);
+            self.closed = assert.has(Assert::NO_SUCCEED);
+            return Ok(());
+        }
+        self.closed = assert.has(Assert::NO_SUCCEED);
         let n = r.size() as usize;
         let (id, epoch) = (self.id, self.epoch);
         // How many operations each rank receives from the others.

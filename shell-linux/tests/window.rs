@@ -173,3 +173,31 @@ fn bad_accesses_are_refused_at_the_origin_and_never_reach_the_target() {
     });
     assert_eq!(out, vec![0, 0]);
 }
+
+/// Assertions: `NO_PRECEDE` skips the exchange and refuses an epoch that
+/// had operations (keeping them for the next fence); `NO_SUCCEED` refuses
+/// operations until the next fence.
+#[test]
+fn fence_assertions_skip_what_they_allow_and_refuse_what_they_forbid() {
+    use rmx_linux::window::Assert;
+    let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+        let mut w = r.win_create(16, 1).expect("window");
+        let peer = 1 - r.rank();
+        w.fence_with(r, Assert::NO_PRECEDE).unwrap();
+        w.put(peer, r.rank() as u64, &[5]).unwrap();
+        assert_eq!(
+            w.fence_with(r, Assert::NO_PRECEDE),
+            Err(WinError::Assertion)
+        );
+        // The put is still queued: a plain fence delivers it.
+        w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+        assert_eq!(w.memory()[peer as usize], 5);
+        assert_eq!(w.put(peer, 0, &[1]), Err(WinError::Assertion));
+        w.fence_with(r, Assert::NO_PRECEDE | Assert::NO_STORE)
+            .unwrap();
+        w.put(peer, 8, &[6]).unwrap();
+        w.fence(r).unwrap();
+        w.memory()[8]
+    });
+    assert_eq!(out, vec![6, 6]);
+}
