@@ -98,6 +98,18 @@ enum BenchCmd {
     #[command(
         long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence); it runs on every transport. The immediate designs (naive, opt, ri) are not built yet."
     )]
+    /// Overlap of a put with computation before the closing fence, by
+    /// design (the fence paper's Fig. 6): 1 B - 1 MiB, two ranks.
+    #[command(
+        long_about = "Overlap of one-sided communication with computation, as the fence paper's section 4.2.1 measures it (Fig. 6): each of two ranks puts one message to the other between two fences, with a computation inserted after the put and before the closing fence. l0 is the epoch without computation; the computation grows by 10% of l0 until the epoch reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0, as `rmx bench overlap` defines it. Sizes 1 B - 1 MiB; each time is the median of --iters epochs (default 100). --design def only for now: the deferred design moves the data inside the fence, so it is expected to overlap nothing."
+    )]
+    FenceOverlap {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// def, or all (the designs built).
+        #[arg(long, default_value = "all")]
+        design: String,
+    },
     Fence {
         #[command(flatten)]
         args: BenchArgs,
@@ -1172,16 +1184,19 @@ fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
 }
 
 /// `rmx bench fence`.
-fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), String> {
+/// A `--design` of the fence benchmarks that runs in this build.
+fn check_design(design: &str) -> Result<(), String> {
     match design {
-        "def" | "all" => {}
-        "naive" | "opt" | "ri" => {
-            return Err(format!(
-                "--design {design} is not built yet: the immediate designs need RDMA one-sided operations; run --design def (the deferred design)"
-            ))
-        }
-        d => return Err(format!("unknown --design {d}: choose def, naive, opt, ri or all")),
+        "def" | "all" => Ok(()),
+        "naive" | "opt" | "ri" => Err(format!(
+            "--design {design} is not built yet: the immediate designs need RDMA one-sided operations; run --design def (the deferred design)"
+        )),
+        d => Err(format!("unknown --design {d}: choose def, naive, opt, ri or all")),
     }
+}
+
+fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), String> {
+    check_design(design)?;
     let patterns: Vec<&str> = match pattern {
         "all" => bench::fence::PATTERNS.to_vec(),
         p if bench::fence::PATTERNS.contains(&p) => vec![p],
@@ -1556,6 +1571,20 @@ fn main() -> ExitCode {
             pattern,
             ranks,
         }) => fence(&a, &design, &pattern, ranks),
+        Cmd::Bench(BenchCmd::FenceOverlap { args: a, design }) => {
+            check_design(&design).and_then(|()| {
+                let o = opts_iters(&a, (1, 1 << 20), 100)?;
+                if o.max_size > 1 << 26 {
+                    return Err(format!("--max-size {} is above 64 MiB", o.max_size));
+                }
+                if a.transport == "eth" && a.iface.is_none() {
+                    return Err("fence-overlap on eth needs --iface lo: the ranks are threads, and share one interface only on loopback".into());
+                }
+                let (net, _lab) = network(&a, false)?;
+                emit(&bench::fence::overlap(&o, bench_config(&a), &net), a.json);
+                Ok(())
+            })
+        }
         Cmd::Bench(BenchCmd::Msgrate(a)) => rate("msgrate", &a),
         Cmd::Model(ModelCmd::Memory {
             procs,

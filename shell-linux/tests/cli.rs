@@ -910,3 +910,32 @@ fn fence_json_has_the_documented_shape() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// `bench fence-overlap`: a row per size with l0 and the overlap ratio.
+#[test]
+fn fence_overlap_json_has_the_documented_shape() {
+    let (code, out, err) = rmx(&[
+        "bench",
+        "fence-overlap",
+        "--iters",
+        "5",
+        "--min-size",
+        "64",
+        "--max-size",
+        "128",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc = json(&out);
+    assert_eq!(doc["benchmark"], "fence-overlap");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row["design"], "def");
+        assert!(row["l0_us"].as_f64().is_some_and(|v| v > 0.0), "{row}");
+        assert!(row["overlap_ratio"].is_f64(), "{row}");
+    }
+    let (code, _, err) = rmx(&["bench", "fence-overlap", "--design", "opt"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not built yet"), "{err}");
+}

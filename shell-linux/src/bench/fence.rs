@@ -130,6 +130,61 @@ pub fn run(opts: &Opts, cfg: Config, ranks: &[u16], patterns: &[&str], net: &Net
     .keyed_by("design", "design")
 }
 
+/// `rmx bench fence-overlap`: the paper's section 4.2.1 (Fig. 6). Each of
+/// two ranks puts `size` bytes to the other between two fences, with a
+/// computation inserted after the put and before the closing fence; the
+/// overlap ratio is `rmx bench overlap`'s, from the largest computation
+/// that keeps the epoch within 1.1× of the epoch without it (rank 0's
+/// times, medians of `iters` epochs).
+pub fn overlap(opts: &Opts, cfg: Config, net: &Net) -> Report {
+    use std::sync::atomic::AtomicU64;
+    let sizes = opts.sizes();
+    let max = sizes.iter().copied().max().unwrap_or(1).max(1);
+    let pb = opts.progress("fence-overlap", sizes.len());
+    let barrier = super::SpinBarrier::new(2);
+    let plan = AtomicU64::new(0);
+    let per = job::run(2, cfg, net, |r| {
+        let peer = 1 - r.rank();
+        let mut w = r.win_create(max, 1).expect("window");
+        w.fence(r).expect("fence");
+        let data = vec![3u8; max];
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            let got =
+                super::overlap::search(r, r.rank() == 0, opts.iters, &barrier, &plan, |r, c| {
+                    let t0 = now_ns();
+                    w.put(peer, 0, &data[..size]).expect("put");
+                    compute(c);
+                    w.fence(r).expect("fence");
+                    now_ns() - t0
+                });
+            if let Some((l0, ratio)) = got {
+                rows.push((size, l0, ratio));
+                pb.inc(1);
+            }
+        }
+        rows
+    });
+    pb.finish_and_clear();
+    let rows = per[0]
+        .iter()
+        .map(|&(size, l0, ratio)| {
+            json!({"design": "def", "size": size, "l0_us": l0, "overlap_ratio": ratio})
+        })
+        .collect();
+    Report::new(
+        "fence-overlap",
+        opts,
+        opts.config_json(&cfg, net),
+        rows,
+        vec![
+            Column::new("design", "design", 0),
+            Column::new("l0_us", "l0_us", 3),
+            Column::new("overlap_ratio", "overlap", 3),
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,15 +96,34 @@ fn measure(
     buf: &mut [u8],
 ) -> Option<(f64, f64)> {
     let timed = r.rank() == side.timed_rank();
+    search(r, timed, reps, barrier, plan, |r, c| {
+        once(r, side, size, c, eager, buf)
+    })
+}
+
+/// The overlap search of one size, for any operation `once(r, c)` that
+/// inserts a computation of `c` ns and returns its time on the timed rank:
+/// warm-up, l0 (the median of `reps` runs without computation), then
+/// computations growing by 10% of l0 until the time reaches 1.1 l0. Every
+/// rank of the job calls it; the timed one decides each step and shares it
+/// through `plan`. Returns (l0 in µs, overlap ratio) on the timed rank.
+pub(super) fn search(
+    r: &mut Rank,
+    timed: bool,
+    reps: u64,
+    barrier: &SpinBarrier,
+    plan: &AtomicU64,
+    mut once: impl FnMut(&mut Rank, u64) -> u64,
+) -> Option<(f64, f64)> {
     for _ in 0..(reps / 10).max(2) {
         barrier.wait();
-        once(r, side, size, 0, eager, buf);
+        once(r, 0);
     }
     let mut run = |r: &mut Rank, c: u64| -> u64 {
         let mut ls = Vec::with_capacity(reps as usize);
         for _ in 0..reps {
             barrier.wait();
-            ls.push(once(r, side, size, c, eager, buf));
+            ls.push(once(r, c));
         }
         median(&mut ls)
     };
@@ -113,7 +132,7 @@ fn measure(
     let mut best = (0u64, l0);
     let mut over = false;
     for m in 1..=MAX_STEPS {
-        // The measured side decides; both learn it between two barriers.
+        // The measured side decides; every rank learns it between two barriers.
         if timed {
             plan.store(if over { STOP } else { m * step }, Ordering::Release);
         }
