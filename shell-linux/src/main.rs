@@ -984,6 +984,29 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
             md.push_str(&format!("## eager-reuse, spectrum\n\nNot run: {e}\n\n"));
         }
     }
+    // One-sided: the collectives the fences use, and the deferred fence.
+    let few = Opts {
+        iters: (iters / 10).max(100),
+        warmup: 20,
+        min_size: 16,
+        max_size: 4096,
+        ..o.clone()
+    };
+    let r = bench::collectives::run(&few, cfg, &[2, 4], |_| loop_net());
+    record(out, &mut md, "collectives", &r)?;
+    let r = bench::fence::run(&few, cfg, &[2, 4], &bench::fence::PATTERNS, &loop_net());
+    record(out, &mut md, "fence", &r)?;
+    let r = bench::fence::overlap(
+        &Opts {
+            iters: 20,
+            min_size: 1,
+            max_size: 1 << 20,
+            ..few.clone()
+        },
+        cfg,
+        &loop_net(),
+    );
+    record(out, &mut md, "fence-overlap", &r)?;
     std::fs::write(out.join("report.md"), md)
         .map_err(|e| format!("cannot write report.md: {e}"))?;
     eprintln!("report written to {}/report.md", out.display());

@@ -546,6 +546,9 @@ fn suite_writes_a_report_with_plots() {
         "overlap-recv.svg",
         "progress-send.svg",
         "progress-recv.json",
+        "collectives.json",
+        "fence.json",
+        "fence-overlap.json",
     ] {
         let p = dir.join(f);
         let len = std::fs::metadata(&p)
