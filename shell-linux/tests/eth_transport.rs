@@ -8,7 +8,7 @@
 
 mod vm;
 
-use rmx_core::{Source, TagSel};
+use rmx_core::{Config, Source, TagSel};
 use rmx_linux::eth::{EthOpts, Faults};
 use rmx_linux::job::{self, EthNet, Net};
 use rmx_linux::lab::{LabSpec, TempLab, IFACE};
@@ -84,8 +84,8 @@ const SIZES: [usize; 12] = [
     4 << 20,
 ];
 
-fn exchange(net: &Net) {
-    let out = job::run(2, loop_config(), net, |r| {
+fn exchange(net: &Net, cfg: Config) {
+    let out = job::run(2, cfg, net, |r| {
         let me = r.rank();
         let peer = 1 - me;
         for (i, &n) in SIZES.iter().enumerate() {
@@ -114,7 +114,7 @@ fn messages_of_every_size_cross_the_lab_exactly_once() {
         let Some((_lab, net)) = lab("x", 2, mtu, Faults::default()) else {
             return;
         };
-        exchange(&net);
+        exchange(&net, loop_config());
     }
 }
 
@@ -124,7 +124,7 @@ fn messages_survive_loss_duplication_and_reordering() {
     let Some((_lab, net)) = lab("f", 2, 9000, faults) else {
         return;
     };
-    let (st, c) = survive(&net);
+    let (st, c) = survive(&net, loop_config());
     assert!(c.injected_drops > 0, "the faults were injected");
     assert!(st.duplicates > 0, "duplicates were seen and dropped");
 }
@@ -145,7 +145,13 @@ fn messages_survive_netem_loss_duplication_and_reordering() {
     let Some((_lab, net)) = lab_of("n", spec, Faults::default()) else {
         return;
     };
-    let (st, c) = survive(&net);
+    // The guest's clock jumps when its host is busy (TCG): a peer is never
+    // given up here, however long it seems silent.
+    let patient = Config {
+        retransmits_max: 0,
+        ..loop_config()
+    };
+    let (st, c) = survive(&net, patient);
     assert_eq!(
         c.injected_drops, 0,
         "the kernel's faults, not the transport's"
@@ -191,10 +197,10 @@ fn in_the_test_vm_messages_survive_netem_faults() {
 
 /// Every size once and byte-exact, then a stream of small messages in
 /// order, over a faulty `net`: rank 1's counters.
-fn survive(net: &Net) -> (rmx_core::Stats, rmx_linux::transport::Counters) {
-    exchange(net);
+fn survive(net: &Net, cfg: Config) -> (rmx_core::Stats, rmx_linux::transport::Counters) {
+    exchange(net, cfg);
     // A stream of small messages: each once, in order.
-    let out = job::run(2, loop_config(), net, |r| {
+    let out = job::run(2, cfg, net, |r| {
         let n = 3000u32;
         if r.rank() == 0 {
             for i in 0..n {
