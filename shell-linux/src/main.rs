@@ -1184,29 +1184,40 @@ fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<()
 /// The most ranks `bench collectives` runs as threads of one process.
 const RANKS_LIMIT: u16 = 64;
 
-/// `rmx bench collectives`.
-fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
-    let o = opts_iters(a, (0, 0), 1000)?;
+/// Group sizes 2, 4, 8, … below `ranks`, and `ranks`.
+fn group_sizes(ranks: u16) -> Result<Vec<u16>, String> {
     if !(2..=RANKS_LIMIT).contains(&ranks) {
         return Err(format!(
             "--ranks must be between 2 and {RANKS_LIMIT} (got {ranks}): the ranks are threads of this process"
         ));
     }
-    if a.transport == "eth" && a.iface.is_none() {
-        return Err("collectives on eth need --iface lo: the ranks are threads, and share one interface only on loopback".into());
-    }
-    let (net, _lab) = network(a, false)?;
     let mut sizes: Vec<u16> = (1..16)
         .map(|k| 1u16 << k)
         .take_while(|&n| n < ranks)
         .collect();
     sizes.push(ranks);
+    Ok(sizes)
+}
+
+/// The network of a benchmark whose ranks are threads of this process:
+/// on eth they share one interface, which works only on loopback.
+fn threads_network(a: &BenchArgs, what: &str) -> Result<(Net, Option<TempLab>), String> {
+    if a.transport == "eth" && a.iface.is_none() {
+        return Err(format!("{what} on eth needs --iface lo: the ranks are threads, and share one interface only on loopback"));
+    }
+    network(a, false)
+}
+
+/// `rmx bench collectives`.
+fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
+    let o = opts_iters(a, (0, 0), 1000)?;
+    let sizes = group_sizes(ranks)?;
+    let (net, _lab) = threads_network(a, "collectives")?;
     let r = bench::collectives::run(&o, bench_config(a), &sizes, |_| net.clone());
     emit(&r, a.json);
     Ok(())
 }
 
-/// `rmx bench fence`.
 /// A `--design` of the fence benchmarks that runs in this build.
 fn check_design(design: &str) -> Result<(), String> {
     match design {
@@ -1218,6 +1229,7 @@ fn check_design(design: &str) -> Result<(), String> {
     }
 }
 
+/// `rmx bench fence`.
 fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), String> {
     check_design(design)?;
     let patterns: Vec<&str> = match pattern {
@@ -1236,20 +1248,8 @@ fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), S
             o.max_size
         ));
     }
-    if !(2..=RANKS_LIMIT).contains(&ranks) {
-        return Err(format!(
-            "--ranks must be between 2 and {RANKS_LIMIT} (got {ranks}): the ranks are threads of this process"
-        ));
-    }
-    if a.transport == "eth" && a.iface.is_none() {
-        return Err("fence on eth needs --iface lo: the ranks are threads, and share one interface only on loopback".into());
-    }
-    let (net, _lab) = network(a, false)?;
-    let mut sizes: Vec<u16> = (1..16)
-        .map(|k| 1u16 << k)
-        .take_while(|&n| n < ranks)
-        .collect();
-    sizes.push(ranks);
+    let sizes = group_sizes(ranks)?;
+    let (net, _lab) = threads_network(a, "fence")?;
     let r = bench::fence::run(&o, bench_config(a), &sizes, &patterns, &net);
     emit(&r, a.json);
     Ok(())
@@ -1600,10 +1600,7 @@ fn main() -> ExitCode {
                 if o.max_size > 1 << 26 {
                     return Err(format!("--max-size {} is above 64 MiB", o.max_size));
                 }
-                if a.transport == "eth" && a.iface.is_none() {
-                    return Err("fence-overlap on eth needs --iface lo: the ranks are threads, and share one interface only on loopback".into());
-                }
-                let (net, _lab) = network(&a, false)?;
+                let (net, _lab) = threads_network(&a, "fence-overlap")?;
                 emit(&bench::fence::overlap(&o, bench_config(&a), &net), a.json);
                 Ok(())
             })

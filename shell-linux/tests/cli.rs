@@ -855,7 +855,7 @@ fn collectives_json_has_the_documented_shape() {
         ),
         (
             vec!["bench", "collectives", "--transport", "eth"],
-            "need --iface lo",
+            "needs --iface lo",
         ),
     ] {
         let (code, _, err) = rmx(&args);
