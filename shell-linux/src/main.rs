@@ -89,9 +89,13 @@ enum BenchCmd {
     Collectives {
         #[command(flatten)]
         args: BenchArgs,
-        /// The largest group [default: 8].
-        #[arg(long, default_value_t = 8)]
-        ranks: u16,
+        /// The largest group [default: 8; 1024 with --sim].
+        #[arg(long)]
+        ranks: Option<u16>,
+        /// In virtual time: the core's schedules over a LogGP model of an
+        /// InfiniBand DDR network, for groups this machine cannot run.
+        #[arg(long)]
+        sim: bool,
     },
     /// Time per epoch closed by a fence, by design and pattern (the fence
     /// paper's Figs. 7-10), beside a bare barrier.
@@ -119,9 +123,14 @@ enum BenchCmd {
         /// zero, single, neighbours, halo4, halo8, or all.
         #[arg(long, default_value = "all")]
         pattern: String,
-        /// The largest group [default: 4].
-        #[arg(long, default_value_t = 4)]
-        ranks: u16,
+        /// The largest group [default: 4; 1024 with --sim].
+        #[arg(long)]
+        ranks: Option<u16>,
+        /// In virtual time: all four designs as the paper composes them, the
+        /// core's collective schedules over a LogGP model of an InfiniBand
+        /// DDR network, for groups this machine cannot run.
+        #[arg(long)]
+        sim: bool,
     },
     /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
     /// one per page: improvement of zero-copy over copy per size and layout.
@@ -1184,11 +1193,24 @@ fn large_messages(out: &std::path::Path, md: &mut String, o: &Opts) -> Result<()
 /// The most ranks `bench collectives` runs as threads of one process.
 const RANKS_LIMIT: u16 = 64;
 
-/// Group sizes 2, 4, 8, … below `ranks`, and `ranks`.
-fn group_sizes(ranks: u16) -> Result<Vec<u16>, String> {
-    if !(2..=RANKS_LIMIT).contains(&ranks) {
+/// The most ranks a `--sim` run models.
+const SIM_RANKS_LIMIT: u16 = 16384;
+
+/// Group sizes 2, 4, 8, … below `ranks`, and `ranks`: threads of this
+/// process, or (`sim`) ranks of the model.
+fn group_sizes(ranks: Option<u16>, default: u16, sim: bool) -> Result<Vec<u16>, String> {
+    let (ranks, limit) = match sim {
+        true => (ranks.unwrap_or(1024), SIM_RANKS_LIMIT),
+        false => (ranks.unwrap_or(default), RANKS_LIMIT),
+    };
+    if !(2..=limit).contains(&ranks) {
+        let why = if sim {
+            "the model's table grows with it"
+        } else {
+            "the ranks are threads of this process; --sim models larger groups"
+        };
         return Err(format!(
-            "--ranks must be between 2 and {RANKS_LIMIT} (got {ranks}): the ranks are threads of this process"
+            "--ranks must be between 2 and {limit} (got {ranks}): {why}"
         ));
     }
     let mut sizes: Vec<u16> = (1..16)
@@ -1209,9 +1231,14 @@ fn threads_network(a: &BenchArgs, what: &str) -> Result<(Net, Option<TempLab>), 
 }
 
 /// `rmx bench collectives`.
-fn collectives(a: &BenchArgs, ranks: u16) -> Result<(), String> {
+fn collectives(a: &BenchArgs, ranks: Option<u16>, sim: bool) -> Result<(), String> {
     let o = opts_iters(a, (0, 0), 1000)?;
-    let sizes = group_sizes(ranks)?;
+    let sizes = group_sizes(ranks, 8, sim)?;
+    if sim {
+        let m = bench::sim::Model::IB_DDR;
+        emit(&bench::sim::collectives_report(&o, &m, &sizes), a.json);
+        return Ok(());
+    }
     let (net, _lab) = threads_network(a, "collectives")?;
     let r = bench::collectives::run(&o, bench_config(a), &sizes, |_| net.clone());
     emit(&r, a.json);
@@ -1230,8 +1257,16 @@ fn check_design(design: &str) -> Result<(), String> {
 }
 
 /// `rmx bench fence`.
-fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), String> {
-    check_design(design)?;
+fn fence(
+    a: &BenchArgs,
+    design: &str,
+    pattern: &str,
+    ranks: Option<u16>,
+    sim: bool,
+) -> Result<(), String> {
+    if !sim {
+        check_design(design)?;
+    }
     let patterns: Vec<&str> = match pattern {
         "all" => bench::fence::PATTERNS.to_vec(),
         p if bench::fence::PATTERNS.contains(&p) => vec![p],
@@ -1248,7 +1283,22 @@ fn fence(a: &BenchArgs, design: &str, pattern: &str, ranks: u16) -> Result<(), S
             o.max_size
         ));
     }
-    let sizes = group_sizes(ranks)?;
+    let sizes = group_sizes(ranks, 4, sim)?;
+    if sim {
+        let designs: Vec<&str> = match design {
+            "all" => bench::sim::DESIGNS.to_vec(),
+            d if bench::sim::DESIGNS.contains(&d) => vec![d],
+            d => {
+                return Err(format!(
+                    "unknown --design {d}: choose def, naive, opt, ri or all"
+                ))
+            }
+        };
+        let m = bench::sim::Model::IB_DDR;
+        let r = bench::sim::fence_report(&o, &m, &designs, &patterns, &sizes);
+        emit(&r, a.json);
+        return Ok(());
+    }
     let (net, _lab) = threads_network(a, "fence")?;
     let r = bench::fence::run(&o, bench_config(a), &sizes, &patterns, &net);
     emit(&r, a.json);
@@ -1587,13 +1637,18 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Cmd::Bench(BenchCmd::Bw(a)) => rate("bw", &a),
-        Cmd::Bench(BenchCmd::Collectives { args: a, ranks }) => collectives(&a, ranks),
+        Cmd::Bench(BenchCmd::Collectives {
+            args: a,
+            ranks,
+            sim,
+        }) => collectives(&a, ranks, sim),
         Cmd::Bench(BenchCmd::Fence {
             args: a,
             design,
             pattern,
             ranks,
-        }) => fence(&a, &design, &pattern, ranks),
+            sim,
+        }) => fence(&a, &design, &pattern, ranks, sim),
         Cmd::Bench(BenchCmd::FenceOverlap { args: a, design }) => {
             check_design(&design).and_then(|()| {
                 let o = opts_iters(&a, (1, 1 << 20), 100)?;

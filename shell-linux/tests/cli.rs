@@ -942,3 +942,39 @@ fn fence_overlap_json_has_the_documented_shape() {
     assert_eq!(code, 2);
     assert!(err.contains("not built yet"), "{err}");
 }
+
+/// `--sim`: the collectives and all four fence designs to 1024 ranks in
+/// the model, rows marked as modelled.
+#[test]
+fn sim_runs_collectives_and_every_fence_design_to_a_thousand_ranks() {
+    let (code, out, err) = rmx(&["bench", "collectives", "--sim", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = json(&out)["results"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 4 * 10, "4 collectives at 2 .. 1024 ranks");
+    assert!(rows.iter().all(|r| r["model"] == true));
+    let (code, out, err) = rmx(&[
+        "bench",
+        "fence",
+        "--sim",
+        "--pattern",
+        "neighbours",
+        "--ranks",
+        "1024",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows = json(&out)["results"].as_array().unwrap().clone();
+    let at = |d: &str, n: u64| {
+        rows.iter()
+            .find(|r| r["design"] == d && r["ranks"] == n)
+            .and_then(|r| r["fence_us"].as_f64())
+            .unwrap()
+    };
+    for d in ["def", "naive", "opt", "ri"] {
+        assert!(at(d, 1024) > at(d, 2), "{d} grows with the group");
+    }
+    assert!(at("ri", 1024) < at("opt", 1024) && at("opt", 1024) < at("naive", 1024));
+    let (code, _, err) = rmx(&["bench", "fence", "--sim", "--ranks", "65535"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--ranks must be between 2 and 16384"), "{err}");
+}

@@ -25,7 +25,7 @@ pub const PUT: usize = 16;
 pub const HALO_COMPUTE_NS: u64 = 20_000;
 
 /// Up to `k` distinct neighbours of `me` among `n` ranks: me±1, me±2, ….
-fn neighbours(me: u16, n: u16, k: usize) -> Vec<u16> {
+pub(super) fn neighbours(me: u16, n: u16, k: usize) -> Vec<u16> {
     let mut out = Vec::new();
     for d in 1..n {
         for t in [(me + d) % n, (me + n - d % n) % n] {

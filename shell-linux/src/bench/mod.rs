@@ -11,6 +11,7 @@ pub mod pingpong;
 pub mod progress;
 pub mod rate;
 pub mod report;
+pub mod sim;
 pub mod spectrum;
 pub mod wire;
 
