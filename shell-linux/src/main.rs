@@ -1005,6 +1005,34 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     record(out, &mut md, "collectives", &r)?;
     let r = bench::fence::run(&few, cfg, &[2, 4], &bench::fence::PATTERNS, &loop_net());
     record(out, &mut md, "fence", &r)?;
+    // The shape at scale, in the model.
+    let m = bench::sim::Model::IB_DDR;
+    let sizes = group_sizes(None, 0, true)?;
+    let r = bench::sim::collectives_report(&few, &m, &sizes);
+    record(out, &mut md, "collectives-sim", &r)?;
+    let y = "latency (us)";
+    r.svg_by_ranks(
+        &out.join("collectives-sim.svg"),
+        "collective",
+        "latency_us",
+        |_| true,
+        y,
+    )?;
+    let r = bench::sim::fence_report(
+        &few,
+        &m,
+        &bench::sim::DESIGNS,
+        &["zero", "neighbours"],
+        &sizes,
+    );
+    record(out, &mut md, "fence-sim", &r)?;
+    for p in ["zero", "neighbours"] {
+        let path = out.join(format!("fence-sim-{p}.svg"));
+        let keep = |row: &serde_json::Value| row["pattern"] == p || row["design"] == "barrier";
+        r.svg_by_ranks(&path, "design", "fence_us", keep, "fence (us)")?;
+        md.push_str(&format!("![fence {p}](fence-sim-{p}.svg)\n\n"));
+    }
+    md.push_str("![collectives](collectives-sim.svg)\n\n");
     let r = bench::fence::overlap(
         &Opts {
             iters: 20,

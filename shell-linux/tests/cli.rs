@@ -549,6 +549,9 @@ fn suite_writes_a_report_with_plots() {
         "collectives.json",
         "fence.json",
         "fence-overlap.json",
+        "collectives-sim.svg",
+        "fence-sim-zero.svg",
+        "fence-sim-neighbours.svg",
     ] {
         let p = dir.join(f);
         let len = std::fs::metadata(&p)

@@ -87,6 +87,14 @@ impl Report {
         }
     }
 
+    /// A report of the network model (`--sim`), not of a transport.
+    pub fn modelled(self) -> Report {
+        Report {
+            transport: "model".into(),
+            ..self
+        }
+    }
+
     /// Rows keyed by `key` (labelled `label` on plots) instead of size.
     pub fn keyed_by(self, key: &'static str, label: &'static str) -> Report {
         Report {
@@ -167,6 +175,27 @@ impl Report {
             ..self.clone()
         };
         (pivoted, names)
+    }
+
+    /// Plots `value` against group size (log-log), one curve per `group`
+    /// (a string field), for the rows `keep` selects: the collectives' and
+    /// the fence designs' scaling.
+    pub fn svg_by_ranks(
+        &self,
+        path: &std::path::Path,
+        group: &str,
+        value: &str,
+        keep: impl Fn(&Value) -> bool,
+        y_label: &str,
+    ) -> Result<(), String> {
+        let view = Report {
+            results: self.results.iter().filter(|r| keep(r)).cloned().collect(),
+            ..self.clone()
+        }
+        .keyed_by("ranks", "ranks");
+        let (curves, names) = view.pivot(group, value);
+        let series: Vec<(&str, &str)> = names.iter().map(|l| (l.as_str(), l.as_str())).collect();
+        curves.svg(path, &series, y_label)
     }
 
     /// Plots the `series` keys against message size (log-log) into an SVG file.

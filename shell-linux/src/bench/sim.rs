@@ -226,6 +226,7 @@ pub fn collectives_report(opts: &super::Opts, m: &Model, ranks: &[u16]) -> super
         ],
     )
     .keyed_by("collective", "collective")
+    .modelled()
 }
 
 /// `rmx bench fence --sim`: each design's epoch for each pattern and group
@@ -296,6 +297,7 @@ pub fn fence_report(
         ],
     )
     .keyed_by("design", "design")
+    .modelled()
 }
 
 #[cfg(test)]
