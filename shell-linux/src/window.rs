@@ -441,3 +441,51 @@ impl Win {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{self, Net};
+    use crate::loopnic::LoopConfig;
+    use crate::rank::loop_config;
+
+    /// Operations that skipped the origin's checks (queued here directly,
+    /// as a faulty or hostile origin would send them) are refused by the
+    /// target's and counted; nothing of them is written, and a good one
+    /// beside them lands.
+    #[test]
+    fn the_target_refuses_forged_keys_and_ranges_from_the_wire() {
+        let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let mut w = r.win_create(32, 1).expect("window");
+            w.fence(r).unwrap();
+            if r.rank() == 0 {
+                let good = w.windows[1];
+                let forged = |key: u32, offset: u64, len: u32| Queued {
+                    target: 1,
+                    header: OpHeader {
+                        kind: RmaKind::Put,
+                        last: false,
+                        window: w.id,
+                        epoch: w.epoch,
+                        key,
+                        len,
+                        offset,
+                        id: 0,
+                    },
+                    data: vec![0xAB; len as usize],
+                };
+                w.queued.push(forged(good.key ^ 1, 0, 4)); // stale key
+                w.queued.push(forged(good.key, 30, 4)); // past the end
+                w.queued.push(forged(good.key, u64::MAX - 1, 4)); // wraps
+                w.put(1, 8, &[7; 4]).unwrap();
+            }
+            w.fence(r).unwrap();
+            (w.refused(), w.memory().to_vec())
+        });
+        let (refused, mem) = &out[1];
+        assert_eq!(*refused, 3);
+        assert_eq!(&mem[8..12], &[7; 4]);
+        assert!(mem.iter().all(|&b| b != 0xAB), "nothing forged was written");
+        assert_eq!(out[0].0, 0);
+    }
+}
