@@ -126,26 +126,6 @@ pub struct OpHeader {
     pub id: u32,
 }
 
-const OPS: [Op; 7] = [
-    Op::Sum,
-    Op::Min,
-    Op::Max,
-    Op::BitAnd,
-    Op::BitOr,
-    Op::BitXor,
-    Op::Replace,
-];
-const INTS: [Int; 8] = [
-    Int::U8,
-    Int::U16,
-    Int::U32,
-    Int::U64,
-    Int::I8,
-    Int::I16,
-    Int::I32,
-    Int::I64,
-];
-
 impl OpHeader {
     /// The header's bytes.
     pub fn encode(&self) -> [u8; HEADER] {
@@ -155,8 +135,8 @@ impl OpHeader {
             RmaKind::Get => (2, 0, 0),
             RmaKind::Accumulate(op, ty) => (
                 3,
-                OPS.iter().position(|&o| o == op).unwrap_or(0) as u8,
-                INTS.iter().position(|&t| t == ty).unwrap_or(0) as u8,
+                Op::ALL.iter().position(|&o| o == op).unwrap_or(0) as u8,
+                Int::ALL.iter().position(|&t| t == ty).unwrap_or(0) as u8,
             ),
             RmaKind::GetReply => (4, 0, 0),
         };
@@ -187,8 +167,8 @@ impl OpHeader {
             1 if plain => RmaKind::Put,
             2 if plain => RmaKind::Get,
             3 => RmaKind::Accumulate(
-                *OPS.get(b[1] as usize).ok_or(RmaError::Malformed)?,
-                *INTS.get(b[2] as usize).ok_or(RmaError::Malformed)?,
+                *Op::ALL.get(b[1] as usize).ok_or(RmaError::Malformed)?,
+                *Int::ALL.get(b[2] as usize).ok_or(RmaError::Malformed)?,
             ),
             4 if plain => RmaKind::GetReply,
             _ => return Err(RmaError::Malformed),

@@ -104,7 +104,8 @@ pub struct Win {
     /// The last fence asserted that no operation would follow.
     closed: bool,
     queued: Vec<Queued>,
-    gets: Vec<Option<Vec<u8>>>,
+    /// Gets queued this epoch (the next one's number).
+    gets: u32,
     got: Vec<Option<Vec<u8>>>,
     refused: u64,
 }
@@ -152,7 +153,7 @@ impl<T: Transport + 'static> Rank<T> {
             epoch: 0,
             closed: false,
             queued: Vec::new(),
-            gets: Vec::new(),
+            gets: 0,
             got: Vec::new(),
             refused: 0,
         })
@@ -233,7 +234,7 @@ impl Win {
     /// Reads `len` bytes at `disp` of `target`'s window; the bytes are
     /// [`take`](Self::take)n after the fence that ends the epoch.
     pub fn get(&mut self, target: u16, disp: u64, len: usize) -> Result<Get, WinError> {
-        let id = self.gets.len() as u32;
+        let id = self.gets;
         if id >= MAX_GETS {
             return Err(WinError::TooManyGets);
         }
@@ -241,7 +242,7 @@ impl Win {
         if let Some(q) = self.queued.last_mut() {
             q.header.id = id;
         }
-        self.gets.push(None);
+        self.gets += 1;
         Ok(Get(id))
     }
 
@@ -272,7 +273,7 @@ impl Win {
             if !self.queued.is_empty() {
                 return Err(WinError::Assertion);
             }
-            self.got = std::mem::take(&mut self.gets);
+            self.got = vec![None; std::mem::take(&mut self.gets) as usize];
             self.epoch = self.epoch.wrapping_add(1);
             self.closed = assert.has(Assert::NO_SUCCEED);
             return Ok(());
@@ -420,7 +421,7 @@ impl Win {
         if let Some(f) = fault {
             return Err(WinError::Collective(CollectiveError::Failed(f)));
         }
-        self.got = std::mem::take(&mut self.gets);
+        self.got = vec![None; std::mem::take(&mut self.gets) as usize];
         for (buf, &(_, gid)) in replies.into_iter().zip(&reply_ids) {
             self.got[gid as usize] = Some(buf);
         }

@@ -17,6 +17,18 @@ pub enum Int {
 }
 
 impl Int {
+    /// Every type, in the order the wire numbers them (0 u8 … 7 i64).
+    pub const ALL: [Int; 8] = [
+        Int::U8,
+        Int::U16,
+        Int::U32,
+        Int::U64,
+        Int::I8,
+        Int::I16,
+        Int::I32,
+        Int::I64,
+    ];
+
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {
@@ -41,6 +53,19 @@ pub enum Op {
     BitXor,
     /// The other element replaces this one (accumulate's MPI_REPLACE).
     Replace,
+}
+
+impl Op {
+    /// Every operation, in the order the wire numbers them (0 sum … 6 replace).
+    pub const ALL: [Op; 7] = [
+        Op::Sum,
+        Op::Min,
+        Op::Max,
+        Op::BitAnd,
+        Op::BitOr,
+        Op::BitXor,
+        Op::Replace,
+    ];
 }
 
 /// Why a reduction was refused; nothing was changed.
