@@ -85,6 +85,10 @@ pub struct Caps {
     pub rdma_write: bool,
     /// RDMA read from a peer's registered memory (the RGET rendezvous).
     pub rdma_read: bool,
+    /// RDMA write with an immediate value, which consumes a receive buffer
+    /// at the peer and reports the value there once the data has landed
+    /// (the remote notification the Fence-Imm-RI design counts).
+    pub write_imm: bool,
     /// Largest single RDMA operation in bytes; longer transfers are split.
     pub max_transfer: u32,
     /// Largest inline send, header included (verbs' `max_inline_data`).

@@ -157,14 +157,29 @@ impl Net {
     /// transport can do). An interface's MTU is known only once a port
     /// opens, so the one-packet threshold is the configured one.
     pub fn eager_max(&self, cfg: &Config) -> u32 {
+        cfg.fit(&self.caps()).eager_max()
+    }
+
+    /// What this network's transport can do, as far as protocol choices
+    /// go (limits such as the MTU are known once a port opens).
+    pub fn caps(&self) -> rmx_core::Caps {
         let rdma = matches!(self, Net::Loop(_));
-        let caps = rmx_core::Caps {
+        rmx_core::Caps {
             rdma_read: rdma,
             rdma_write: rdma,
+            write_imm: rdma,
             lossy: !rdma,
             ..rmx_core::Caps::default()
-        };
-        cfg.fit(&caps).eager_max()
+        }
+    }
+
+    /// The fence designs this network's transport carries.
+    pub fn designs(&self) -> Vec<rmx_core::onesided::Design> {
+        let caps = self.caps();
+        rmx_core::onesided::Design::ALL
+            .into_iter()
+            .filter(|d| d.offered(&caps))
+            .collect()
     }
 
     /// Receive buffers per rank: what a benchmark keeps in flight at most.

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use rmx_core::onesided::Design;
 use rmx_linux::bench::{self, report::Report, Opts};
 use rmx_linux::job::{EthNet, Launch, Net};
 use rmx_linux::lab::{LabSpec, TempLab};
@@ -756,7 +757,10 @@ fn info(json_out: bool) {
             "eager_threshold": cfg.eager_threshold,
             "medium_max": rmx_core::config::MEDIUM_MAX,
             "keepalive_ns": cfg.keepalive_ns,
-            "fence_designs": {"loop": ["def"], "eth": ["def"]},
+            "fence_designs": {
+                "loop": Net::Loop(Default::default()).designs().iter().map(|d| d.name()).collect::<Vec<_>>(),
+                "eth": ["def"],
+            },
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
             "rx_buffers": nic.srq_depth,
@@ -801,7 +805,7 @@ fn info(json_out: bool) {
         "  medium messages   up to {} bytes as fragments on transports without RDMA (eth)",
         rmx_core::config::MEDIUM_MAX
     );
-    println!("  fence designs     def (deferred, two-sided) on loop and eth; the RDMA designs are not built yet");
+    println!("  fence designs     def, naive, opt, ri on loop (RDMA, write with immediate); def on eth (no RDMA)");
     println!(
         "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} unanswered",
         cfg.keepalive_ns / 1_000_000,
@@ -1003,7 +1007,15 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
     };
     let r = bench::collectives::run(&few, cfg, &[2, 4], |_| loop_net());
     record(out, &mut md, "collectives", &r)?;
-    let r = bench::fence::run(&few, cfg, &[2, 4], &bench::fence::PATTERNS, &loop_net());
+    let all = Design::ALL;
+    let r = bench::fence::run(
+        &few,
+        cfg,
+        &[2, 4],
+        &all,
+        &bench::fence::PATTERNS,
+        &loop_net(),
+    );
     record(out, &mut md, "fence", &r)?;
     // The shape at scale, in the model.
     let m = bench::sim::Model::IB_DDR;
@@ -1018,13 +1030,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
         |_| true,
         y,
     )?;
-    let r = bench::sim::fence_report(
-        &few,
-        &m,
-        &bench::sim::DESIGNS,
-        &["zero", "neighbours"],
-        &sizes,
-    );
+    let r = bench::sim::fence_report(&few, &m, &all, &["zero", "neighbours"], &sizes);
     record(out, &mut md, "fence-sim", &r)?;
     for p in ["zero", "neighbours"] {
         let path = out.join(format!("fence-sim-{p}.svg"));
@@ -1041,6 +1047,7 @@ fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
             ..few.clone()
         },
         cfg,
+        &all,
         &loop_net(),
     );
     record(out, &mut md, "fence-overlap", &r)?;
@@ -1273,19 +1280,28 @@ fn collectives(a: &BenchArgs, ranks: Option<u16>, sim: bool) -> Result<(), Strin
     Ok(())
 }
 
-/// The fence designs that run on a transport in this build.
-const BUILT_DESIGNS: [&str; 1] = ["def"];
-
-/// The designs `--design` names, among the `runnable` ones (the built
-/// ones, or every design in the model).
-fn designs<'a>(design: &'a str, runnable: &[&'a str]) -> Result<Vec<&'a str>, String> {
+/// The designs `--design` names, among those the network's transport
+/// carries (every design in the model).
+fn designs(design: &str, net: Option<&Net>) -> Result<Vec<Design>, String> {
+    let runnable = net.map_or(Design::ALL.to_vec(), Net::designs);
+    let names = || {
+        runnable
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match design {
-        "all" => Ok(runnable.to_vec()),
-        d if runnable.contains(&d) => Ok(vec![d]),
-        d if bench::sim::DESIGNS.contains(&d) => Err(format!(
-            "--design {d} is not built yet: the immediate designs need RDMA one-sided operations; run --design def (the deferred design), or see them modelled with --sim"
-        )),
-        d => Err(format!("unknown --design {d}: choose def, naive, opt, ri or all")),
+        "all" => Ok(runnable),
+        d => match Design::parse(d) {
+            Some(d) if runnable.contains(&d) => Ok(vec![d]),
+            Some(d) => Err(format!(
+                "--design {} needs RDMA, which this transport lacks: it carries {}; see every design modelled with --sim",
+                d.name(),
+                names()
+            )),
+            None => Err(format!("unknown --design {d}: choose def, naive, opt, ri or all")),
+        },
     }
 }
 
@@ -1297,12 +1313,6 @@ fn fence(
     ranks: Option<u16>,
     sim: bool,
 ) -> Result<(), String> {
-    let runnable: &[&str] = if sim {
-        &bench::sim::DESIGNS
-    } else {
-        &BUILT_DESIGNS
-    };
-    let designs = designs(design, runnable)?;
     let patterns: Vec<&str> = match pattern {
         "all" => bench::fence::PATTERNS.to_vec(),
         p if bench::fence::PATTERNS.contains(&p) => vec![p],
@@ -1321,13 +1331,15 @@ fn fence(
     }
     let sizes = group_sizes(ranks, 4, sim)?;
     if sim {
+        let designs = designs(design, None)?;
         let m = bench::sim::Model::IB_DDR;
         let r = bench::sim::fence_report(&o, &m, &designs, &patterns, &sizes);
         emit(&r, a.json);
         return Ok(());
     }
     let (net, _lab) = threads_network(a, "fence")?;
-    let r = bench::fence::run(&o, bench_config(a), &sizes, &patterns, &net);
+    let designs = designs(design, Some(&net))?;
+    let r = bench::fence::run(&o, bench_config(a), &sizes, &designs, &patterns, &net);
     emit(&r, a.json);
     Ok(())
 }
@@ -1677,15 +1689,17 @@ fn main() -> ExitCode {
             sim,
         }) => fence(&a, &design, &pattern, ranks, sim),
         Cmd::Bench(BenchCmd::FenceOverlap { args: a, design }) => {
-            designs(&design, &BUILT_DESIGNS).and_then(|_| {
+            (|| {
                 let o = opts_iters(&a, (1, 1 << 20), 100)?;
                 if o.max_size > 1 << 26 {
                     return Err(format!("--max-size {} is above 64 MiB", o.max_size));
                 }
                 let (net, _lab) = threads_network(&a, "fence-overlap")?;
-                emit(&bench::fence::overlap(&o, bench_config(&a), &net), a.json);
+                let designs = designs(&design, Some(&net))?;
+                let r = bench::fence::overlap(&o, bench_config(&a), &designs, &net);
+                emit(&r, a.json);
                 Ok(())
-            })
+            })()
         }
         Cmd::Bench(BenchCmd::Msgrate(a)) => rate("msgrate", &a),
         Cmd::Model(ModelCmd::Memory {

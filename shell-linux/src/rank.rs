@@ -28,6 +28,8 @@ use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
 use crate::transport::{AnyPort, Completion, Events, Mr, Sge, Transport};
+use crate::window::book::Book;
+use crate::window::memory::Pinned;
 
 /// The endpoint this shell builds: tables on the heap, sized from the job
 /// ([`rmx_core::Sizes::for_job`]); zero-copy eager sends of frequently used
@@ -63,6 +65,10 @@ pub struct ShellNic<T: Transport> {
     /// Watches registered memory for changes; registration refuses what it
     /// cannot watch.
     monitor: Option<Arc<Monitor>>,
+    /// Memory of windows and their operations, registered for remote
+    /// access: kept alive here until deregistered, whatever became of the
+    /// window, so no NIC operation reaches freed memory.
+    pinned: Vec<(Mr, Arc<Pinned>)>,
 }
 
 impl<T: Transport> ShellNic<T> {
@@ -83,6 +89,7 @@ impl<T: Transport> ShellNic<T> {
             user_free: Vec::new(),
             user_regs: HashMap::new(),
             monitor: None,
+            pinned: Vec::new(),
         }
     }
 
@@ -102,6 +109,43 @@ impl<T: Transport> ShellNic<T> {
             len,
             key: self.slots_mr.key,
         }
+    }
+
+    /// Registers `mem` for local and remote access and keeps it alive
+    /// until [`unpin`](Self::unpin) or the end of this NIC.
+    pub(crate) fn pin(&mut self, mem: &Arc<Pinned>) -> Result<Mr, RegError> {
+        // SAFETY: `mem` is kept alive in `pinned` until deregistered, and
+        // `Drop` drains the port first.
+        let mr = unsafe { self.port.register_user(mem.addr(), mem.reserved()) }?;
+        self.pinned.push((mr, Arc::clone(mem)));
+        Ok(mr)
+    }
+
+    /// Ends the registration with `key`; the memory goes once its last
+    /// holder lets go. The caller knows that no operation names it.
+    pub(crate) fn unpin(&mut self, key: u32) {
+        if let Some(i) = self.pinned.iter().position(|(mr, _)| mr.key == key) {
+            let (mr, _) = self.pinned.swap_remove(i);
+            self.port.deregister(mr);
+        }
+    }
+
+    /// Registers `len` bytes at `addr` for an operation the caller waits
+    /// for before it ends the registration.
+    ///
+    /// # Safety
+    /// The range stays valid until [`deregister`](Self::deregister_user)ed.
+    pub(crate) unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.port.register_user(addr, len) }
+    }
+
+    pub(crate) fn deregister_user(&mut self, mr: Mr) {
+        self.port.deregister(mr);
+    }
+
+    pub(crate) fn port(&mut self) -> &mut T {
+        &mut self.port
     }
 
     fn add_user(&mut self, ptr: usize, len: usize) -> UserBuf {
@@ -155,6 +199,9 @@ impl<T: Transport> Drop for ShellNic<T> {
     fn drop(&mut self) {
         self.port.drain();
         for (_, mr) in self.user_regs.drain() {
+            self.port.deregister(mr);
+        }
+        for (mr, _) in self.pinned.drain(..) {
             self.port.deregister(mr);
         }
         self.port.deregister(self.slots_mr);
@@ -304,9 +351,11 @@ impl<T: Transport> Nic for ShellNic<T> {
 }
 
 /// The endpoint and everything it names; whoever drives the rank holds it.
-struct Driver<T: Transport> {
+pub(crate) struct Driver<T: Transport> {
     ep: Box<CoreEndpoint>,
-    nic: ShellNic<T>,
+    pub(crate) nic: ShellNic<T>,
+    /// What polling found for the windows (not the core's).
+    pub(crate) book: Book,
     /// Zero-copy on: the monitor and this rank's queue of invalidations.
     watch: Option<(Arc<Monitor>, Arc<Queue>)>,
     now: u64,
@@ -327,7 +376,9 @@ impl<T: Transport> Driver<T> {
         let n = self.nic.port.poll_cq(&mut self.wcs);
         if n > 0 {
             for c in self.wcs.drain(..) {
-                self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
+                if !self.book.complete(c.wr_id, c.result.is_ok()) {
+                    self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
+                }
             }
         }
         n
@@ -339,14 +390,22 @@ impl<T: Transport> Driver<T> {
     #[inline]
     fn progress(&mut self) -> usize {
         let mut n = 0;
-        while let Some(buf) = self.nic.port.poll_recv() {
-            if n == 0 && self.lossy {
+        while let Some(rx) = self.nic.port.poll_recv() {
+            n += 1;
+            if let Some(imm) = rx.imm {
+                // A window's put landed; its buffer goes straight back to
+                // the shared receive queue (the paper's replenishment on
+                // each RDMA write completion).
+                self.book.notify(imm);
+                self.nic.port.repost(rx.buf);
+                continue;
+            }
+            if n == 1 && self.lossy {
                 // The core times retransmissions from when packets came:
                 // a clock read per batch, not the idle poll's stale one.
                 self.now = now_ns();
             }
-            self.ep.on_receive(self.now, &mut self.nic, RxBuf(buf));
-            n += 1;
+            self.ep.on_receive(self.now, &mut self.nic, RxBuf(rx.buf));
         }
         n += self.completions();
         // What the core posted while handling them leaves now, in one batch.
@@ -552,6 +611,7 @@ impl<T: Transport + 'static> Rank<T> {
             idle_from: 0,
             wcs: Vec::new(),
             lossy: !cfg.reliable,
+            book: Book::default(),
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),
@@ -566,7 +626,7 @@ impl<T: Transport + 'static> Rank<T> {
     /// Runs `f` on the driver: directly, or under the lock when a progress
     /// thread shares it.
     #[inline]
-    fn with<R>(&mut self, f: impl FnOnce(&mut Driver<T>) -> R) -> R {
+    pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Driver<T>) -> R) -> R {
         match &mut self.home {
             Home::Own(d) => f(d),
             Home::Shared(d, _) => f(&mut lock(d)),
@@ -782,6 +842,25 @@ impl<T: Transport + 'static> Rank<T> {
             match r {
                 Ok(st) => return st,
                 Err(r) => req = r,
+            }
+            self.rest(idle, &mut armed);
+        }
+    }
+
+    /// Drives progress (sleeping as [`wait`](Self::wait) does when nothing
+    /// comes) until `done` holds.
+    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&mut Driver<T>) -> bool) {
+        let mut armed = None;
+        loop {
+            let (ok, idle) = self.with(|d| {
+                if done(d) {
+                    return (true, 0);
+                }
+                d.progress();
+                (done(d), d.idle)
+            });
+            if ok {
+                return;
             }
             self.rest(idle, &mut armed);
         }

@@ -1,16 +1,18 @@
-//! One-sided operations with fence synchronization (the deferred design)
-//! among ranks that are threads over `loop`: random sequences of put, get
-//! and accumulate across several epochs against a model of every window's
-//! memory, computed by every rank from the same seed; accesses outside a
-//! window, misaligned accumulates and bad targets are refused at the
-//! origin, and nothing of them reaches the target.
+//! One-sided operations with fence synchronization, in each of the four
+//! designs, among ranks that are threads over `loop` (and the deferred
+//! design over a lossy `eth`): random sequences of put, get and accumulate
+//! across several epochs against a model of every window's memory,
+//! computed by every rank from the same seed; accesses outside a window,
+//! misaligned accumulates and bad targets are refused at the origin, and
+//! nothing of them reaches the target.
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::RmaError;
+use rmx_core::onesided::{Design, RmaError};
+use rmx_core::Config;
 use rmx_linux::job::{self, Net};
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::loop_config;
-use rmx_linux::window::WinError;
+use rmx_linux::window::{Assert, WinError};
 
 const N: u16 = 3;
 const LEN: usize = 256;
@@ -85,7 +87,58 @@ fn initial(rank: u16) -> Vec<u8> {
 
 #[test]
 fn random_operations_across_epochs_match_the_model() {
-    random_operations(&Net::Loop(LoopConfig::default()), 0..6);
+    for design in Design::ALL {
+        random_operations(&Net::Loop(LoopConfig::default()), design, 0..6);
+    }
+}
+
+/// Fence-Imm-RI with a shared receive queue of 16 buffers and 500 puts
+/// per epoch to a rank that is busy computing: its buffers run out, the
+/// NIC refuses further immediates (receiver not ready), the origin keeps
+/// them in order and posts them again as the target hands buffers back,
+/// and every put lands exactly once.
+#[test]
+fn immediates_survive_a_nearly_empty_receive_queue() {
+    let net = Net::Loop(LoopConfig {
+        srq_depth: 16,
+        ..LoopConfig::default()
+    });
+    let cfg = Config {
+        inline_max: u32::MAX,
+        rx_reserve: 4,
+        rx_low_water: 8,
+        ..Config::reliable(8192, 4)
+    };
+    const PUTS: usize = 500;
+    let out = job::run(2, cfg, &net, |r| {
+        let mut w = r
+            .win_create_with(PUTS * 4, 4, Design::ImmRi)
+            .expect("window");
+        w.fence(r).unwrap();
+        for epoch in 0..3u32 {
+            if r.rank() == 0 {
+                for i in 0..PUTS {
+                    let v = epoch * 10_000 + i as u32;
+                    w.put(r, 1, i as u64, &v.to_le_bytes()).unwrap();
+                }
+            } else {
+                // Not polling: the immediates fill the receive queue.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+            let mem = w.to_vec();
+            let ok = (0..PUTS).all(|i| {
+                r.rank() == 0
+                    || u32::from_le_bytes(mem[4 * i..4 * i + 4].try_into().unwrap())
+                        == epoch * 10_000 + i as u32
+            });
+            assert!(ok, "epoch {epoch}: every put landed once");
+            w.fence_with(r, Assert::NO_PRECEDE).unwrap();
+        }
+        (w.refused(), w.retries())
+    });
+    assert_eq!((out[0].0, out[1].0), (0, 0));
+    assert!(out[0].1 > 0, "the receive queue ran out: {out:?}");
 }
 
 /// The same over eth, across a lab of three namespaces on a bridge, with
@@ -122,32 +175,39 @@ fn random_operations_over_a_lossy_wire_match_the_model() {
         },
         launch: None,
     });
-    random_operations(&net, 0..3);
+    random_operations(&net, Design::Def, 0..3);
 }
 
-fn random_operations(net: &Net, seeds: std::ops::Range<u64>) {
+fn random_operations(net: &Net, design: Design, seeds: std::ops::Range<u64>) {
+    random_operations_with(net, loop_config(), design, seeds)
+}
+
+fn random_operations_with(net: &Net, cfg: Config, design: Design, seeds: std::ops::Range<u64>) {
     for seed in seeds {
-        let out = job::run(N, loop_config(), net, |r| {
+        let out = job::run(N, cfg, net, |r| {
             let me = r.rank();
-            let mut w = r.win_create(LEN, 1).expect("window");
-            w.memory().copy_from_slice(&initial(me));
+            let mut w = r.win_create_with(LEN, 1, design).expect("window");
+            w.write(0, &initial(me)).unwrap();
             w.fence(r).expect("opening fence");
             let mut model: Vec<Vec<u8>> = (0..N).map(initial).collect();
             for epoch in 0..EPOCHS {
                 let mut gets = Vec::new();
                 for op in ops(seed, me, epoch) {
                     match op {
-                        Rma::Put { to, at, data } => w.put(to, at as u64, &data).unwrap(),
+                        Rma::Put { to, at, data } => w.put(r, to, at as u64, &data).unwrap(),
                         Rma::Acc { to, at, add } => w
-                            .accumulate(to, at as u64, &add.to_ne_bytes(), Op::Sum, Int::U32)
+                            .accumulate(r, to, at as u64, &add.to_ne_bytes(), Op::Sum, Int::U32)
                             .unwrap(),
                         Rma::Get { to, at, len } => {
-                            let g = w.get(to, at as u64, len).unwrap();
+                            let g = w.get(r, to, at as u64, len).unwrap();
                             gets.push((g, model[to as usize][at..at + len].to_vec()));
                         }
                     }
                 }
-                w.fence(r).expect("fence");
+                // Closed to every rank while this one checks its memory
+                // (in an immediate design the next epoch's puts land as
+                // soon as their origins leave the fence).
+                w.fence_with(r, Assert::NO_SUCCEED).expect("fence");
                 // Every rank's operations of this epoch, applied to the model.
                 for origin in 0..N {
                     for op in ops(seed, origin, epoch) {
@@ -164,47 +224,54 @@ fn random_operations(net: &Net, seeds: std::ops::Range<u64>) {
                         }
                     }
                 }
-                assert_eq!(
-                    w.memory(),
-                    &model[me as usize][..],
-                    "seed {seed} epoch {epoch}"
-                );
+                let ctx = format!("{design:?} seed {seed} epoch {epoch}");
+                assert_eq!(w.to_vec(), model[me as usize], "{ctx}");
                 for (g, want) in gets {
-                    assert_eq!(w.take(g), Some(want), "seed {seed} epoch {epoch}");
+                    assert_eq!(w.take(g), Some(want), "{ctx}");
                     assert_eq!(w.take(g), None, "taken once");
                 }
+                w.fence_with(r, Assert::NO_PRECEDE).expect("opening fence");
             }
             w.refused()
         });
-        assert!(out.iter().all(|&refused| refused == 0), "seed {seed}");
+        assert!(
+            out.iter().all(|&refused| refused == 0),
+            "{design:?} seed {seed}"
+        );
     }
 }
 
 #[test]
 fn bad_accesses_are_refused_at_the_origin_and_never_reach_the_target() {
+    for design in Design::ALL {
+        bad_accesses(design);
+    }
+}
+
+fn bad_accesses(design: Design) {
     let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
-        let mut w = r.win_create(64, 4).expect("window");
+        let mut w = r.win_create_with(64, 4, design).expect("window");
         w.fence(r).unwrap();
         let peer = 1 - r.rank();
         let oob =
             |e: Result<(), WinError>| matches!(e, Err(WinError::Rma(RmaError::OutOfBounds { .. })));
         // 16 units of 4 bytes: unit 15 holds 4 bytes, not 5.
-        assert!(oob(w.put(peer, 15, &[1; 5])));
-        assert!(oob(w.put(peer, 16, &[1])));
-        assert!(oob(w.put(peer, u64::MAX, &[1])));
+        assert!(oob(w.put(r, peer, 15, &[1; 5])));
+        assert!(oob(w.put(r, peer, 16, &[1])));
+        assert!(oob(w.put(r, peer, u64::MAX, &[1])));
         assert!(matches!(
-            w.get(peer, 17, 1),
+            w.get(r, peer, 17, 1),
             Err(WinError::Rma(RmaError::OutOfBounds { .. }))
         ));
         assert_eq!(
-            w.accumulate(peer, 1, &[1; 6], Op::Sum, Int::U32),
+            w.accumulate(r, peer, 1, &[1; 6], Op::Sum, Int::U32),
             Err(WinError::Rma(RmaError::Misaligned))
         );
-        assert_eq!(w.put(7, 0, &[1]), Err(WinError::Rma(RmaError::Target)));
+        assert_eq!(w.put(r, 7, 0, &[1]), Err(WinError::Rma(RmaError::Target)));
         // A good one in the same epoch still lands.
-        w.put(peer, 15, &[9; 4]).unwrap();
+        w.put(r, peer, 15, &[9; 4]).unwrap();
         w.fence(r).unwrap();
-        let mem = w.memory().to_vec();
+        let mem = w.to_vec();
         assert_eq!(&mem[60..], &[9; 4]);
         assert!(
             mem[..60].iter().all(|&b| b == 0),
@@ -220,25 +287,33 @@ fn bad_accesses_are_refused_at_the_origin_and_never_reach_the_target() {
 /// operations until the next fence.
 #[test]
 fn fence_assertions_skip_what_they_allow_and_refuse_what_they_forbid() {
-    use rmx_linux::window::Assert;
+    for design in Design::ALL {
+        fence_assertions(design);
+    }
+}
+
+fn fence_assertions(design: Design) {
     let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
-        let mut w = r.win_create(16, 1).expect("window");
+        let mut w = r.win_create_with(16, 1, design).expect("window");
         let peer = 1 - r.rank();
         w.fence_with(r, Assert::NO_PRECEDE).unwrap();
-        w.put(peer, r.rank() as u64, &[5]).unwrap();
+        w.put(r, peer, r.rank() as u64, &[5]).unwrap();
         assert_eq!(
             w.fence_with(r, Assert::NO_PRECEDE),
             Err(WinError::Assertion)
         );
-        // The put is still queued: a plain fence delivers it.
+        // The put is still pending: a plain fence completes it.
         w.fence_with(r, Assert::NO_SUCCEED).unwrap();
-        assert_eq!(w.memory()[peer as usize], 5);
-        assert_eq!(w.put(peer, 0, &[1]), Err(WinError::Assertion));
+        assert_eq!(w.memory().unwrap()[peer as usize], 5, "closed: a slice");
+        assert_eq!(w.put(r, peer, 0, &[1]), Err(WinError::Assertion));
         w.fence_with(r, Assert::NO_PRECEDE | Assert::NO_STORE)
             .unwrap();
-        w.put(peer, 8, &[6]).unwrap();
+        if design.immediate() {
+            assert_eq!(w.memory(), Err(WinError::Exposed), "open to RDMA");
+        }
+        w.put(r, peer, 8, &[6]).unwrap();
         w.fence(r).unwrap();
-        w.memory()[8]
+        w.to_vec()[8]
     });
-    assert_eq!(out, vec![6, 6]);
+    assert_eq!(out, vec![6, 6], "{design:?}");
 }

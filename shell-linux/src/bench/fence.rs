@@ -13,6 +13,7 @@ use super::report::{Column, Report};
 use super::{compute, Opts};
 use crate::clock::now_ns;
 use crate::job::{self, Net};
+use rmx_core::onesided::Design;
 use rmx_core::Config;
 
 /// The communication patterns, as `--pattern` names them.
@@ -38,15 +39,20 @@ pub(super) fn neighbours(me: u16, n: u16, k: usize) -> Vec<u16> {
 }
 
 /// One row per (pattern, size) at each group size, plus the barrier.
-pub fn run(opts: &Opts, cfg: Config, ranks: &[u16], patterns: &[&str], net: &Net) -> Report {
+pub fn run(
+    opts: &Opts,
+    cfg: Config,
+    ranks: &[u16],
+    designs: &[Design],
+    patterns: &[&str],
+    net: &Net,
+) -> Report {
     let halo_sizes = opts.sizes();
-    let pb = opts.progress("fence", ranks.len() * (patterns.len() + 1));
+    let pb = opts.progress("fence", ranks.len() * (designs.len() * patterns.len() + 1));
     let mut rows: Vec<Value> = Vec::new();
     for &n in ranks {
         let per = job::run(n, cfg, net, |r| {
             let me = r.rank();
-            let mut w = r.win_create(PUT.max(opts.max_size) * 8, 1).expect("window");
-            w.fence(r).expect("fence");
             let data = vec![7u8; opts.max_size.max(PUT)];
             let mut out = Vec::new();
             let time = |r: &mut crate::rank::Rank, f: &mut dyn FnMut(&mut crate::rank::Rank)| {
@@ -67,36 +73,42 @@ pub fn run(opts: &Opts, cfg: Config, ranks: &[u16], patterns: &[&str], net: &Net
             if me == 0 {
                 pb.inc(1);
             }
-            for &p in patterns {
-                let (k, sizes): (usize, Vec<usize>) = match p {
-                    "zero" => (0, vec![0]),
-                    "single" => (1, vec![PUT]),
-                    "neighbours" => (8, vec![PUT]),
-                    "halo4" => (4, halo_sizes.clone()),
-                    _ => (8, halo_sizes.clone()),
-                };
-                let halo = p.starts_with("halo");
-                let targets = if p == "single" {
-                    vec![(me + 1) % n]
-                } else {
-                    neighbours(me, n, k)
-                };
-                for size in sizes {
-                    let us = time(r, &mut |r| {
-                        for (slot, &t) in targets.iter().enumerate() {
-                            let disp = (slot * size) as u64;
-                            w.put(t, disp, &data[..size]).expect("put");
-                        }
-                        if halo {
-                            compute(HALO_COMPUTE_NS);
-                        }
-                        w.fence(r).expect("fence");
-                    });
-                    out.push(("def", p, size, us));
+            for &design in designs {
+                let len = PUT.max(opts.max_size) * 8;
+                let mut w = r.win_create_with(len, 1, design).expect("window");
+                w.fence(r).expect("fence");
+                for &p in patterns {
+                    let (k, sizes): (usize, Vec<usize>) = match p {
+                        "zero" => (0, vec![0]),
+                        "single" => (1, vec![PUT]),
+                        "neighbours" => (8, vec![PUT]),
+                        "halo4" => (4, halo_sizes.clone()),
+                        _ => (8, halo_sizes.clone()),
+                    };
+                    let halo = p.starts_with("halo");
+                    let targets = if p == "single" {
+                        vec![(me + 1) % n]
+                    } else {
+                        neighbours(me, n, k)
+                    };
+                    for size in sizes {
+                        let us = time(r, &mut |r| {
+                            for (slot, &t) in targets.iter().enumerate() {
+                                let disp = (slot * size) as u64;
+                                w.put(r, t, disp, &data[..size]).expect("put");
+                            }
+                            if halo {
+                                compute(HALO_COMPUTE_NS);
+                            }
+                            w.fence(r).expect("fence");
+                        });
+                        out.push((design.name(), p, size, us));
+                    }
+                    if me == 0 {
+                        pb.inc(1);
+                    }
                 }
-                if me == 0 {
-                    pb.inc(1);
-                }
+                w.free(r).expect("free");
             }
             out
         });
@@ -136,40 +148,51 @@ pub fn run(opts: &Opts, cfg: Config, ranks: &[u16], patterns: &[&str], net: &Net
 /// overlap ratio is `rmx bench overlap`'s, from the largest computation
 /// that keeps the epoch within 1.1× of the epoch without it (rank 0's
 /// times, medians of `iters` epochs).
-pub fn overlap(opts: &Opts, cfg: Config, net: &Net) -> Report {
+pub fn overlap(opts: &Opts, cfg: Config, designs: &[Design], net: &Net) -> Report {
     use std::sync::atomic::AtomicU64;
     let sizes = opts.sizes();
     let max = sizes.iter().copied().max().unwrap_or(1).max(1);
-    let pb = opts.progress("fence-overlap", sizes.len());
+    let pb = opts.progress("fence-overlap", sizes.len() * designs.len());
     let barrier = super::SpinBarrier::new(2);
     let plan = AtomicU64::new(0);
     let per = job::run(2, cfg, net, |r| {
         let peer = 1 - r.rank();
-        let mut w = r.win_create(max, 1).expect("window");
-        w.fence(r).expect("fence");
         let data = vec![3u8; max];
         let mut rows = Vec::new();
-        for &size in &sizes {
-            let got =
-                super::overlap::search(r, r.rank() == 0, opts.iters, &barrier, &plan, |r, c| {
-                    let t0 = now_ns();
-                    w.put(peer, 0, &data[..size]).expect("put");
-                    compute(c);
-                    w.fence(r).expect("fence");
-                    now_ns() - t0
-                });
-            if let Some((l0, ratio)) = got {
-                rows.push((size, l0, ratio));
-                pb.inc(1);
+        for &design in designs {
+            let mut w = r.win_create_with(max, 1, design).expect("window");
+            w.fence(r).expect("fence");
+            for &size in &sizes {
+                let got = super::overlap::search(
+                    r,
+                    r.rank() == 0,
+                    opts.iters,
+                    &barrier,
+                    &plan,
+                    |r, c| {
+                        let t0 = now_ns();
+                        // As MPI_Put: the NIC reads the origin buffer itself.
+                        // SAFETY: `data` is not touched until after the fence.
+                        unsafe { w.put_raw(r, peer, 0, data.as_ptr(), size) }.expect("put");
+                        compute(c);
+                        w.fence(r).expect("fence");
+                        now_ns() - t0
+                    },
+                );
+                if let Some((l0, ratio)) = got {
+                    rows.push((design.name(), size, l0, ratio));
+                    pb.inc(1);
+                }
             }
+            w.free(r).expect("free");
         }
         rows
     });
     pb.finish_and_clear();
     let rows = per[0]
         .iter()
-        .map(|&(size, l0, ratio)| {
-            json!({"design": "def", "size": size, "l0_us": l0, "overlap_ratio": ratio})
+        .map(|&(design, size, l0, ratio)| {
+            json!({"design": design, "size": size, "l0_us": l0, "overlap_ratio": ratio})
         })
         .collect();
     Report::new(

@@ -9,6 +9,7 @@
 //! (the paper's shape), not this machine's microseconds.
 
 use rmx_core::collective::{Collective, Plan};
+use rmx_core::onesided::Design;
 
 /// The network and CPU costs of the model, in nanoseconds.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -79,9 +80,6 @@ pub fn collective(m: &Model, what: Collective, start: &[f64]) -> Vec<f64> {
     t
 }
 
-/// The fence designs of the paper, as `rmx bench fence --design` names them.
-pub const DESIGNS: [&str; 4] = ["def", "naive", "opt", "ri"];
-
 /// Each rank's puts of one epoch: `targets[r]` are the ranks rank r puts
 /// `size` bytes to.
 pub struct Epoch {
@@ -95,7 +93,7 @@ pub struct Epoch {
 /// whose puts were issued at time 0 and whose fence begins after the
 /// computation. The deferred design moves the data inside the fence; the
 /// immediate ones while the computation runs.
-pub fn fence(m: &Model, design: &str, e: &Epoch) -> f64 {
+pub fn fence(m: &Model, design: Design, e: &Epoch) -> f64 {
     let n = e.targets.len();
     let zero = vec![e.compute_ns; n];
     let counts = Collective::ReduceScatter { block: 4 };
@@ -109,7 +107,7 @@ pub fn fence(m: &Model, design: &str, e: &Epoch) -> f64 {
     // Puts issued at once as RDMA writes: when each lands at its target.
     let landed = |k: usize| (k + 1) as f64 * m.overhead_ns + m.wire(e.size);
     let end = match design {
-        "def" => {
+        Design::Def => {
             // Counts, then the operations as messages inside the fence.
             let t = collective(m, counts, &zero);
             (0..n)
@@ -129,7 +127,7 @@ pub fn fence(m: &Model, design: &str, e: &Epoch) -> f64 {
                 })
                 .collect::<Vec<f64>>()
         }
-        "naive" | "opt" => {
+        Design::ImmNaive | Design::ImmOpt => {
             // Counts, then a finish message on every channel used; a target
             // waits for the finishes of the ranks that put to it.
             let t = collective(m, counts, &zero);
@@ -151,7 +149,7 @@ pub fn fence(m: &Model, design: &str, e: &Epoch) -> f64 {
                     done
                 })
                 .collect();
-            if design == "opt" {
+            if design == Design::ImmOpt {
                 collective(m, Collective::Barrier, &finished)
             } else {
                 // Every rank flags every other one that the next epoch may
@@ -168,7 +166,7 @@ pub fn fence(m: &Model, design: &str, e: &Epoch) -> f64 {
                     .collect()
             }
         }
-        _ => {
+        Design::ImmRi => {
             // Puts as RDMA writes with immediate; an allreduce of the
             // per-target counts; each target polls that many immediates;
             // then a barrier.
@@ -234,7 +232,7 @@ pub fn collectives_report(opts: &super::Opts, m: &Model, ranks: &[u16]) -> super
 pub fn fence_report(
     opts: &super::Opts,
     m: &Model,
-    designs: &[&str],
+    designs: &[Design],
     patterns: &[&str],
     ranks: &[u16],
 ) -> super::report::Report {
@@ -275,7 +273,7 @@ pub fn fence_report(
                 for &d in designs {
                     let t = fence(m, d, &e) / 1000.0;
                     let key = if halo { "iteration_us" } else { "fence_us" };
-                    let mut row = serde_json::json!({"design": d, "pattern": p, "ranks": n,
+                    let mut row = serde_json::json!({"design": d.name(), "pattern": p, "ranks": n,
                         "size": size, "model": true});
                     row[key] = serde_json::json!(t);
                     rows.push(row);
@@ -333,8 +331,11 @@ mod tests {
             compute_ns: 0.0,
         };
         let f = |d| fence(&M, d, &zero);
-        assert!(f("naive") > f("opt"), "all-pairs flags cost the most");
-        assert!(f("def") < f("opt"), "no second collective");
+        assert!(
+            f(Design::ImmNaive) > f(Design::ImmOpt),
+            "all-pairs flags cost the most"
+        );
+        assert!(f(Design::Def) < f(Design::ImmOpt), "no second collective");
         let eight = Epoch {
             targets: (0..n as u16)
                 .map(|r| (1..=8).map(|d| (r + d) % n as u16).collect())
@@ -343,7 +344,7 @@ mod tests {
             compute_ns: 0.0,
         };
         let g = |d| fence(&M, d, &eight);
-        assert!(g("ri") < g("opt"), "no finish messages");
+        assert!(g(Design::ImmRi) < g(Design::ImmOpt), "no finish messages");
         // With computation the immediate designs' data has landed; the
         // deferred design still moves it.
         let busy = Epoch {
@@ -352,6 +353,11 @@ mod tests {
             ..eight
         };
         let h = |d| fence(&M, d, &busy) - 50_000.0;
-        assert!(h("ri") < h("def"), "{} {}", h("ri"), h("def"));
+        assert!(
+            h(Design::ImmRi) < h(Design::Def),
+            "{} {}",
+            h(Design::ImmRi),
+            h(Design::Def)
+        );
     }
 }

@@ -30,7 +30,7 @@ use rmx_core::{Caps, PostError, RegError};
 
 use super::ring::RxRing;
 use super::RawSocket;
-use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Sge, Transport};
+use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport};
 
 /// Frames one system call moves at most.
 const BATCH: usize = 32;
@@ -556,6 +556,7 @@ impl Transport for EthPort {
         Caps {
             rdma_write: false,
             rdma_read: false,
+            write_imm: false,
             max_transfer: 0,
             inline_max: 0,
             send_queue: 0,
@@ -652,13 +653,13 @@ impl Transport for EthPort {
         }
     }
 
-    fn poll_recv(&mut self) -> Option<u32> {
+    fn poll_recv(&mut self) -> Option<Recv> {
         if self.ready.is_empty() {
             self.fill();
         }
         let b = self.ready.pop_front()?;
         self.held[b as usize] = true;
-        Some(b)
+        Some(Recv { buf: b, imm: None })
     }
 
     fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {

@@ -3,7 +3,7 @@
 use rmx_core::{Caps, PostError, RdmaOp, RegError};
 
 use super::{Port, PostErr, Wc};
-use crate::transport::{Completion, Events, Mr, Sge, Transport};
+use crate::transport::{Completion, Events, Mr, Recv, Sge, Transport};
 
 /// What a refused post means to the core.
 fn post_error(e: PostErr) -> PostError {
@@ -33,6 +33,7 @@ impl Transport for Port {
         Caps {
             rdma_write: true,
             rdma_read: true,
+            write_imm: true,
             max_transfer: c.max_transfer,
             inline_max: clamp(c.inline_max),
             send_queue: c.sq_depth,
@@ -109,9 +110,29 @@ impl Transport for Port {
         r.map(|w| w.map(done)).map_err(post_error)
     }
 
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        local: Sge,
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    ) -> Result<Option<Completion>, PostError> {
+        let Ok(raddr) = usize::try_from(remote_addr) else {
+            return Err(PostError::Access);
+        };
+        self.post_write(peer, wr_id, local, raddr, rkey, Some(imm))
+            .map(|w| w.map(done))
+            .map_err(post_error)
+    }
+
     #[inline]
-    fn poll_recv(&mut self) -> Option<u32> {
-        Port::poll_recv(self).map(|wc| wc.buf)
+    fn poll_recv(&mut self) -> Option<Recv> {
+        Port::poll_recv(self).map(|wc| Recv {
+            buf: wc.buf,
+            imm: wc.imm,
+        })
     }
 
     #[inline]

@@ -5,7 +5,7 @@
 
 use rmx_core::{Caps, PostError, RdmaOp, RegError};
 
-use super::{Completion, Counters, Events, Mr, Sge, Transport};
+use super::{Completion, Counters, Events, Mr, Recv, Sge, Transport};
 use crate::eth::EthPort;
 use crate::loopnic::Port;
 
@@ -105,7 +105,19 @@ impl Transport for AnyPort {
     }
 
     #[inline]
-    fn poll_recv(&mut self) -> Option<u32> {
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        local: Sge,
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    ) -> Result<Option<Completion>, PostError> {
+        each!(self, p => p.post_write_imm(peer, wr_id, local, remote_addr, rkey, imm))
+    }
+
+    fn poll_recv(&mut self) -> Option<Recv> {
         each!(self, p => Transport::poll_recv(p))
     }
 

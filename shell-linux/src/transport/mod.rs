@@ -32,6 +32,14 @@ pub struct Mr {
     pub key: u32,
 }
 
+/// A receive buffer the port filled: a packet, or (with `imm`) the
+/// notification of an RDMA write with immediate, which carries no bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recv {
+    pub buf: u32,
+    pub imm: Option<u32>,
+}
+
 /// A finished send or RDMA operation, by the id it was posted with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
@@ -135,8 +143,26 @@ pub trait Transport: Send {
     /// the rank rings this at the end of every call that may have posted.
     fn doorbell(&mut self) {}
 
-    /// The next received packet's buffer, if any.
-    fn poll_recv(&mut self) -> Option<u32>;
+    /// One RDMA write of `local` into the peer's memory at `remote_addr`
+    /// under `rkey` that, once the data has landed, consumes one of the
+    /// peer's receive buffers to report `imm` there ([`Recv::imm`]).
+    /// Transports without it refuse; a peer out of receive buffers is
+    /// [`PostError::Busy`] (receiver not ready), with nothing written.
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        local: Sge,
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+    ) -> Result<Option<Completion>, PostError> {
+        let _ = (peer, wr_id, local, remote_addr, rkey, imm);
+        Err(PostError::Unsupported)
+    }
+
+    /// The next received packet, if any.
+    fn poll_recv(&mut self) -> Option<Recv>;
 
     /// The packet in a buffer polled and not yet reposted; `None` for any
     /// other index.

@@ -25,6 +25,10 @@
 //!     28    4 reserved zero
 //! ```
 
+mod design;
+
+pub use design::{Completion, Design, Opening, Steps};
+
 use crate::collective::{Int, Op};
 
 /// Bytes of an operation's header.

@@ -1,0 +1,114 @@
+//! Fence-Def (the fence paper's section 3.1): the epoch's operations were
+//! queued at the origin; the closing fence learns from a reduce_scatter how
+//! many operations each rank will receive, sends its own as two-sided
+//! messages, applies the ones that arrive, answers gets, and returns when
+//! all of them are done. Nothing opens the next epoch: no operation leaves
+//! a rank before its next fence.
+
+use rmx_core::collective::{Int, Op};
+use rmx_core::onesided::{RmaKind, Steps, HEADER};
+use rmx_core::{Source, TagSel};
+
+use super::messages::{self, recv_failed, send_failed};
+use super::{tag, Win, WinError, RMA_CONTEXT};
+use crate::collective::CollectiveError;
+use crate::rank::{Rank, Req};
+use crate::transport::Transport;
+
+pub(super) fn fence<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    steps: Steps,
+) -> Result<(), WinError> {
+    if steps.completion.is_none() {
+        w.got = vec![None; std::mem::take(&mut w.gets) as usize];
+        return Ok(());
+    }
+    let n = r.size() as usize;
+    let (id, epoch, me) = (w.id, w.epoch, w.me);
+    // How many operations each rank receives from the others.
+    let mut counts = vec![0u8; 4 * n];
+    for q in w.queued.iter().filter(|q| q.target != me) {
+        let c = &mut counts[4 * q.target as usize..4 * q.target as usize + 4];
+        let v = u32::from_ne_bytes(c.try_into().expect("4 bytes")) + 1;
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    r.reduce_scatter(&mut counts, Int::U32, Op::Sum)?;
+    let at = 4 * me as usize;
+    let expected = u32::from_ne_bytes(counts[at..at + 4].try_into().expect("4 bytes"));
+    let queued = std::mem::take(&mut w.queued);
+    // Replies to this rank's gets, received straight into their buffers.
+    let mut replies: Vec<Vec<u8>> = Vec::new();
+    let mut reply_ids = Vec::new();
+    for q in queued.iter().filter(|q| q.header.kind == RmaKind::Get) {
+        replies.push(vec![0u8; q.header.len as usize]);
+        reply_ids.push((q.target, q.header.id));
+    }
+    let mut pending: Vec<Req> = Vec::new();
+    for (buf, &(t, gid)) in replies.iter_mut().zip(&reply_ids) {
+        if t == me {
+            continue;
+        }
+        let sel = TagSel::Tag(tag(id, epoch, gid));
+        // SAFETY: `replies` outlives the wait below and is not touched.
+        let q = unsafe {
+            r.irecv_in(
+                Source::Rank(t),
+                sel,
+                RMA_CONTEXT,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        pending.push(q.map_err(recv_failed)?);
+    }
+    // This rank's operations: its own applied here, the others sent.
+    let headers: Vec<[u8; HEADER]> = queued.iter().map(|q| q.header.encode()).collect();
+    for (k, q) in queued.iter().enumerate() {
+        if q.target != me {
+            // SAFETY: `headers` and `queued` outlive the wait below.
+            unsafe { messages::send(r, q.target, &headers[k], &q.data, &mut pending)? };
+            continue;
+        }
+        match q.header.kind {
+            RmaKind::Get => {
+                let i = reply_ids.iter().position(|&x| x == (q.target, q.header.id));
+                if let Some(i) = i {
+                    w.mem.read(q.header.offset as usize, &mut replies[i]);
+                }
+            }
+            _ => w.apply(&q.header, &q.data),
+        }
+    }
+    // Operations aimed at this rank, as many as the counts said.
+    let mut answers: Vec<(u16, u32, Vec<u8>)> = Vec::new();
+    for _ in 0..expected {
+        let a = messages::recv(w, r, Source::Any)?;
+        match a.admitted {
+            Some((h, range)) if h.kind == RmaKind::Get => {
+                let mut b = vec![0u8; (range.end - range.start) as usize];
+                w.mem.read(range.start as usize, &mut b);
+                answers.push((a.from, h.id, b));
+            }
+            Some((h, _)) => w.apply(&h, &a.data),
+            None => {}
+        }
+    }
+    for (to, gid, a) in &answers {
+        // SAFETY: `answers` outlives the wait below.
+        let s = unsafe { r.isend_in(*to, tag(id, epoch, *gid), RMA_CONTEXT, a.as_ptr(), a.len()) };
+        pending.push(s.map_err(send_failed)?);
+    }
+    let mut fault = None;
+    for q in pending {
+        fault = fault.or(r.wait(q).fault);
+    }
+    if let Some(f) = fault {
+        return Err(WinError::Collective(CollectiveError::Failed(f)));
+    }
+    w.got = vec![None; std::mem::take(&mut w.gets) as usize];
+    for (buf, &(_, gid)) in replies.into_iter().zip(&reply_ids) {
+        w.got[gid as usize] = Some(buf);
+    }
+    Ok(())
+}
