@@ -163,13 +163,14 @@ impl Net {
     /// What this network's transport can do, as far as protocol choices
     /// go (limits such as the MTU are known once a port opens).
     pub fn caps(&self) -> rmx_core::Caps {
-        let rdma = matches!(self, Net::Loop(_));
-        rmx_core::Caps {
-            rdma_read: rdma,
-            rdma_write: rdma,
-            write_imm: rdma,
-            lossy: !rdma,
-            ..rmx_core::Caps::default()
+        match self {
+            Net::Loop(_) => rmx_core::Caps {
+                rdma_read: true,
+                rdma_write: true,
+                write_imm: true,
+                ..rmx_core::Caps::default()
+            },
+            Net::Eth(_) => crate::eth::CAPS,
         }
     }
 

@@ -101,17 +101,17 @@ enum BenchCmd {
     /// Time per epoch closed by a fence, by design and pattern (the fence
     /// paper's Figs. 7-10), beside a bare barrier.
     #[command(
-        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence); it runs on every transport. The immediate designs (naive, opt, ri) are not built yet."
+        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop); all runs every design the transport offers."
     )]
     /// Overlap of a put with computation before the closing fence, by
     /// design (the fence paper's Fig. 6): 1 B - 1 MiB, two ranks.
     #[command(
-        long_about = "Overlap of one-sided communication with computation, as the fence paper's section 4.2.1 measures it (Fig. 6): each of two ranks puts one message to the other between two fences, with a computation inserted after the put and before the closing fence. l0 is the epoch without computation; the computation grows by 10% of l0 until the epoch reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0, as `rmx bench overlap` defines it. Sizes 1 B - 1 MiB; each time is the median of --iters epochs (default 100). --design def only for now: the deferred design moves the data inside the fence, so it is expected to overlap nothing."
+        long_about = "Overlap of one-sided communication with computation, as the fence paper's section 4.2.1 measures it (Fig. 6): each of two ranks puts one message to the other between two fences, with a computation inserted after the put and before the closing fence. l0 is the epoch without computation; the computation grows by 10% of l0 until the epoch reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0, as `rmx bench overlap` defines it. Sizes 1 B - 1 MiB; each time is the median of --iters epochs (default 100). The put reads the origin buffer in place (as MPI_Put). The deferred design moves the data inside the fence, so it is expected to overlap nothing; the immediate designs (naive, opt, ri; RDMA transports) move it during the computation."
     )]
     FenceOverlap {
         #[command(flatten)]
         args: BenchArgs,
-        /// def, or all (the designs built).
+        /// def, naive, opt, ri, or all (every design the transport offers).
         #[arg(long, default_value = "all")]
         design: String,
     },
@@ -759,7 +759,7 @@ fn info(json_out: bool) {
             "keepalive_ns": cfg.keepalive_ns,
             "fence_designs": {
                 "loop": Net::Loop(Default::default()).designs().iter().map(|d| d.name()).collect::<Vec<_>>(),
-                "eth": ["def"],
+                "eth": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::eth::CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
             },
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,

@@ -68,6 +68,12 @@ fn info_reports_memory_figures() {
     assert_eq!(classes.len(), 17);
     assert_eq!(classes[0]["from"], 33, "up to 32 bytes are copied inline");
     assert!(classes.iter().all(|c| c["routine"].is_string()));
+    let designs = &v["config"]["fence_designs"];
+    assert_eq!(
+        designs["loop"],
+        serde_json::json!(["def", "naive", "opt", "ri"])
+    );
+    assert_eq!(designs["eth"], serde_json::json!(["def"]), "no RDMA on eth");
     let (code, out, _) = rmx(&["info"]);
     assert_eq!(code, 0);
     assert!(out.contains("endpoint_bytes") && out.contains("peer_bytes"));
@@ -868,7 +874,7 @@ fn collectives_json_has_the_documented_shape() {
 }
 
 /// `bench fence`: the barrier reference and a row per pattern in the
-/// documented fields; designs not built and bad values refused.
+/// documented fields, for every design `loop` offers; bad values refused.
 #[test]
 fn fence_json_has_the_documented_shape() {
     let (code, out, err) = rmx(&[
@@ -887,16 +893,21 @@ fn fence_json_has_the_documented_shape() {
     assert_eq!(doc["benchmark"], "fence");
     let rows = doc["results"].as_array().unwrap();
     assert_eq!(rows[0]["design"], "barrier");
-    // barrier, zero, single, neighbours, halo4 and halo8 at 16 and 32 B.
-    assert_eq!(rows.len(), 8, "{rows:?}");
+    // barrier, then per design zero, single, neighbours, halo4 and halo8
+    // at 16 and 32 B.
+    assert_eq!(rows.len(), 1 + 4 * 7, "{rows:?}");
+    for (i, d) in ["def", "naive", "opt", "ri"].iter().enumerate() {
+        assert!(
+            rows[1 + 7 * i..8 + 7 * i].iter().all(|r| r["design"] == *d),
+            "{d}"
+        );
+    }
     for row in &rows[1..] {
-        assert_eq!(row["design"], "def");
         let halo = row["pattern"].as_str().unwrap().starts_with("halo");
         let key = if halo { "iteration_us" } else { "fence_us" };
         assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{row}");
     }
     for (args, says) in [
-        (vec!["bench", "fence", "--design", "ri"], "not built yet"),
         (vec!["bench", "fence", "--design", "x"], "unknown --design"),
         (
             vec!["bench", "fence", "--pattern", "x"],
@@ -935,15 +946,30 @@ fn fence_overlap_json_has_the_documented_shape() {
     let doc = json(&out);
     assert_eq!(doc["benchmark"], "fence-overlap");
     let rows = doc["results"].as_array().unwrap();
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), 2 * 4, "two sizes, four designs");
     for row in rows {
-        assert_eq!(row["design"], "def");
         assert!(row["l0_us"].as_f64().is_some_and(|v| v > 0.0), "{row}");
         assert!(row["overlap_ratio"].is_f64(), "{row}");
     }
-    let (code, _, err) = rmx(&["bench", "fence-overlap", "--design", "opt"]);
+    let (code, out, err) = rmx(&[
+        "bench",
+        "fence-overlap",
+        "--design",
+        "ri",
+        "--iters",
+        "3",
+        "--max-size",
+        "64",
+        "--min-size",
+        "64",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows = json(&out)["results"].as_array().unwrap().clone();
+    assert!(rows.len() == 1 && rows[0]["design"] == "ri", "{rows:?}");
+    let (code, _, err) = rmx(&["bench", "fence-overlap", "--design", "fast"]);
     assert_eq!(code, 2);
-    assert!(err.contains("not built yet"), "{err}");
+    assert!(err.contains("unknown --design"), "{err}");
 }
 
 /// `--sim`: the collectives and all four fence designs to 1024 ranks in

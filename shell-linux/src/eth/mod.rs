@@ -10,3 +10,19 @@ pub mod socket;
 
 pub use port::{EthOpts, EthPort, Faults};
 pub use socket::RawSocket;
+
+/// What raw Ethernet can do, before a port knows its interface (the
+/// receive pool and the MTU come from the port): messages only, no RDMA,
+/// frames may be lost, and sends gather from memory through the CPU.
+pub const CAPS: rmx_core::Caps = rmx_core::Caps {
+    rdma_write: false,
+    rdma_read: false,
+    write_imm: false,
+    max_transfer: 0,
+    inline_max: 0,
+    send_queue: 0,
+    rx_buffers: 0,
+    mtu: 0,
+    lossy: true,
+    cheap_gather: true,
+};

@@ -554,16 +554,9 @@ impl Transport for EthPort {
 
     fn caps(&self) -> Caps {
         Caps {
-            rdma_write: false,
-            rdma_read: false,
-            write_imm: false,
-            max_transfer: 0,
-            inline_max: 0,
-            send_queue: 0,
             rx_buffers: self.opts.rx_buffers,
             mtu: self.max_packet,
-            lossy: true,
-            cheap_gather: true,
+            ..super::CAPS
         }
     }
 

@@ -8,6 +8,8 @@
 //! No protocol decision lives here: the core makes them from [`Caps`].
 
 mod any;
+#[cfg(test)]
+pub(crate) mod delayed;
 mod events;
 
 pub use any::AnyPort;

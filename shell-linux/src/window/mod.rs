@@ -17,6 +17,8 @@
 //! what it carries.
 
 mod deferred;
+#[cfg(test)]
+mod hazard;
 mod immediate;
 mod messages;
 
