@@ -37,10 +37,9 @@ fn late_puts(design: Design, strawman: bool, seed: u64) -> u32 {
                         .win_create_with(8 * RANKS as usize, 1, design)
                         .expect("window");
                     w.fence(&mut r).expect("opening fence");
-                    let late = (1..=EPOCHS)
+                    (1..=EPOCHS)
                         .filter(|&e| epoch_was_late(&mut w, &mut r, strawman, e))
-                        .count() as u32;
-                    late
+                        .count() as u32
                 })
             })
             .collect();
