@@ -1,15 +1,15 @@
 //! Fence-Def (the fence paper's section 3.1): the epoch's operations were
-//! queued at the origin; the closing fence learns from a reduce_scatter how
-//! many operations each rank will receive, sends its own as two-sided
-//! messages, applies the ones that arrive, answers gets, and returns when
-//! all of them are done. Nothing opens the next epoch: no operation leaves
+//! queued at the origin; the closing fence sends them as two-sided
+//! messages, learns from a reduce_scatter how many operations each rank
+//! will receive (the messages travel meanwhile), applies the ones that
+//! arrive, answers gets, and returns when all of them are done. Nothing opens the next epoch: no operation leaves
 //! a rank before its next fence.
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::{RmaKind, Steps, HEADER};
+use rmx_core::onesided::{RmaKind, Steps};
 use rmx_core::{Source, TagSel};
 
-use super::messages::{self, recv_failed, send_failed};
+use super::messages::{self, recv_failed, send_failed, Outgoing};
 use super::{tag, Win, WinError, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
@@ -26,16 +26,6 @@ pub(super) fn fence<T: Transport + 'static>(
     }
     let n = r.size() as usize;
     let (id, epoch, me) = (w.id, w.epoch, w.me);
-    // How many operations each rank receives from the others.
-    let mut counts = vec![0u8; 4 * n];
-    for q in w.queued.iter().filter(|q| q.target != me) {
-        let c = &mut counts[4 * q.target as usize..4 * q.target as usize + 4];
-        let v = u32::from_ne_bytes(c.try_into().expect("4 bytes")) + 1;
-        c.copy_from_slice(&v.to_ne_bytes());
-    }
-    r.reduce_scatter(&mut counts, Int::U32, Op::Sum)?;
-    let at = 4 * me as usize;
-    let expected = u32::from_ne_bytes(counts[at..at + 4].try_into().expect("4 bytes"));
     let queued = std::mem::take(&mut w.queued);
     // Replies to this rank's gets, received straight into their buffers.
     let mut replies: Vec<Vec<u8>> = Vec::new();
@@ -62,12 +52,17 @@ pub(super) fn fence<T: Transport + 'static>(
         };
         pending.push(q.map_err(recv_failed)?);
     }
-    // This rank's operations: its own applied here, the others sent.
-    let headers: Vec<[u8; HEADER]> = queued.iter().map(|q| q.header.encode()).collect();
-    for (k, q) in queued.iter().enumerate() {
+    // This rank's operations leave first, so they travel while the counts
+    // are exchanged (their tags name the epoch: a target matches only its
+    // own); its own are applied here.
+    let mut counts = vec![0u8; 4 * n];
+    let mut outgoing = Vec::new();
+    for q in queued {
         if q.target != me {
-            // SAFETY: `headers` and `queued` outlive the wait below.
-            unsafe { messages::send(r, q.target, &headers[k], &q.data, &mut pending)? };
+            let c = &mut counts[4 * q.target as usize..4 * q.target as usize + 4];
+            let v = u32::from_ne_bytes(c.try_into().expect("4 bytes")) + 1;
+            c.copy_from_slice(&v.to_ne_bytes());
+            outgoing.push(Outgoing::new(q.target, &q.header, q.data));
             continue;
         }
         match q.header.kind {
@@ -80,6 +75,15 @@ pub(super) fn fence<T: Transport + 'static>(
             _ => w.apply(&q.header, &q.data),
         }
     }
+    for o in &outgoing {
+        // SAFETY: `outgoing` is complete (never grows again) and outlives
+        // the wait below.
+        unsafe { o.send(r, &mut pending)? };
+    }
+    // How many operations each rank receives from the others.
+    r.reduce_scatter(&mut counts, Int::U32, Op::Sum)?;
+    let at = 4 * me as usize;
+    let expected = u32::from_ne_bytes(counts[at..at + 4].try_into().expect("4 bytes"));
     // Operations aimed at this rank, as many as the counts said.
     let mut answers: Vec<(u16, u32, Vec<u8>)> = Vec::new();
     for _ in 0..expected {

@@ -23,12 +23,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::{Completion, Opening, Steps, HEADER};
+use rmx_core::onesided::{Completion, Opening, Steps};
 use rmx_core::{PostError, RdmaOp, Source as From, TagSel};
 
 use super::book::{imm, wr_id};
 use super::memory::Pinned;
-use super::messages::{self, recv_failed, send_failed};
+use super::messages::{self, recv_failed, send_failed, Outgoing};
 use super::{tag, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Driver, Rank, Req};
@@ -128,7 +128,7 @@ pub(super) struct Immediate {
     used: Vec<bool>,
     /// Accumulates in flight: their bytes (on the heap, where the
     /// requests read them) and requests.
-    sent: Vec<(Box<[u8; HEADER]>, Vec<u8>)>,
+    sent: Vec<Outgoing>,
     pending: Vec<Req>,
     /// Gets: number, staging place and length; those answered locally.
     gets: Vec<(u32, (usize, usize), usize)>,
@@ -340,12 +340,11 @@ pub(super) fn accumulate<T: Transport + 'static>(
         return Ok(());
     }
     with_state(w, |_, s| {
-        let header = Box::new(c.header.encode());
-        let data = data.to_vec();
-        // SAFETY: both buffers are on the heap and kept in `sent` until the
-        // fence has waited for `pending`.
-        unsafe { messages::send(r, c.target, &header, &data, &mut s.pending)? };
-        s.sent.push((header, data));
+        let out = Outgoing::new(c.target, &c.header, data.to_vec());
+        // SAFETY: the messages' bytes are on the heap, kept in `sent` until
+        // the fence has waited for `pending`.
+        unsafe { out.send(r, &mut s.pending)? };
+        s.sent.push(out);
         s.ops += 1;
         s.msgs[c.target as usize] += 1;
         s.used[c.target as usize] = true;

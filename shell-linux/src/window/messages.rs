@@ -1,7 +1,9 @@
 //! Operations as two-sided messages (all of the deferred design's, the
-//! immediate designs' accumulates): a header message, then the data in a
-//! message of its own, so a target receives the data straight into a
-//! buffer of the size the header announced.
+//! immediate designs' accumulates). An operation with up to [`INLINE`]
+//! bytes of data is one message, header and data together; a larger one
+//! is a header message and then its data in a message of its own, so the
+//! target receives the data straight into a buffer of the size the header
+//! announced.
 
 use std::ops::Range;
 
@@ -13,6 +15,9 @@ use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
 
+/// The most data that travels in the header's message.
+pub const INLINE: usize = 256;
+
 pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
     WinError::Collective(CollectiveError::Send(e))
 }
@@ -21,45 +26,63 @@ pub(super) fn recv_failed(e: rmx_core::RecvError) -> WinError {
     WinError::Collective(CollectiveError::Recv(e))
 }
 
-/// Sends an operation: its header, and its data if it carries any.
-///
-/// # Safety
-/// `header` and `data` stay valid and unmodified until every request
-/// pushed onto `pending` completed.
-pub(super) unsafe fn send<T: Transport + 'static>(
-    r: &mut Rank<T>,
-    target: u16,
-    header: &[u8; HEADER],
-    data: &[u8],
-    pending: &mut Vec<Req>,
-) -> Result<(), WinError> {
-    let h = OpHeader::decode(header).map_err(WinError::Rma)?;
-    let (id, epoch) = (h.window, h.epoch);
-    // SAFETY: the caller's contract.
-    let s = unsafe {
-        r.isend_in(
-            target,
-            tag(id, epoch, HEADERS),
-            RMA_CONTEXT,
-            header.as_ptr(),
-            header.len(),
-        )
-    };
-    pending.push(s.map_err(send_failed)?);
-    if !data.is_empty() {
-        // SAFETY: as above.
-        let s = unsafe {
-            r.isend_in(
-                target,
-                tag(id, epoch, DATA),
-                RMA_CONTEXT,
-                data.as_ptr(),
-                data.len(),
-            )
+/// An operation ready to send: its first message, and the data's own
+/// message when it does not fit in the first.
+pub(super) struct Outgoing {
+    pub target: u16,
+    first: Vec<u8>,
+    rest: Vec<u8>,
+    window: u16,
+    epoch: u16,
+}
+
+impl Outgoing {
+    pub fn new(target: u16, header: &OpHeader, data: Vec<u8>) -> Outgoing {
+        let mut first = header.encode().to_vec();
+        let rest = if data.len() <= INLINE {
+            first.extend_from_slice(&data);
+            Vec::new()
+        } else {
+            data
         };
-        pending.push(s.map_err(send_failed)?);
+        Outgoing {
+            target,
+            first,
+            rest,
+            window: header.window,
+            epoch: header.epoch,
+        }
     }
-    Ok(())
+
+    /// Starts the operation's messages.
+    ///
+    /// # Safety
+    /// `self` stays in place, unmodified, until every request pushed onto
+    /// `pending` completed.
+    pub unsafe fn send<T: Transport + 'static>(
+        &self,
+        r: &mut Rank<T>,
+        pending: &mut Vec<Req>,
+    ) -> Result<(), WinError> {
+        let (id, epoch) = (self.window, self.epoch);
+        for (what, b) in [(HEADERS, &self.first), (DATA, &self.rest)] {
+            if what == DATA && b.is_empty() {
+                break;
+            }
+            // SAFETY: the caller's contract.
+            let s = unsafe {
+                r.isend_in(
+                    self.target,
+                    tag(id, epoch, what),
+                    RMA_CONTEXT,
+                    b.as_ptr(),
+                    b.len(),
+                )
+            };
+            pending.push(s.map_err(send_failed)?);
+        }
+        Ok(())
+    }
 }
 
 /// An operation that arrived: from whom, and what the window made of it.
@@ -79,29 +102,49 @@ pub(super) fn recv<T: Transport + 'static>(
     src: Source,
 ) -> Result<Arrived, WinError> {
     let (id, epoch) = (w.id, w.epoch);
-    let mut hb = [0u8; HEADER];
+    let mut first = [0u8; HEADER + INLINE];
     let st = r
         .recv_in(
             src,
             TagSel::Tag(tag(id, epoch, HEADERS)),
             RMA_CONTEXT,
-            &mut hb,
+            &mut first,
         )
         .map_err(recv_failed)?;
     let from = st.source;
-    let h = OpHeader::decode(&hb);
-    let carries = matches!(h, Ok(OpHeader { kind: RmaKind::Put | RmaKind::Accumulate(..), len, .. }) if len > 0);
-    let admitted = h.and_then(|h| {
+    let got = (st.len as usize).min(first.len());
+    let h = if got < HEADER {
+        Err(RmaError::Malformed)
+    } else {
+        OpHeader::decode(&first[..HEADER])
+    };
+    let carries = match h {
+        Ok(OpHeader {
+            kind: RmaKind::Put | RmaKind::Accumulate(..),
+            len,
+            ..
+        }) => len as usize,
+        _ => 0,
+    };
+    let inline = carries <= INLINE;
+    let mut admitted = h.and_then(|h| {
         if h.window != id || h.epoch != epoch {
             return Err(RmaError::Key);
         }
         w.windows[w.me as usize].admit(&h).map(|range| (h, range))
     });
-    let mut data = match &admitted {
-        Ok((h, _)) if carries => vec![0u8; h.len as usize],
-        _ => Vec::new(),
-    };
-    if carries {
+    let mut data = Vec::new();
+    if inline {
+        // The data came along: exactly as much as the header says.
+        if got - HEADER != carries {
+            admitted = admitted.and(Err(RmaError::Malformed));
+        } else if admitted.is_ok() {
+            data = first[HEADER..got].to_vec();
+        }
+    } else {
+        if admitted.is_ok() {
+            data = vec![0u8; carries];
+        }
         r.recv_in(
             Source::Rank(from),
             TagSel::Tag(tag(id, epoch, DATA)),
