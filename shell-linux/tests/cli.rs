@@ -553,8 +553,11 @@ fn suite_writes_a_report_with_plots() {
         "progress-send.svg",
         "progress-recv.json",
         "collectives.json",
+        "collectives.svg",
         "fence.json",
+        "fence.svg",
         "fence-overlap.json",
+        "fence-overlap.svg",
         "collectives-sim.svg",
         "fence-sim-zero.svg",
         "fence-sim-neighbours.svg",
@@ -569,6 +572,16 @@ fn suite_writes_a_report_with_plots() {
     assert!(svg.starts_with("<svg") && svg.contains("floor"));
     let svg = std::fs::read_to_string(dir.join("msgrate.svg")).unwrap();
     assert!(svg.contains("5 WQEs + coalescing") && svg.contains("200 WQEs"));
+    let svg = std::fs::read_to_string(dir.join("fence-overlap.svg")).unwrap();
+    assert!(["def", "naive", "opt", "ri"]
+        .iter()
+        .all(|d| svg.contains(d)));
+    // Every plot the report shows was drawn.
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for l in md.lines().filter_map(|l| l.strip_prefix("![")) {
+        let f = l.split_once("](").unwrap().1.trim_end_matches(')');
+        assert!(dir.join(f).exists(), "report.md shows {f}, never drawn");
+    }
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -3,10 +3,10 @@
 //! of the fence paper (section 3), chosen per window
 //! ([`rmx_core::onesided::Design`]):
 //!
-//! - **Fence-Def** ([`deferred`]): operations are checked at the origin and
+//! - **Fence-Def** (`deferred.rs`): operations are checked at the origin and
 //!   queued; the closing fence sends them as two-sided messages. Runs on
 //!   every transport, overlaps nothing.
-//! - **Fence-Imm-Naive, -Opt, -RI** ([`immediate`]): puts and gets move as
+//! - **Fence-Imm-Naive, -Opt, -RI** (`immediate.rs`): puts and gets move as
 //!   RDMA when issued, so they overlap the computation that follows; the
 //!   fence waits for them as its design says.
 //!
