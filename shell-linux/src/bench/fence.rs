@@ -38,6 +38,26 @@ pub(super) fn neighbours(me: u16, n: u16, k: usize) -> Vec<u16> {
     out
 }
 
+/// The put sizes of a pattern (the halos' from the options), and whether
+/// it computes beside its puts.
+pub(super) fn pattern_sizes(pattern: &str, halo_sizes: &[usize]) -> (Vec<usize>, bool) {
+    match pattern {
+        "zero" => (vec![0], false),
+        "single" | "neighbours" => (vec![PUT], false),
+        _ => (halo_sizes.to_vec(), true),
+    }
+}
+
+/// The ranks `me` of `n` puts to in a pattern.
+pub(super) fn pattern_targets(pattern: &str, me: u16, n: u16) -> Vec<u16> {
+    match pattern {
+        "zero" => Vec::new(),
+        "single" => vec![(me + 1) % n],
+        "halo4" => neighbours(me, n, 4),
+        _ => neighbours(me, n, 8),
+    }
+}
+
 /// One row per (pattern, size) at each group size, plus the barrier.
 pub fn run(
     opts: &Opts,
@@ -78,19 +98,8 @@ pub fn run(
                 let mut w = r.win_create_with(len, 1, design).expect("window");
                 w.fence(r).expect("fence");
                 for &p in patterns {
-                    let (k, sizes): (usize, Vec<usize>) = match p {
-                        "zero" => (0, vec![0]),
-                        "single" => (1, vec![PUT]),
-                        "neighbours" => (8, vec![PUT]),
-                        "halo4" => (4, halo_sizes.clone()),
-                        _ => (8, halo_sizes.clone()),
-                    };
-                    let halo = p.starts_with("halo");
-                    let targets = if p == "single" {
-                        vec![(me + 1) % n]
-                    } else {
-                        neighbours(me, n, k)
-                    };
+                    let (sizes, halo) = pattern_sizes(p, &halo_sizes);
+                    let targets = pattern_targets(p, me, n);
                     for size in sizes {
                         let us = time(r, &mut |r| {
                             for (slot, &t) in targets.iter().enumerate() {

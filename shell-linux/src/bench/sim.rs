@@ -236,7 +236,7 @@ pub fn fence_report(
     patterns: &[&str],
     ranks: &[u16],
 ) -> super::report::Report {
-    use super::fence::{neighbours, HALO_COMPUTE_NS, PUT};
+    use super::fence::HALO_COMPUTE_NS;
     let mut rows = Vec::new();
     for &n in ranks {
         let bar = collective(m, Collective::Barrier, &vec![0.0; n as usize]);
@@ -246,23 +246,10 @@ pub fn fence_report(
             "fence_us": bar / 1000.0, "model": true}),
         );
         for &p in patterns {
-            let (k, sizes) = match p {
-                "zero" => (0, vec![0]),
-                "single" => (1, vec![PUT]),
-                "neighbours" => (8, vec![PUT]),
-                "halo4" => (4, opts.sizes()),
-                _ => (8, opts.sizes()),
-            };
-            let halo = p.starts_with("halo");
+            let (sizes, halo) = super::fence::pattern_sizes(p, &opts.sizes());
             for size in sizes {
                 let targets = (0..n)
-                    .map(|r| {
-                        if p == "single" {
-                            vec![(r + 1) % n]
-                        } else {
-                            neighbours(r, n, k)
-                        }
-                    })
+                    .map(|r| super::fence::pattern_targets(p, r, n))
                     .collect();
                 let compute_ns = if halo { HALO_COMPUTE_NS as f64 } else { 0.0 };
                 let e = Epoch {
