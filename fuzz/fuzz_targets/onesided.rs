@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::onesided::{OpHeader, RmaKind, Window, HEADER};
+use rmx_core::onesided::{OpHeader, Window, HEADER};
 
 fuzz_target!(|input: (u32, u16, &[u8])| {
     let (len, unit, bytes) = input;
@@ -22,9 +22,9 @@ fuzz_target!(|input: (u32, u16, &[u8])| {
         assert_eq!(h.key, w.key);
         assert!(range.start <= range.end && range.end <= w.len);
         assert_eq!(range.end - range.start, h.len as u64);
-        if let RmaKind::Accumulate(_, ty) = h.kind {
-            assert_eq!(range.start % ty.size() as u64, 0);
-            assert_eq!(h.len as u64 % ty.size() as u64, 0);
+        if let Some(size) = h.kind.element_size() {
+            assert_eq!(range.start % size as u64, 0);
+            assert_eq!(h.len as u64 % size as u64, 0);
         }
     }
     // The origin's check agrees with the target's on a plain put.

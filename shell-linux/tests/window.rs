@@ -317,3 +317,40 @@ fn fence_assertions(design: Design) {
     });
     assert_eq!(out, vec![6, 6], "{design:?}");
 }
+
+/// Floating-point accumulates in every design: each rank adds and maxes
+/// f64s into every window; a bitwise operation on floats and a misaligned
+/// one are refused at the origin.
+#[test]
+fn float_accumulates_combine_in_every_design() {
+    use rmx_core::onesided::Float;
+    for design in Design::ALL {
+        let out = job::run(N, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let mut w = r.win_create_with(16, 8, design).expect("window");
+            w.fence(r).unwrap();
+            let me = r.rank() as f64;
+            for t in 0..N {
+                let add = (0.5 + me).to_ne_bytes();
+                w.accumulate_float(r, t, 0, &add, Op::Sum, Float::F64)
+                    .unwrap();
+                let max = (-me).to_ne_bytes();
+                w.accumulate_float(r, t, 1, &max, Op::Max, Float::F64)
+                    .unwrap();
+            }
+            assert_eq!(
+                w.accumulate_float(r, 0, 0, &[0; 8], Op::BitOr, Float::F64),
+                Err(WinError::Rma(RmaError::Malformed))
+            );
+            assert_eq!(
+                w.accumulate_float(r, 0, 0, &[0; 12], Op::Sum, Float::F64),
+                Err(WinError::Rma(RmaError::Misaligned))
+            );
+            w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+            let m = w.memory().unwrap();
+            let f = |i: usize| f64::from_ne_bytes(m[8 * i..8 * i + 8].try_into().unwrap());
+            (f(0), f(1))
+        });
+        // 0.5 + 1.5 + 2.5; max(0, -0, -1, -2) with the window's 0 first.
+        assert!(out.iter().all(|&v| v == (4.5, 0.0)), "{design:?} {out:?}");
+    }
+}

@@ -12,9 +12,9 @@
 //!
 //! ```text
 //! offset size field
-//!      0    1 kind     1 put, 2 get, 3 accumulate, 4 get reply
+//!      0    1 kind     1 put, 2 get, 3 accumulate, 4 get reply, 5 float accumulate
 //!      1    1 op       accumulate's operation (0 sum … 6 replace), else 0
-//!      2    1 int      accumulate's element type (0 u8 … 7 i64), else 0
+//!      2    1 type     accumulate's element type (0 u8 … 7 i64; float: 0 f32, 1 f64), else 0
 //!      3    1 flags    bit 0: the origin's last operation to this target this epoch
 //!      4    2 window   the window's number in its group
 //!      6    2 epoch    the origin's epoch, wrapping
@@ -83,7 +83,10 @@ impl Window {
             return Err(RmaError::Key);
         }
         let len = match h.kind {
-            RmaKind::Get | RmaKind::Put | RmaKind::Accumulate(..) => h.len as u64,
+            RmaKind::Get
+            | RmaKind::Put
+            | RmaKind::Accumulate(..)
+            | RmaKind::AccumulateFloat(..) => h.len as u64,
             RmaKind::GetReply => return Err(RmaError::Malformed),
         };
         let end = h.offset.checked_add(len);
@@ -97,8 +100,8 @@ impl Window {
                 })
             }
         }
-        if let RmaKind::Accumulate(_, ty) = h.kind {
-            let s = ty.size() as u64;
+        if let Some(s) = h.kind.element_size() {
+            let s = s as u64;
             if !h.offset.is_multiple_of(s) || !len.is_multiple_of(s) {
                 return Err(RmaError::Misaligned);
             }
@@ -113,7 +116,53 @@ pub enum RmaKind {
     Put,
     Get,
     Accumulate(Op, Int),
+    /// An accumulate of floating-point elements: carried and checked here,
+    /// applied by the shell (the core has no floating point).
+    AccumulateFloat(Op, Float),
     GetReply,
+}
+
+impl RmaKind {
+    /// The size of an accumulate's elements; `None` for other kinds.
+    pub const fn element_size(self) -> Option<usize> {
+        match self {
+            RmaKind::Accumulate(_, ty) => Some(ty.size()),
+            RmaKind::AccumulateFloat(_, ty) => Some(ty.size()),
+            _ => None,
+        }
+    }
+
+    /// Carries data to the target (put, accumulates).
+    pub const fn carries(self) -> bool {
+        matches!(
+            self,
+            RmaKind::Put | RmaKind::Accumulate(..) | RmaKind::AccumulateFloat(..)
+        )
+    }
+}
+
+/// A floating-point element type (IEEE 754, native byte order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Float {
+    F32,
+    F64,
+}
+
+impl Float {
+    /// Every type, in the order the wire numbers them.
+    pub const ALL: [Float; 2] = [Float::F32, Float::F64];
+
+    pub const fn size(self) -> usize {
+        match self {
+            Float::F32 => 4,
+            Float::F64 => 8,
+        }
+    }
+
+    /// The operations defined on floating-point elements (no bitwise ones).
+    pub const fn allows(op: Op) -> bool {
+        matches!(op, Op::Sum | Op::Min | Op::Max | Op::Replace)
+    }
 }
 
 /// An operation's header, as it travels.
@@ -143,6 +192,11 @@ impl OpHeader {
                 Int::ALL.iter().position(|&t| t == ty).unwrap_or(0) as u8,
             ),
             RmaKind::GetReply => (4, 0, 0),
+            RmaKind::AccumulateFloat(op, ty) => (
+                5,
+                Op::ALL.iter().position(|&o| o == op).unwrap_or(0) as u8,
+                Float::ALL.iter().position(|&t| t == ty).unwrap_or(0) as u8,
+            ),
         };
         b[0] = kind;
         b[1] = op;
@@ -175,6 +229,14 @@ impl OpHeader {
                 *Int::ALL.get(b[2] as usize).ok_or(RmaError::Malformed)?,
             ),
             4 if plain => RmaKind::GetReply,
+            5 => {
+                let op = *Op::ALL.get(b[1] as usize).ok_or(RmaError::Malformed)?;
+                let ty = *Float::ALL.get(b[2] as usize).ok_or(RmaError::Malformed)?;
+                if !Float::allows(op) {
+                    return Err(RmaError::Malformed);
+                }
+                RmaKind::AccumulateFloat(op, ty)
+            }
             _ => return Err(RmaError::Malformed),
         };
         let mut off = [0u8; 8];
@@ -223,6 +285,7 @@ mod tests {
             RmaKind::GetReply,
             RmaKind::Accumulate(Op::Replace, Int::I64),
             RmaKind::Accumulate(Op::Sum, Int::U8),
+            RmaKind::AccumulateFloat(Op::Max, Float::F64),
         ] {
             let h = header(kind, 1 << 40, 12);
             assert_eq!(OpHeader::decode(&h.encode()), Ok(h));
@@ -233,7 +296,7 @@ mod tests {
     fn malformed_headers_are_refused() {
         let good = header(RmaKind::Put, 0, 1).encode();
         assert_eq!(OpHeader::decode(&good[..31]), Err(RmaError::Malformed));
-        for (at, v) in [(0, 0), (0, 5), (1, 1), (3, 2), (28, 1)] {
+        for (at, v) in [(0, 0), (0, 6), (1, 1), (3, 2), (28, 1)] {
             let mut b = good;
             b[at] = v;
             assert_eq!(
@@ -252,6 +315,24 @@ mod tests {
             Err(RmaError::Malformed),
             "no type 8"
         );
+        let mut f = header(RmaKind::AccumulateFloat(Op::Sum, Float::F32), 0, 4).encode();
+        f[1] = 4;
+        assert_eq!(
+            OpHeader::decode(&f),
+            Err(RmaError::Malformed),
+            "no bitwise or on floats"
+        );
+        f[1] = 0;
+        f[2] = 2;
+        assert_eq!(
+            OpHeader::decode(&f),
+            Err(RmaError::Malformed),
+            "no float type 2"
+        );
+        let f64_at = |off, len| header(RmaKind::AccumulateFloat(Op::Sum, Float::F64), off, len);
+        assert_eq!(WIN.admit(&f64_at(8, 16)), Ok(8..24));
+        assert_eq!(WIN.admit(&f64_at(4, 8)), Err(RmaError::Misaligned));
+        assert_eq!(WIN.admit(&f64_at(8, 12)), Err(RmaError::Misaligned));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use rmx_core::onesided::{OpHeader, RmaError, RmaKind, HEADER};
+use rmx_core::onesided::{OpHeader, RmaError, HEADER};
 use rmx_core::{Source, TagSel};
 
 use super::{tag, Win, WinError, DATA, HEADERS, RMA_CONTEXT};
@@ -119,11 +119,7 @@ pub(super) fn recv<T: Transport + 'static>(
         OpHeader::decode(&first[..HEADER])
     };
     let carries = match h {
-        Ok(OpHeader {
-            kind: RmaKind::Put | RmaKind::Accumulate(..),
-            len,
-            ..
-        }) => len as usize,
+        Ok(h) if h.kind.carries() => h.len as usize,
         _ => 0,
     };
     let inline = carries <= INLINE;

@@ -17,6 +17,7 @@
 //! what it carries.
 
 mod deferred;
+mod float;
 #[cfg(test)]
 mod hazard;
 mod immediate;
@@ -28,7 +29,7 @@ pub(crate) mod memory;
 use std::sync::Arc;
 
 use rmx_core::collective::{reduce, Int, Op};
-use rmx_core::onesided::{Design, OpHeader, RmaError, RmaKind, Window};
+use rmx_core::onesided::{Design, Float, OpHeader, RmaError, RmaKind, Window};
 use rmx_core::Remote;
 
 use crate::collective::CollectiveError;
@@ -338,8 +339,8 @@ impl Win {
         let w = *self.windows.get(target as usize).ok_or(RmaError::Target)?;
         let len32 = u32::try_from(len).map_err(|_| WinError::TooLong)?;
         let range = w.range(disp, len as u64)?;
-        if let RmaKind::Accumulate(_, ty) = kind {
-            let s = ty.size() as u64;
+        if let Some(s) = kind.element_size() {
+            let s = s as u64;
             if !range.start.is_multiple_of(s) || !(len as u64).is_multiple_of(s) {
                 return Err(RmaError::Misaligned.into());
             }
@@ -414,6 +415,28 @@ impl Win {
         ty: Int,
     ) -> Result<(), WinError> {
         let c = self.check(target, disp, data.len(), RmaKind::Accumulate(op, ty))?;
+        match self.imm.is_some() {
+            true => immediate::accumulate(self, r, c, data),
+            false => self.defer(c, data.to_vec()),
+        }
+    }
+
+    /// [`accumulate`](Self::accumulate) of floating-point elements
+    /// (native byte order): sum, min, max or replace; a bitwise operation
+    /// is [`RmaError::Malformed`] at the origin.
+    pub fn accumulate_float<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
+        target: u16,
+        disp: u64,
+        data: &[u8],
+        op: Op,
+        ty: Float,
+    ) -> Result<(), WinError> {
+        if !Float::allows(op) {
+            return Err(RmaError::Malformed.into());
+        }
+        let c = self.check(target, disp, data.len(), RmaKind::AccumulateFloat(op, ty))?;
         match self.imm.is_some() {
             true => immediate::accumulate(self, r, c, data),
             false => self.defer(c, data.to_vec()),
@@ -517,11 +540,16 @@ impl Win {
             RmaKind::Put => {
                 self.mem.write(at, data);
             }
-            RmaKind::Accumulate(op, ty) => {
+            RmaKind::Accumulate(..) | RmaKind::AccumulateFloat(..) => {
                 let mut acc = vec![0u8; data.len()];
                 self.mem.read(at, &mut acc);
+                let done = match h.kind {
+                    RmaKind::Accumulate(op, ty) => reduce(op, ty, &mut acc, data).is_ok(),
+                    RmaKind::AccumulateFloat(op, ty) => float::reduce(op, ty, &mut acc, data),
+                    _ => false,
+                };
                 // Checked at admission: a failure here is a bug, counted.
-                self.refused += reduce(op, ty, &mut acc, data).is_err() as u64;
+                self.refused += !done as u64;
                 self.mem.write(at, &acc);
             }
             _ => {}
