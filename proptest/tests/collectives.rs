@@ -5,7 +5,7 @@
 //! reduction or gathering computed directly.
 
 use proptest::prelude::*;
-use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError};
+use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, HALVING_FROM};
 use std::collections::{BTreeSet, HashMap};
 
 /// The reductions (replace is accumulate's only: its result depends on order).
@@ -86,6 +86,37 @@ proptest! {
         for (me, d) in data.iter().enumerate() {
             prop_assert_eq!(d, &want, "rank {}", me);
             prop_assert_eq!(ps[me].result().len, len);
+        }
+    }
+
+    /// From HALVING_FROM bytes the allreduce halves and doubles: the same
+    /// result, at most 2·log₂ n + 2 rounds, and each rank sends less than
+    /// 2·len bytes (whole buffers only to fold and unfold).
+    #[test]
+    fn a_large_allreduce_halves_then_doubles(
+        n in 1u16..24, extra in 0usize..40, t in 0usize..8, o in 0usize..6, seed: u64
+    ) {
+        let (ty, op) = (Int::ALL[t], OPS[o]);
+        let len = HALVING_FROM + extra * ty.size();
+        let ps = plans(Collective::Allreduce { len }, n);
+        prop_assert!(ps[0].rounds() <= 2 * log2_ceil(n) + 2);
+        let mut data: Vec<Vec<u8>> = (0..n as u64)
+            .map(|r| (0..len as u64).map(|i| (seed ^ (r * 131 + i * 7)).wrapping_mul(0x9E37) as u8).collect())
+            .collect();
+        let want = fold(op, ty, &data.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        execute(&ps, &mut data, op, ty);
+        for (me, d) in data.iter().enumerate() {
+            prop_assert_eq!(d, &want, "rank {}", me);
+        }
+        let p = 1usize << (15 - n.leading_zeros());
+        for pl in ps.iter().filter(|pl| pl.round(0).is_none()) {
+            // A rank in the power-of-two group that folds nothing in.
+            let sent: usize = (0..pl.rounds())
+                .filter_map(|i| pl.round(i))
+                .flat_map(|r| r.sends.into_iter().flatten())
+                .map(|m| m.span.len)
+                .sum();
+            prop_assert!(sent <= 2 * len * (p - 1) / p + 16 * p, "sent {} of {}", sent, len);
         }
     }
 

@@ -46,6 +46,18 @@ fn collectives_give_every_rank_the_reference_result() {
             let mine = &blocks[me as usize * 4..me as usize * 4 + 4];
             let want = (0..n).map(|i| (i + me) as u32).sum::<u32>();
             assert_eq!(mine, want.to_ne_bytes());
+            // A large allreduce (reduce-scatter by halving, then allgather):
+            // 64 KiB of u32s, element i of rank r being r·i.
+            let big: Vec<u8> = (0..16384u64)
+                .flat_map(|i| ((me * i) as u32).to_ne_bytes())
+                .collect();
+            let mut got = big.clone();
+            r.allreduce(&mut got, Int::U32, Op::Sum)
+                .expect("large allreduce");
+            let want: Vec<u8> = (0..16384u64)
+                .flat_map(|i| ((n * (n - 1) / 2 * i) as u32).to_ne_bytes())
+                .collect();
+            assert!(got == want, "large allreduce at rank {me}");
             // Allgather of 5-byte blocks.
             let mut all = vec![0u8; 5 * n as usize];
             all[me as usize * 5..me as usize * 5 + 5].fill(me as u8 + 1);

@@ -5,5 +5,5 @@
 mod plan;
 pub mod reduce;
 
-pub use plan::{Collective, Msg, Plan, PlanError, Round, Span};
+pub use plan::{Collective, Msg, Plan, PlanError, Round, Span, HALVING_FROM};
 pub use reduce::{reduce, Int, Op, ReduceError};

@@ -8,11 +8,18 @@
 //! - Barrier: dissemination, ⌈log₂ n⌉ rounds of empty messages.
 //! - Allreduce: recursive doubling among the largest power of two p ≤ n
 //!   ranks, the other n − p first folding their data into a partner and
-//!   getting the result back at the end: log₂ p + 2 rounds.
+//!   getting the result back at the end: log₂ p + 2 rounds. From
+//!   [`HALVING_FROM`] bytes, Rabenseifner's: a reduce-scatter by recursive
+//!   halving, then an allgather by recursive doubling, so each rank moves
+//!   about 2·len bytes instead of len·log₂ p (2·log₂ p + 2 rounds).
 //! - Reduce_scatter (equal blocks): the allreduce of all n blocks, each
 //!   rank keeping its own block; log rounds, n blocks a message.
 //! - Allgather: Bruck's algorithm, ⌈log₂ n⌉ rounds, received straight into
 //!   place (a message that wraps past the last rank goes in two parts).
+
+/// The allreduce size from which the buffer is reduce-scattered by
+/// recursive halving and gathered back, rather than exchanged whole.
+pub const HALVING_FROM: usize = 8192;
 
 /// A byte range of a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,10 +153,16 @@ impl Plan {
     pub fn rounds(&self) -> u16 {
         match self.what {
             Collective::Barrier | Collective::Allgather { .. } => log2_ceil(self.n),
+            Collective::Allreduce { .. } if self.halving() => 2 * self.doubling().2 + 2,
             Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
                 self.doubling().2 + 2
             }
         }
+    }
+
+    /// A large allreduce: halving, then doubling.
+    fn halving(&self) -> bool {
+        matches!(self.what, Collective::Allreduce { len } if len >= HALVING_FROM)
     }
 
     /// This rank's part of round `index`; `None` if it has none.
@@ -164,6 +177,30 @@ impl Plan {
                 self.recursive_doubling(index)
             }
         }
+    }
+
+    /// Bytes `[seg(i), seg(i + 1))` are segment `i` of `p`: split on
+    /// 8-byte boundaries, so every segment holds whole elements of any type.
+    fn seg(&self, i: u32, p: u32) -> usize {
+        if i >= p {
+            return self.len;
+        }
+        let units = (self.len / 8) as u128;
+        (units * i as u128 / p as u128) as usize * 8
+    }
+
+    /// Segments `[lo, lo + count)` of `p` as a message to or from `peer`.
+    fn segs(&self, peer: u32, lo: u32, count: u32, p: u32) -> [Option<Msg>; 2] {
+        let at = self.seg(lo, p);
+        let msg = Msg {
+            peer: peer as u16,
+            part: 0,
+            span: Span {
+                at,
+                len: self.seg(lo + count, p) - at,
+            },
+        };
+        [Some(msg), None]
     }
 
     fn dissemination(&self, index: u16) -> Round {
@@ -261,7 +298,7 @@ impl Plan {
                 (true, _) => round([None, None], [msg(me - 1), None], true),
             };
         }
-        if index == d + 1 {
+        if index == self.rounds() - 1 {
             // ... and get the result back.
             return match (folded, me % 2) {
                 (false, _) => None,
@@ -274,12 +311,42 @@ impl Plan {
             (true, _) => me / 2,
             (false, _) => me - r,
         };
-        let partner = virtual_rank ^ (1 << (index - 1));
-        let real = if partner < r {
-            2 * partner + 1
-        } else {
-            partner + r
-        };
-        round([msg(real), None], [msg(real), None], true)
+        let real = |v: u32| if v < r { 2 * v + 1 } else { v + r };
+        if !self.halving() {
+            let partner = real(virtual_rank ^ (1 << (index - 1)));
+            return round([msg(partner), None], [msg(partner), None], true);
+        }
+        let p = 1u32 << d;
+        let v = virtual_rank;
+        let k = index as u32;
+        if k <= d as u32 {
+            // Halving: of the 2·mask segments this rank still holds, keep
+            // the half its bit names, send the other to the partner, and
+            // reduce what the partner sends of the kept half.
+            let mask = p >> k;
+            let lo = v & !(2 * mask - 1);
+            let (keep, give) = if v & mask == 0 {
+                (lo, lo + mask)
+            } else {
+                (lo + mask, lo)
+            };
+            let to = real(v ^ mask);
+            return round(
+                self.segs(to, give, mask, p),
+                self.segs(to, keep, mask, p),
+                true,
+            );
+        }
+        // Doubling back: send the block of segments held, receive the
+        // partner's, which lies beside it.
+        let mask = 1u32 << (k - d as u32 - 1);
+        let mine = v & !(mask - 1);
+        let theirs = (v ^ mask) & !(mask - 1);
+        let to = real(v ^ mask);
+        round(
+            self.segs(to, mine, mask, p),
+            self.segs(to, theirs, mask, p),
+            false,
+        )
     }
 }
