@@ -603,4 +603,46 @@ mod tests {
         assert!(mem.iter().all(|&b| b != 0xAB), "nothing forged was written");
         assert_eq!(out[0].0, 0);
     }
+
+    /// An immediate design's RDMA with a forged memory key or an address
+    /// outside the window's registration: the NIC refuses it, nothing is
+    /// written, the fence completes on every rank and reports the failed
+    /// operations to the origin; a good put beside them lands.
+    #[test]
+    fn forged_rdma_keys_and_addresses_fail_without_writing() {
+        for design in [Design::ImmOpt, Design::ImmRi] {
+            let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+                let mut w = r.win_create_with(32, 1, design).expect("window");
+                w.fence(r).unwrap();
+                let mut res = Ok(());
+                if r.rank() == 0 {
+                    let good = w.remotes[1];
+                    w.remotes[1].key = rmx_core::MemKey(good.key.0 ^ 0x55);
+                    w.put(r, 1, 0, &[0xAB; 4]).unwrap();
+                    w.remotes[1] = Remote {
+                        addr: good.addr + (1 << 20),
+                        key: good.key,
+                    };
+                    w.put(r, 1, 0, &[0xAB; 4]).unwrap();
+                    w.remotes[1] = good;
+                    w.put(r, 1, 8, &[7; 4]).unwrap();
+                    res = w.fence_with(r, Assert::NO_SUCCEED);
+                } else {
+                    w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+                }
+                (res, w.to_vec())
+            });
+            assert_eq!(
+                out[0].0,
+                Err(WinError::Transfer { failed: 2 }),
+                "{design:?}"
+            );
+            let mem = &out[1].1;
+            assert_eq!(&mem[8..12], &[7; 4], "{design:?}");
+            assert!(
+                mem.iter().all(|&b| b != 0xAB),
+                "{design:?}: nothing forged written"
+            );
+        }
+    }
 }
