@@ -211,7 +211,21 @@ enum Wire {
         net: EthNet,
         addrs: Mutex<Vec<Option<EthAddr>>>,
         met: Barrier,
+        /// The first endpoint number of this job's ports (see [`endpoints`]).
+        base: u16,
     },
+}
+
+/// Endpoint numbers for a new job's ports: different for every job of
+/// this process and, through the process id, for jobs of other processes,
+/// so that two jobs sharing an interface (tests on `lo`, two launches on
+/// one host) do not take each other's frames.
+fn endpoints() -> u16 {
+    static JOBS: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let job = JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Spread the ids apart (odd multipliers permute u16), leaving room for
+    // the ports of one job above each base.
+    (std::process::id() as u16).wrapping_mul(40_503) ^ job.wrapping_mul(4_099).rotate_left(7)
 }
 
 impl Wire {
@@ -219,6 +233,7 @@ impl Wire {
         match net {
             Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c)),
             Net::Eth(e) => Wire::Eth {
+                base: endpoints(),
                 net: e.clone(),
                 addrs: Mutex::new(vec![None; n as usize]),
                 met: Barrier::new(n as usize),
@@ -238,8 +253,13 @@ impl Wire {
     ) -> Result<AnyPort, String> {
         match self {
             Wire::Loop(f) => Ok(f.port(me).into()),
-            Wire::Eth { net, addrs, met } => {
-                let endpoint = (me as usize * nets + k) as u16;
+            Wire::Eth {
+                net,
+                addrs,
+                met,
+                base,
+            } => {
+                let endpoint = base.wrapping_add((me as usize * nets + k) as u16);
                 let opened = placed.clone().and_then(|()| {
                     EthPort::open(&net.iface, endpoint, net.opts)
                         .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))

@@ -457,3 +457,45 @@ fn a_peer_that_vanishes_makes_its_requests_fail_never_hang() {
     let st = main.join().unwrap();
     assert_eq!(st.peers_failed, 1);
 }
+
+/// Two jobs at once on one interface (`lo`, where every rank has the same
+/// MAC address): each rank gets only its own job's messages. Before jobs
+/// took endpoint numbers of their own, both jobs' ranks were endpoints 0
+/// and 1, and each took the other's frames.
+#[test]
+fn two_jobs_on_one_interface_keep_their_frames_apart() {
+    if !root() {
+        return;
+    }
+    let net = Net::Eth(EthNet {
+        iface: "lo".into(),
+        netns: Vec::new(),
+        opts: EthOpts::default(),
+        launch: None,
+    });
+    let cfg = Config::unreliable(8192, 64);
+    let job = |id: u8| {
+        job::run(2, cfg, &net, |r| {
+            let me = r.rank();
+            let mut bad = 0;
+            for i in 0..2000u32 {
+                let msg = [id, (i % 251) as u8];
+                if me == 0 {
+                    r.send(1, i, &msg).unwrap();
+                } else {
+                    let mut got = [0u8; 2];
+                    let st = r.recv(Source::Rank(0), TagSel::Tag(i), &mut got).unwrap();
+                    bad += (got != msg || st.len != 2) as u32;
+                }
+            }
+            r.barrier().unwrap();
+            bad
+        })
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| job(1));
+        let b = s.spawn(|| job(2));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!((a, b), (vec![0, 0], vec![0, 0]));
+}
