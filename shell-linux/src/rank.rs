@@ -847,6 +847,30 @@ impl<T: Transport + 'static> Rank<T> {
         }
     }
 
+    /// Drives progress until `req` completes (`Ok`) or, first, `stop`
+    /// holds (`Err`: the request, still pending).
+    pub(crate) fn wait_or(
+        &mut self,
+        mut req: Req,
+        mut stop: impl FnMut(&mut Driver<T>) -> bool,
+    ) -> Result<Status, Req> {
+        let mut armed = None;
+        loop {
+            if self.with(&mut stop) {
+                return Err(req);
+            }
+            let (r, idle) = self.with(|d| {
+                d.progress();
+                (Self::test_in(d, req), d.idle)
+            });
+            match r {
+                Ok(st) => return Ok(st),
+                Err(q) => req = q,
+            }
+            self.rest(idle, &mut armed);
+        }
+    }
+
     /// Drives progress (sleeping as [`wait`](Self::wait) does when nothing
     /// comes) until `done` holds.
     pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&mut Driver<T>) -> bool) {

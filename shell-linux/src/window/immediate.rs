@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::{Completion, Opening, Steps};
+use rmx_core::onesided::{Completion, Opening, Steps, HEADER};
 use rmx_core::{PostError, RdmaOp, Source as From, TagSel};
 
 use super::book::{imm, wr_id};
@@ -537,9 +537,10 @@ fn finish_messages<T: Transport + 'static>(
     wait_all(r, pending)
 }
 
-/// RI: an allreduce of (puts, accumulates) per target; then wait for that
-/// many immediates and receive that many accumulates. `true` if every
-/// rank's counts were zero (the allreduce shows all of them).
+/// RI: an allreduce of per-target counts (puts with immediate and
+/// accumulate messages together); then the target takes immediates and
+/// accumulates as they come until it has that many. `true` if every
+/// rank's count was zero (the allreduce shows all of them).
 fn immediates<T: Transport + 'static>(
     w: &mut Win,
     s: &mut Immediate,
@@ -547,24 +548,57 @@ fn immediates<T: Transport + 'static>(
 ) -> Result<bool, WinError> {
     let (id, epoch, me) = (w.id, w.epoch, w.me as usize);
     let mut counts: Vec<u8> = (0..s.puts.len())
-        .flat_map(|t| [s.puts[t], s.msgs[t]])
-        .flat_map(u32::to_ne_bytes)
+        .flat_map(|t| (s.puts[t] + s.msgs[t]).to_ne_bytes())
         .collect();
     r.allreduce(&mut counts, Int::U32, Op::Sum)?;
-    let (puts, msgs) = (u32_at(&counts, 2 * me), u32_at(&counts, 2 * me + 1));
+    let total = u32_at(&counts, me);
     let quiet = counts.iter().all(|&b| b == 0);
-    if puts > 0 {
-        let key = imm(id, epoch);
-        r.wait_until(|d| d.book.notified(key) >= puts);
-        r.with(|d| d.book.forget(key));
+    if total == 0 {
+        return Ok(quiet);
     }
-    for _ in 0..msgs {
-        let a = messages::recv(w, r, From::Any)?;
-        if let Some((h, _)) = a.admitted {
-            w.apply(&h, &a.data);
+    let key = imm(id, epoch);
+    let mut got = 0u32;
+    let mut first: Box<messages::First> = Box::new([0u8; HEADER + messages::INLINE]);
+    let mut posted = None;
+    let out = loop {
+        let notified = r.with(|d| d.book.notified(key));
+        if notified + got >= total {
+            break Ok(quiet);
+        }
+        let q = match posted.take() {
+            Some(q) => q,
+            // SAFETY: `first` is on the heap and kept until this request
+            // completes or is cancelled and waited for below.
+            None => match unsafe { messages::post(w, r, From::Any, &mut first) } {
+                Ok(q) => q,
+                Err(e) => break Err(e),
+            },
+        };
+        match r.wait_or(q, |d| d.book.notified(key) + got >= total) {
+            Ok(st) => match messages::finish(w, r, st, &first) {
+                Ok(a) => {
+                    got += 1;
+                    if let Some((h, _)) = a.admitted {
+                        w.apply(&h, &a.data);
+                    }
+                }
+                Err(e) => break Err(e),
+            },
+            Err(q) => posted = Some(q),
+        }
+    };
+    if let Some(q) = posted {
+        // Everything came as immediates: the receive is not needed.
+        let cancelled = r.cancel(&q);
+        let st = r.wait(q);
+        if !cancelled {
+            // A message nobody counted (a faulty or hostile origin).
+            messages::finish(w, r, st, &first)?;
+            w.refused += 1;
         }
     }
-    Ok(quiet)
+    r.with(|d| d.book.forget(key));
+    out
 }
 
 /// Naive's opening: a flag from every rank to every other.

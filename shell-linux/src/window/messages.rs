@@ -93,6 +93,25 @@ pub(super) struct Arrived {
     pub data: Vec<u8>,
 }
 
+/// The first message of an operation: its header, and its data if small.
+pub(super) type First = [u8; HEADER + INLINE];
+
+/// Posts the receive of the next operation's first message from `src`.
+///
+/// # Safety
+/// `first` stays in place, untouched, until the request completes.
+pub(super) unsafe fn post<T: Transport + 'static>(
+    w: &Win,
+    r: &mut Rank<T>,
+    src: Source,
+    first: &mut First,
+) -> Result<Req, WinError> {
+    let sel = TagSel::Tag(tag(w.id, w.epoch, HEADERS));
+    // SAFETY: the caller's contract.
+    unsafe { r.irecv_in(src, sel, RMA_CONTEXT, first.as_mut_ptr(), first.len()) }
+        .map_err(recv_failed)
+}
+
 /// Receives the next operation of this epoch from `src` and checks it
 /// against the window (key, epoch, range); a refused one is counted, and
 /// its data taken and dropped so the next header is read as one.
@@ -101,16 +120,22 @@ pub(super) fn recv<T: Transport + 'static>(
     r: &mut Rank<T>,
     src: Source,
 ) -> Result<Arrived, WinError> {
+    let mut first: First = [0u8; HEADER + INLINE];
+    // SAFETY: waited for at once.
+    let q = unsafe { post(w, r, src, &mut first)? };
+    let st = r.wait(q);
+    finish(w, r, st, &first)
+}
+
+/// The rest of an operation whose first message arrived (`st`): its data
+/// if it came apart, and the window's verdict.
+pub(super) fn finish<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    st: rmx_core::Status,
+    first: &First,
+) -> Result<Arrived, WinError> {
     let (id, epoch) = (w.id, w.epoch);
-    let mut first = [0u8; HEADER + INLINE];
-    let st = r
-        .recv_in(
-            src,
-            TagSel::Tag(tag(id, epoch, HEADERS)),
-            RMA_CONTEXT,
-            &mut first,
-        )
-        .map_err(recv_failed)?;
     let from = st.source;
     let got = (st.len as usize).min(first.len());
     let h = if got < HEADER {
