@@ -8,7 +8,7 @@
 use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, ReduceError};
 use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
 
-use crate::rank::Rank;
+use crate::rank::{Rank, Req};
 use crate::transport::Transport;
 
 /// The communication context of collectives' messages.
@@ -102,12 +102,23 @@ impl<T: Transport + 'static> Rank<T> {
         }
         let seq = self.collectives;
         self.collectives = self.collectives.wrapping_add(1);
-        let mut scratch = vec![0u8; plan.scratch_len()];
+        // Small reductions (a fence's counts) reduce on the stack.
+        let mut small = [0u8; 256];
+        let mut big = Vec::new();
+        let scratch: &mut [u8] = match plan.scratch_len() {
+            n if n <= small.len() => &mut small[..n],
+            n => {
+                big.resize(n, 0);
+                &mut big
+            }
+        };
         for index in 0..plan.rounds() {
             let Some(round) = plan.round(index) else {
                 continue;
             };
-            let mut reqs = Vec::with_capacity(4);
+            // At most two receives and two sends a round.
+            let mut reqs: [Option<Req>; 4] = [None, None, None, None];
+            let mut slots = reqs.iter_mut();
             for m in round.recvs.iter().flatten() {
                 let into = if round.reduce {
                     &mut scratch[m.span.range()]
@@ -126,7 +137,8 @@ impl<T: Transport + 'static> Rank<T> {
                         into.len(),
                     )
                 };
-                reqs.push(r.map_err(CollectiveError::Recv)?);
+                *slots.next().expect("two receives a round") =
+                    Some(r.map_err(CollectiveError::Recv)?);
             }
             for m in round.sends.iter().flatten() {
                 let from = &data[m.span.range()];
@@ -135,10 +147,10 @@ impl<T: Transport + 'static> Rank<T> {
                 let r = unsafe {
                     self.isend_in(m.peer, t, COLLECTIVE_CONTEXT, from.as_ptr(), from.len())
                 };
-                reqs.push(r.map_err(CollectiveError::Send)?);
+                *slots.next().expect("two sends a round") = Some(r.map_err(CollectiveError::Send)?);
             }
             let mut fault = None;
-            for r in reqs {
+            for r in reqs.into_iter().flatten() {
                 fault = fault.or(self.wait(r).fault);
             }
             if let Some(f) = fault {
