@@ -1000,6 +1000,17 @@ impl<T: Transport + 'static> Rank<T> {
     }
 }
 
+impl Rank<AnyPort> {
+    /// This rank's address on an `eth` network (the interface's MAC and
+    /// the endpoint number the job gave it); `None` on other transports.
+    pub fn eth_addr(&self) -> Option<rmx_core::frame::EthAddr> {
+        self.with_ref(|d| match &d.nic.port {
+            AnyPort::Eth(p) => Some(p.addr()),
+            _ => None,
+        })
+    }
+}
+
 impl<T: Transport> Drop for Driver<T> {
     fn drop(&mut self) {
         if let Some((m, q)) = &self.watch {

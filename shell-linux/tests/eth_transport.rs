@@ -288,6 +288,7 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
         return;
     };
     let target = Mutex::new(None::<EthAddr>);
+    let source = Mutex::new(None::<EthAddr>);
     let out = job::run(2, loop_config(), &net, |r| {
         let me = r.rank();
         let barrier = |r: &mut rmx_linux::rank::Rank| {
@@ -297,14 +298,8 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
             r.recv(Source::Rank(peer), TagSel::Tag(500), &mut [])
                 .unwrap();
         };
-        if me == 0 {
-            // Rank 0's address: its namespace's MAC, endpoint 0.
-            let s = RawSocket::open(IFACE, ETHERTYPE, true).unwrap();
-            *target.lock().unwrap() = Some(EthAddr {
-                mac: s.mac(),
-                endpoint: 0,
-            });
-        }
+        let addr = r.eth_addr().expect("an eth rank");
+        *[&target, &source][me as usize].lock().unwrap() = Some(addr);
         barrier(r);
         if me == 1 {
             // An intruder in rank 1's namespace sends bad frames to rank 0.
@@ -314,16 +309,17 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
                 mac: [2, 9, 9, 9, 9, 9],
                 endpoint: 0,
             };
-            let rank1 = EthAddr {
-                mac: s.mac(),
-                endpoint: 1,
-            };
+            let rank1 = source.lock().unwrap().unwrap();
+            assert_eq!(rank1.mac, s.mac());
             let mut f = vec![0u8; FRAME_HEADER_LEN + 64];
             // From an address that is no rank.
             encode_header(&mut f, ETHERTYPE, to, stranger, 64).unwrap();
             assert!(s.send(&f).unwrap());
             // For an endpoint that is not rank 0's.
-            let other = EthAddr { endpoint: 5, ..to };
+            let other = EthAddr {
+                endpoint: to.endpoint.wrapping_add(5),
+                ..to
+            };
             encode_header(&mut f, ETHERTYPE, other, rank1, 64).unwrap();
             assert!(s.send(&f).unwrap());
             // Rank 1's address, but a packet naming rank 0 as its source.
