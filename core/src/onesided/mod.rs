@@ -14,7 +14,7 @@
 //! offset size field
 //!      0    1 kind     1 put, 2 get, 3 accumulate, 4 get reply, 5 float accumulate
 //!      1    1 op       accumulate's operation (0 sum … 6 replace), else 0
-//!      2    1 type     accumulate's element type (0 u8 … 7 i64; float: 0 f32, 1 f64), else 0
+//!      2    1 type     accumulate's element type (0 u8 … 7 i64; float: 0 single, 1 double), else 0
 //!      3    1 flags    bit 0: the origin's last operation to this target this epoch
 //!      4    2 window   the window's number in its group
 //!      6    2 epoch    the origin's epoch, wrapping
