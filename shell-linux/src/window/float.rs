@@ -14,11 +14,12 @@ pub fn reduce(op: Op, ty: Float, acc: &mut [u8], other: &[u8]) -> bool {
     if acc.len() != other.len() || !acc.len().is_multiple_of(n) || !Float::allows(op) {
         return false;
     }
-    for (a, b) in acc.chunks_exact_mut(n).zip(other.chunks_exact(n)) {
-        match ty {
-            Float::F32 => {
-                let x = f32::from_ne_bytes(a.try_into().expect("4 bytes"));
-                let y = f32::from_ne_bytes(b.try_into().expect("4 bytes"));
+    // One body for both widths: the same operations on f32 or f64.
+    macro_rules! combine {
+        ($t:ty) => {
+            for (a, b) in acc.chunks_exact_mut(n).zip(other.chunks_exact(n)) {
+                let x = <$t>::from_ne_bytes(a.try_into().expect("one element"));
+                let y = <$t>::from_ne_bytes(b.try_into().expect("one element"));
                 let v = match op {
                     Op::Sum => x + y,
                     Op::Min => x.min(y),
@@ -27,18 +28,11 @@ pub fn reduce(op: Op, ty: Float, acc: &mut [u8], other: &[u8]) -> bool {
                 };
                 a.copy_from_slice(&v.to_ne_bytes());
             }
-            Float::F64 => {
-                let x = f64::from_ne_bytes(a.try_into().expect("8 bytes"));
-                let y = f64::from_ne_bytes(b.try_into().expect("8 bytes"));
-                let v = match op {
-                    Op::Sum => x + y,
-                    Op::Min => x.min(y),
-                    Op::Max => x.max(y),
-                    _ => y,
-                };
-                a.copy_from_slice(&v.to_ne_bytes());
-            }
-        }
+        };
+    }
+    match ty {
+        Float::F32 => combine!(f32),
+        Float::F64 => combine!(f64),
     }
     true
 }

@@ -414,11 +414,7 @@ impl Win {
         op: Op,
         ty: Int,
     ) -> Result<(), WinError> {
-        let c = self.check(target, disp, data.len(), RmaKind::Accumulate(op, ty))?;
-        match self.imm.is_some() {
-            true => immediate::accumulate(self, r, c, data),
-            false => self.defer(c, data.to_vec()),
-        }
+        self.combine(r, target, disp, data, RmaKind::Accumulate(op, ty))
     }
 
     /// [`accumulate`](Self::accumulate) of floating-point elements
@@ -436,7 +432,19 @@ impl Win {
         if !Float::allows(op) {
             return Err(RmaError::Malformed.into());
         }
-        let c = self.check(target, disp, data.len(), RmaKind::AccumulateFloat(op, ty))?;
+        self.combine(r, target, disp, data, RmaKind::AccumulateFloat(op, ty))
+    }
+
+    /// Either accumulate: a message in every design, applied by the target.
+    fn combine<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
+        target: u16,
+        disp: u64,
+        data: &[u8],
+        kind: RmaKind,
+    ) -> Result<(), WinError> {
+        let c = self.check(target, disp, data.len(), kind)?;
         match self.imm.is_some() {
             true => immediate::accumulate(self, r, c, data),
             false => self.defer(c, data.to_vec()),
