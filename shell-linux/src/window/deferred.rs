@@ -10,7 +10,7 @@ use rmx_core::onesided::{RmaKind, Steps};
 use rmx_core::{Source, TagSel};
 
 use super::messages::{self, recv_failed, send_failed, Outgoing};
-use super::{tag, Win, WinError, RMA_CONTEXT};
+use super::{tag, u32_at, Win, WinError, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
@@ -59,9 +59,9 @@ pub(super) fn fence<T: Transport + 'static>(
     let mut outgoing = Vec::new();
     for q in queued {
         if q.target != me {
-            let c = &mut counts[4 * q.target as usize..4 * q.target as usize + 4];
-            let v = u32::from_ne_bytes(c.try_into().expect("4 bytes")) + 1;
-            c.copy_from_slice(&v.to_ne_bytes());
+            let t = q.target as usize;
+            let v = u32_at(&counts, t) + 1;
+            counts[4 * t..4 * t + 4].copy_from_slice(&v.to_ne_bytes());
             outgoing.push(Outgoing::new(q.target, &q.header, q.data));
             continue;
         }
@@ -82,8 +82,7 @@ pub(super) fn fence<T: Transport + 'static>(
     }
     // How many operations each rank receives from the others.
     r.reduce_scatter(&mut counts, Int::U32, Op::Sum)?;
-    let at = 4 * me as usize;
-    let expected = u32::from_ne_bytes(counts[at..at + 4].try_into().expect("4 bytes"));
+    let expected = u32_at(&counts, me as usize);
     // Operations aimed at this rank, as many as the counts said.
     let mut answers: Vec<(u16, u32, Vec<u8>)> = Vec::new();
     for _ in 0..expected {

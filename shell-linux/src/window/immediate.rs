@@ -29,7 +29,7 @@ use rmx_core::{PostError, RdmaOp, Source as From, TagSel};
 use super::book::{imm, wr_id};
 use super::memory::Pinned;
 use super::messages::{self, recv_failed, send_failed, Outgoing};
-use super::{tag, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
+use super::{tag, u32_at, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Driver, Rank, Req};
 use crate::transport::{Mr, Sge, Transport};
@@ -357,10 +357,7 @@ pub(super) fn fence<T: Transport + 'static>(
     r: &mut Rank<T>,
     steps: Steps,
 ) -> Result<(), WinError> {
-    let mut s = w.imm.take().expect("an immediate design's window");
-    let out = fence_in(w, &mut s, r, steps);
-    w.imm = Some(s);
-    out
+    with_state(w, |w, s| fence_in(w, s, r, steps))
 }
 
 fn fence_in<T: Transport + 'static>(
@@ -469,20 +466,17 @@ pub(super) fn strawman_fence<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
 ) -> Result<(), WinError> {
-    let mut s = w.imm.take().expect("an immediate design's window");
-    let fault = complete_locally(w.id, &mut s, r);
-    end_epoch(w, &mut s);
-    w.imm = Some(s);
+    let fault = with_state(w, |w, s| {
+        let fault = complete_locally(w.id, s, r);
+        end_epoch(w, s);
+        fault
+    });
     r.barrier()?;
     w.epoch = w.epoch.wrapping_add(1);
     match fault {
         Some(f) => Err(WinError::Collective(CollectiveError::Failed(f))),
         None => Ok(()),
     }
-}
-
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"))
 }
 
 /// Naive and Opt: finish messages after the local completions, as many

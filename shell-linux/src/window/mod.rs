@@ -156,6 +156,11 @@ pub struct Win {
 fn tag(id: u16, epoch: u16, what: u32) -> u32 {
     (id as u32 & 0xFF) << 24 | (epoch as u32 & 0xFF) << 16 | (what & 0xFFFF)
 }
+/// The `i`th native-endian u32 of a count vector a collective reduced.
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+}
+
 const HEADERS: u32 = 0xFFFE;
 const DATA: u32 = 0xFFFD;
 const FINISH: u32 = 0xFFFC;
