@@ -37,7 +37,7 @@ use crate::config::{Coalesce, Config, ConfigError};
 use crate::fifo::{Fifo, Node, NIL};
 use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
-use crate::nic::{Gather, Loc, Nic, PostError, Posted, RxBuf, SlotId, UserBuf};
+use crate::nic::{Gather, Loc, Nic, PostError, Posted, RdmaError, RxBuf, SlotId, UserBuf};
 use crate::packed::{record_len, write_head, Record, Unpacker};
 use crate::peer::{seq_le, Peer, BACKLOGGED};
 use crate::rendezvous::Protocol;

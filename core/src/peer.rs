@@ -62,6 +62,9 @@ pub struct Peer {
     pub(crate) queued: u32,
     /// Posts to this peer not yet completed (send work-queue entries in use).
     pub(crate) wqes: u16,
+    /// Of those, inline sends (they name no slot, so only this count can
+    /// tell a true completion from a stray one).
+    pub(crate) inlines: u16,
     /// Filled bounce slots waiting for a send entry, oldest first, linked
     /// through the slots.
     pub(crate) backlog: Fifo,
@@ -121,6 +124,7 @@ impl Peer {
             nacked: None,
             queued: 0,
             wqes: 0,
+            inlines: 0,
             backlog: Fifo::EMPTY,
             listed: false,
             next: [NIL; 2],

@@ -71,4 +71,7 @@ pub struct Stats {
     pub rx_pool_low: u64,
     pub post_busy: u64,
     pub post_down: u64,
+    /// Sends the NIC completed with an error: the request ends with it, and
+    /// a broken connection fails the peer.
+    pub send_faults: u64,
 }

@@ -249,3 +249,44 @@ fn a_peer_that_answers_its_pings_is_waited_on_for_ever() {
     a.poll(now + 10_000_000_000, &mut an);
     assert_eq!(a.stats().pings_out, before, "nothing waits: no ping");
 }
+
+/// Copied eager sends complete for the application at once; when the NIC
+/// later completes one with `Down` (a reliable connection that broke), the
+/// peer fails: sends waiting for credit end with `PeerFailed`, an inline
+/// send's error completion does the same, and later calls are refused.
+#[test]
+fn send_completions_with_errors_fail_the_peer_and_what_waits_for_it() {
+    for inline in [false, true] {
+        let cfg = Config {
+            inline_max: if inline { 64 } else { 0 },
+            ..Config::reliable(THRESHOLD, 2)
+        };
+        let mut a = Ep::new(cfg, 0, 3, Tables::new(&SIZES)).unwrap();
+        let mut nic = MemNic::new(32, 1024);
+        nic.later = true;
+        nic.inline = inline;
+        let s = nic.user_buf(vec![7; 16]);
+        let reqs: Vec<Request> = (0..6)
+            .map(|k| a.isend(0, &mut nic, 1, k, 0, s, 16).unwrap())
+            .collect();
+        let waiting: Vec<Request> = reqs
+            .into_iter()
+            .filter(|r| *r != Request::COMPLETE)
+            .collect();
+        assert!(!waiting.is_empty(), "beyond the credit, sends wait");
+        let w = nic.owed.remove(0);
+        assert_eq!(matches!(w, WorkId::Inline(1)), inline, "{w:?}");
+        a.on_completion(&mut nic, w.wr_id(), Err(RdmaError::Down));
+        assert_eq!(a.stats().send_faults, 1);
+        a.poll(0, &mut nic);
+        assert!(a.failed(1) && !a.failed(2), "inline {inline}");
+        for r in waiting {
+            let st = a.test(r).unwrap().expect("ended");
+            assert_eq!(st.fault, Some(RecvFault::PeerFailed));
+        }
+        assert_eq!(
+            a.isend(0, &mut nic, 1, 0, 0, s, 16),
+            Err(SendError::PeerFailed)
+        );
+    }
+}

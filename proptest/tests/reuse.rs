@@ -565,3 +565,39 @@ proptest! {
         prop_assert!(nic.regs.is_empty() || m.regs.iter().all(|r| r.valid), "only valid entries outlive their users");
     }
 }
+
+/// A reliable transport reports a dead peer by completing its sends with an
+/// error: the zero-copy send's request ends with `PeerFailed` (before, it
+/// ended as if delivered), its registration is released, and the peer is
+/// failed at the next poll.
+#[test]
+fn a_zero_copy_send_completed_with_an_error_fails_its_request_and_its_peer() {
+    let (mut a, mut an, _, _) = pair(Config::reliable(8192, 8), 1);
+    an.later = true;
+    let s = an.user_buf(vec![9; 3000]);
+    let r = a.isend(0, &mut an, 1, 0, 0, s, 3000).unwrap();
+    assert_ne!(r, Request::COMPLETE);
+    let w = an.owed.remove(0);
+    a.on_completion(&mut an, w.wr_id(), Err(RdmaError::Down));
+    let st = a.test(r).unwrap().expect("ended");
+    assert_eq!(st.fault, Some(RecvFault::PeerFailed));
+    assert_eq!(a.stats().send_faults, 1);
+    assert_eq!(an.deregistrations, 0, "the cache keeps it, released");
+    a.poll(0, &mut an);
+    assert!(a.failed(1));
+    assert_eq!(
+        a.isend(0, &mut an, 1, 0, 0, s, 3000),
+        Err(SendError::PeerFailed)
+    );
+    // A key error fails that send only.
+    let (mut a, mut an, _, _) = pair(Config::reliable(8192, 8), 1);
+    an.later = true;
+    let s = an.user_buf(vec![9; 3000]);
+    let r = a.isend(0, &mut an, 1, 0, 0, s, 3000).unwrap();
+    let w = an.owed.remove(0);
+    a.on_completion(&mut an, w.wr_id(), Err(RdmaError::Access));
+    let st = a.test(r).unwrap().expect("ended");
+    assert_eq!(st.fault, Some(RecvFault::Rdma(RdmaError::Access)));
+    a.poll(0, &mut an);
+    assert!(!a.failed(1));
+}

@@ -109,41 +109,89 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// The NIC finished a send posted with [`Posted::Later`]: its send entry
     /// is free, and the slot (and, for a zero-copy send, the user buffer
     /// behind it) is no longer read. Posts what waits in the peer's backlog.
+    /// Shorthand for a successful [`on_completion`](Self::on_completion).
     pub fn on_send_complete<N: Nic>(&mut self, nic: &mut N, slot: SlotId) {
-        let Some(m) = self.slots.get_mut(slot.0 as usize) else {
-            return;
-        };
-        if !m.in_nic {
-            return;
-        }
-        m.in_nic = false;
-        let (pin, req, peer) = (m.pin.take(), m.req.take(), m.peer);
-        if let Some(id) = pin {
-            self.reuse.release(nic, id);
-        }
-        if let Some(r) = req {
-            self.reqs.set(r, State::SendDone);
-        }
-        self.free_slot(slot.0);
-        self.entry_free(nic, peer);
+        self.send_completed(nic, slot, Ok(()));
     }
 
     /// The NIC finished the work request posted with `wr_id` (see
     /// [`WorkId`]), with `result` as the transport's status maps onto it.
-    /// An id the core never made is counted and ignored.
+    /// An id that names nothing outstanding (one the core never made, a
+    /// slot not in the NIC, an inline send never posted) is counted in
+    /// `unknown_completions` and ignored.
     pub fn on_completion<N: Nic>(&mut self, nic: &mut N, wr_id: u64, result: WcResult) {
         match WorkId::from_wr_id(wr_id) {
-            Some(WorkId::Send(slot)) => self.on_send_complete(nic, slot),
-            Some(WorkId::Inline(peer)) => self.on_inline_complete(nic, peer),
+            Some(WorkId::Send(slot)) => self.send_completed(nic, slot, result),
+            Some(WorkId::Inline(peer)) => self.inline_completed(nic, peer, result),
             Some(WorkId::Rdma(id)) => self.on_rdma_complete(nic, id, result),
             None => self.stats.unknown_completions += 1,
         }
     }
 
     /// An inline send to `peer` that returned [`Posted::Later`] completed.
+    /// Shorthand for a successful [`on_completion`](Self::on_completion).
     pub fn on_inline_complete<N: Nic>(&mut self, nic: &mut N, peer: u16) {
-        if peer < self.npeers && self.peers[peer as usize].wqes > 0 {
-            self.entry_free(nic, peer);
+        self.inline_completed(nic, peer, Ok(()));
+    }
+
+    fn send_completed<N: Nic>(&mut self, nic: &mut N, slot: SlotId, result: WcResult) {
+        let Some(m) = self.slots.get_mut(slot.0 as usize).filter(|m| m.in_nic) else {
+            self.stats.unknown_completions += 1;
+            return;
+        };
+        m.in_nic = false;
+        let (pin, req, peer) = (m.pin.take(), m.req.take(), m.peer);
+        if let Some(id) = pin {
+            self.reuse.release(nic, id);
+        }
+        if let Some(r) = req {
+            let state = match result {
+                Ok(()) => State::SendDone,
+                Err(e) => State::Done(Status {
+                    fault: Some(Self::send_fault(e)),
+                    ..Status::SENT
+                }),
+            };
+            self.reqs.set(r, state);
+        }
+        self.send_failed(peer, result);
+        self.free_slot(slot.0);
+        self.entry_free(nic, peer);
+    }
+
+    fn inline_completed<N: Nic>(&mut self, nic: &mut N, peer: u16, result: WcResult) {
+        let Some(p) = self.peers.all_mut()[..self.npeers as usize]
+            .get_mut(peer as usize)
+            .filter(|p| p.inlines > 0)
+        else {
+            self.stats.unknown_completions += 1;
+            return;
+        };
+        p.inlines -= 1;
+        self.send_failed(peer, result);
+        self.entry_free(nic, peer);
+    }
+
+    /// How a send whose completion reports `e` ends: a broken connection
+    /// (verbs' flushed or retry-exceeded sends, a dead peer on a reliable
+    /// transport) fails the peer; a key or bound error fails the send.
+    fn send_fault(e: RdmaError) -> RecvFault {
+        match e {
+            RdmaError::Down => RecvFault::PeerFailed,
+            RdmaError::Access => RecvFault::Rdma(e),
+        }
+    }
+
+    /// A send to `peer` completed with `result`: an error is counted, and a
+    /// broken connection takes the peer down (failed at the next poll), so
+    /// what else waits for it ends too. A message already reported sent is
+    /// lost with its peer, as on any failed connection.
+    fn send_failed(&mut self, peer: u16, result: WcResult) {
+        if let Err(e) = result {
+            self.stats.send_faults += 1;
+            if e == RdmaError::Down {
+                self.peer_down(peer);
+            }
         }
     }
 

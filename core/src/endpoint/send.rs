@@ -62,7 +62,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
                 Ok(r) => {
                     self.nic_ready();
-                    self.peers[d].wqes += (r == Posted::Later) as u16;
+                    let later = (r == Posted::Later) as u16;
+                    self.peers[d].wqes += later;
+                    self.peers[d].inlines += later;
                     self.stats.packets_out += 1;
                     self.sent(d, &h);
                     return Sent::Done;
