@@ -60,6 +60,12 @@ pub struct Peer {
     pub(crate) nacked: Option<u32>,
     /// Sends waiting in the endpoint's queue for this peer (keeps per-peer order).
     pub(crate) queued: u32,
+    /// Credits those sends still need: one each, a medium message one per
+    /// fragment left. A credit request asks for all of them at once.
+    pub(crate) need: u32,
+    /// A queued send to the peer could not go in this pass over the queue:
+    /// later ones wait behind it (cleared when the pass ends).
+    pub(crate) blocked: bool,
     /// Posts to this peer not yet completed (send work-queue entries in use).
     pub(crate) wqes: u16,
     /// Of those, inline sends (they name no slot, so only this count can
@@ -123,6 +129,8 @@ impl Peer {
             ack_at: None,
             nacked: None,
             queued: 0,
+            need: 0,
+            blocked: false,
             wqes: 0,
             inlines: 0,
             backlog: Fifo::EMPTY,

@@ -239,3 +239,101 @@ fn a_loan_is_answered_once() {
     assert_eq!(acks, 1);
     assert_eq!(rs[0].0.stats().credits_lent, 1);
 }
+
+/// 130 ranks: every peer's initial share is 0, so every send waits for a
+/// loan. `n` endpoints with 130-rank peer tables.
+fn big_job(cfg: Config, n: u16) -> Vec<(Ep, MemNic)> {
+    const BIG: Sizes = sizes(130, 16, 64, 64, 64);
+    (0..n)
+        .map(|me| {
+            (
+                Ep::new(cfg, me, 130, Tables::new(&BIG)).unwrap(),
+                MemNic::new(64, 1024),
+            )
+        })
+        .collect()
+}
+
+/// Moves what rank 0 posted (dropping what goes to `deaf`) and every
+/// answer, until nothing moves.
+fn settle_but(rs: &mut [(Ep, MemNic)], deaf: u16) {
+    loop {
+        let mut moved = false;
+        for i in 0..rs.len() {
+            let out: Vec<_> = rs[i].1.outbox.drain(..).collect();
+            for (dst, bytes) in out {
+                if dst == deaf || dst as usize >= rs.len() {
+                    continue;
+                }
+                moved = true;
+                let (ep, nic) = &mut rs[dst as usize];
+                let b = nic.deliver(bytes);
+                ep.on_receive(0, nic, b);
+            }
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// Rank 0 queues sends to ranks 1, 65 and 66; 65 and 66 lend credit, 1
+/// never answers. Both sends to 65 and 66 leave: waiting on rank 1 holds
+/// back rank 1's sends only (before, peers were blocked by `rank % 64`,
+/// and the send to 65 waited for ever although it had its credit).
+#[test]
+fn a_peer_that_withholds_credit_blocks_no_other_peer() {
+    let mut rs = big_job(Config::reliable(THRESHOLD, 8), 67);
+    for to in [1, 65, 66] {
+        let r = send(&mut rs, 0, to, 7, to as u8);
+        assert_ne!(r, Request::COMPLETE, "no share: the send to {to} waits");
+    }
+    settle_but(&mut rs, 1);
+    let (ep, nic) = &mut rs[0];
+    ep.poll(0, nic);
+    assert_eq!(ep.credits_left(65), 0, "the loan was used");
+    assert_eq!(ep.credits_left(66), 0);
+    assert_eq!(ep.queued_sends(), 1, "only the send to rank 1 waits");
+    settle_but(&mut rs, 1);
+    for to in [65, 66] {
+        let (r, d) = recv(&mut rs, to as usize, TagSel::Tag(7));
+        let (ep, nic) = &mut rs[to as usize];
+        assert_eq!(ep.test(r).unwrap().expect("arrived").len, 8);
+        assert_eq!(nic.user[d.0 as usize], vec![to as u8; 8]);
+    }
+}
+
+/// A medium message of 17 fragments to a peer with no share asks for
+/// credit once, for all its fragments (before: once per fragment, a round
+/// trip each), and arrives whole.
+#[test]
+fn a_medium_message_asks_for_all_its_fragments_at_once() {
+    let cfg = Config {
+        medium_max: Some(8192),
+        ..Config::reliable(THRESHOLD, 32)
+    };
+    let frags = 4000u32.div_ceil(THRESHOLD - 8);
+    assert!(frags >= 16, "{frags} fragments");
+    let mut rs = big_job(cfg, 2);
+    let data: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+    let (ep, nic) = &mut rs[0];
+    let s = nic.user_buf(data.clone());
+    let r = ep.isend(0, nic, 1, 3, 0, s, 4000).unwrap();
+    let (ep, nic) = &mut rs[1];
+    let d = nic.user_buf(vec![0; 4000]);
+    let rr = ep
+        .irecv(0, nic, Source::Any, TagSel::Any, 0, d, 4000)
+        .unwrap();
+    for _ in 0..4 {
+        settle_but(&mut rs, u16::MAX);
+        let (ep, nic) = &mut rs[0];
+        ep.poll(0, nic);
+    }
+    let (ep, _) = &mut rs[0];
+    assert_eq!(ep.stats().credit_requests_out, 1, "one request for all");
+    assert_eq!(ep.stats().fragments_out, frags as u64);
+    assert!(ep.test(r).unwrap().is_some());
+    let (ep, nic) = &mut rs[1];
+    assert_eq!(ep.test(rr).unwrap().expect("arrived").len, 4000);
+    assert_eq!(nic.user[d.0 as usize], data);
+}

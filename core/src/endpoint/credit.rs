@@ -184,7 +184,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if p.asked || p.queued == 0 || p.credits_left() > 0 {
             return;
         }
-        let target = p.tx_seq.wrapping_add(p.queued);
+        let target = p.tx_seq.wrapping_add(p.need);
         let h = Header {
             tag: target,
             ..self.header(dest, Kind::Credit)

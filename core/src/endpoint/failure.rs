@@ -79,7 +79,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.reqs.set(q.req, State::Done(st));
             }
         }
-        self.peers[d].queued = 0;
+        (self.peers[d].queued, self.peers[d].need) = (0, 0);
         self.fail_transfers(nic, peer);
         self.fail_assembly(peer);
         // Receives posted for this peer alone.

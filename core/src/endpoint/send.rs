@@ -289,30 +289,52 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let i = q.req.index();
         self.work[i].send = q;
         self.queued.push_back(self.reqs.all_mut(), 0, i as u16);
-        self.peers[q.dest as usize].queued += 1;
+        let need = self.credits_needed(&q);
+        let p = &mut self.peers[q.dest as usize];
+        p.queued += 1;
+        p.need = p.need.saturating_add(need);
         self.stats.send_stalls += 1;
     }
 
-    /// Sends queued sends in order, skipping peers still blocked so that each
-    /// peer's messages leave in the order they were posted.
+    /// Credits `q` still needs: each fragment left of a medium message
+    /// takes one, any other message (an RTS included) one.
+    fn credits_needed(&self, q: &QueuedSend) -> u32 {
+        if q.rndv || q.len <= self.cfg.eager_threshold {
+            1
+        } else {
+            q.len
+                .saturating_sub(q.sent)
+                .div_ceil(self.cfg.fragment())
+                .max(1)
+        }
+    }
+
+    /// Sends queued sends in order, skipping peers already blocked in this
+    /// pass so that each peer's messages leave in the order they were
+    /// posted; a blocked peer holds back its own sends only.
     pub(super) fn flush_queued<N: Nic>(&mut self, now: u64, nic: &mut N) {
-        let mut blocked: u64 = 0; // bitmap of blocked peers modulo 64: conservative
+        let mut any_blocked = false;
         for _ in 0..self.queued.len() {
             let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
                 break;
             };
             let mut q = self.work[i as usize].send;
-            let bit = 1u64 << (q.dest % 64);
-            let sent = if blocked & bit == 0 {
-                self.try_send(now, nic, &mut q, true)
-            } else {
+            let d = q.dest as usize;
+            let before = self.peers[d].tx_seq;
+            let sent = if self.peers[d].blocked {
                 Sent::No
+            } else {
+                self.try_send(now, nic, &mut q, true)
             };
+            // Every message and fragment that left took one credit.
+            let p = &mut self.peers[d];
+            p.need = p.need.saturating_sub(p.tx_seq.wrapping_sub(before));
             match sent {
                 Sent::No => {
                     // A medium message may have sent some fragments.
                     self.work[i as usize].send = q;
-                    blocked |= bit;
+                    self.peers[d].blocked = true;
+                    any_blocked = true;
                     self.queued.push_back(self.reqs.all_mut(), 0, i);
                     self.ask_credit(now, nic, q.dest);
                     continue;
@@ -324,7 +346,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.slots[slot as usize].req = Some(q.req);
                 }
             }
-            self.peers[q.dest as usize].queued -= 1;
+            self.peers[d].queued -= 1;
+        }
+        if any_blocked {
+            // Only sends still queued can have blocked their peer.
+            for i in self.queued.iter(self.reqs.all(), 0) {
+                let d = self.work[i as usize].send.dest;
+                self.peers[d as usize].blocked = false;
+            }
         }
     }
 }
