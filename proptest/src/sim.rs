@@ -438,6 +438,9 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 r.ep.poll(now, &mut r.nic);
             }
         }
+        for (me, r) in ranks.iter_mut().enumerate() {
+            no_work_without_timer(now, me, r)?;
+        }
     }
     Err(format!(
         "step limit reached at {now} ns: {:?}",
@@ -452,6 +455,35 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             ))
             .collect::<Vec<_>>()
     ))
+}
+
+/// The invariant a driver that sleeps relies on: whenever `poll()` would
+/// do work, `poll_timeout()` is not `None`. Checked after every step by
+/// polling each rank that has no timer and demanding that nothing happens.
+fn no_work_without_timer<Z: SendReuse>(now: u64, me: usize, r: &mut Rank<Z>) -> Result<(), String> {
+    if r.ep.poll_timeout().is_some() {
+        return Ok(());
+    }
+    let seen = |r: &Rank<Z>| {
+        (
+            r.nic.outbox.len(),
+            r.nic.rdma_out.len(),
+            r.nic.owed.len(),
+            *r.ep.stats(),
+        )
+    };
+    let before = seen(r);
+    r.ep.poll(now, &mut r.nic);
+    if seen(r) != before {
+        return Err(format!(
+            "rank {me} at {now} ns: poll() did work while poll_timeout() was None \
+             (a driver sleeping until its next timeout or packet would hang): \
+             {} packets, {} RDMA operations posted",
+            r.nic.outbox.len() - before.0,
+            r.nic.rdma_out.len() - before.1
+        ));
+    }
+    Ok(())
 }
 
 fn app_step<Z: SendReuse>(

@@ -468,3 +468,27 @@ fn a_flood_of_medium_messages_waits_for_credit_fragment_by_fragment() {
     let stalls: u64 = o.stats.iter().map(|s| s.send_stalls).sum();
     assert!(stalls > 0, "no send waited for credit");
 }
+
+/// PULL over a reliable, loss-free network with two send entries, a pool of
+/// 16 buffers and 16 receives posted: every step checks that a rank with
+/// work for `poll()` has a timer (before, an arrival that flushed queued
+/// sends cancelled the timer transfers waiting for a bounce slot relied on,
+/// about one seed in 330).
+#[test]
+fn pull_with_few_send_entries_never_has_work_without_a_timer() {
+    let p = Params {
+        ranks: 4,
+        messages: 60,
+        large: 4000,
+        rndv: Some(rmx_core::Protocol::Pull),
+        wqes: Some(2),
+        rx_buffers: 16,
+        posted: 16,
+        ..Params::RELIABLE
+    };
+    check(
+        "pull_with_few_send_entries_never_has_work_without_a_timer",
+        p,
+        0..1200,
+    );
+}

@@ -25,7 +25,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if !p.down && !p.failed {
             p.down = true;
             self.downs = true;
-            self.timers.arm(Timer::Flush, 0);
+            self.timers.arm(Timer::Down, 0);
         }
     }
 

@@ -9,19 +9,22 @@ use super::*;
 /// What the endpoint waits for; each has at most one deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Timer {
-    /// A bounce slot came free while sends were queued or transfers were
-    /// active: resume them (due at once).
+    /// A bounce slot came free while sends were queued: send them (due at
+    /// once). An arrival that flushes the queue has done its work.
     Flush = 0,
     /// A post met a busy NIC: post the backlogs again.
     Retry = 1,
-    /// A rendezvous transfer met a busy NIC: go on with it.
+    /// A rendezvous transfer met a busy NIC, or a bounce slot came free
+    /// while transfers were active: go on with them.
     Rndv = 2,
     /// The earliest per-peer deadline (retransmission, delayed
     /// acknowledgement, credit request, ping) and transfer timer (lossy PULL).
     Peers = 3,
+    /// The transport reported a connection down: fail its peer (due at once).
+    Down = 4,
 }
 
-const TIMERS: usize = 4;
+const TIMERS: usize = 5;
 
 /// A deadline per [`Timer`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -87,10 +90,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.backoff = 0;
     }
 
-    /// A bounce slot came free: queued sends and waiting transfers go on.
+    /// A bounce slot came free: queued sends and waiting transfers go on,
+    /// each under its own timer, so that work done for one does not cancel
+    /// the other's.
     pub(super) fn slot_freed(&mut self) {
-        if !self.queued.is_empty() || self.active > 0 {
+        if !self.queued.is_empty() {
             self.timers.arm(Timer::Flush, 0);
+        }
+        if self.active > 0 {
+            self.timers.arm(Timer::Rndv, 0);
         }
     }
 
@@ -112,6 +120,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub fn poll<N: Nic>(&mut self, now: u64, nic: &mut N) {
         self.tick(now);
         self.timers.stop(Timer::Flush);
+        self.timers.stop(Timer::Down);
         self.fail_down_peers(nic);
         if self.timers.expired(Timer::Retry, now) {
             self.timers.stop(Timer::Retry);
