@@ -432,7 +432,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             .reqs
             .alloc(State::SendQueued)
             .ok_or(SendError::RequestTableFull)?;
-        self.queue_send(QueuedSend { req, ..q });
+        self.queue_send(now, QueuedSend { req, ..q });
         self.ask_credit(now, nic, dest);
         Ok(req)
     }

@@ -35,6 +35,9 @@ pub struct Peer {
     pub(crate) asked: bool,
     /// When to ask again (lossy transports lose requests too).
     pub(crate) ask_at: Option<u64>,
+    /// Credit requests sent since the limit last rose: each waits twice as
+    /// long as the one before (a receiver with nothing to lend stays silent).
+    pub(crate) asks: u16,
     /// Bounce slots of unacknowledged packets, oldest first (unreliable
     /// only), linked through the slots.
     pub(crate) unacked: Fifo,
@@ -116,6 +119,7 @@ impl Peer {
             peer_limit: share as u32,
             asked: false,
             ask_at: None,
+            asks: 0,
             unacked: Fifo::EMPTY,
             rto_at: None,
             rto,
@@ -168,6 +172,7 @@ impl Peer {
             self.peer_limit = limit;
             self.asked = false;
             self.ask_at = None;
+            self.asks = 0;
         }
         true
     }

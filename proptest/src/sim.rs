@@ -98,6 +98,14 @@ pub struct Params {
     /// Buffers of each rank's shared receive pool (`Config::rx_buffers`;
     /// an eighth is the reserve, a quarter the low watermark).
     pub rx_buffers: u32,
+    /// One rank, chosen by the seed (the flood's target if there is one),
+    /// dies at a time chosen by the seed
+    /// before this many virtual ns: it stops, and what it sends and is sent
+    /// vanishes. Every survivor must then end every request: messages
+    /// between survivors arrive exactly once and in order, sends to the
+    /// dead rank end (at worst with `PeerFailed`), and no survivor gives up
+    /// a live peer.
+    pub death_before_ns: Option<u64>,
 }
 
 impl Params {
@@ -118,6 +126,7 @@ impl Params {
         flood: None,
         receive_after_ns: 0,
         rx_buffers: 256,
+        death_before_ns: None,
     };
 
     /// The same over the hostile network, with the reliability layer.
@@ -166,11 +175,16 @@ struct Rank<Z> {
     /// (destination, size) of each send still to start.
     to_send: Vec<(u16, usize)>,
     next_n: Vec<u32>,
-    sends: Vec<Request>,
+    /// Sends pending: (request, destination).
+    sends: Vec<(Request, u16)>,
     recvs: Vec<(Request, UserBuf)>,
     expect_n: Vec<u32>,
     expected_total: usize,
+    /// Messages each rank is to send here.
+    expected_from: Vec<u32>,
     received: usize,
+    /// Died (`Params::death_before_ns`): no longer runs.
+    dead: bool,
 }
 
 struct InFlight {
@@ -294,7 +308,9 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 recvs: Vec::new(),
                 expect_n: vec![0; p.ranks as usize],
                 expected_total: 0,
+                expected_from: vec![0; p.ranks as usize],
                 received: 0,
+                dead: false,
             })
         })
         .collect::<Result<_, String>>()?;
@@ -302,6 +318,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         for i in 0..ranks[s].to_send.len() {
             let d = ranks[s].to_send[i].0 as usize;
             ranks[d].expected_total += 1;
+            ranks[d].expected_from[s] += 1;
         }
     }
     let total: usize = ranks.iter().map(|r| r.expected_total).sum();
@@ -312,13 +329,35 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
     let mut now = 0u64;
     let limit = 120_000_000_000u64;
     let mut peak_held = 0;
+    // The target of a flood is the one that dies, if one does.
+    let death = p.death_before_ns.map(|before| {
+        let victim = rng.below(p.ranks as u64) as usize;
+        (p.flood.map_or(victim, usize::from), rng.below(before))
+    });
     for _step in 0..10_000_000u64 {
+        if let Some((victim, at)) = death {
+            if now >= at && !ranks[victim].dead {
+                ranks[victim].dead = true;
+            }
+        }
         for r in &ranks {
             peak_held = peak_held.max(r.ep.held_buffers());
         }
         // Application work on every rank.
+        let dead = death
+            .map(|(v, _)| v as u16)
+            .filter(|&v| ranks[v as usize].dead);
         for (me, r) in ranks.iter_mut().enumerate() {
-            app_step(now, me as u16, r, p, biggest)?;
+            if !r.dead {
+                app_step(now, me as u16, r, p, biggest, dead)?;
+            }
+        }
+        if dead.is_some() {
+            // Whatever the dead rank posted vanishes with it.
+            let r = &mut ranks[death.expect("a victim").0];
+            r.nic.owed.clear();
+            r.nic.rdma_out.clear();
+            r.nic.outbox.clear();
         }
         // The network takes what was posted.
         for (me, r) in ranks.iter_mut().enumerate() {
@@ -360,8 +399,15 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         let delivered: usize = ranks.iter().map(|r| r.received).sum();
         let sends_left = ranks
             .iter()
-            .any(|r| !r.to_send.is_empty() || !r.sends.is_empty());
-        if delivered == total && !sends_left {
+            .any(|r| !r.dead && (!r.to_send.is_empty() || !r.sends.is_empty()));
+        let survivors_done = dead.is_some_and(|d| {
+            ranks.iter().enumerate().all(|(me, r)| {
+                me == d as usize
+                    || (0..ranks.len())
+                        .all(|s| s == d as usize || r.expect_n[s] == r.expected_from[s])
+            })
+        });
+        if (delivered == total || survivors_done) && !sends_left {
             return Ok(Outcome {
                 delivered,
                 digest: ranks.iter().fold(0, |d, r| d.wrapping_add(r.digest)),
@@ -382,6 +428,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         let receives = (now < p.receive_after_ns).then_some(p.receive_after_ns);
         let next_timer = ranks
             .iter()
+            .filter(|r| !r.dead)
             .filter_map(|r| r.ep.poll_timeout())
             .chain(next_done)
             .chain(receives)
@@ -407,10 +454,16 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         }
         while done.peek().is_some_and(|Reverse(d)| d.0 <= now) {
             let Reverse((_, o, me, t)) = done.pop().expect("peeked");
+            if ranks[me as usize].dead {
+                rdma.remove(&o);
+                continue;
+            }
             if t == Done::Rdma {
                 let post = rdma.remove(&o).expect("an RDMA post per entry");
                 let (a, b) = (me as usize, post.peer as usize);
-                let result = if a < b {
+                let result = if ranks[b].dead {
+                    Err(rmx_core::RdmaError::Down)
+                } else if a < b {
                     let (x, y) = ranks.split_at_mut(b);
                     execute_rdma(&mut x[a].nic, &mut y[0].nic, &post)
                 } else {
@@ -429,17 +482,26 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         }
         while net.peek().is_some_and(|Reverse(f)| f.at <= now) {
             let Reverse(f) = net.pop().expect("peeked");
+            if ranks[f.dst as usize].dead {
+                continue;
+            }
             let r = &mut ranks[f.dst as usize];
             let buf = r.nic.deliver(f.bytes);
             r.ep.on_receive(now, &mut r.nic, buf);
         }
-        for r in ranks.iter_mut() {
+        for r in ranks.iter_mut().filter(|r| !r.dead) {
             if r.ep.poll_timeout().is_some_and(|t| t <= now) {
                 r.ep.poll(now, &mut r.nic);
             }
         }
-        for (me, r) in ranks.iter_mut().enumerate() {
+        for (me, r) in ranks.iter_mut().enumerate().filter(|(_, r)| !r.dead) {
             no_work_without_timer(now, me, r)?;
+            if r.ep.stats().peers_failed > dead.is_some() as u64 {
+                let x = (0..p.ranks).find(|&x| Some(x) != dead && r.ep.failed(x));
+                return Err(format!(
+                    "rank {me} at {now} ns gave up rank {x:?}, which is alive"
+                ));
+            }
         }
     }
     Err(format!(
@@ -492,6 +554,7 @@ fn app_step<Z: SendReuse>(
     r: &mut Rank<Z>,
     p: &Params,
     max: usize,
+    dead: Option<u16>,
 ) -> Result<(), String> {
     // Start one send per step (a burst of four when send entries are
     // bounded, so that sends queue), from a pool buffer no pending send still reads.
@@ -518,21 +581,30 @@ fn app_step<Z: SendReuse>(
                 r.to_send.remove(0);
                 r.next_n[dst as usize] += 1;
                 if req != Request::COMPLETE {
-                    r.sends.push(req);
+                    r.sends.push((req, dst));
                     if let Some(k) = slot {
                         r.pool[k].1 = Some(req);
                     }
                 }
             }
             Err(rmx_core::SendError::RequestTableFull) => {}
-            Err(e) => return Err(format!("rank {me}: isend failed: {e:?}")),
+            Err(rmx_core::SendError::PeerFailed) if Some(dst) == dead => {
+                r.to_send.remove(0);
+            }
+            Err(e) => return Err(format!("rank {me}: isend to {dst} failed: {e:?}")),
         }
     }
     let mut i = 0;
     while i < r.sends.len() {
-        match r.ep.test(r.sends[i]) {
-            Ok(Some(_)) => {
-                let done = r.sends.swap_remove(i);
+        match r.ep.test(r.sends[i].0) {
+            Ok(Some(st)) => {
+                let (done, dst) = r.sends.swap_remove(i);
+                if st.fault.is_some() && Some(dst) != dead {
+                    return Err(format!(
+                        "rank {me}: send to {dst} ended with {:?}",
+                        st.fault
+                    ));
+                }
                 for (_, q) in r.pool.iter_mut() {
                     if *q == Some(done) {
                         *q = None;
@@ -552,6 +624,10 @@ fn app_step<Z: SendReuse>(
         match r.ep.test(req) {
             Ok(Some(st)) => {
                 r.recvs.remove(i);
+                if st.fault == Some(rmx_core::RecvFault::PeerFailed) && Some(st.source) == dead {
+                    // A message of the dead rank's, cut off part way.
+                    continue;
+                }
                 let got = &r.nic.user[buf.0 as usize][..st.len as usize];
                 if got.len() < ID {
                     return Err(format!("rank {me}: short message {got:?}"));

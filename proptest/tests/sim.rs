@@ -492,3 +492,61 @@ fn pull_with_few_send_entries_never_has_work_without_a_timer() {
         0..1200,
     );
 }
+
+/// One of eight ranks dies at a random time over the hostile network:
+/// survivors deliver every message between themselves exactly once and in
+/// order, give up no live peer, and end every send to the dead rank (a
+/// send waiting for its credit included: before, about one run in 35 left
+/// one queued for ever, asking for credit every RTO).
+#[test]
+fn a_rank_that_dies_leaves_no_survivor_waiting() {
+    let p = Params {
+        ranks: 8,
+        messages: 120,
+        max_size: 300,
+        posted: 3,
+        rx_buffers: 24,
+        death_before_ns: Some(400_000),
+        ..Params::LOSSY
+    };
+    let o = run(
+        1,
+        &Params {
+            death_before_ns: None,
+            ..p
+        },
+    )
+    .unwrap();
+    eprintln!("without a death: {} virtual µs", o.virtual_ns / 1000);
+    check("a_rank_that_dies_leaves_no_survivor_waiting", p, 0..1000);
+}
+/// The scenario of a send that waited for ever: seven ranks flood rank 0,
+/// which acknowledges everything but receives nothing (its credit runs
+/// out), then dies. Every survivor's later sends wait for credit that never
+/// comes; they must end with `PeerFailed` once rank 0 is found silent, and
+/// the credit requests back off (before: one every RTO, for ever).
+#[test]
+fn sends_waiting_for_credit_from_a_rank_that_died_end() {
+    let p = Params {
+        ranks: 8,
+        messages: 120,
+        max_size: 300,
+        rx_buffers: 24,
+        flood: Some(0),
+        receive_after_ns: 10_000_000,
+        death_before_ns: Some(400_000),
+        ..Params::LOSSY
+    };
+    check(
+        "sends_waiting_for_credit_from_a_rank_that_died_end",
+        p,
+        0..1000,
+    );
+    let o = run(1, &p).unwrap();
+    let asked: u64 = o.stats.iter().map(|s| s.credit_requests_out).sum();
+    let failed: u64 = o.stats.iter().map(|s| s.peers_failed).sum();
+    assert_eq!(failed, 7, "every survivor gave rank 0 up");
+    // Seven survivors for about 0.6 virtual seconds: with requests every
+    // RTO (50 µs) that would be some 80 000.
+    assert!(asked < 2_000, "{asked} credit requests");
+}

@@ -177,8 +177,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Out of credit to `dest` with messages waiting: asks once per grant
-    /// (again after a retransmission timeout on a lossy transport) for the
-    /// limit that lets every waiting message go.
+    /// (again on a lossy transport, backing off like retransmissions) for
+    /// the limit that lets every waiting message go. A peer that died never
+    /// answers: liveness (the queued sends wait on it) gives it up.
     pub(super) fn ask_credit<N: Nic>(&mut self, now: u64, nic: &mut N, dest: u16) {
         let p = &self.peers[dest as usize];
         if p.asked || p.queued == 0 || p.credits_left() > 0 {
@@ -194,11 +195,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         self.stats.credit_requests_out += 1;
-        let rto = self.peers[dest as usize].rto;
+        let wait = self.backoff_ns(self.peers[dest as usize].asks);
         let p = &mut self.peers[dest as usize];
         p.asked = true;
         if !self.cfg.reliable {
-            let t = now.saturating_add(rto);
+            p.asks = p.asks.saturating_add(1);
+            let t = now.saturating_add(wait);
             p.ask_at = Some(t);
             self.arm(t);
         }

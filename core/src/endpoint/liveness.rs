@@ -1,7 +1,8 @@
 //! Liveness on lossy transports. Retransmission finds a dead peer only
 //! while something sent to it waits for an acknowledgement; a rank that
 //! only waits to hear from a peer (a receive naming it, the data of a
-//! rendezvous) would wait for ever on a process that died. So a peer that
+//! rendezvous, a credit to send what is queued for it) would wait for ever
+//! on a process that died. So a peer that
 //! something here waits on and that has been silent for
 //! `Config::keepalive_ns` is pinged; any packet from it answers, and pings
 //! unanswered `Config::retransmits_max` times in a row, backing off like
@@ -12,15 +13,22 @@ use super::*;
 use crate::medium::Into;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
-    /// Something begins to wait on `peer`: its silence counts from now.
+    /// A request begins to wait on `peer` (a receive naming it, a transfer).
     pub(super) fn await_peer(&mut self, now: u64, peer: u16) {
+        self.start_waiting(now, peer);
         let p = &mut self.peers[peer as usize];
-        if p.awaited == 0 {
+        p.awaited = p.awaited.saturating_add(1);
+    }
+
+    /// Something is about to wait on `peer`: if nothing did, its silence
+    /// counts from now, and a liveness check is armed.
+    pub(super) fn start_waiting(&mut self, now: u64, peer: u16) {
+        let p = &mut self.peers[peer as usize];
+        if !waits_on(p) {
             p.heard = p.heard.max(now);
             p.pings = 0;
             p.ping_at = None;
         }
-        p.awaited = p.awaited.saturating_add(1);
         if !self.cfg.reliable && self.cfg.keepalive_ns > 0 {
             let t = now.saturating_add(self.cfg.keepalive_ns);
             self.arm(t);
@@ -61,9 +69,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     ) -> Option<u64> {
         let keepalive = self.cfg.keepalive_ns;
         let p = &self.peers[peer as usize];
-        let waiting = p.awaited > 0 || matches!(p.assembly.into, Into::Recv(_));
         // Unacknowledged packets have their own timer, which fails the peer.
-        if self.cfg.reliable || keepalive == 0 || p.failed || !waiting || p.rto_at.is_some() {
+        if self.cfg.reliable || keepalive == 0 || p.failed || !waits_on(p) || p.rto_at.is_some() {
             return None;
         }
         let due = p.ping_at.unwrap_or(p.heard.saturating_add(keepalive));
@@ -78,17 +85,20 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let pings = p.pings;
         if self.send_control(now, nic, peer, Kind::Ping, 0) {
             self.stats.pings_out += 1;
+            let wait = self.backoff_ns(pings);
             let p = &mut self.peers[peer as usize];
             p.pings = pings + 1;
-            let backoff = self
-                .cfg
-                .rto_ns
-                .saturating_mul(1u64 << pings.min(32))
-                .min(self.cfg.rto_max_ns);
-            p.ping_at = Some(now.saturating_add(backoff));
+            p.ping_at = Some(now.saturating_add(wait));
         } else {
             self.peers[peer as usize].ping_at = Some(self.retry_at(now));
         }
         self.peers[peer as usize].ping_at
     }
+}
+
+/// Whether something here waits to hear from the peer: a request naming
+/// it, a medium message it is filling into a receive, or sends queued for
+/// its credit.
+fn waits_on(p: &Peer) -> bool {
+    p.awaited > 0 || p.queued > 0 || matches!(p.assembly.into, Into::Recv(_))
 }

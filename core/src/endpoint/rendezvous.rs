@@ -222,7 +222,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 return Ok(req);
             }
         }
-        self.queue_send(q);
+        self.queue_send(now, q);
         self.ask_credit(now, nic, dest);
         Ok(req)
     }

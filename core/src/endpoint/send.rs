@@ -285,7 +285,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Queues `q` (its request's work) behind every send already waiting.
-    pub(super) fn queue_send(&mut self, q: QueuedSend) {
+    pub(super) fn queue_send(&mut self, now: u64, q: QueuedSend) {
+        self.start_waiting(now, q.dest);
         let i = q.req.index();
         self.work[i].send = q;
         self.queued.push_back(self.reqs.all_mut(), 0, i as u16);

@@ -109,6 +109,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         now.saturating_add(self.cfg.ack_delay_ns.max(1))
     }
 
+    /// How long the `n`th repetition of an unanswered packet (a ping, a
+    /// credit request) waits: the first RTO, doubled each time, capped.
+    pub(super) fn backoff_ns(&self, n: u16) -> u64 {
+        self.cfg
+            .rto_ns
+            .saturating_mul(1u64 << n.min(32))
+            .min(self.cfg.rto_max_ns)
+    }
+
     /// When the endpoint next needs [`poll`](Self::poll): `None` if no timer is armed.
     pub fn poll_timeout(&self) -> Option<u64> {
         self.timers.next_timeout()
