@@ -550,3 +550,35 @@ fn sends_waiting_for_credit_from_a_rank_that_died_end() {
     // RTO (50 µs) that would be some 80 000.
     assert!(asked < 2_000, "{asked} credit requests");
 }
+
+/// 129 ranks each send medium messages to rank 0, which keeps one, or
+/// sixteen, receives for any source posted from the start. Every message
+/// has a receive, so every message must arrive, over a reliable and over
+/// the lossy network (before: none did; the first fragments of unexpected
+/// messages took the whole budget, and a matched message's credit went to
+/// other peers, so it could never finish).
+#[test]
+fn a_medium_flood_with_receives_posted_completes() {
+    for base in [Params::RELIABLE, Params::LOSSY] {
+        for posted in [1, 16] {
+            let p = Params {
+                ranks: 129,
+                messages: 4,
+                large: 4000,
+                medium: Some(4000),
+                flood: Some(0),
+                posted,
+                ..base
+            };
+            check("a_medium_flood_with_receives_posted_completes", p, 0..4);
+            // Few ranks, a pool of 8 buffers.
+            let p = Params {
+                ranks: 6,
+                messages: 20,
+                rx_buffers: 8,
+                ..p
+            };
+            check("a_medium_flood_with_receives_posted_completes", p, 0..150);
+        }
+    }
+}

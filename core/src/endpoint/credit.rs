@@ -93,11 +93,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// A message from `src` was consumed: its credit is granted again to
     /// `src` if it was of its share, or goes back to the budget if lent.
+    /// While a medium message of `src` that matched a receive is part way
+    /// in, a lent credit its fragment frees also goes straight back to
+    /// `src`: the rest of a message somebody receives must never wait
+    /// behind unexpected messages that took the budget (they can be
+    /// received only after it).
     #[inline]
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);
-        if p.lent > 0 {
+        let matched_part_way = matches!(p.assembly.into, crate::medium::Into::Recv(_));
+        if p.lent > 0 && !matched_part_way {
             p.lent -= 1;
             self.lender.free += 1;
             self.serve_starving(now, nic);

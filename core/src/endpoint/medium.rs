@@ -301,6 +301,18 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let mut next = Some(first);
         while let Some(h) = next {
             in_progress |= Some(h) == tail;
+            next = self.holds.chained(h);
+        }
+        let failed = self.peers[src as usize].failed;
+        if in_progress && !failed {
+            // Before the fragments are consumed: their credits go back to
+            // the sender for the rest (see `consumed`).
+            self.work[req.index()].recv = r;
+            self.reqs.set(req, State::Receiving);
+            self.peers[src as usize].assembly.into = Into::Recv(req);
+        }
+        let mut next = Some(first);
+        while let Some(h) = next {
             let b = self.holds.buf(h);
             if let Ok((_, body)) = decode_packet(nic.rx(b)) {
                 if let Ok((f, len)) = Fragment::decode(body, u32::MAX) {
@@ -316,13 +328,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.check_pool(nic);
         if !in_progress {
             self.finish_medium(req, src, r, total);
-        } else if self.peers[src as usize].failed {
+        } else if failed {
             self.peers[src as usize].assembly = Assembly::IDLE;
             self.reqs.set(req, State::Done(failed_status(src)));
-        } else {
-            self.work[req.index()].recv = r;
-            self.reqs.set(req, State::Receiving);
-            self.peers[src as usize].assembly.into = Into::Recv(req);
         }
     }
 
