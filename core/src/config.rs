@@ -55,17 +55,20 @@ pub struct Config {
     pub rto_max_ns: u64,
     /// How long an acknowledgement may wait for a packet to ride on.
     pub ack_delay_ns: u64,
-    /// Retransmission timeouts in a row after which a peer is given up as
-    /// failed (lossy transports; 0: never). With the default timeouts, 20
-    /// is about 0.7 s of silence.
-    pub retransmits_max: u16,
-    /// Lossy transports: a peer that something here waits on (a receive
-    /// naming it, a rendezvous or a medium message with it) and that has
-    /// sent nothing for this long is pinged; pings unanswered
-    /// `retransmits_max` times in a row (backing off like
-    /// retransmissions) give it up as failed, so a receive from a dead
-    /// process ends instead of waiting for ever. 0: never ping. Reliable
-    /// transports report a broken connection themselves.
+    /// Lossy transports: a peer that something here waits on (an
+    /// unacknowledged packet, a receive naming it or any source, a
+    /// transfer, sends queued for its credit) and from which nothing at all
+    /// has arrived for this long is given up as failed. Retransmissions and
+    /// pings go on, backing off, until then. Failure is a time without any
+    /// answer, not a count of timeouts, so a busy host or a lossy link does
+    /// not make a live peer look dead: several seconds, as RC's timeout ×
+    /// retry count or UCX's keepalive. 0: never. Reliable transports report
+    /// a broken connection themselves.
+    pub peer_timeout_ns: u64,
+    /// Lossy transports: a peer that something here waits on and that has
+    /// sent nothing for this long is pinged (its answer shows it alive),
+    /// and pinged again, backing off like retransmissions, until it answers
+    /// or `peer_timeout_ns` passes. 0: never ping.
     pub keepalive_ns: u64,
     /// Sends that may be outstanding on one connection (its send work-queue
     /// entries; a send is outstanding from its post until its completion).
@@ -116,7 +119,7 @@ impl Config {
             rto_ns: 200_000,
             rto_max_ns: 50_000_000,
             ack_delay_ns: 20_000,
-            retransmits_max: 20,
+            peer_timeout_ns: 5_000_000_000,
             keepalive_ns: 100_000_000,
             send_wqes: 10,
             coalesce: Coalesce::WhenFull,

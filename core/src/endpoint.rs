@@ -162,6 +162,9 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     backoff: u64,
     /// A peer was reported down since the last poll.
     downs: bool,
+    /// When receives for any source began to be posted (without a gap):
+    /// the silence of the peers they wait on counts from then at the latest.
+    any_since: u64,
     stats: Stats,
     reuse: Z,
     /// Transfers active.
@@ -306,6 +309,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             now: 0,
             backoff: 0,
             downs: false,
+            any_since: 0,
             stats: Stats::default(),
             reuse,
             active: 0,
@@ -495,7 +499,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         let from = match source {
             Source::Rank(r) => Some(r),
-            Source::Any => None,
+            Source::Any => {
+                self.start_waiting_any(now);
+                None
+            }
         };
         let posted = PostedRecv {
             req,

@@ -81,8 +81,6 @@ pub struct Peer {
     pub(crate) listed: bool,
     /// Next peer on each list of peers it is on (`STARVING`, `BACKLOGGED`).
     pub(crate) next: [u16; 2],
-    /// Retransmission timeouts in a row without an acknowledgement.
-    pub(crate) timeouts: u16,
     /// The transport reported the connection down; failed at the next poll.
     pub(crate) down: bool,
     /// Given up on: nothing goes to it or is taken from it any more.
@@ -92,7 +90,8 @@ pub struct Peer {
     /// Requests here that wait on the peer: receives posted naming it and
     /// rendezvous transfers with it.
     pub(crate) awaited: u16,
-    /// When the last packet from the peer arrived (or waiting on it began).
+    /// When the last packet from the peer arrived (or waiting on it began):
+    /// its silence, which `Config::peer_timeout_ns` bounds, counts from here.
     pub(crate) heard: u64,
     /// Pings sent since, unanswered; when the next one is due.
     pub(crate) pings: u16,
@@ -140,7 +139,6 @@ impl Peer {
             backlog: Fifo::EMPTY,
             listed: false,
             next: [NIL; 2],
-            timeouts: 0,
             down: false,
             failed: false,
             assembly: crate::medium::Assembly::IDLE,

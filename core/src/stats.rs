@@ -30,6 +30,10 @@ pub struct Stats {
     pub acks_out: u64,
     /// Pings sent to silent peers something waited on.
     pub pings_out: u64,
+    /// GONE notices: sent in answer to a peer given up here, received from
+    /// a peer that gave this rank up (which then fails it too).
+    pub gone_out: u64,
+    pub gone_in: u64,
     /// Sends that had to wait for a credit or a bounce slot.
     pub send_stalls: u64,
     /// Eager sends whose payload the NIC gathered from the user buffer.

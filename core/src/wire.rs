@@ -70,12 +70,19 @@ pub enum Kind {
     /// Are you there? A rank waiting on a silent peer asks; the answer is an
     /// acknowledgement. Unsequenced.
     Ping = 13,
+    /// You were given up: the sender failed the receiver and drops what it
+    /// sends, so the receiver fails the sender in turn and nothing waits on
+    /// it for ever. The answer to any packet from a failed peer. Unsequenced.
+    Gone = 14,
 }
 
 impl Kind {
     /// Everything but acknowledgements carries bytes after the header.
     pub fn has_payload(self) -> bool {
-        !matches!(self, Kind::Ack | Kind::Nack | Kind::Credit | Kind::Ping)
+        !matches!(
+            self,
+            Kind::Ack | Kind::Nack | Kind::Credit | Kind::Ping | Kind::Gone
+        )
     }
 
     /// Takes a sequence number (and a credit): delivered once and in order.
@@ -98,6 +105,7 @@ impl Kind {
             11 => Some(Kind::Credit),
             12 => Some(Kind::Medium),
             13 => Some(Kind::Ping),
+            14 => Some(Kind::Gone),
             _ => None,
         }
     }

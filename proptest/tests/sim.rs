@@ -582,3 +582,27 @@ fn a_medium_flood_with_receives_posted_completes() {
         }
     }
 }
+
+/// Two ranks behind 60% loss and 90% duplication: retransmissions time out
+/// again and again, yet a peer that answers now and then is alive, and
+/// failure is a time without any answer (before, a count of timeouts in a
+/// row gave a live peer up in about one run in 75 here, and the other rank,
+/// never told, waited for ever). The simulator fails a run in which any
+/// rank gives up a live peer.
+#[test]
+fn harsh_loss_gives_no_live_peer_up() {
+    let p = Params {
+        ranks: 2,
+        messages: 200,
+        max_size: 300,
+        faults: Faults {
+            loss_ppm: 600_000,
+            dup_ppm: 900_000,
+            reorder_ppm: 300_000,
+            ..Faults::LOSSY
+        },
+        posted: 2,
+        ..Params::LOSSY
+    };
+    check("harsh_loss_gives_no_live_peer_up", p, 0..600);
+}

@@ -757,6 +757,7 @@ fn info(json_out: bool) {
             "eager_threshold": cfg.eager_threshold,
             "medium_max": rmx_core::config::MEDIUM_MAX,
             "keepalive_ns": cfg.keepalive_ns,
+            "peer_timeout_ns": cfg.peer_timeout_ns,
             "fence_designs": {
                 "loop": Net::Loop(Default::default()).designs().iter().map(|d| d.name()).collect::<Vec<_>>(),
                 "eth": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::eth::CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
@@ -807,9 +808,9 @@ fn info(json_out: bool) {
     );
     println!("  fence designs     def, naive, opt, ri on loop (RDMA, write with immediate); def on eth (no RDMA)");
     println!(
-        "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} unanswered",
+        "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} ms without any answer",
         cfg.keepalive_ns / 1_000_000,
-        cfg.retransmits_max
+        cfg.peer_timeout_ns / 1_000_000
     );
     println!(
         "  credits           a share of the {}-buffer receive pool per peer, up to {} more lent on request (returned after {})",

@@ -148,7 +148,7 @@ fn messages_survive_netem_loss_duplication_and_reordering() {
     // The guest's clock jumps when its host is busy (TCG): a peer is never
     // given up here, however long it seems silent.
     let patient = Config {
-        retransmits_max: 0,
+        peer_timeout_ns: 0,
         ..loop_config()
     };
     let (st, c) = survive(&net, patient);
@@ -371,8 +371,8 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
 }
 
 /// A peer whose endpoint goes away mid-job (its process died): the other
-/// rank's requests to and from it end with `PeerFailed` once the
-/// retransmission limit passes, and later calls naming it are refused.
+/// rank's requests to and from it end with `PeerFailed` once it has been
+/// silent for the peer timeout, and later calls naming it are refused.
 #[test]
 fn a_peer_that_vanishes_makes_its_requests_fail_never_hang() {
     use rmx_core::frame::EthAddr;
@@ -390,7 +390,7 @@ fn a_peer_that_vanishes_makes_its_requests_fail_never_hang() {
     );
     let ns: Vec<String> = (0..2).map(|r| lab.spec().netns(r)).collect();
     let cfg = rmx_core::Config {
-        retransmits_max: 8,
+        peer_timeout_ns: 300_000_000,
         ..loop_config()
     };
     let start = |me: u16, ns: String, tx: mpsc::Sender<(u16, EthAddr)>| {

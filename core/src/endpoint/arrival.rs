@@ -52,6 +52,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let src = h.src as usize;
         if self.peers[src].failed {
             self.stats.from_failed += 1;
+            self.tell_gone(nic, h.src, h.kind);
+            return;
+        }
+        if h.kind == Kind::Gone {
+            // The peer gave this rank up and drops what it sends.
+            self.stats.gone_in += 1;
+            self.peer_down(h.src);
             return;
         }
         self.heard_from(now, src);
@@ -65,7 +72,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         match h.kind {
-            Kind::Ack => {}
+            Kind::Ack | Kind::Gone => {}
             Kind::Ping => {
                 self.send_control(now, nic, h.src, Kind::Ack, 0);
             }

@@ -86,5 +86,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         while let Some(pr) = self.matcher.remove_posted_from(peer) {
             self.reqs.set(pr.req, State::Done(failed_status(peer)));
         }
+        // Receives for any source, once no other peer is left to match them.
+        let me = self.me as usize;
+        let left = self.peers.all()[..self.npeers as usize]
+            .iter()
+            .enumerate()
+            .any(|(i, p)| i != me && !p.failed);
+        if !left && self.npeers > 1 {
+            while let Some(pr) = self.matcher.remove_posted_any() {
+                self.reqs.set(pr.req, State::Done(failed_status(peer)));
+            }
+        }
     }
 }

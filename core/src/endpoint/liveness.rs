@@ -1,13 +1,21 @@
-//! Liveness on lossy transports. Retransmission finds a dead peer only
-//! while something sent to it waits for an acknowledgement; a rank that
-//! only waits to hear from a peer (a receive naming it, the data of a
-//! rendezvous, a credit to send what is queued for it) would wait for ever
-//! on a process that died. So a peer that
-//! something here waits on and that has been silent for
-//! `Config::keepalive_ns` is pinged; any packet from it answers, and pings
-//! unanswered `Config::retransmits_max` times in a row, backing off like
-//! retransmissions, give it up as failed. Receives posted for any source
-//! wait on no peer in particular and ping nobody.
+//! Liveness on lossy transports. A peer is given up once nothing at all
+//! has come from it for `Config::peer_timeout_ns` while something here
+//! waits on it: failure is a time without any answer, never a count of
+//! timeouts, so loss or a busy host does not make a live peer look dead.
+//!
+//! Retransmission probes a peer only while something sent to it waits for
+//! an acknowledgement; a rank that only waits to hear from a peer (a
+//! receive naming it or any source, the data of a rendezvous, a credit to
+//! send what is queued for it) would wait for ever on a process that died.
+//! So a peer that something here waits on and that has been silent for
+//! `Config::keepalive_ns` is pinged, backing off like retransmissions; any
+//! packet from it answers. Receives for any source wait on every peer this
+//! rank has exchanged messages with (silence counting from when such
+//! receives began to be posted), and end once no other peer is left.
+//!
+//! A give-up is mutual: a rank answers any packet from a peer it gave up
+//! with a GONE notice, and a rank told so fails that peer in turn, so the
+//! other side never waits on a peer that drops everything it sends.
 
 use super::*;
 use crate::medium::Into;
@@ -29,6 +37,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             p.pings = 0;
             p.ping_at = None;
         }
+        self.arm_keepalive(now);
+    }
+
+    /// A receive for any source is about to be posted: if none was, the
+    /// silence of the peers it waits on counts from now.
+    pub(super) fn start_waiting_any(&mut self, now: u64) {
+        if !self.matcher.any_posted() {
+            self.any_since = now;
+        }
+        self.arm_keepalive(now);
+    }
+
+    fn arm_keepalive(&mut self, now: u64) {
         if !self.cfg.reliable && self.cfg.keepalive_ns > 0 {
             let t = now.saturating_add(self.cfg.keepalive_ns);
             self.arm(t);
@@ -59,6 +80,25 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
+    /// Since when `peer` counts as silent, if anything here waits on it.
+    fn silent_since(&self, peer: u16) -> Option<u64> {
+        let p = &self.peers[peer as usize];
+        if waits_on(p) || p.rto_at.is_some() {
+            return Some(p.heard);
+        }
+        let talked = p.tx_seq != 0 || p.rx_next != 0 || p.consumed != 0;
+        (talked && self.matcher.any_posted()).then(|| p.heard.max(self.any_since))
+    }
+
+    /// `peer` has been silent for `Config::peer_timeout_ns` while waited on.
+    pub(super) fn silent_too_long(&self, now: u64, peer: u16) -> bool {
+        let timeout = self.cfg.peer_timeout_ns;
+        timeout > 0
+            && self
+                .silent_since(peer)
+                .is_some_and(|t| now.saturating_sub(t) >= timeout)
+    }
+
     /// Pings `peer` if something waits on it and it has been silent long
     /// enough, or gives it up; the time of its next check, if any.
     pub(super) fn poll_liveness<N: Nic>(
@@ -70,15 +110,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let keepalive = self.cfg.keepalive_ns;
         let p = &self.peers[peer as usize];
         // Unacknowledged packets have their own timer, which fails the peer.
-        if self.cfg.reliable || keepalive == 0 || p.failed || !waits_on(p) || p.rto_at.is_some() {
+        if self.cfg.reliable || keepalive == 0 || p.failed || p.rto_at.is_some() || peer == self.me
+        {
             return None;
         }
-        let due = p.ping_at.unwrap_or(p.heard.saturating_add(keepalive));
+        let since = self.silent_since(peer)?;
+        let due = p.ping_at.unwrap_or(since.saturating_add(keepalive));
         if due > now {
             return Some(due);
         }
-        let max = self.cfg.retransmits_max;
-        if max > 0 && p.pings >= max {
+        if self.silent_too_long(now, peer) {
             self.fail_peer(nic, peer);
             return None;
         }
@@ -87,12 +128,24 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.stats.pings_out += 1;
             let wait = self.backoff_ns(pings);
             let p = &mut self.peers[peer as usize];
-            p.pings = pings + 1;
+            p.pings = pings.saturating_add(1);
             p.ping_at = Some(now.saturating_add(wait));
         } else {
             self.peers[peer as usize].ping_at = Some(self.retry_at(now));
         }
         self.peers[peer as usize].ping_at
+    }
+
+    /// A packet came from `peer`, which this rank gave up: it is told so
+    /// (a GONE notice answers anything but a notice).
+    pub(super) fn tell_gone<N: Nic>(&mut self, nic: &mut N, peer: u16, kind: Kind) {
+        if kind == Kind::Gone {
+            return;
+        }
+        let h = self.header(peer, Kind::Gone);
+        if self.post_notice(nic, peer, h, &[], false) {
+            self.stats.gone_out += 1;
+        }
     }
 }
 

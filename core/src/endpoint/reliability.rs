@@ -23,7 +23,6 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         if !seq_le(ack, p.tx_acked) {
             p.tx_acked = ack;
-            p.timeouts = 0;
             while let Some(s) = self.peers[src].unacked.head() {
                 let m = &self.slots[s as usize];
                 let last = m.seq.wrapping_add(m.msgs.max(1) as u32 - 1);
@@ -53,6 +52,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn track_unacked(&mut self, now: u64, d: usize, slot: u16) {
         if self.cfg.reliable {
             return;
+        }
+        if self.peers[d].rto_at.is_none() {
+            // Waiting for an acknowledgement begins: silence counts from now.
+            self.start_waiting(now, d as u16);
         }
         self.peers[d]
             .unacked
@@ -126,6 +129,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.peers[dest as usize].failed {
             return true; // nobody to tell: as good as sent
         }
+        self.post_notice(nic, dest, h, body, wake)
+    }
+
+    /// Posts `h` with `body` from a bounce slot, even to a failed peer (a
+    /// GONE notice goes to nobody else); `false` if no slot or the NIC is busy.
+    pub(super) fn post_notice<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        dest: u16,
+        h: Header,
+        body: &[u8],
+        wake: bool,
+    ) -> bool {
         let Some(slot) = self.slots.take() else {
             return false;
         };

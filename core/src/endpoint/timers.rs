@@ -151,10 +151,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         for i in 0..self.npeers as usize {
             if let Some(t) = self.peers[i].rto_at {
                 if t <= now {
-                    let p = &mut self.peers[i];
-                    p.timeouts = p.timeouts.saturating_add(1);
-                    let max = self.cfg.retransmits_max;
-                    if max > 0 && p.timeouts > max {
+                    if self.silent_too_long(now, i as u16) {
                         self.fail_peer(nic, i as u16);
                         continue;
                     }

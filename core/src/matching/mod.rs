@@ -195,6 +195,20 @@ where
         self.take_posted(i)
     }
 
+    /// Whether any receive for any source is posted.
+    pub fn any_posted(&self) -> bool {
+        self.wildcards.head() != NIL
+    }
+
+    /// Removes the oldest receive posted for any source (no peer is left).
+    pub fn remove_posted_any(&mut self) -> Option<P> {
+        let i = self.wildcards.head();
+        if i == NIL {
+            return None;
+        }
+        self.take_posted(i)
+    }
+
     /// Removes the oldest receive posted for `src` alone (the peer failed).
     pub fn remove_posted_from(&mut self, src: u16) -> Option<P> {
         let i = self.posted.find_key(|k| k.source == Source::Rank(src))?;
