@@ -5,7 +5,7 @@
 //! reduction or gathering computed directly.
 
 use proptest::prelude::*;
-use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, HALVING_FROM};
+use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, HALVING_FROM, MAX_DATA};
 use std::collections::{BTreeSet, HashMap};
 
 /// The reductions (replace is accumulate's only: its result depends on order).
@@ -205,6 +205,29 @@ fn bad_groups_are_refused() {
         ),
         Err(PlanError::TooLarge)
     );
+    // Every collective checks its size the same way (before, an allreduce
+    // of any size was planned).
+    for what in [
+        Collective::Allreduce { len: usize::MAX },
+        Collective::Allreduce { len: MAX_DATA + 1 },
+        Collective::Allgather {
+            block: MAX_DATA / 2,
+        },
+        Collective::ReduceScatter {
+            block: MAX_DATA / 2,
+        },
+    ] {
+        assert_eq!(Plan::new(what, 3, 0), Err(PlanError::TooLarge), "{what:?}");
+    }
+    assert!(Plan::new(Collective::Allreduce { len: MAX_DATA }, 3, 0).is_ok());
+    assert!(Plan::new(
+        Collective::Allgather {
+            block: MAX_DATA / 3
+        },
+        3,
+        0
+    )
+    .is_ok());
     let p = Plan::new(Collective::Allreduce { len: 8 }, 5, 2).unwrap();
     assert_eq!(p.round(p.rounds()), None, "no round past the last");
 }

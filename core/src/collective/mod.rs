@@ -5,5 +5,5 @@
 mod plan;
 pub mod reduce;
 
-pub use plan::{Collective, Msg, Plan, PlanError, Round, Span, HALVING_FROM};
+pub use plan::{Collective, Msg, Plan, PlanError, Round, Span, HALVING_FROM, MAX_DATA};
 pub use reduce::{reduce, Int, Op, ReduceError};

@@ -86,9 +86,13 @@ pub enum Collective {
 pub enum PlanError {
     /// A group needs at least one rank, and this rank must be one of them.
     Rank { me: u16, n: u16 },
-    /// n blocks of this size do not fit in memory.
+    /// The data (`len`, or n blocks) is more than [`MAX_DATA`] bytes.
     TooLarge,
 }
+
+/// The most data a collective moves: every round sends part of it as one
+/// message, whose length the wire carries in 32 bits.
+pub const MAX_DATA: usize = u32::MAX as usize;
 
 /// One rank's schedule of one collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,13 +116,13 @@ impl Plan {
             return Err(PlanError::Rank { me, n });
         }
         let len = match what {
-            Collective::Barrier => 0,
-            Collective::Allreduce { len } => len,
-            Collective::Allgather { block } | Collective::ReduceScatter { block } => block
-                .checked_mul(n as usize)
-                .filter(|&l| l <= isize::MAX as usize)
-                .ok_or(PlanError::TooLarge)?,
+            Collective::Barrier => Some(0),
+            Collective::Allreduce { len } => Some(len),
+            Collective::Allgather { block } | Collective::ReduceScatter { block } => {
+                block.checked_mul(n as usize)
+            }
         };
+        let len = len.filter(|&l| l <= MAX_DATA).ok_or(PlanError::TooLarge)?;
         Ok(Plan { what, n, me, len })
     }
 
