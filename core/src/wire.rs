@@ -295,8 +295,8 @@ mod tests {
         v[0] = 2;
         assert_eq!(decode_packet(&v), Err(DecodeError::Version(2)));
         let mut k = b;
-        k[1] = 14;
-        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(14)));
+        k[1] = 15;
+        assert_eq!(decode_packet(&k), Err(DecodeError::Kind(15)));
         let mut f = b;
         f[7] = 1;
         assert_eq!(decode_packet(&f), Err(DecodeError::Flags(0x100)));
