@@ -342,6 +342,31 @@ fn drive(
     now
 }
 
+/// Ranks 0 and 1 of `n` (configured `ca` and `cb`) after rank 0 sent rank
+/// 1 one message, which it received for any source: they have talked.
+/// Returns them, rank 1's receive buffer and the time.
+fn talked(ca: Config, cb: Config, n: u16) -> ((Ep, MemNic), (Ep, MemNic), UserBuf, u64) {
+    let mut a = (
+        Ep::new(ca, 0, n, Tables::new(&SIZES)).unwrap(),
+        MemNic::new(32, 1024),
+    );
+    let mut b = (
+        Ep::new(cb, 1, n, Tables::new(&SIZES)).unwrap(),
+        MemNic::new(32, 1024),
+    );
+    let s = a.1.user_buf(vec![1; 8]);
+    let into = b.1.user_buf(vec![0; 8]);
+    let first =
+        b.0.irecv(0, &mut b.1, Source::Any, TagSel::Any, 0, into, 8)
+            .unwrap();
+    a.0.isend(0, &mut a.1, 1, 0, 0, s, 8).unwrap();
+    let now = drive(0, &mut a, &mut b, true, 50, |a, _| {
+        a.flushed() && a.poll_timeout().is_none()
+    });
+    assert_eq!(b.0.test(first).unwrap().expect("arrived").len, 8);
+    (a, b, into, now)
+}
+
 /// A one-way outage: rank 0 hears nothing from rank 1 for longer than the
 /// peer timeout and gives it up, while rank 1 hears rank 0 throughout and
 /// waits on receives for any source (before: for ever, with no timer).
@@ -359,25 +384,8 @@ fn a_peer_given_up_is_told_and_gives_up_in_turn() {
         peer_timeout_ns: 1_000_000_000,
         ..cfg
     };
-    let mut a = (
-        Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap(),
-        MemNic::new(32, 1024),
-    );
-    let mut b = (
-        Ep::new(patient, 1, 2, Tables::new(&SIZES)).unwrap(),
-        MemNic::new(32, 1024),
-    );
     // They talk, then rank 1 only listens.
-    let s = a.1.user_buf(vec![1; 8]);
-    let into = b.1.user_buf(vec![0; 8]);
-    let first =
-        b.0.irecv(0, &mut b.1, Source::Any, TagSel::Any, 0, into, 8)
-            .unwrap();
-    a.0.isend(0, &mut a.1, 1, 0, 0, s, 8).unwrap();
-    let now = drive(0, &mut a, &mut b, true, 50, |a, _| {
-        a.flushed() && a.poll_timeout().is_none()
-    });
-    assert_eq!(b.0.test(first).unwrap().expect("arrived").len, 8);
+    let (mut a, mut b, into, now) = talked(cfg, patient, 2);
     let any =
         b.0.irecv(now, &mut b.1, Source::Any, TagSel::Any, 0, into, 8)
             .unwrap();
@@ -419,24 +427,7 @@ fn receives_for_any_source_are_covered_by_liveness() {
         keepalive_ns: 1_000_000,
         ..lossy(10_000_000)
     };
-    let mut a = (
-        Ep::new(cfg, 0, 3, Tables::new(&SIZES)).unwrap(),
-        MemNic::new(32, 1024),
-    );
-    let mut b = (
-        Ep::new(cfg, 1, 3, Tables::new(&SIZES)).unwrap(),
-        MemNic::new(32, 1024),
-    );
-    let s = a.1.user_buf(vec![1; 8]);
-    let into = b.1.user_buf(vec![0; 8]);
-    let first =
-        b.0.irecv(0, &mut b.1, Source::Any, TagSel::Any, 0, into, 8)
-            .unwrap();
-    a.0.isend(0, &mut a.1, 1, 0, 0, s, 8).unwrap();
-    let now = drive(0, &mut a, &mut b, true, 50, |a, _| {
-        a.flushed() && a.poll_timeout().is_none()
-    });
-    assert!(b.0.test(first).unwrap().is_some());
+    let (_, mut b, into, now) = talked(cfg, cfg, 3);
     // Rank 0 dies; rank 1 posts a receive for any source, long after.
     let later = now + 60_000_000_000;
     let any =
