@@ -1,13 +1,15 @@
-//! Peers that fail. A peer is given up after `Config::retransmits_max`
-//! retransmission timeouts in a row without an acknowledgement (lossy
-//! transports), or once the transport reports its connection down. Then
-//! every request to or from it ends with [`RecvFault::PeerFailed`]: sends
-//! waiting for credit, rendezvous transfers (once the NIC is done with their
-//! buffers), receives posted for it; later calls naming it are refused
+//! Peers that fail. A peer is given up once silent for
+//! `Config::peer_timeout_ns` while something here waits on it (lossy
+//! transports, see `liveness`), once it says it gave this rank up (GONE),
+//! or once the transport reports its connection down (a post, or a
+//! completion with `RdmaError::Down`). Then every request to or from it
+//! ends with [`RecvFault::PeerFailed`]: sends waiting for credit,
+//! rendezvous transfers (once the NIC is done with their buffers),
+//! receives posted for it; later calls naming it are refused
 //! ([`SendError::PeerFailed`], [`RecvError::PeerFailed`]) and its packets
-//! are dropped. So a rank whose peer process died fails with an error that
-//! says so instead of waiting for ever. Receives posted for any source stay:
-//! another peer may still match them.
+//! are dropped and answered with GONE. So a rank whose peer process died
+//! fails with an error that says so instead of waiting for ever. Receives
+//! posted for any source stay while another peer may still match them.
 
 use super::medium::failed_status;
 use super::*;
