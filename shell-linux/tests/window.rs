@@ -354,3 +354,28 @@ fn float_accumulates_combine_in_every_design() {
         assert!(out.iter().all(|&v| v == (4.5, 0.0)), "{design:?} {out:?}");
     }
 }
+
+/// A window within a page of the end of the address space (before: a
+/// 0-byte allocation believing it held `usize::MAX` bytes, so safe reads
+/// and writes reached other memory) is refused on every rank alike, and
+/// the ranks go on to make a good one.
+#[test]
+fn windows_that_cannot_be_reserved_are_refused() {
+    let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+        for len in [usize::MAX, usize::MAX - 100, isize::MAX as usize] {
+            match r.win_create(len, 1) {
+                Err(WinError::Memory { len: l }) => assert_eq!(l, len),
+                Err(e) => panic!("{len:#x}: {e:?}"),
+                Ok(w) => panic!("{len:#x}: a window of {} bytes", w.to_vec().len()),
+            }
+        }
+        let mut w = r.win_create(64, 1).expect("window");
+        w.fence(r).unwrap();
+        w.put(r, 1 - r.rank(), 0, &[r.rank() as u8 + 1; 8]).unwrap();
+        w.fence(r).unwrap();
+        let v = w.to_vec();
+        w.free(r).unwrap();
+        v[0]
+    });
+    assert_eq!(out, vec![2, 1]);
+}

@@ -80,7 +80,8 @@ impl Staging {
         {
             (self.cur, self.off) = (j, 0);
         } else {
-            let mem = Arc::new(Pinned::new(len.max(CHUNK)));
+            let size = len.max(CHUNK);
+            let mem = Arc::new(Pinned::new(size).ok_or(WinError::Memory { len: size })?);
             let mr = r.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
             self.chunks.push((mem, mr.key));
             (self.cur, self.off) = (self.chunks.len() - 1, 0);

@@ -11,6 +11,8 @@ use std::ptr::NonNull;
 pub struct Pinned {
     ptr: NonNull<u8>,
     len: usize,
+    /// What was allocated: `len` rounded up to whole pages (one at least).
+    layout: Layout,
 }
 
 // SAFETY: the bytes are owned by this value alone; every access goes
@@ -23,18 +25,14 @@ const PAGE: usize = 4096;
 
 impl Pinned {
     /// `len` zeroed bytes (at least one page is reserved, so the address is
-    /// a real one even for an empty window).
-    pub fn new(len: usize) -> Pinned {
-        let layout = Self::layout(len);
+    /// a real one even for an empty window); `None` if whole pages for
+    /// `len` bytes pass the address space or the allocator has none.
+    pub fn new(len: usize) -> Option<Pinned> {
+        let size = len.max(1).checked_next_multiple_of(PAGE)?;
+        let layout = Layout::from_size_align(size, PAGE).ok()?;
         // SAFETY: the layout's size is not zero.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        Pinned { ptr, len }
-    }
-
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len.max(1).next_multiple_of(PAGE), PAGE)
-            .expect("a window fits the address space")
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
+        Some(Pinned { ptr, len, layout })
     }
 
     pub fn len(&self) -> usize {
@@ -47,7 +45,7 @@ impl Pinned {
 
     /// Bytes reserved (a whole number of pages), what a registration covers.
     pub fn reserved(&self) -> usize {
-        Self::layout(self.len).size()
+        self.layout.size()
     }
 
     /// Copies `out.len()` bytes from offset `at`; `false` (nothing copied)
@@ -95,7 +93,7 @@ impl Pinned {
 impl Drop for Pinned {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) };
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
     }
 }
 
@@ -105,7 +103,7 @@ mod tests {
 
     #[test]
     fn copies_stay_inside_and_refuse_what_does_not_fit() {
-        let m = Pinned::new(10);
+        let m = Pinned::new(10).unwrap();
         assert_eq!(m.addr() % PAGE, 0);
         assert!(m.write(6, &[1, 2, 3, 4]));
         assert!(!m.write(7, &[1, 2, 3, 4]));
@@ -114,6 +112,18 @@ mod tests {
         assert!(m.read(6, &mut out));
         assert_eq!(out, [1, 2, 3, 4]);
         assert!(!m.read(8, &mut out));
-        assert_eq!(Pinned::new(0).len(), 0);
+        assert_eq!(Pinned::new(0).unwrap().len(), 0);
+    }
+
+    /// Sizes within a page of the end of the address space (before, the
+    /// rounding wrapped to a 0-byte allocation that believed it held
+    /// `usize::MAX` bytes) and sizes past what a layout may hold are refused.
+    #[test]
+    fn sizes_that_cannot_be_reserved_are_refused() {
+        for len in [usize::MAX, usize::MAX - PAGE + 2, isize::MAX as usize] {
+            assert!(Pinned::new(len).is_none(), "{len:#x}");
+        }
+        let m = Pinned::new(PAGE + 1).unwrap();
+        assert_eq!(m.reserved(), 2 * PAGE);
     }
 }

@@ -68,6 +68,11 @@ pub enum WinError {
     Transfer {
         failed: u64,
     },
+    /// `len` bytes (a window's, or an operation's staging) could not be
+    /// reserved: past the address space, or more than the system gives.
+    Memory {
+        len: usize,
+    },
     /// The window's memory is open to other ranks' RDMA in this epoch: read
     /// and write it with [`Win::read`] and [`Win::write`], or close the
     /// epoch with [`Assert::NO_SUCCEED`] first.
@@ -196,7 +201,7 @@ impl<T: Transport + 'static> Rank<T> {
         let id = self.windows;
         self.windows = self.windows.wrapping_add(1);
         let n = self.size() as usize;
-        let mem = Arc::new(Pinned::new(len));
+        let mem = Arc::new(Pinned::new(len).ok_or(WinError::Memory { len })?);
         let mem_key = if design.immediate() {
             let mr = self.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
             Some(mr.key)
