@@ -67,7 +67,7 @@ fn copy_ns_with(engine: &crate::copy::Engine, size: usize, reps: u64) -> f64 {
 /// Nanoseconds to register and deregister the pages `size` bytes span, on
 /// fresh anonymous memory each time round (as a new buffer would be).
 fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
-    let fabric = Fabric::new(1, LoopConfig::default());
+    let fabric = Fabric::new(1, LoopConfig::default()).expect("the default sizes fit");
     let port = fabric.port(0);
     let len = (size as u64).div_ceil(PAGE) * PAGE;
     let area = AnonMap::new(reps * len as usize);

@@ -229,16 +229,16 @@ fn endpoints() -> u16 {
 }
 
 impl Wire {
-    fn new(n: u16, net: &Net) -> Wire {
-        match net {
-            Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c)),
+    fn new(n: u16, net: &Net) -> Result<Wire, String> {
+        Ok(match net {
+            Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c).map_err(|e| e.to_string())?),
             Net::Eth(e) => Wire::Eth {
                 base: endpoints(),
                 net: e.clone(),
                 addrs: Mutex::new(vec![None; n as usize]),
                 met: Barrier::new(n as usize),
             },
-        }
+        })
     }
 
     /// Rank `me`'s port of network `k` of `nets`. On `eth` every rank of
@@ -472,7 +472,11 @@ where
     if let Some(l) = nets.iter().find_map(Net::launch) {
         return vec![one_process(l, nets, make, body)];
     }
-    let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(n, net)).collect();
+    let wires = nets
+        .iter()
+        .map(|net| Wire::new(n, net))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -519,7 +523,11 @@ where
     F: Fn(&mut [Rank]) -> T,
 {
     let me = l.rank();
-    let wires: Vec<Wire> = nets.iter().map(|net| Wire::new(l.size(), net)).collect();
+    let wires = nets
+        .iter()
+        .map(|net| Wire::new(l.size(), net))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| panic!("{e}"));
     let ports = wires
         .iter()
         .enumerate()

@@ -15,7 +15,7 @@ use rmx_linux::rank::{loop_config, Rank};
 #[test]
 fn a_rank_is_built_on_a_thread_with_a_small_stack() {
     let _guard = watchdog("a_rank_is_built_on_a_thread_with_a_small_stack", 120);
-    let f = Fabric::new(2, LoopConfig::default());
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
     let ports = (f.port(0), f.port(1));
     let t = std::thread::Builder::new()
         .stack_size(256 * 1024)
@@ -36,7 +36,7 @@ fn a_rank_is_built_on_a_thread_with_a_small_stack() {
 /// port does not hold.
 #[test]
 fn receive_buffers_the_port_does_not_hold_are_refused() {
-    let f = Fabric::new(2, LoopConfig::default());
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
     let (mut a, mut b) = (f.port(0), f.port(1));
     assert_eq!(b.rx_bytes(0), None, "nothing polled yet");
     assert_eq!(b.rx_bytes(u32::MAX), None);
@@ -54,7 +54,7 @@ fn receive_buffers_the_port_does_not_hold_are_refused() {
 /// buffer the other was still reading, and a sender would overwrite it.
 #[test]
 fn each_rank_has_one_port() {
-    let f = Fabric::new(2, LoopConfig::default());
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
     let a = f.try_port(0).expect("the first port of rank 0");
     assert!(f.try_port(0).is_none(), "a second port of rank 0");
     assert!(f.try_port(2).is_none(), "no rank 2");
@@ -78,7 +78,7 @@ fn dropping_a_rank_waits_for_the_nic_thread_to_copy_its_slots() {
         ..LoopConfig::default()
     };
     for round in 0..50 {
-        let f = Fabric::new(2, nic);
+        let f = Fabric::new(2, nic).unwrap();
         let mut a = Rank::new(f.port(0), 2, loop_config()).unwrap();
         let mut b = Rank::new(f.port(1), 2, loop_config()).unwrap();
         // No more than the connection's send entries: all are posted now
@@ -111,7 +111,7 @@ fn dropping_a_rank_waits_for_the_nic_thread_to_copy_its_slots() {
 /// so safe code with a port reaches only memory someone vouched for.
 #[test]
 fn rdma_through_unregistered_or_stale_keys_touches_nothing() {
-    let f = Fabric::new(2, LoopConfig::default());
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
     let (mut a, b) = (f.port(0), f.port(1));
     let mut local = vec![1u8; 64];
     let mut remote = vec![0u8; 64];

@@ -71,6 +71,33 @@ impl Default for LoopConfig {
     }
 }
 
+/// Sizes a software NIC cannot have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoopConfigError {
+    /// `srq_depth`, `buf_size` and `sq_depth` must each be at least 1.
+    Zero,
+    /// A receive ring of `srq_depth` buffers of `buf_size` bytes cannot be
+    /// reserved: its size passes the address space (or what the allocator
+    /// gives), or it has more than 2³² buffers.
+    RingTooLarge { srq_depth: usize, buf_size: usize },
+}
+
+impl std::fmt::Display for LoopConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopConfigError::Zero => {
+                write!(f, "loop NIC: srq_depth, buf_size and sq_depth must be at least 1")
+            }
+            LoopConfigError::RingTooLarge { srq_depth, buf_size } => write!(
+                f,
+                "loop NIC: a receive ring of {srq_depth} buffers of {buf_size} bytes cannot be reserved: use fewer or smaller buffers"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoopConfigError {}
+
 /// One gather/scatter entry: a registered local range.
 pub use crate::transport::Sge;
 
@@ -269,28 +296,40 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    pub fn new(ranks: usize, cfg: LoopConfig) -> Fabric {
+    /// A fabric of `ranks` NICs sized by `cfg`, which is refused where a
+    /// size is 0 or a product of sizes would not fit.
+    pub fn new(ranks: usize, cfg: LoopConfig) -> Result<Fabric, LoopConfigError> {
+        if cfg.srq_depth == 0 || cfg.buf_size == 0 || cfg.sq_depth == 0 {
+            return Err(LoopConfigError::Zero);
+        }
+        let too_large = LoopConfigError::RingTooLarge {
+            srq_depth: cfg.srq_depth,
+            buf_size: cfg.buf_size,
+        };
         let hcas = (0..ranks)
-            .map(|_| Hca {
-                ring: RecvRing::new(cfg.srq_depth, cfg.buf_size),
-                pd: Pd::default(),
-                frames: RwLock::new(HashMap::new()),
-                cq: Mutex::new(VecDeque::new()),
-                cq_len: AtomicUsize::new(0),
-                polled: CachePadded::new(AtomicU64::new(0)),
-                events: Mutex::new(EventCount::default()),
-                wake: Condvar::new(),
-                armed: CachePadded::new(AtomicBool::new(false)),
-                port_taken: AtomicBool::new(false),
+            .map(|_| {
+                Some(Hca {
+                    ring: RecvRing::new(cfg.srq_depth, cfg.buf_size)?,
+                    pd: Pd::default(),
+                    frames: RwLock::new(HashMap::new()),
+                    cq: Mutex::new(VecDeque::new()),
+                    cq_len: AtomicUsize::new(0),
+                    polled: CachePadded::new(AtomicU64::new(0)),
+                    events: Mutex::new(EventCount::default()),
+                    wake: Condvar::new(),
+                    armed: CachePadded::new(AtomicBool::new(false)),
+                    port_taken: AtomicBool::new(false),
+                })
             })
-            .collect();
-        Fabric {
+            .collect::<Option<Vec<_>>>()
+            .ok_or(too_large)?;
+        Ok(Fabric {
             shared: Arc::new(Shared {
                 cfg,
                 hcas,
                 engine: Engine::start(),
             }),
-        }
+        })
     }
 
     pub fn ranks(&self) -> usize {
@@ -435,7 +474,7 @@ impl Port {
     /// Safe code cannot register (so cannot aim the NIC anywhere):
     ///
     /// ```compile_fail
-    /// let f = rmx_linux::loopnic::Fabric::new(1, Default::default());
+    /// let f = rmx_linux::loopnic::Fabric::new(1, Default::default()).unwrap();
     /// let mr = f.port(0).register(0x1000, 4096, 2);
     /// ```
     pub unsafe fn register(

@@ -50,16 +50,24 @@ unsafe impl Send for RecvRing {}
 unsafe impl Sync for RecvRing {}
 
 impl RecvRing {
-    /// A ring of `depth` buffers (rounded up to a power of two) of `buf_size` bytes.
-    pub fn new(depth: usize, buf_size: usize) -> RecvRing {
-        assert!(depth > 0 && buf_size > 0);
-        let depth = depth.next_power_of_two();
-        let stride = (PREFIX + buf_size).div_ceil(64) * 64;
-        let layout = Layout::from_size_align(stride * depth, 4096).expect("ring layout");
+    /// A ring of `depth` buffers (rounded up to a power of two) of
+    /// `buf_size` bytes; `None` if either is 0, if buffers cannot be
+    /// numbered in 32 bits, or if the ring's size passes the address space
+    /// or what the allocator gives (every product is checked).
+    pub fn new(depth: usize, buf_size: usize) -> Option<RecvRing> {
+        if depth == 0 || buf_size == 0 {
+            return None;
+        }
+        let depth = depth.checked_next_power_of_two()?;
+        u32::try_from(depth).ok()?;
+        let stride = PREFIX.checked_add(buf_size)?.div_ceil(64).checked_mul(64)?;
+        let layout = Layout::from_size_align(stride.checked_mul(depth)?, 4096).ok()?;
         // SAFETY: non-zero size.
         let mem = unsafe { alloc_zeroed(layout) };
-        assert!(!mem.is_null(), "out of memory for the receive ring");
-        RecvRing {
+        if mem.is_null() {
+            return None;
+        }
+        Some(RecvRing {
             mem,
             layout,
             depth,
@@ -68,7 +76,7 @@ impl RecvRing {
             buf_size,
             tail: CachePadded::new(AtomicU64::new(0)),
             released: CachePadded::new(AtomicU64::new(0)),
-        }
+        })
     }
 
     pub fn buf_size(&self) -> usize {
@@ -218,7 +226,7 @@ mod tests {
 
     #[test]
     fn claim_publish_poll_repost_cycle() {
-        let r = RecvRing::new(2, 64);
+        let r = RecvRing::new(2, 64).unwrap();
         let mut seen = 0;
         let mut back = Reposts::new(2);
         let a = r.claim(&mut seen).unwrap();

@@ -13,8 +13,47 @@ fn fabric(sync_max: usize) -> (Port, Port) {
             verify_pages: true,
             max_transfer: 1 << 20,
         },
-    );
+    )
+    .unwrap();
     (f.port(0), f.port(1))
+}
+
+/// Sizes whose products wrap (before: `srq_depth` 2²⁰ × `buf_size` 2⁴⁴
+/// made a ring far smaller than it believed, and the second inline send
+/// wrote past it) or that are 0 are refused; nothing is allocated.
+#[test]
+fn sizes_that_wrap_or_are_zero_are_refused() {
+    let ok = LoopConfig::default();
+    let refused = |c: LoopConfig| Fabric::new(2, c).err();
+    for (srq_depth, buf_size) in [
+        (1 << 20, 1 << 44),
+        (usize::MAX, 64),
+        (usize::MAX / 2 + 2, 64),
+        (4, usize::MAX),
+        (4, usize::MAX - 8),
+        (1 << 33, 1),
+    ] {
+        assert_eq!(
+            refused(LoopConfig {
+                srq_depth,
+                buf_size,
+                ..ok
+            }),
+            Some(LoopConfigError::RingTooLarge {
+                srq_depth,
+                buf_size
+            }),
+            "{srq_depth} x {buf_size}"
+        );
+    }
+    for zero in [
+        LoopConfig { srq_depth: 0, ..ok },
+        LoopConfig { buf_size: 0, ..ok },
+        LoopConfig { sq_depth: 0, ..ok },
+    ] {
+        assert_eq!(refused(zero), Some(LoopConfigError::Zero));
+    }
+    assert!(Fabric::new(2, ok).is_ok());
 }
 
 fn sge(p: &Port, v: &mut [u8], rights: u8) -> Sge {

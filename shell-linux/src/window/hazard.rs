@@ -26,7 +26,7 @@ const MAX_DELAY_NS: u64 = 2_000_000;
 /// Epochs, summed over the ranks, in which a target found a put of the
 /// epoch missing when its fence returned.
 fn late_puts(design: Design, strawman: bool, seed: u64) -> u32 {
-    let fabric = Fabric::new(RANKS as usize, LoopConfig::default());
+    let fabric = Fabric::new(RANKS as usize, LoopConfig::default()).expect("the default sizes fit");
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..RANKS)
             .map(|me| {
