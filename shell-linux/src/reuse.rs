@@ -93,14 +93,25 @@ impl Default for Calibration {
 /// The largest calibration file read: a few hundred bytes per size.
 const CALIBRATION_LIMIT: u64 = 1 << 20;
 
-/// The text of `path` if it is at most `limit` bytes (`None`: longer, or
-/// endless such as a device).
+/// The text of `path` if it is at most `limit` bytes (`None`: longer).
+/// Only a regular file is read: the open does not wait (a FIFO would block
+/// it until a writer came) and anything else, a FIFO, a device or a
+/// directory, is an `InvalidInput` error.
 fn read_limited(path: &std::path::Path, limit: u64) -> std::io::Result<Option<String>> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
     let mut s = String::new();
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_string(&mut s)?;
+    f.take(limit + 1).read_to_string(&mut s)?;
     Ok((s.len() as u64 <= limit).then_some(s))
 }
 

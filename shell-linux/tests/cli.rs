@@ -475,8 +475,9 @@ fn absurd_values_are_refused_with_a_clear_error() {
     );
 }
 
-/// A calibration path that never ends is refused after a bounded read; a
-/// calibration with extreme figures runs (the cost model saturates).
+/// A calibration path that is no regular file (a device that never ends)
+/// is refused without reading it; a calibration with extreme figures runs
+/// (the cost model saturates).
 #[test]
 fn calibration_files_are_read_with_bounds() {
     let (code, _, err) = rmx_env(
@@ -487,7 +488,7 @@ fn calibration_files_are_read_with_bounds() {
         return;
     }
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("larger than a calibration can be"), "{err}");
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
     let path = cal_path("extreme");
     let rows: Vec<String> = [8u32, 64, 4096, 8192]
         .iter()
@@ -1019,4 +1020,32 @@ fn sim_runs_collectives_and_every_fence_design_to_a_thousand_ranks() {
     let (code, _, err) = rmx(&["bench", "fence", "--sim", "--ranks", "65535"]);
     assert_eq!(code, 2);
     assert!(err.contains("--ranks must be between 2 and 16384"), "{err}");
+}
+
+/// `RMX_CALIBRATION` naming a FIFO nobody writes (before: every command,
+/// `rmx info` included, hung at start-up in the open) is not read: `info`
+/// runs with measured figures, and a command that needs the calibration
+/// says the path is no regular file.
+#[test]
+fn a_calibration_path_that_is_a_fifo_hangs_nothing() {
+    let path = cal_path("fifo");
+    let _ = std::fs::remove_file(&path);
+    let c = std::ffi::CString::new(path.clone()).unwrap();
+    // SAFETY: a valid C string; mkfifo(3) only creates the node.
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+        0,
+        "mkfifo {path}"
+    );
+    let t0 = Instant::now();
+    let (code, out, err) = rmx_env(&["info", "--json"], &[("RMX_CALIBRATION", &path)]);
+    assert_eq!(code, 0, "{err}");
+    json(&out);
+    let (code, _, err) = rmx_env(SHORT_ZERO_COPY_PINGPONG, &[("RMX_CALIBRATION", &path)]);
+    if !monitor_refused(code, &err) {
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    let _ = std::fs::remove_file(&path);
 }
