@@ -98,11 +98,6 @@ enum BenchCmd {
         #[arg(long)]
         sim: bool,
     },
-    /// Time per epoch closed by a fence, by design and pattern (the fence
-    /// paper's Figs. 7-10), beside a bare barrier.
-    #[command(
-        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop); all runs every design the transport offers."
-    )]
     /// Overlap of a put with computation before the closing fence, by
     /// design (the fence paper's Fig. 6): 1 B - 1 MiB, two ranks.
     #[command(
@@ -115,6 +110,11 @@ enum BenchCmd {
         #[arg(long, default_value = "all")]
         design: String,
     },
+    /// Time per epoch closed by a fence, by design and pattern (the fence
+    /// paper's Figs. 7-10), beside a bare barrier.
+    #[command(
+        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop); all runs every design the transport offers."
+    )]
     Fence {
         #[command(flatten)]
         args: BenchArgs,

@@ -1032,11 +1032,8 @@ fn a_calibration_path_that_is_a_fifo_hangs_nothing() {
     let _ = std::fs::remove_file(&path);
     let c = std::ffi::CString::new(path.clone()).unwrap();
     // SAFETY: a valid C string; mkfifo(3) only creates the node.
-    assert_eq!(
-        unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
-        0,
-        "mkfifo {path}"
-    );
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo {path}");
     let t0 = Instant::now();
     let (code, out, err) = rmx_env(&["info", "--json"], &[("RMX_CALIBRATION", &path)]);
     assert_eq!(code, 0, "{err}");
@@ -1048,4 +1045,35 @@ fn a_calibration_path_that_is_a_fifo_hangs_nothing() {
     }
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
     let _ = std::fs::remove_file(&path);
+}
+
+/// Every benchmark has its own one-line description in `rmx bench --help`
+/// (before, `fence` had none and `fence-overlap` showed both).
+#[test]
+fn every_benchmark_has_its_own_description() {
+    let (code, out, err) = rmx(&["bench", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .to_string()
+    };
+    assert!(
+        line("fence").contains("Time per epoch closed by a fence"),
+        "{out}"
+    );
+    let overlap = line("fence-overlap");
+    assert!(overlap.contains("Overlap of a put"), "{overlap}");
+    assert!(!overlap.contains("Time per epoch"), "{overlap}");
+    for l in out
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+    {
+        if l.trim().is_empty() {
+            break;
+        }
+        assert!(l.trim().split_once(' ').is_some(), "no description: {l}");
+    }
 }
