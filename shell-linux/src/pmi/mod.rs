@@ -29,6 +29,28 @@ pub struct Pmi {
     vallen_max: usize,
 }
 
+/// The environment variable that bounds every wait for the launcher, in
+/// seconds: a launcher that stalls (silent, or stopping part way through
+/// a line) fails the rank with [`PmiError::Timeout`] instead of hanging it.
+pub const TIMEOUT_ENV: &str = "RMX_PMI_TIMEOUT";
+
+/// How long a rank waits for any PMI reply unless [`TIMEOUT_ENV`] says:
+/// long enough for a launcher to start a large job (the barrier waits for
+/// every rank), short enough that a stalled one is reported.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The bound on every PMI wait: [`TIMEOUT_ENV`] seconds (at least 1), else
+/// [`DEFAULT_TIMEOUT`].
+pub fn timeout() -> Result<std::time::Duration, PmiError> {
+    match env_number(TIMEOUT_ENV)? {
+        Some(0) => Err(PmiError::Env(format!(
+            "{TIMEOUT_ENV}=0: give at least 1 second"
+        ))),
+        Some(s) => Ok(std::time::Duration::from_secs(s)),
+        None => Ok(DEFAULT_TIMEOUT),
+    }
+}
+
 /// `PMI_FD` is taken at most once: the connection owns (and closes) it.
 static FD_TAKEN: AtomicBool = AtomicBool::new(false);
 
@@ -68,13 +90,17 @@ impl Pmi {
                     ))
                 }
             };
-            return Pmi::over(Box::new(take_fd(fd)?), rank, size).map(Some);
+            let sock = take_fd(fd)?;
+            set_read_timeout(&sock, timeout()?)?;
+            return Pmi::over(Box::new(sock), rank, size).map(Some);
         }
         if let Ok(port) = std::env::var("PMI_PORT") {
             let id = env_number("PMI_ID")?
                 .ok_or_else(|| PmiError::Env("PMI_PORT is set without PMI_ID".into()))?;
-            let tcp = std::net::TcpStream::connect(port.trim())
+            let tcp = std::net::TcpStream::connect_timeout(&resolve(&port)?, timeout()?)
                 .map_err(|e| PmiError::Io(format!("connecting to PMI_PORT={port}: {e}")))?;
+            tcp.set_read_timeout(Some(timeout()?))
+                .map_err(|e| PmiError::Io(e.to_string()))?;
             return Pmi::over_port(Box::new(tcp), id).map(Some);
         }
         Ok(None)
@@ -209,6 +235,43 @@ fn send(conn: &mut BufReader<Box<dyn Stream>>, line: &str) -> Result<(), PmiErro
         .map_err(|e| PmiError::Io(e.to_string()))
 }
 
+/// `PMI_PORT`'s `host:port` as a socket address.
+fn resolve(port: &str) -> Result<std::net::SocketAddr, PmiError> {
+    use std::net::ToSocketAddrs;
+    port.trim()
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| PmiError::Env(format!("PMI_PORT={port} is no host:port")))
+}
+
+/// Bounds every read of the launcher's socket by `t` (`SO_RCVTIMEO`).
+fn set_read_timeout(sock: &std::fs::File, t: std::time::Duration) -> Result<(), PmiError> {
+    use std::os::fd::AsRawFd;
+    let tv = libc::timeval {
+        tv_sec: t.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: a valid socket descriptor this process owns and a timeval of
+    // the size passed; setsockopt reads it and keeps nothing.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(PmiError::Io(format!(
+            "cannot bound reads of PMI_FD: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
 /// The launcher's socket `fd`, owned from here on (closed on drop).
 fn take_fd(fd: i32) -> Result<std::fs::File, PmiError> {
     use std::os::fd::FromRawFd;
@@ -304,6 +367,28 @@ mod tests {
             ["cafe", "beef", "f00d"]
         );
         p.finalize().unwrap();
+    }
+
+    /// A launcher that stalls after init, silent or stopping part way
+    /// through a line with its socket open, fails the rank once the read
+    /// timeout passes (before, reads had no bound and the rank hung).
+    #[test]
+    fn a_stalled_launcher_is_a_timeout_not_a_hang() {
+        for stall in ["", "cmd=barrier_o"] {
+            let mut script = HELLO.to_vec();
+            script.push(("cmd=barrier_in", Some(stall)));
+            // Then it holds the socket open, waiting for a line that never comes.
+            script.push(("never", None));
+            let sock = launcher(script);
+            sock.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+                .unwrap();
+            let mut p = Pmi::over(Box::new(sock), 0, 2).unwrap();
+            let t0 = std::time::Instant::now();
+            assert_eq!(p.barrier(), Err(PmiError::Timeout), "{stall:?}");
+            let took = t0.elapsed();
+            assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+            assert!(PmiError::Timeout.to_string().contains(TIMEOUT_ENV));
+        }
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub enum PmiError {
     Env(String),
     /// Reading or writing the connection failed.
     Io(String),
+    /// The launcher sent nothing, or not the rest of a line, within the
+    /// connection's read timeout ([`crate::pmi::TIMEOUT_ENV`]).
+    Timeout,
     /// The connection closed, or a reply ended without its newline.
     Truncated(String),
     /// A reply longer than [`MAX_LINE`].
@@ -37,6 +40,12 @@ impl fmt::Display for PmiError {
         match self {
             PmiError::Env(s) => write!(f, "PMI environment: {s}"),
             PmiError::Io(s) => write!(f, "PMI connection: {s}"),
+            PmiError::Timeout => write!(
+                f,
+                "the launcher sent no complete PMI reply within the timeout \
+                 (it stalled or died); set {} (seconds) for launchers slower to start a job",
+                crate::pmi::TIMEOUT_ENV
+            ),
             PmiError::Truncated(s) => write!(f, "PMI reply cut short: {s:?}"),
             PmiError::TooLong => write!(f, "PMI reply longer than {MAX_LINE} bytes"),
             PmiError::Malformed(s) => write!(f, "malformed PMI reply: {s:?}"),
@@ -117,7 +126,11 @@ pub fn read_message<R: BufRead>(r: &mut R) -> Result<Message, PmiError> {
     let mut limited = std::io::Read::take(&mut *r, MAX_LINE as u64 + 1);
     let n = limited
         .read_until(b'\n', &mut line)
-        .map_err(|e| PmiError::Io(e.to_string()))?;
+        .map_err(|e| match e.kind() {
+            // A read timeout (`SO_RCVTIMEO`) expired: a stalled launcher.
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => PmiError::Timeout,
+            _ => PmiError::Io(e.to_string()),
+        })?;
     if line.last() != Some(&b'\n') {
         if n > MAX_LINE {
             return Err(PmiError::TooLong);
