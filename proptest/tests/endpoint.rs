@@ -573,16 +573,23 @@ fn lossy_transports_never_send_inline() {
     assert_eq!(an.outbox.len(), 1);
 }
 
-#[test]
-fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
+/// Two send entries per connection, no coalescing, sends that complete
+/// later: rank 0, its NIC, a one-byte buffer there, and the configuration.
+fn two_entries() -> (Ep, MemNic, UserBuf, Config) {
     let cfg = Config {
         send_wqes: 2,
         coalesce: Coalesce::Off,
         ..Config::reliable(THRESHOLD, 8)
     };
-    let (mut a, mut an, _, _) = pair(cfg);
+    let (a, mut an, _, _) = pair(cfg);
     an.later = true;
     let s = an.buf(b"q");
+    (a, an, s, cfg)
+}
+
+#[test]
+fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
+    let (mut a, mut an, s, cfg) = two_entries();
     for _ in 0..5 {
         assert_eq!(a.isend(0, &mut an, 1, 0, 0, s, 1), Ok(Request::COMPLETE));
     }
@@ -642,14 +649,7 @@ fn send_entries_bound_outstanding_sends_and_completions_post_the_backlog() {
 /// posts be outstanding on two entries).
 #[test]
 fn a_completion_for_an_inline_send_never_posted_frees_no_send_entry() {
-    let cfg = Config {
-        send_wqes: 2,
-        coalesce: Coalesce::Off,
-        ..Config::reliable(THRESHOLD, 8)
-    };
-    let (mut a, mut an, _, _) = pair(cfg);
-    an.later = true;
-    let s = an.buf(b"q");
+    let (mut a, mut an, s, _) = two_entries();
     for _ in 0..2 {
         a.isend(0, &mut an, 1, 0, 0, s, 1).unwrap();
     }
