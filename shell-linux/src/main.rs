@@ -277,7 +277,7 @@ enum LabCmd {
         json: bool,
     },
     /// Start CMD once in each namespace of the lab as one job of MPICH's
-    /// hydra: runs `mpiexec -n 1 ip netns exec rmx0 CMD : -n 1 ip netns
+    /// hydra: runs `mpiexec.hydra -n 1 ip netns exec rmx0 CMD : -n 1 ip netns
     /// exec rmx1 CMD …` (hydra's MPMD form), so the ranks find each other
     /// through PMI. Example: rmx lab exec -- rmx bench pingpong
     /// --transport eth --iface rmxeth
@@ -285,7 +285,7 @@ enum LabCmd {
         /// The command and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         cmd: Vec<String>,
-        /// Print the mpiexec command line instead of running it.
+        /// Print the mpiexec.hydra command line instead of running it.
         #[arg(long)]
         dry_run: bool,
     },
@@ -339,13 +339,14 @@ fn lab(cmd: LabCmd) -> Result<(), String> {
                 args.extend(cmd.iter().cloned());
             }
             if dry_run {
-                println!("mpiexec {}", args.join(" "));
+                println!("{} {}", rmx_linux::pmi::HYDRA, args.join(" "));
                 return Ok(());
             }
-            let st = std::process::Command::new("mpiexec")
+            let hydra = rmx_linux::pmi::HYDRA;
+            let st = std::process::Command::new(hydra)
                 .args(&args)
                 .status()
-                .map_err(|e| format!("cannot run mpiexec: {e} (install Debian's mpich)"))?;
+                .map_err(|e| format!("cannot run {hydra}: {e} (install Debian's mpich)"))?;
             if st.success() {
                 Ok(())
             } else {
@@ -601,7 +602,7 @@ fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, 
 }
 
 fn two_ranks(started: &str) -> String {
-    format!("this benchmark has 2 ranks, the launcher started {started}: use mpiexec -n 2")
+    format!("this benchmark has 2 ranks, the launcher started {started}: use mpiexec.hydra -n 2")
 }
 
 /// `loop` with its default settings.
@@ -618,7 +619,7 @@ fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), St
     let launched = std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some();
     if launched {
         if !launchable {
-            return Err("this benchmark runs its ranks as threads of one process; start it without mpiexec (pingpong, msgrate and bw run under a launcher)".into());
+            return Err("this benchmark runs its ranks as threads of one process; start it without a launcher (pingpong, msgrate and bw run under a launcher)".into());
         }
         if a.transport != "eth" || a.iface.is_none() {
             return Err("under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)".into());

@@ -163,12 +163,12 @@ fn hydra_starts_ranks_in_lab_namespaces_that_find_each_other() {
     if !root() {
         return;
     }
-    if !std::process::Command::new("mpiexec")
+    if !std::process::Command::new(rmx_linux::pmi::HYDRA)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        eprintln!("skipped: no mpiexec; install Debian's mpich, as .ci/test does");
+        eprintln!("skipped: no mpiexec.hydra; install Debian's mpich, as .ci/test does");
         return;
     }
     let spec = LabSpec {
@@ -204,7 +204,9 @@ fn hydra_starts_ranks_in_lab_namespaces_that_find_each_other() {
     args.extend(rank(&spec.netns(0)));
     args.push(":".into());
     args.extend(rank(&spec.netns(1)));
-    let out = std::process::Command::new("mpiexec").args(&args).output();
+    let out = std::process::Command::new(rmx_linux::pmi::HYDRA)
+        .args(&args)
+        .output();
     Lab::down(&spec).unwrap();
     let out = out.expect("run mpiexec");
     let text = format!(

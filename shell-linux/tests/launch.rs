@@ -16,12 +16,12 @@ fn ready() -> bool {
         eprintln!("skipped: not root; raw sockets need it");
         return false;
     }
-    let found = Command::new("mpiexec")
+    let found = Command::new(rmx_linux::pmi::HYDRA)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("skipped: no mpiexec; install Debian's mpich, as .ci/test does");
+        eprintln!("skipped: no mpiexec.hydra; install Debian's mpich, as .ci/test does");
     }
     found
 }
@@ -30,7 +30,7 @@ const RMX: &str = env!("CARGO_BIN_EXE_rmx");
 
 /// Runs mpiexec with `args`; its stdout, after checking it succeeded.
 fn mpiexec(args: &[String]) -> String {
-    let out = Command::new("mpiexec")
+    let out = Command::new(rmx_linux::pmi::HYDRA)
         .args(["-launcher", "fork"])
         .args(args)
         .output()
@@ -185,21 +185,21 @@ fn a_launched_benchmark_refuses_what_it_cannot_run() {
     if !ready() {
         return;
     }
-    let out = Command::new("mpiexec")
+    let out = Command::new(rmx_linux::pmi::HYDRA)
         .args(["-launcher", "fork", "-n", "2", RMX, "bench", "pingpong"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--transport eth --iface"), "{err}");
-    let out = Command::new("mpiexec")
+    let out = Command::new(rmx_linux::pmi::HYDRA)
         .args(["-launcher", "fork", "-n", "3", RMX, "bench", "pingpong"])
         .args(["--transport", "eth", "--iface", "lo"])
         .output()
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("mpiexec -n 2"), "{err}");
+    assert!(err.contains("mpiexec.hydra -n 2"), "{err}");
 }
 
 /// One rank of the four-process job below (run only under mpiexec).
@@ -282,7 +282,7 @@ fn a_stopped_peer_process_ends_the_job_with_an_error_naming_it() {
         return;
     }
     let marker = format!("{}", 7_000 + std::process::id() % 1000);
-    let mut child = Command::new("mpiexec")
+    let mut child = Command::new(rmx_linux::pmi::HYDRA)
         .args(["-launcher", "fork", "-n", "2", RMX, "bench", "pingpong"])
         .args(["--transport", "eth", "--iface", "lo", "--min-size", "8"])
         .args([

@@ -26,14 +26,14 @@ fn rank_under_a_launcher() {
 
 /// Hydra's `mpiexec`, if Debian's `mpich` is installed.
 fn mpiexec() -> Option<&'static str> {
-    let found = Command::new("mpiexec")
+    let found = Command::new(rmx_linux::pmi::HYDRA)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        eprintln!("skipped: no mpiexec; install Debian's mpich (`apt-get install mpich`), as .ci/test does");
+        eprintln!("skipped: no mpiexec.hydra; install Debian's mpich (`apt-get install mpich`), as .ci/test does");
     }
-    found.then_some("mpiexec")
+    found.then_some(rmx_linux::pmi::HYDRA)
 }
 
 fn job(extra: &[&str]) {

@@ -29,6 +29,11 @@ pub struct Pmi {
     vallen_max: usize,
 }
 
+/// MPICH's launcher by its unambiguous name: where Open MPI is installed
+/// too, Debian's alternatives may make plain `mpiexec` Open MPI's, which
+/// speaks PMIx, not PMI-1.
+pub const HYDRA: &str = "mpiexec.hydra";
+
 /// The environment variable that bounds every wait for the launcher, in
 /// seconds: a launcher that stalls (silent, or stopping part way through
 /// a line) fails the rank with [`PmiError::Timeout`] instead of hanging it.
