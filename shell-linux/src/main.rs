@@ -1671,8 +1671,13 @@ fn main() -> ExitCode {
             eprintln!("rmx: rank {rank}: {msg}{at}");
         }));
     }
+    if let Some(why) = rmx_linux::pmi::foreign_launcher() {
+        // Each process would run the whole job alone, and the copies
+        // would take each other's frames: refuse before anything starts.
+        eprintln!("rmx: {why}");
+        return ExitCode::from(2);
+    }
     // The copy routines are chosen before anything is timed.
-    rmx_linux::copy::engine();
     let result = match cli.cmd {
         Cmd::Info { json } => {
             info(json);

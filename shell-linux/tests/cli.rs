@@ -1077,3 +1077,24 @@ fn every_benchmark_has_its_own_description() {
         assert!(l.trim().split_once(' ').is_some(), "no description: {l}");
     }
 }
+
+/// Started by a launcher that offers no PMI-1 (Open MPI's mpirun, PMIx, a
+/// multi-task Slurm step without pmi2), rmx says which launchers work and
+/// exits 2 (before, each process ran the whole job alone on `lo` and a
+/// rank thread panicked); a one-task Slurm step is a plain command.
+#[test]
+fn a_launcher_without_pmi_1_is_named_and_refused() {
+    let bench = ["bench", "pingpong", "--max-size", "8", "--iters", "10"];
+    for (var, value) in [
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("PMIX_RANK", "0"),
+        ("SLURM_STEP_NUM_TASKS", "2"),
+    ] {
+        let (code, _, err) = rmx_env(&bench, &[(var, value)]);
+        assert_eq!(code, 2, "{var}: {err}");
+        assert!(err.contains(var) && err.contains("mpiexec.hydra"), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    let (code, _, err) = rmx_env(&["info"], &[("SLURM_STEP_NUM_TASKS", "1")]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -81,6 +81,36 @@ fn rank_and_size(rank: u64, size: u64) -> Result<(u16, u16), PmiError> {
     Ok((rank as u16, size as u16))
 }
 
+/// Launchers whose environment shows without PMI-1: the variable that
+/// tells, and who set it.
+const FOREIGN: [(&str, &str); 3] = [
+    (
+        "OMPI_COMM_WORLD_SIZE",
+        "Open MPI's mpirun, which speaks PMIx",
+    ),
+    ("PMIX_RANK", "a PMIx launcher"),
+    ("SLURM_STEP_NUM_TASKS", "srun without --mpi=pmi2"),
+];
+
+/// Why this process cannot be a rank of the job its launcher started: the
+/// environment is a launcher's (Open MPI, PMIx, a multi-task Slurm step)
+/// but offers no PMI-1 connection, so every process would run the whole
+/// job alone. `None` when PMI-1 is there or no launcher is seen.
+pub fn foreign_launcher() -> Option<String> {
+    if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
+        return None;
+    }
+    let (var, who) = FOREIGN.iter().find(|(var, _)| match std::env::var(var) {
+        // A one-task Slurm step is a plain command.
+        Ok(v) if *var == "SLURM_STEP_NUM_TASKS" => v.trim().parse::<u64>().is_ok_and(|n| n > 1),
+        Ok(_) => true,
+        Err(_) => false,
+    })?;
+    Some(format!(
+        "started by {who} ({var} is set) with no PMI-1 connection, so each process would run the whole job alone: start rmx with MPICH's `{HYDRA} -n 2 rmx …` or `srun --mpi=pmi2`"
+    ))
+}
+
 impl Pmi {
     /// Connects as the launcher's environment says. `Ok(None)`: this
     /// process was not started by a PMI launcher (no `PMI_FD`, no `PMI_PORT`).
