@@ -38,8 +38,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Credits and slots are free for every fragment `q` has left.
     fn fits_whole(&self, q: &QueuedSend) -> bool {
-        let left = q.len.saturating_sub(q.sent);
-        let frags = left.div_ceil(self.cfg.fragment());
+        let frags = self.credits_needed(q);
         self.peers[q.dest as usize].credits_left() >= frags && self.slots.free() > frags as usize
     }
 

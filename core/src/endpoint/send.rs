@@ -299,7 +299,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Credits `q` still needs: each fragment left of a medium message
     /// takes one, any other message (an RTS included) one.
-    fn credits_needed(&self, q: &QueuedSend) -> u32 {
+    pub(super) fn credits_needed(&self, q: &QueuedSend) -> u32 {
         if q.rndv || q.len <= self.cfg.eager_threshold {
             1
         } else {
