@@ -116,9 +116,9 @@ impl<T: Transport + 'static> Rank<T> {
             let Some(round) = plan.round(index) else {
                 continue;
             };
-            // At most two receives and two sends a round.
-            let mut reqs: [Option<Req>; 4] = [None, None, None, None];
-            let mut slots = reqs.iter_mut();
+            // At most two receives and two sends a round; on an error,
+            // those posted already are ended before the buffers' borrows do.
+            let mut reqs: Vec<Req> = Vec::with_capacity(4);
             for m in round.recvs.iter().flatten() {
                 let into = if round.reduce {
                     &mut scratch[m.span.range()]
@@ -126,8 +126,9 @@ impl<T: Transport + 'static> Rank<T> {
                     &mut data[m.span.range()]
                 };
                 let t = TagSel::Tag(tag(seq, index, m.part));
-                // SAFETY: waited for below, before the buffers' borrows end;
-                // no send of this round reads the bytes it receives into.
+                // SAFETY: waited for (or cancelled) below, before the
+                // buffers' borrows end; no send of this round reads the
+                // bytes it receives into.
                 let r = unsafe {
                     self.irecv_in(
                         Source::Rank(m.peer),
@@ -137,8 +138,13 @@ impl<T: Transport + 'static> Rank<T> {
                         into.len(),
                     )
                 };
-                *slots.next().expect("two receives a round") =
-                    Some(r.map_err(CollectiveError::Recv)?);
+                match r {
+                    Ok(r) => reqs.push(r),
+                    Err(e) => {
+                        self.abandon(reqs);
+                        return Err(CollectiveError::Recv(e));
+                    }
+                }
             }
             for m in round.sends.iter().flatten() {
                 let from = &data[m.span.range()];
@@ -147,13 +153,15 @@ impl<T: Transport + 'static> Rank<T> {
                 let r = unsafe {
                     self.isend_in(m.peer, t, COLLECTIVE_CONTEXT, from.as_ptr(), from.len())
                 };
-                *slots.next().expect("two sends a round") = Some(r.map_err(CollectiveError::Send)?);
+                match r {
+                    Ok(r) => reqs.push(r),
+                    Err(e) => {
+                        self.abandon(reqs);
+                        return Err(CollectiveError::Send(e));
+                    }
+                }
             }
-            let mut fault = None;
-            for r in reqs.into_iter().flatten() {
-                fault = fault.or(self.wait(r).fault);
-            }
-            if let Some(f) = fault {
+            if let Some(f) = self.wait_all(reqs) {
                 return Err(CollectiveError::Failed(f));
             }
             if let (true, Some((op, ty))) = (round.reduce, op) {
@@ -165,5 +173,86 @@ impl<T: Transport + 'static> Rank<T> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loopnic::{Fabric, LoopConfig};
+    use crate::rank::loop_config;
+    use rmx_core::Sizes;
+
+    /// A collective whose send is refused after its receive was posted
+    /// returns with the receive ended: a block that arrives afterwards
+    /// never lands in the caller's buffer (before, the receive stayed
+    /// posted and the block was written into memory the caller had got
+    /// back).
+    #[test]
+    fn a_collective_that_fails_part_way_leaves_no_receive_in_the_buffer() {
+        // Larger than an eager message: a send that needs a request handle.
+        const BLOCK: usize = 16384;
+        let fabric = Fabric::new(2, LoopConfig::default()).expect("the default sizes fit");
+        let plan = Plan::new(Collective::Allgather { block: BLOCK }, 2, 1).expect("plan");
+        let part = plan.round(0).expect("one round").sends[0]
+            .expect("a send")
+            .part;
+        std::thread::scope(|s| {
+            let f = &fabric;
+            s.spawn(move || {
+                let cfg = loop_config();
+                let mut sizes = Sizes::for_job(2, &cfg);
+                sizes.requests = 2;
+                let mut r = Rank::with_sizes(f.port(0), 2, cfg, sizes).expect("rank");
+                // Holds one of the two request handles.
+                let mut idle = [0u8; 1];
+                // SAFETY: cancelled and waited for below.
+                let held =
+                    unsafe { r.irecv_in(Source::Rank(1), TagSel::Tag(9), 0, idle.as_mut_ptr(), 1) }
+                        .expect("one handle free");
+                let mut data = vec![0u8; 2 * BLOCK];
+                let e = r.allgather(&mut data);
+                assert_eq!(e, Err(CollectiveError::Send(SendError::RequestTableFull)));
+                let before = data.clone();
+                r.cancel(&held);
+                r.wait(held);
+                r.send(1, 1, b"go").expect("go");
+                let mut done = [0u8; 4];
+                r.recv(Source::Rank(1), TagSel::Tag(2), &mut done)
+                    .expect("done");
+                for _ in 0..1000 {
+                    r.progress();
+                }
+                let landed = data != before;
+                if !landed {
+                    // Lets the peer's send complete.
+                    let mut scratch = vec![0u8; BLOCK];
+                    let t = TagSel::Tag(tag(0, 0, part));
+                    r.recv_in(Source::Rank(1), t, COLLECTIVE_CONTEXT, &mut scratch)
+                        .expect("the block");
+                }
+                assert!(!landed, "a block landed after the collective returned");
+            });
+            s.spawn(move || {
+                let mut r = Rank::new(f.port(1), 2, loop_config()).expect("rank");
+                let mut go = [0u8; 2];
+                r.recv(Source::Rank(0), TagSel::Tag(1), &mut go)
+                    .expect("go");
+                let block = [0xABu8; BLOCK];
+                // SAFETY: waited for at once.
+                let q = unsafe {
+                    r.isend_in(
+                        0,
+                        tag(0, 0, part),
+                        COLLECTIVE_CONTEXT,
+                        block.as_ptr(),
+                        BLOCK,
+                    )
+                }
+                .expect("block");
+                r.send(0, 2, b"done").expect("done");
+                r.wait(q);
+            });
+        });
     }
 }

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use rmx_core::{
     Caps, Config, ConfigError, Endpoint, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp,
-    RecvError, RegError, Remote, Request, RequestError, RxBuf, SendError, Sizes, SlotId, Source,
-    Stats, Status, Tables, TagSel, UserBuf, WorkId,
+    RecvError, RecvFault, RegError, Remote, Request, RequestError, RxBuf, SendError, Sizes, SlotId,
+    Source, Stats, Status, Tables, TagSel, UserBuf, WorkId,
 };
 
 use crate::clock::now_ns;
@@ -563,7 +563,19 @@ impl<T: Transport + 'static> Rank<T> {
     /// Rank `port.rank()` of `nranks`, using `cfg` for the core, fitted to
     /// what the port can do ([`Config::fit`]).
     pub fn new(port: T, nranks: u16, cfg: Config) -> Result<Rank<T>, ConfigError> {
-        Self::build(port, nranks, cfg, None)
+        Self::build(port, nranks, cfg, None, None)
+    }
+
+    /// [`new`](Self::new) with tables of the given sizes instead of
+    /// [`Sizes::for_job`]'s (tests that fill a table).
+    #[cfg(test)]
+    pub(crate) fn with_sizes(
+        port: T,
+        nranks: u16,
+        cfg: Config,
+        sizes: Sizes,
+    ) -> Result<Rank<T>, ConfigError> {
+        Self::build(port, nranks, cfg, None, Some(sizes))
     }
 
     /// A rank whose eager sends from frequently used buffers go zero-copy,
@@ -577,7 +589,8 @@ impl<T: Transport + 'static> Rank<T> {
     ) -> Result<Rank<T>, String> {
         let monitor = Monitor::global()?;
         let policy = cal.policy()?;
-        let mut r = Self::build(port, nranks, cfg, Some(policy)).map_err(|e| format!("{e:?}"))?;
+        let mut r =
+            Self::build(port, nranks, cfg, Some(policy), None).map_err(|e| format!("{e:?}"))?;
         r.with(|d| {
             d.nic.monitor = Some(Arc::clone(&monitor));
             d.watch = Some((Arc::clone(&monitor), monitor.subscribe()));
@@ -590,10 +603,11 @@ impl<T: Transport + 'static> Rank<T> {
         nranks: u16,
         cfg: Config,
         reuse: Option<ShellReuse>,
+        sizes: Option<Sizes>,
     ) -> Result<Rank<T>, ConfigError> {
         let me = port.rank();
         let cfg = cfg.fit(&port.caps());
-        let sizes = Sizes::for_job(nranks, &cfg);
+        let sizes = sizes.unwrap_or_else(|| Sizes::for_job(nranks, &cfg));
         let ep = Box::new(CoreEndpoint::with_reuse(
             cfg,
             me,
@@ -990,6 +1004,27 @@ impl<T: Transport + 'static> Rank<T> {
     /// Cancels a posted receive; `true` if it had not matched yet.
     pub fn cancel(&mut self, req: &Req) -> bool {
         self.with(|d| d.ep.cancel(req.req).unwrap_or(false))
+    }
+
+    /// Waits for every request of `reqs`: the first fault among them.
+    pub(crate) fn wait_all(&mut self, reqs: impl IntoIterator<Item = Req>) -> Option<RecvFault> {
+        let mut fault = None;
+        for q in reqs {
+            fault = fault.or(self.wait(q).fault);
+        }
+        fault
+    }
+
+    /// Ends requests a call posted into memory it lends for the call only,
+    /// when it returns early with an error: the receives nobody matched
+    /// are cancelled, the rest waited for (a matched receive completes or
+    /// its peer fails; a send completes or its peer fails), so none names
+    /// the memory once the call returns.
+    pub(crate) fn abandon(&mut self, reqs: impl IntoIterator<Item = Req>) {
+        for q in reqs {
+            self.cancel(&q);
+            self.wait(q);
+        }
     }
 
     /// Polls the NIC once: receives, send completions, and (every few idle

@@ -82,3 +82,37 @@ fn the_immediate_designs_never_leave_a_fence_before_their_puts_land() {
         assert_eq!(late_puts(design, false, 7), 0, "{design:?}");
     }
 }
+
+/// `free` without a closing fence: every rank puts to the rank before it
+/// and frees at once. The window's memory (kept alive here by a second
+/// holder, so a late write is seen rather than corrupting the heap) holds
+/// every put when `free` returns: free closed the epoch first. Before, it
+/// only took a barrier and ended the registration under the writes in
+/// flight.
+#[test]
+fn free_completes_the_operations_of_an_open_epoch() {
+    for design in [Design::ImmNaive, Design::ImmOpt, Design::ImmRi] {
+        let fabric = Fabric::new(RANKS as usize, LoopConfig::default()).expect("sizes fit");
+        let late: u32 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..RANKS)
+                .map(|me| {
+                    let port = Delayed::new(fabric.port(me), RANKS, MAX_DELAY_NS, 3 + me as u64);
+                    s.spawn(move || {
+                        let mut r = Rank::new(port, RANKS, loop_config()).expect("rank");
+                        let mut w = r.win_create_with(64, 1, design).expect("window");
+                        w.fence(&mut r).expect("opening fence");
+                        let target = (me + RANKS - 1) % RANKS;
+                        w.put(&mut r, target, 0, &[0xC5; 64]).expect("put");
+                        let mem = std::sync::Arc::clone(&w.mem);
+                        w.free(&mut r).expect("free");
+                        let mut got = [0u8; 64];
+                        mem.read(0, &mut got);
+                        (got != [0xC5; 64]) as u32
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("rank")).sum()
+        });
+        assert_eq!(late, 0, "{design:?}: a put landed after free returned");
+    }
+}

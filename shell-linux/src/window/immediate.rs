@@ -216,6 +216,16 @@ impl Immediate {
     }
 }
 
+impl Drop for Immediate {
+    /// A window dropped with accumulates in flight (no fence, no free):
+    /// their bytes are left to the requests still reading them.
+    fn drop(&mut self) {
+        if !self.pending.is_empty() {
+            std::mem::forget(std::mem::take(&mut self.sent));
+        }
+    }
+}
+
 /// Runs `f` on the window's immediate state, taken out of it meanwhile.
 fn with_state<R>(w: &mut Win, f: impl FnOnce(&mut Win, &mut Immediate) -> R) -> R {
     let mut s = w.imm.take().expect("an immediate design's window");
@@ -343,9 +353,12 @@ pub(super) fn accumulate<T: Transport + 'static>(
     with_state(w, |_, s| {
         let out = Outgoing::new(c.target, &c.header, data.to_vec());
         // SAFETY: the messages' bytes are on the heap, kept in `sent` until
-        // the fence has waited for `pending`.
-        unsafe { out.send(r, &mut s.pending)? };
+        // the fence has waited for `pending` (also when the data's send
+        // is refused after the header's left: it is not counted, and the
+        // target drops the header with the epoch).
+        let sent = unsafe { out.send(r, &mut s.pending) };
         s.sent.push(out);
+        sent?;
         s.ops += 1;
         s.msgs[c.target as usize] += 1;
         s.used[c.target as usize] = true;
@@ -353,12 +366,16 @@ pub(super) fn accumulate<T: Transport + 'static>(
     })
 }
 
+/// Ends the epoch as `steps` says; `closing` is this rank's
+/// `NO_SUCCEED`. The window is closed (its memory handed out) only if
+/// every rank asserted it, which the fence's collective tells each rank.
 pub(super) fn fence<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
     steps: Steps,
+    closing: bool,
 ) -> Result<(), WinError> {
-    with_state(w, |w, s| fence_in(w, s, r, steps))
+    with_state(w, |w, s| fence_in(w, s, r, steps, closing))
 }
 
 fn fence_in<T: Transport + 'static>(
@@ -366,10 +383,14 @@ fn fence_in<T: Transport + 'static>(
     s: &mut Immediate,
     r: &mut Rank<T>,
     steps: Steps,
+    closing: bool,
 ) -> Result<(), WinError> {
     let mut fault = None;
-    // No rank had an operation in flight to anyone: nothing to order.
+    // Every rank has entered this fence and no operation of the epoch is
+    // left to land anywhere: the opening has nothing left to order.
     let mut quiet = false;
+    // Ranks that asserted NO_SUCCEED, as the step's collective counted.
+    let mut closers = None;
     if let Some(c) = steps.completion {
         fault = complete_locally(w.id, s, r);
         // A put with immediate that failed raises none: not counted.
@@ -378,30 +399,47 @@ fn fence_in<T: Transport + 'static>(
                 s.puts[t as usize] -= 1;
             }
         }
-        quiet = match c {
-            Completion::FinishMessages => {
-                finish_messages(w, s, r)?;
-                false
+        (quiet, closers) = match c {
+            Completion::FinishMessages => (false, Some(finish_messages(w, s, r, closing)?)),
+            Completion::Immediates => {
+                let (quiet, closers) = immediates(w, s, r, closing)?;
+                (quiet, Some(closers))
             }
-            Completion::Immediates => immediates(w, s, r)?,
             Completion::CountedMessages => unreachable!("the deferred design's"),
         };
     }
     let failed = end_epoch(w, s);
-    match steps.opening {
-        // The allreduce that showed every count zero is itself a barrier:
-        // every rank has entered this fence, and no operation of the
-        // epoch is left to land anywhere.
-        Opening::Barrier if quiet => {}
+    let closers = match closers {
+        Some(k) => k,
+        None => {
+            // No completion step (NO_PRECEDE): an allreduce of the
+            // assertion counts the closers, and is itself a barrier.
+            let mut k = (closing as u32).to_ne_bytes();
+            r.allreduce(&mut k, Int::U32, Op::Sum)?;
+            quiet = true;
+            u32::from_ne_bytes(k)
+        }
+    };
+    let all = closers == r.size() as u32;
+    match if all {
+        Opening::None
+    } else {
+        w.design.opening()
+    } {
+        Opening::Barrier | Opening::AllPairs if quiet => {}
         Opening::Barrier => r.barrier()?,
         Opening::AllPairs => all_pairs(w, r)?,
         Opening::None => {}
     }
+    w.closed = all;
     if let Some(f) = fault {
         return Err(WinError::Collective(CollectiveError::Failed(f)));
     }
     if failed > 0 {
         return Err(WinError::Transfer { failed });
+    }
+    if closers > 0 && !all {
+        return Err(WinError::Disagree);
     }
     Ok(())
 }
@@ -422,10 +460,7 @@ fn complete_locally<T: Transport + 'static>(
         let done = r.with(|d| d.book.take(id));
         s.failed.extend(done.failed);
     }
-    let mut fault = None;
-    for q in s.pending.drain(..) {
-        fault = fault.or(r.wait(q).fault);
-    }
+    let fault = r.wait_all(s.pending.drain(..));
     s.sent.clear();
     if !s.raw.is_empty() {
         let raw = std::mem::take(&mut s.raw);
@@ -487,69 +522,83 @@ fn finish_messages<T: Transport + 'static>(
     w: &mut Win,
     s: &mut Immediate,
     r: &mut Rank<T>,
-) -> Result<(), WinError> {
+    closing: bool,
+) -> Result<u32, WinError> {
     let n = s.used.len();
     let (id, epoch, me) = (w.id, w.epoch, w.me as usize);
+    // Per target: whether this rank used its channel, and whether it
+    // closes the window; summed, each target's block says how many finish
+    // messages come and how many ranks close.
     let mut counts: Vec<u8> = s
         .used
         .iter()
-        .flat_map(|&u| (u as u32).to_ne_bytes())
+        .flat_map(|&u| [u as u32, closing as u32])
+        .flat_map(u32::to_ne_bytes)
         .collect();
     r.reduce_scatter(&mut counts, Int::U32, Op::Sum)?;
-    let expected = u32_at(&counts, me);
+    let (expected, closers) = (u32_at(&counts, 2 * me), u32_at(&counts, 2 * me + 1));
     let bodies: Vec<[u8; 4]> = (0..n).map(|t| s.msgs[t].to_le_bytes()).collect();
     let mut pending = Vec::new();
-    for t in (0..n).filter(|&t| s.used[t]) {
-        // SAFETY: `bodies` outlives the wait below.
-        let q = unsafe {
-            r.isend_in(
-                t as u16,
-                tag(id, epoch, FINISH),
-                RMA_CONTEXT,
-                bodies[t].as_ptr(),
-                4,
-            )
-        };
-        pending.push(q.map_err(send_failed)?);
-    }
-    for _ in 0..expected {
-        let mut b = [0u8; 4];
-        let st = r
-            .recv_in(
-                From::Any,
-                TagSel::Tag(tag(id, epoch, FINISH)),
-                RMA_CONTEXT,
-                &mut b,
-            )
-            .map_err(recv_failed)?;
-        for _ in 0..u32::from_le_bytes(b) {
-            let a = messages::recv(w, r, From::Rank(st.source))?;
-            if let Some((h, _)) = a.admitted {
-                w.apply(&h, &a.data);
+    let sent = (|| {
+        for t in (0..n).filter(|&t| s.used[t]) {
+            // SAFETY: `bodies` outlives the wait (or abandonment) below.
+            let q = unsafe {
+                r.isend_in(
+                    t as u16,
+                    tag(id, epoch, FINISH),
+                    RMA_CONTEXT,
+                    bodies[t].as_ptr(),
+                    4,
+                )
+            };
+            pending.push(q.map_err(send_failed)?);
+        }
+        for _ in 0..expected {
+            let mut b = [0u8; 4];
+            let st = r
+                .recv_in(
+                    From::Any,
+                    TagSel::Tag(tag(id, epoch, FINISH)),
+                    RMA_CONTEXT,
+                    &mut b,
+                )
+                .map_err(recv_failed)?;
+            for _ in 0..u32::from_le_bytes(b) {
+                let a = messages::recv(w, r, From::Rank(st.source))?;
+                if let Some((h, _)) = a.admitted {
+                    w.apply(&h, &a.data);
+                }
             }
         }
-    }
-    wait_all(r, pending)
+        Ok(())
+    })();
+    settle(r, pending, sent).map(|()| closers)
 }
 
 /// RI: an allreduce of per-target counts (puts with immediate and
-/// accumulate messages together); then the target takes immediates and
-/// accumulates as they come until it has that many. `true` if every
-/// rank's count was zero (the allreduce shows all of them).
+/// accumulate messages together) and of the ranks that close the window;
+/// then the target takes immediates and accumulates as they come until it
+/// has that many. Whether every rank's count was zero (the allreduce
+/// shows all of them), and the closers.
 fn immediates<T: Transport + 'static>(
     w: &mut Win,
     s: &mut Immediate,
     r: &mut Rank<T>,
-) -> Result<bool, WinError> {
+    closing: bool,
+) -> Result<(bool, u32), WinError> {
     let (id, epoch, me) = (w.id, w.epoch, w.me as usize);
-    let mut counts: Vec<u8> = (0..s.puts.len())
-        .flat_map(|t| (s.puts[t] + s.msgs[t]).to_ne_bytes())
+    let n = s.puts.len();
+    let mut counts: Vec<u8> = (0..n)
+        .map(|t| s.puts[t] + s.msgs[t])
+        .chain([closing as u32])
+        .flat_map(u32::to_ne_bytes)
         .collect();
     r.allreduce(&mut counts, Int::U32, Op::Sum)?;
     let total = u32_at(&counts, me);
-    let quiet = counts.iter().all(|&b| b == 0);
+    let closers = u32_at(&counts, n);
+    let quiet = counts[..4 * n].iter().all(|&b| b == 0);
     if total == 0 {
-        return Ok(quiet);
+        return Ok((quiet, closers));
     }
     let key = imm(id, epoch);
     let mut got = 0u32;
@@ -558,7 +607,7 @@ fn immediates<T: Transport + 'static>(
     let out = loop {
         let notified = r.with(|d| d.book.notified(key));
         if notified + got >= total {
-            break Ok(quiet);
+            break Ok((quiet, closers));
         }
         let q = match posted.take() {
             Some(q) => q,
@@ -602,33 +651,46 @@ fn all_pairs<T: Transport + 'static>(w: &mut Win, r: &mut Rank<T>) -> Result<(),
     let flags = vec![0u8; r.size() as usize];
     let mut got = vec![0u8; r.size() as usize];
     let mut pending = Vec::new();
-    for p in (0..r.size()).filter(|&p| p != w.me) {
-        let t = tag(id, epoch, FLAG);
-        // SAFETY: `flags` and `got` outlive the wait below.
-        let q = unsafe {
-            r.irecv_in(
-                From::Rank(p),
-                TagSel::Tag(t),
-                RMA_CONTEXT,
-                got[p as usize..].as_mut_ptr(),
-                1,
-            )
-        };
-        pending.push(q.map_err(recv_failed)?);
-        // SAFETY: as above.
-        let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, flags[p as usize..].as_ptr(), 1) };
-        pending.push(q.map_err(send_failed)?);
-    }
-    wait_all(r, pending)
+    let posted = (|| {
+        for p in (0..r.size()).filter(|&p| p != w.me) {
+            let t = tag(id, epoch, FLAG);
+            // SAFETY: `flags` and `got` outlive the wait (or abandonment)
+            // below.
+            let q = unsafe {
+                r.irecv_in(
+                    From::Rank(p),
+                    TagSel::Tag(t),
+                    RMA_CONTEXT,
+                    got[p as usize..].as_mut_ptr(),
+                    1,
+                )
+            };
+            pending.push(q.map_err(recv_failed)?);
+            // SAFETY: as above.
+            let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, flags[p as usize..].as_ptr(), 1) };
+            pending.push(q.map_err(send_failed)?);
+        }
+        Ok(())
+    })();
+    settle(r, pending, posted)
 }
 
-fn wait_all<T: Transport + 'static>(r: &mut Rank<T>, pending: Vec<Req>) -> Result<(), WinError> {
-    let mut fault = None;
-    for q in pending {
-        fault = fault.or(r.wait(q).fault);
-    }
-    match fault {
-        Some(f) => Err(WinError::Collective(CollectiveError::Failed(f))),
-        None => Ok(()),
+/// Ends the requests of a step that posted them into its own buffers:
+/// waits for them if it went through (the first fault is the error), else
+/// abandons them and returns its error.
+fn settle<T: Transport + 'static>(
+    r: &mut Rank<T>,
+    pending: Vec<Req>,
+    step: Result<(), WinError>,
+) -> Result<(), WinError> {
+    match step {
+        Ok(()) => match r.wait_all(pending) {
+            Some(f) => Err(WinError::Collective(CollectiveError::Failed(f))),
+            None => Ok(()),
+        },
+        Err(e) => {
+            r.abandon(pending);
+            Err(e)
+        }
     }
 }

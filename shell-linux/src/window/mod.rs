@@ -73,6 +73,10 @@ pub enum WinError {
     Memory {
         len: usize,
     },
+    /// Ranks passed different [`Assert::NO_SUCCEED`] to the same fence:
+    /// the fence completed on every rank, and the window stays open as if
+    /// none had asserted it.
+    Disagree,
     /// The window's memory is open to other ranks' RDMA in this epoch: read
     /// and write it with [`Win::read`] and [`Win::write`], or close the
     /// epoch with [`Assert::NO_SUCCEED`] first.
@@ -80,7 +84,9 @@ pub enum WinError {
 }
 
 /// What a fence may assume (MPI's `MPI_MODE_*` assertions). Every rank of
-/// the window must give the same `NO_PRECEDE` and `NO_SUCCEED`.
+/// the window must give the same `NO_PRECEDE` and `NO_SUCCEED`; an
+/// immediate design checks `NO_SUCCEED` ([`WinError::Disagree`]), since
+/// the window's memory is handed out on it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Assert(pub u8);
 
@@ -528,18 +534,30 @@ impl Win {
         }
         let steps = self.design.steps(no_precede, no_succeed);
         let done = match self.imm.is_some() {
-            true => immediate::fence(self, r, steps),
-            false => deferred::fence(self, r, steps),
+            true => immediate::fence(self, r, steps, no_succeed),
+            false => {
+                // Nothing reaches a deferred window outside its own fence.
+                self.closed = no_succeed;
+                deferred::fence(self, r, steps)
+            }
         };
-        self.closed = no_succeed;
         self.epoch = self.epoch.wrapping_add(1);
         done
     }
 
-    /// Ends a window: collective; waits until no rank accesses it any more,
-    /// then ends its registrations (a window merely dropped keeps its
-    /// memory registered until the rank ends).
+    /// Ends a window: collective; an epoch still open is closed first, as
+    /// by a fence asserting [`Assert::NO_SUCCEED`] (every operation issued
+    /// completes), then its registrations end once every rank is here. A
+    /// window merely dropped, or whose closing fails, keeps its memory
+    /// registered until the rank ends: no RDMA in flight reaches freed
+    /// memory.
     pub fn free<T: Transport + 'static>(mut self, r: &mut Rank<T>) -> Result<(), WinError> {
+        if !self.closed {
+            match self.fence_with(r, Assert::NO_SUCCEED) {
+                Ok(()) | Err(WinError::Transfer { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         r.barrier()?;
         let keys: Vec<u32> = self
             .mem_key
@@ -661,6 +679,40 @@ mod tests {
                 mem.iter().all(|&b| b != 0xAB),
                 "{design:?}: nothing forged written"
             );
+        }
+    }
+
+    /// Ranks that pass different `NO_SUCCEED` to one fence: the fence
+    /// tells every rank, none is handed the window's memory (a peer that
+    /// did not close could still write it), and the window stays open
+    /// for every design that moves data by RDMA. Before, rank 0 got a
+    /// `&mut [u8]` that rank 1's puts then wrote.
+    #[test]
+    fn ranks_that_disagree_on_closing_get_no_memory_slice() {
+        for design in [Design::ImmNaive, Design::ImmOpt, Design::ImmRi] {
+            let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+                let mut w = r.win_create_with(32, 1, design).expect("window");
+                w.fence(r).unwrap();
+                let close = if r.rank() == 0 {
+                    Assert::NO_SUCCEED
+                } else {
+                    Assert::NONE
+                };
+                let fenced = w.fence_with(r, close);
+                let slice = w.memory().map(|_| ());
+                // Still open on both: a put and a fence go through.
+                let put = w.put(r, 1 - r.rank(), 0, &[1; 4]);
+                let again = w.fence_with(r, Assert::NO_SUCCEED);
+                let closed = w.memory().map(|_| ());
+                (fenced, slice, put, again, closed)
+            });
+            for (fenced, slice, put, again, closed) in out {
+                assert_eq!(fenced, Err(WinError::Disagree), "{design:?}");
+                assert_eq!(slice, Err(WinError::Exposed), "{design:?}");
+                assert_eq!(put, Ok(()), "{design:?}");
+                assert_eq!(again, Ok(()), "{design:?}");
+                assert_eq!(closed, Ok(()), "{design:?}");
+            }
         }
     }
 }
