@@ -483,32 +483,35 @@ where
         let handles: Vec<_> = (0..n)
             .map(|me| {
                 let (make, body, done, wires, failed) = (&make, &body, &done, &wires, &failed);
-                s.spawn(move || {
-                    let _flag = FailFlag(failed);
-                    pin_to_cpu(me as usize);
-                    let placed = match wires.iter().find_map(|w| w.netns(me)) {
-                        Some(ns) => netns::enter(ns).map_err(|e| {
-                            format!("rank {me}: cannot enter network namespace {ns}: {e}")
-                        }),
-                        None => Ok(()),
-                    };
-                    let ports = wires
-                        .iter()
-                        .enumerate()
-                        .map(|(k, w)| w.port(me, k, wires.len(), &placed))
-                        .collect::<Result<Vec<_>, _>>()
-                        .unwrap_or_else(|e| panic!("{e}"));
-                    let mut ranks = make(me, ports);
-                    let out = body(&mut ranks);
-                    let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
-                    finish(&mut refs, done, n as usize, failed);
-                    out
-                })
+                let named = std::thread::Builder::new().name(format!("rank {me}"));
+                named
+                    .spawn_scoped(s, move || {
+                        let _flag = FailFlag(failed);
+                        pin_to_cpu(me as usize);
+                        let placed = match wires.iter().find_map(|w| w.netns(me)) {
+                            Some(ns) => netns::enter(ns).map_err(|e| {
+                                format!("rank {me}: cannot enter network namespace {ns}: {e}")
+                            }),
+                            None => Ok(()),
+                        };
+                        let ports = wires
+                            .iter()
+                            .enumerate()
+                            .map(|(k, w)| w.port(me, k, wires.len(), &placed))
+                            .collect::<Result<Vec<_>, _>>()
+                            .unwrap_or_else(|e| panic!("{e}"));
+                        let mut ranks = make(me, ports);
+                        let out = blaming_failed_peers(&mut ranks, n, body);
+                        let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
+                        finish(&mut refs, done, n as usize, failed);
+                        out
+                    })
+                    .expect("a thread for each rank")
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("rank thread panicked"))
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     })
 }
@@ -535,21 +538,7 @@ where
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_else(|e| panic!("{e}"));
     let mut ranks = make(me, ports);
-    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut ranks)));
-    let out = out.unwrap_or_else(|e| {
-        // Say why, where a peer failed: the panic is its consequence.
-        let gone: Vec<String> = (0..l.size())
-            .filter(|&p| ranks.iter().any(|r| r.failed(p)))
-            .map(|p| p.to_string())
-            .collect();
-        if gone.is_empty() {
-            std::panic::resume_unwind(e);
-        }
-        panic!(
-            "rank {} stopped answering (its process died, hung or lost its link): the job cannot go on",
-            gone.join(", ")
-        )
-    });
+    let out = blaming_failed_peers(&mut ranks, l.size(), body);
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
     while !refs.iter().all(|r| r.flushed()) {
         for r in refs.iter_mut() {
@@ -565,6 +554,29 @@ where
         }
     }
     out
+}
+
+/// Runs `body`; if it stops (panics) where a peer of its ranks failed,
+/// says so instead: the panic is that failure's consequence.
+fn blaming_failed_peers<T>(
+    ranks: &mut [Rank],
+    size: u16,
+    body: impl FnOnce(&mut [Rank]) -> T,
+) -> T {
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(ranks)));
+    out.unwrap_or_else(|e| {
+        let gone: Vec<String> = (0..size)
+            .filter(|&p| ranks.iter().any(|r| r.failed(p)))
+            .map(|p| p.to_string())
+            .collect();
+        if gone.is_empty() {
+            std::panic::resume_unwind(e);
+        }
+        panic!(
+            "rank {} stopped answering (its process died, hung or lost its link, or the network dropped every frame): the job cannot go on",
+            gone.join(", ")
+        )
+    })
 }
 
 /// How long a finished process keeps answering its peers.

@@ -1654,31 +1654,92 @@ fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(rank) = std::env::var_os("PMI_RANK") {
-        // Under a launcher, one line per rank that stops: where, and why.
-        let rank = rank.to_string_lossy().into_owned();
-        std::panic::set_hook(Box::new(move |info| {
-            let msg = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied())
-                .unwrap_or("panic");
-            let at = info
-                .location()
-                .map(|l| format!(" ({l})"))
-                .unwrap_or_default();
-            eprintln!("rmx: rank {rank}: {msg}{at}");
-        }));
-    }
+    one_line_panics();
     if let Some(why) = rmx_linux::pmi::foreign_launcher() {
         // Each process would run the whole job alone, and the copies
         // would take each other's frames: refuse before anything starts.
         eprintln!("rmx: {why}");
         return ExitCode::from(2);
     }
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
+    let code = match result {
+        Ok(Ok(())) => return ExitCode::SUCCESS,
+        // A failure while running (a peer, the transport, the launcher),
+        // not bad input.
+        Err(_) => {
+            if let Some(why) = first_stop() {
+                eprintln!("rmx: {why}");
+            }
+            1
+        }
+        Ok(Err(e)) => {
+            eprintln!("rmx: {e}");
+            2
+        }
+    };
+    if std::env::var_os("PMI_RANK").is_some() {
+        // A launcher kills the other ranks once one exits, and may drop
+        // what they still had to say: give it time to pass this on first.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    ExitCode::from(code)
+}
+
+/// Why each thread stopped, in the order they first did: the latest
+/// reason per thread (a rank that stops on a failed peer says so last).
+static STOPPED: std::sync::Mutex<Vec<(std::thread::ThreadId, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// A failure while running (a rank's thread or this process stopping on a
+/// failed peer, transport or launcher) becomes one line, `rmx: rank R:
+/// why`, printed by [`first_stop`]; with `RUST_BACKTRACE` the full
+/// report comes first.
+fn one_line_panics() {
+    let full = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
+    let report = std::panic::take_hook();
+    let pmi_rank = std::env::var("PMI_RANK").ok();
+    std::panic::set_hook(Box::new(move |info| {
+        if full {
+            report(info);
+        }
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("stopped");
+        let thread = std::thread::current();
+        let rank = pmi_rank
+            .as_deref()
+            .map(|r| format!("rank {r}"))
+            .or_else(|| {
+                thread
+                    .name()
+                    .filter(|n| n.starts_with("rank "))
+                    .map(String::from)
+            });
+        let line = match rank {
+            Some(r) => format!("{r}: {msg}"),
+            None => msg.to_string(),
+        };
+        let mut stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+        match stopped.iter_mut().find(|(t, _)| *t == thread.id()) {
+            Some(s) => s.1 = line,
+            None => stopped.push((thread.id(), line)),
+        }
+    }));
+}
+
+/// Why the first thread that stopped did.
+fn first_stop() -> Option<String> {
+    let stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
+    stopped.first().map(|(_, why)| why.clone())
+}
+
+/// Runs the command: `Err` is bad input (said, exit 2).
+fn run(cli: Cli) -> Result<(), String> {
     // The copy routines are chosen before anything is timed.
-    let result = match cli.cmd {
+    match cli.cmd {
         Cmd::Info { json } => {
             info(json);
             Ok(())
@@ -1775,18 +1836,5 @@ fn main() -> ExitCode {
             emit(&r, a.json);
             Ok(())
         }),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rmx: {e}");
-            if std::env::var_os("PMI_RANK").is_some() {
-                // A launcher kills the other ranks once one exits, and may
-                // drop what they still had to say: give it time to pass
-                // this message on first.
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-            ExitCode::from(2)
-        }
     }
 }

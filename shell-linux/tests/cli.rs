@@ -1098,3 +1098,35 @@ fn a_launcher_without_pmi_1_is_named_and_refused() {
     let (code, _, err) = rmx_env(&["info"], &[("SLURM_STEP_NUM_TASKS", "1")]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// A job whose network drops every frame stops with one line naming the
+/// rank and the cause, and exit 1 (it is no bad input): before, both rank
+/// threads panicked, blamed the floor's socket, and rmx exited 101.
+#[test]
+fn a_network_that_drops_everything_ends_the_job_with_one_line() {
+    if !rmx_linux::eth::RawSocket::open("lo", rmx_core::frame::ETHERTYPE, false).is_ok() {
+        eprintln!("skipped: raw sockets on lo need root or CAP_NET_RAW");
+        return;
+    }
+    let (code, _, err) = rmx_env(
+        &[
+            "bench",
+            "pingpong",
+            "--transport",
+            "eth",
+            "--iface",
+            "lo",
+            "--loss",
+            "100",
+            "--max-size",
+            "8",
+        ],
+        &[("RUST_BACKTRACE", "0")],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("rmx: rank ") && err.contains("stopped answering"),
+        "{err}"
+    );
+}

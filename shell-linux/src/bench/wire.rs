@@ -80,8 +80,14 @@ impl WireFloor {
         let mut theirs = [0u8; 7];
         r.send(peer, MAC_TAG, &mine)
             .map_err(|e| io::Error::other(format!("{e:?}")))?;
-        r.recv(Source::Rank(peer), TagSel::Tag(MAC_TAG), &mut theirs)
+        let st = r
+            .recv(Source::Rank(peer), TagSel::Tag(MAC_TAG), &mut theirs)
             .map_err(|e| io::Error::other(format!("{e:?}")))?;
+        if let Some(f) = st.fault {
+            return Err(io::Error::other(format!(
+                "rank {peer} did not send its address ({f:?})"
+            )));
+        }
         let sock = opened?;
         if theirs[0] != 1 {
             return Err(io::Error::other("the other side could not open its socket"));
