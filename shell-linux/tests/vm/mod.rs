@@ -26,8 +26,11 @@ pub struct Kernel {
 
 /// What to run in the guest.
 pub struct Job<'a> {
-    /// Host files copied to the same path in the guest (with the shared
-    /// libraries `ldd` lists for them).
+    /// Host files copied into the guest's [`JOB_DIR`] under their own
+    /// names (with the shared libraries `ldd` lists for them, at their
+    /// paths): a checkout anywhere on the host, under `/tmp` (a tmpfs in
+    /// the guest) or in a path with spaces, runs the same. The script
+    /// names them with [`in_guest`].
     pub files: &'a [&'a Path],
     /// Modules to load, by name, dependencies first (found with modinfo).
     pub modules: &'a [&'a str],
@@ -45,6 +48,20 @@ pub struct Outcome {
 }
 
 const MARK: &str = "RMX-VM-EXIT";
+
+/// Where a job's files are in the guest.
+pub const JOB_DIR: &str = "/job";
+
+/// The guest's path of the job file `host`, quoted for the script.
+pub fn in_guest(host: &Path) -> String {
+    let name = host.file_name().unwrap_or_default();
+    quote(&Path::new(JOB_DIR).join(name))
+}
+
+/// `p` as one word of a shell command, whatever it contains.
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
+}
 
 fn have(cmd: &str) -> bool {
     Command::new("sh")
@@ -116,7 +133,7 @@ pub fn kernel() -> Result<Kernel, Skip> {
         let tmp = dir.join("kernel.part");
         let _ = std::fs::remove_dir_all(&tmp);
         sh(
-            &format!("dpkg-deb -x linux-image-*.deb {}", tmp.display()),
+            &format!("dpkg-deb -x linux-image-*.deb {}", quote(&tmp)),
             &dir,
         )
         .map_err(Skip)?;
@@ -155,7 +172,7 @@ impl Kernel {
             return Ok(());
         }
         let deps = sh(
-            &format!("modinfo -F depends {}", path.display()),
+            &format!("modinfo -F depends {}", quote(&path)),
             Path::new("/"),
         )?;
         for d in deps.trim().split(',').filter(|d| !d.is_empty()) {
@@ -179,16 +196,24 @@ impl Kernel {
         let busybox = sh("command -v busybox", Path::new("/"))?;
         copy_to(Path::new(busybox.trim()), &r.join("bin/busybox"))?;
         // iproute2 rather than busybox's: it has netns and tc.
-        let mut files: Vec<PathBuf> = ["ip", "tc"]
+        let tools: Vec<PathBuf> = ["ip", "tc"]
             .iter()
             .map(|c| {
                 sh(&format!("command -v {c}"), Path::new("/")).map(|p| PathBuf::from(p.trim()))
             })
             .collect::<Result<_, _>>()?;
-        files.extend(job.files.iter().map(|p| p.to_path_buf()));
-        for f in &files {
-            copy_to(f, &r.join(f.strip_prefix("/").unwrap_or(f)))?;
-            let libs = sh(&format!("ldd {} || true", f.display()), Path::new("/"))?;
+        let job_dir = r.join(JOB_DIR.trim_start_matches('/'));
+        let placed = tools
+            .iter()
+            .map(|f| (f.as_path(), r.join(f.strip_prefix("/").unwrap_or(f))))
+            .chain(
+                job.files
+                    .iter()
+                    .map(|f| (*f, job_dir.join(f.file_name().unwrap_or_default()))),
+            );
+        for (f, to) in placed {
+            copy_to(f, &to)?;
+            let libs = sh(&format!("ldd {} || true", quote(f)), Path::new("/"))?;
             for lib in libs.split_whitespace().filter(|w| w.starts_with('/')) {
                 let lib = Path::new(lib);
                 copy_to(lib, &r.join(lib.strip_prefix("/").unwrap_or(lib)))?;
@@ -209,8 +234,8 @@ impl Kernel {
                 sh(
                     &format!(
                         "xz -dc {} > {}",
-                        m.display(),
-                        r.join("modules").join(stem).display()
+                        quote(m),
+                        quote(&r.join("modules").join(stem))
                     ),
                     r,
                 )?;
