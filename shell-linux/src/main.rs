@@ -82,10 +82,10 @@ enum BenchCmd {
     EagerReuse(BenchArgs),
     /// Latency of barrier, allreduce, reduce_scatter (256 B) and allgather
     /// (256 B a rank) at 2, 4, 8, … ranks up to --ranks, ranks as threads
-    /// (the fence paper's Table 1). On eth give --iface lo: in-process ranks
-    /// share one interface only there.
+    /// (the fence paper's Table 1). On eth give --iface (lo, or any
+    /// interface: in-process ranks share it).
     #[command(
-        long_about = "Latency of the collectives the fence designs are built on, as the fence paper's Table 1 reports them: barrier (dissemination), allreduce of 256 B (recursive doubling), reduce_scatter of a 256-byte vector (each rank's block its part) and allgather of 256 B a rank (Bruck), at 2, 4, 8, ... ranks up to --ranks (and --ranks itself). Ranks are threads of this process; each collective runs --iters times (default 1000) after --warmup, and the time per collective is rank 0's, between barriers. On eth give --iface lo: in-process ranks share one interface only there."
+        long_about = "Latency of the collectives the fence designs are built on, as the fence paper's Table 1 reports them: barrier (dissemination), allreduce of 256 B (recursive doubling), reduce_scatter of a 256-byte vector (each rank's block its part) and allgather of 256 B a rank (Bruck), at 2, 4, 8, ... ranks up to --ranks (and --ranks itself). Ranks are threads of this process; each collective runs --iters times (default 1000) after --warmup, and the time per collective is rank 0's, between barriers. On eth give --iface (lo, or any interface: the in-process ranks share it, talking through rmx's local path between endpoints of one host)."
     )]
     Collectives {
         #[command(flatten)]
@@ -441,7 +441,8 @@ struct BenchArgs {
     /// eth: the interface every rank opens. Without it rmx makes a lab of
     /// two network namespaces joined by a veth pair for the run, one rank
     /// in each, and removes it afterwards (also on failure and Ctrl-C).
-    /// In-process ranks share one interface only on `lo`.
+    /// Ranks on one interface of one host (threads, or processes of a
+    /// launcher) talk through rmx's local path; on `lo` through the wire.
     #[arg(long)]
     iface: Option<String>,
     /// eth, lab made for the run: its interfaces' MTU [default: 9000].
@@ -1288,10 +1289,10 @@ fn group_sizes(ranks: Option<u16>, default: u16, sim: bool) -> Result<Vec<u16>, 
 }
 
 /// The network of a benchmark whose ranks are threads of this process:
-/// on eth they share one interface, which works only on loopback.
+/// on eth they share one interface, which must be named.
 fn threads_network(a: &BenchArgs, what: &str) -> Result<(Net, Option<TempLab>), String> {
     if a.transport == "eth" && a.iface.is_none() {
-        return Err(format!("{what} on eth needs --iface lo: the ranks are threads, and share one interface only on loopback"));
+        return Err(format!("{what} on eth needs --iface IF (lo, or any interface): its ranks are threads of this process and share one interface"));
     }
     network(a, false)
 }

@@ -878,7 +878,7 @@ fn collectives_json_has_the_documented_shape() {
         ),
         (
             vec!["bench", "collectives", "--transport", "eth"],
-            "needs --iface lo",
+            "needs --iface IF",
         ),
     ] {
         let (code, _, err) = rmx(&args);

@@ -491,3 +491,78 @@ fn two_jobs_on_one_interface_keep_their_frames_apart() {
     });
     assert_eq!((a, b), (vec![0, 0], vec![0, 0]));
 }
+
+/// `ranks` ranks placed `per_host` to a namespace of a lab of
+/// `ranks / per_host` namespaces: several ranks share each namespace's
+/// interface, as ranks share a node's NIC.
+fn placed(tag: &str, ranks: u16, per_host: u16) -> Option<(TempLab, Net)> {
+    let (lab, net) = lab(tag, (ranks / per_host).max(2), 9000, Faults::default())?;
+    let Net::Eth(mut e) = net else {
+        unreachable!("lab makes eth")
+    };
+    e.netns = (0..ranks).map(|r| lab.spec().netns(r / per_host)).collect();
+    Some((lab, Net::Eth(e)))
+}
+
+/// Every rank sends every other rank each size (eager, medium, PULL) and
+/// checks what it gets: peers on the same interface of one host and
+/// peers across the wire alike.
+fn all_to_all(net: &Net, ranks: u16) {
+    const SIZES: [usize; 5] = [0, 100, 20_000, 65_536, 1 << 20];
+    job::run(ranks, loop_config(), net, |r| {
+        let me = r.rank();
+        for (k, &size) in SIZES.iter().enumerate() {
+            let mut reqs = Vec::new();
+            let mut got: Vec<Vec<u8>> = (0..ranks).map(|_| vec![0u8; size]).collect();
+            let out: Vec<Vec<u8>> = (0..ranks)
+                .map(|to| pattern(me as usize * 100 + to as usize + k, size))
+                .collect();
+            for (p, buf) in got
+                .iter_mut()
+                .enumerate()
+                .filter(|(p, _)| *p != me as usize)
+            {
+                // SAFETY: `got` outlives the requests, waited for below.
+                let q = unsafe {
+                    r.irecv_raw(
+                        Source::Rank(p as u16),
+                        TagSel::Tag(k as u32),
+                        buf.as_mut_ptr(),
+                        size,
+                    )
+                };
+                reqs.push(q.expect("receive"));
+            }
+            for p in (0..ranks).filter(|&p| p != me) {
+                let data = &out[p as usize];
+                // SAFETY: `out` outlives the requests, waited for below.
+                let q = unsafe { r.isend_raw(p, k as u32, data.as_ptr(), size) };
+                reqs.push(q.expect("send"));
+            }
+            for q in reqs {
+                let st = r.wait(q);
+                assert_eq!(st.fault, None, "rank {me}, {size} B");
+            }
+            for p in (0..ranks).filter(|&p| p != me) {
+                let want = pattern(p as usize * 100 + me as usize + k, size);
+                assert!(got[p as usize] == want, "rank {me} from {p}: {size} B");
+            }
+        }
+    });
+}
+
+#[test]
+fn four_ranks_on_one_interface_talk_through_the_local_path() {
+    let Some((_lab, net)) = placed("l", 4, 4) else {
+        return;
+    };
+    all_to_all(&net, 4);
+}
+
+#[test]
+fn two_hosts_of_two_ranks_on_a_bridge_talk_locally_and_across() {
+    let Some((_lab, net)) = placed("b", 4, 2) else {
+        return;
+    };
+    all_to_all(&net, 4);
+}

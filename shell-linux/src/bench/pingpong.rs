@@ -64,6 +64,8 @@ enum Bare<'a> {
         buf: Vec<u8>,
     },
     Wire(WireSide),
+    /// No floor: two endpoints on one interface of one host.
+    None,
 }
 
 impl Bare<'_> {
@@ -77,6 +79,7 @@ impl Bare<'_> {
                 Some(t)
             }
             Bare::Wire(w) => w.pingpong(rounds, size, sbuf, rbuf),
+            Bare::None => None,
         }
     }
 }
@@ -168,7 +171,10 @@ fn measure(
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbuf = vec![0u8; max];
         let mut bare = match &wire {
-            Some(w) => Bare::Wire(w.side(r, true).expect("the floor's raw socket")),
+            Some(w) => match w.side(r, true).expect("the floor's raw socket") {
+                Some(side) => Bare::Wire(side),
+                None => Bare::None,
+            },
             None => Bare::Memory {
                 side: memory.side(me).expect("one thread per side"),
                 seq: 0,

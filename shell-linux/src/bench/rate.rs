@@ -171,7 +171,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();
         let mut rbufs = vec![vec![0u8; max]; WINDOW];
         let mut rows = Vec::new();
-        let mut bare = wire.as_ref().map(|w| {
+        let mut bare = wire.as_ref().and_then(|w| {
             w.side(&mut ranks[0], false)
                 .expect("the floor's raw socket")
         });

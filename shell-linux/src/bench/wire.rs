@@ -67,8 +67,10 @@ impl WireFloor {
     /// Rank `r`'s side (ranks 0 and 1) for [`WireSide::pingpong`] (`ring`)
     /// or [`WireSide::stream`]. Both ranks call this at once: they swap
     /// their sockets' addresses as rmx messages, so the floor works between
-    /// threads and between processes alike.
-    pub fn side(&self, r: &mut Rank, ring: bool) -> io::Result<WireSide> {
+    /// threads and between processes alike. `None` where both sides are on
+    /// one interface of one host (not `lo`): no frame goes from one to the
+    /// other there (rmx takes its local path), so there is no wire floor.
+    pub fn side(&self, r: &mut Rank, ring: bool) -> io::Result<Option<WireSide>> {
         let me = r.rank();
         let opened = RawSocket::open(&self.iface, FLOOR_ETHERTYPE, true);
         let mut mine = [0u8; 7];
@@ -93,6 +95,9 @@ impl WireFloor {
             return Err(io::Error::other("the other side could not open its socket"));
         }
         let peer: Mac = std::array::from_fn(|i| theirs[1 + i]);
+        if crate::eth::local::is_local(sock.mac(), peer) {
+            return Ok(None);
+        }
         sock.set_buffers(64 << 20);
         let mut head = [0u8; ETH_HEADER_LEN];
         head[..6].copy_from_slice(&peer);
@@ -104,7 +109,7 @@ impl WireFloor {
         } else {
             None
         };
-        Ok(WireSide {
+        Ok(Some(WireSide {
             sock,
             me,
             head,
@@ -112,7 +117,7 @@ impl WireFloor {
             ring,
             round: 0,
             tag: [me.min(1) as u8],
-        })
+        }))
     }
 }
 

@@ -2,6 +2,7 @@
 //! (`rmx_core::frame`) through an AF_PACKET socket on one interface, and
 //! the network namespaces of `rmx lab` that a rank's thread enters.
 
+pub mod local;
 pub mod netns;
 pub mod port;
 pub mod qdisc;

@@ -28,6 +28,7 @@ use std::os::fd::AsRawFd;
 use rmx_core::frame::{self, EthAddr, Frame, FrameError, FRAME_HEADER_LEN};
 use rmx_core::{Caps, PostError, RegError};
 
+use super::local::{self, LocalError, LocalPath};
 use super::ring::RxRing;
 use super::RawSocket;
 use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport};
@@ -113,9 +114,17 @@ struct Queued {
     head: [u8; FRAME_HEADER_LEN],
     sges: [Sge; MAX_SGES],
     n: u8,
+    /// The destination, when it is on this host ([`LocalPath`]).
+    local: Option<EthAddr>,
 }
 
 impl Queued {
+    /// No gather entries at all.
+    const NO_IOVECS: [libc::iovec; MAX_SGES + 1] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_SGES + 1];
+
     /// The frame's header then its gather entries, for the socket.
     fn iovecs(&self) -> [libc::iovec; MAX_SGES + 1] {
         let mut iov = [libc::iovec {
@@ -165,6 +174,8 @@ pub struct EthPort {
     queue: Vec<Queued>,
     done: Vec<Completion>,
     ring: Option<RxRing>,
+    /// Frames to and from endpoints on this interface of this host.
+    local: Option<LocalPath>,
     counters: Counters,
     events: FdEvents,
 }
@@ -200,7 +211,27 @@ impl EthPort {
         let n = opts.rx_buffers as usize;
         // Room for a window of full frames in the kernel while the core is busy.
         sock.set_buffers((buf_size * n).clamp(1 << 20, 64 << 20));
-        let events = FdEvents::new(sock.fd())?;
+        let me = EthAddr {
+            mac: sock.mac(),
+            endpoint,
+        };
+        let local = if local::is_local(me.mac, me.mac) {
+            Some(LocalPath::open(opts.ethertype, me).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("endpoint {endpoint}'s local path: {e} (is another job using it?)"),
+                )
+            })?)
+        } else {
+            None
+        };
+        let events = match &local {
+            Some(l) => FdEvents::new(std::sync::Arc::new(local::either(
+                sock.as_raw_fd(),
+                l.raw_fd(),
+            )?))?,
+            None => FdEvents::new(sock.fd())?,
+        };
         let ring = if opts.rx_ring {
             Some(RxRing::new(
                 sock.as_raw_fd(),
@@ -212,10 +243,8 @@ impl EthPort {
         };
         Ok(EthPort {
             ring,
-            me: EthAddr {
-                mac: sock.mac(),
-                endpoint,
-            },
+            local,
+            me,
             sock,
             opts,
             rank: 0,
@@ -267,6 +296,14 @@ impl EthPort {
             if ranks.insert(a, r as u16).is_some() {
                 return Err(format!("two ranks share the address {a:?}"));
             }
+        }
+        let me = self.me;
+        if !peers
+            .iter()
+            .any(|p| *p != me && local::is_local(me.mac, p.mac))
+        {
+            // No peer on this host: polling stays on the wire alone.
+            self.local = None;
         }
         self.rank = rank;
         self.peers = peers.to_vec();
@@ -395,8 +432,43 @@ impl EthPort {
         }
     }
 
+    /// Receives what the local path has, up to a batch, into free buffers.
+    fn fill_local(&mut self) {
+        let Some(l) = &self.local else {
+            return;
+        };
+        let n = self.free.len().min(BATCH);
+        let mut bufs = [0u32; BATCH];
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
+        let base = self.rx.as_mut_ptr();
+        for i in 0..n {
+            let b = self.free.pop().expect("counted above");
+            bufs[i] = b;
+            iov[i] = libc::iovec {
+                // SAFETY: buffer `b` lies inside the pool.
+                iov_base: unsafe { base.add(b as usize * self.buf_size) }.cast(),
+                iov_len: self.buf_size,
+            };
+        }
+        let mut got = [(0usize, false); BATCH];
+        // SAFETY: each entry names one free buffer of the pool, which no
+        // other reference reaches now.
+        let k = unsafe { l.recv_many(&mut iov[..n], &mut got[..n]) };
+        for &b in bufs[k..n].iter().rev() {
+            self.free.push(b);
+        }
+        for i in 0..k {
+            let (len, cut) = got[i];
+            self.classify(bufs[i], len.min(self.buf_size), libc::PACKET_HOST, cut);
+        }
+    }
+
     /// Receives what the socket has, up to a batch, into free buffers.
     fn fill(&mut self) {
+        self.fill_local();
         if self.ring.is_some() {
             return self.fill_from_ring();
         }
@@ -471,6 +543,43 @@ impl EthPort {
         unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) }
     }
 
+    /// Hands the queued frames for this host's endpoints, up to the next
+    /// frame for the wire, to the local path. A frame for an endpoint that
+    /// ended is lost, as on a wire.
+    fn flush_local(&mut self) -> Result<(), PostError> {
+        let Some(l) = &self.local else {
+            return Ok(());
+        };
+        let n = self.queue[..self.queue.len().min(BATCH)]
+            .iter()
+            .take_while(|q| q.local.is_some())
+            .count();
+        let none = EthAddr {
+            mac: [0; 6],
+            endpoint: 0,
+        };
+        let mut to = [none; BATCH];
+        let mut iovs = [(Queued::NO_IOVECS, 0usize); BATCH];
+        for (i, q) in self.queue[..n].iter().enumerate() {
+            to[i] = q.local.unwrap_or(none);
+            iovs[i] = (q.iovecs(), 1 + q.n as usize);
+        }
+        // SAFETY: as in `send_batch`: the headers and ranges `check` found
+        // registered.
+        let (sent, res) = match unsafe { l.send_many(&to[..n], &mut iovs[..n]) } {
+            Ok(k) => (k, Ok(())),
+            Err(LocalError::Busy) => (0, Err(PostError::Busy)),
+        };
+        self.counters.frames_out += sent as u64;
+        for q in self.queue.drain(..sent) {
+            self.done.push(Completion {
+                wr_id: q.wr_id,
+                result: Ok(()),
+            });
+        }
+        res
+    }
+
     /// Checks that every entry lies inside the registration its key names:
     /// the socket reads only memory the shell registered.
     fn check(&self, sges: &[Sge]) -> Result<usize, PostError> {
@@ -497,7 +606,15 @@ impl EthPort {
     /// socket refuses for lack of room stay queued.
     fn flush(&mut self) -> Result<(), PostError> {
         while !self.queue.is_empty() {
-            let n = self.queue.len().min(BATCH);
+            if self.queue[0].local.is_some() {
+                self.flush_local()?;
+                continue;
+            }
+            // The frames up to the next local one, a batch at most.
+            let n = self.queue[..self.queue.len().min(BATCH)]
+                .iter()
+                .take_while(|q| q.local.is_none())
+                .count();
             let r = if n == 1 {
                 // One frame (a latency-bound send): one `sendmsg`, without
                 // setting up a whole batch.
@@ -627,6 +744,7 @@ impl Transport for EthPort {
                 key: 0,
             }; MAX_SGES],
             n: sges.len() as u8,
+            local: (self.local.is_some() && local::is_local(self.me.mac, dst.mac)).then_some(dst),
         };
         frame::encode_header(&mut q.head, self.opts.ethertype, dst, self.me, total)
             .expect("a packet within max_packet fits the length field");
