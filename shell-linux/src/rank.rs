@@ -700,6 +700,11 @@ impl<T: Transport + 'static> Rank<T> {
         self.with_ref(|d| *d.ep.stats())
     }
 
+    /// The configuration the core runs with (fitted to the transport).
+    pub fn config(&self) -> Config {
+        self.with_ref(|d| *d.ep.config())
+    }
+
     /// `peer` was given up (its retransmissions went unanswered, or the
     /// transport said it is gone): every call naming it is refused.
     pub fn failed(&self, peer: u16) -> bool {

@@ -33,6 +33,11 @@ pub const PATIENCE_NS: u64 = 2_000_000_000;
 const BATCH: usize = 32;
 /// First payload byte of a stream's last frame (data frames carry 0).
 const END: u8 = 0xEE;
+/// First payload byte of a stream receiver's count of frames so far.
+const CREDIT: u8 = 0xCC;
+/// Frames a stream's sender may have sent beyond the receiver's last
+/// count.
+const WINDOW: u64 = 256;
 
 /// Where the floors run: the interface the ranks use.
 pub struct WireFloor {
@@ -290,22 +295,51 @@ impl WireSide {
     }
 
     /// Side 0 streams `frames` frames of `payload` bytes in batches of one
-    /// `sendmmsg` each, then an end mark until side 1 answers; side 1
-    /// counts what arrives. Both return the frames per second side 1 saw
-    /// (first frame to end mark), or `None` if the stream stalled.
+    /// `sendmmsg` each, never more than [`WINDOW`] ahead of what side 1
+    /// said it counted (as the transport's PULL window paces its frames,
+    /// so the receiver's socket never overflows and drops what it would
+    /// have to count), then an end mark until side 1 answers; side 1
+    /// counts what arrives and credits it every quarter window. Both
+    /// return the frames per second side 1 saw (first frame to end mark),
+    /// or `None` if the stream stalled.
     pub fn stream(&mut self, frames: u64, payload: usize) -> Option<f64> {
         let payload = payload.clamp(1, self.mtu);
-        // End marks and answers name their stream: one left over from an
-        // earlier stream must not end or answer this one.
+        // End marks, credits and answers name their stream: one left over
+        // from an earlier stream must not end, pace or answer this one.
         self.round = self.round.wrapping_add(1);
         let mut end = [END, 0, 0, 0, 0];
         end[1..].copy_from_slice(&self.round.to_le_bytes());
+        let mut credit = [CREDIT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        credit[1..5].copy_from_slice(&self.round.to_le_bytes());
         if self.me == 0 {
             let body = vec![0u8; payload];
-            let mut left = frames;
-            while left > 0 {
-                let n = left.min(BATCH as u64) as usize;
-                left -= self.send_batch(&body, n)? as u64;
+            let (mut sent, mut counted) = (0u64, 0u64);
+            let mut got = [0u8; 13];
+            while sent < frames {
+                // Credits that came meanwhile; at a full window, wait for
+                // one (a lost one is taken as given after a millisecond).
+                let full = sent - counted >= WINDOW;
+                let deadline = now_ns() + 1_000_000;
+                loop {
+                    match self.try_recv(&mut got) {
+                        Some(13) if got[..5] == credit[..5] => {
+                            let c = u64::from_le_bytes(std::array::from_fn(|i| got[5 + i]));
+                            counted = counted.max(c.min(sent));
+                            if sent - counted < WINDOW {
+                                break;
+                            }
+                        }
+                        Some(_) => {}
+                        None if !full || now_ns() > deadline => break,
+                        None => std::hint::spin_loop(),
+                    }
+                }
+                if full && sent - counted >= WINDOW {
+                    counted = sent;
+                }
+                let room = (WINDOW - (sent - counted)).min(frames - sent);
+                let n = room.min(BATCH as u64) as usize;
+                sent += self.send_batch(&body, n)? as u64;
             }
             // The end mark, until the counter answers with its rate.
             let t0 = now_ns();
@@ -348,10 +382,17 @@ impl WireSide {
                         }
                         continue; // an earlier stream's end mark
                     }
+                    if n > ETH_HEADER_LEN && frames[at] == CREDIT {
+                        continue; // a credit (on loopback, this side's own)
+                    }
                     if count == 0 {
                         first = now_ns();
                     }
                     count += 1;
+                    if count % (WINDOW / 4) == 0 {
+                        credit[5..].copy_from_slice(&count.to_le_bytes());
+                        self.send(&credit).ok()?;
+                    }
                 }
             }
             let secs = (now_ns() - first) as f64 / 1e9;
