@@ -389,7 +389,7 @@ impl WireSide {
                         first = now_ns();
                     }
                     count += 1;
-                    if count % (WINDOW / 4) == 0 {
+                    if count.is_multiple_of(WINDOW / 4) {
                         credit[5..].copy_from_slice(&count.to_le_bytes());
                         self.send(&credit).ok()?;
                     }
