@@ -566,3 +566,134 @@ fn two_hosts_of_two_ranks_on_a_bridge_talk_locally_and_across() {
     };
     all_to_all(&net, 4);
 }
+
+/// A forger on the wire: copies of the job's own frames, each with one to
+/// three bytes of its packet changed (addresses left valid, so they pass
+/// the frame checks and reach the core; mostly in the headers), sent
+/// beside the real ones while two ranks exchange eager, medium and PULL
+/// messages. Nothing authenticates a frame, so a forger that wins a race
+/// may change what arrives; what it must never do is complete a receive
+/// with a length other than the bytes placed, write past it, or leave a
+/// rank waiting for ever: once the forger stops (after ten seconds at
+/// most) the job ends, each receive whole or failed, within its deadline.
+#[test]
+fn forged_copies_of_real_frames_never_complete_a_receive_wrong_or_hang() {
+    use rmx_core::frame::{ETHERTYPE, FRAME_HEADER_LEN};
+    use rmx_linux::eth::RawSocket;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    if !root() {
+        return;
+    }
+    let sizes = [100usize, 4000, 20_000, 65_536, 300_000];
+    const ROUNDS: u32 = 20;
+    for seed in 1..=6u64 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let forged = Arc::new(AtomicU64::new(0));
+        let forger = {
+            let (stop, forged) = (stop.clone(), forged.clone());
+            std::thread::spawn(move || {
+                let s = RawSocket::open("lo", ETHERTYPE, false).expect("raw socket on lo");
+                let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                let mut next = || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                let mut f = vec![0u8; 10_000];
+                // Forging for ten seconds at most: afterwards the job must
+                // end by itself, whatever state the forgeries left.
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                    let Ok(Some(n)) = s.recv(&mut f) else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    if n <= FRAME_HEADER_LEN + 4 {
+                        continue;
+                    }
+                    let mut copy = f[..n].to_vec();
+                    for _ in 0..1 + next() % 3 {
+                        // Past the packet's source rank (bytes 2..4), which
+                        // the frame check ties to the address; mostly in
+                        // the first 60 bytes after it, where headers are.
+                        let span = match next() % 4 {
+                            0 => n - FRAME_HEADER_LEN - 4,
+                            _ => (n - FRAME_HEADER_LEN - 4).min(60),
+                        };
+                        let at = FRAME_HEADER_LEN + 4 + (next() as usize) % span.max(1);
+                        if at < n {
+                            copy[at] = next() as u8;
+                        }
+                    }
+                    if s.send(&copy).unwrap_or(false) {
+                        forged.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        let net = Net::Eth(EthNet {
+            iface: "lo".into(),
+            netns: Vec::new(),
+            opts: EthOpts::default(),
+            launch: None,
+        });
+        let cfg = Config {
+            peer_timeout_ns: 2_000_000_000,
+            ..loop_config()
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let out = job::run(2, cfg, &net, |r| {
+                let (mut whole, mut failed) = (0u32, 0u32);
+                for round in 0..ROUNDS {
+                    for (i, &n) in sizes.iter().enumerate() {
+                        let tag = round * 16 + i as u32;
+                        if r.rank() == 0 {
+                            if r.send(1, tag, &pattern(i, n)).is_err() {
+                                failed += 1;
+                            }
+                            continue;
+                        }
+                        let mut buf = vec![0xEEu8; n + 16];
+                        match r.recv(Source::Rank(0), TagSel::Tag(tag), &mut buf) {
+                            Ok(st) if st.fault.is_none() => {
+                                // A forger that wins the race may change
+                                // what arrives; every byte the status
+                                // counts was placed, and none past it.
+                                let l = st.len as usize;
+                                assert!(l <= buf.len(), "seed {seed}: {l} B into {}", buf.len());
+                                let unplaced = buf[..l]
+                                    .chunks(64)
+                                    .position(|c| c.len() == 64 && c.iter().all(|&b| b == 0xEE));
+                                assert_eq!(unplaced, None, "seed {seed}: {n} B message, {l} B complete, a chunk never placed");
+                                assert!(
+                                    buf[l..].iter().all(|&b| b == 0xEE),
+                                    "seed {seed}: written past {l}"
+                                );
+                                if l == n && buf[..n] == pattern(i, n)[..] {
+                                    whole += 1;
+                                }
+                            }
+                            _ => failed += 1,
+                        }
+                    }
+                }
+                (whole, failed, r.stats().malformed)
+            });
+            let _ = tx.send(out);
+        });
+        let out = rx.recv_timeout(std::time::Duration::from_secs(60));
+        stop.store(true, Ordering::Relaxed);
+        forger.join().expect("forger");
+        let out = out.unwrap_or_else(|_| panic!("seed {seed}: the job hung under forged frames"));
+        eprintln!(
+            "seed {seed}: {} forged; rank 1 whole {}, failed {}; malformed {:?}",
+            forged.load(Ordering::Relaxed),
+            out[1].0,
+            out[1].1,
+            out.iter().map(|o| o.2).collect::<Vec<_>>()
+        );
+    }
+}
