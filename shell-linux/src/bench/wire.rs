@@ -295,7 +295,7 @@ impl WireSide {
     }
 
     /// Side 0 streams `frames` frames of `payload` bytes in batches of one
-    /// `sendmmsg` each, never more than [`WINDOW`] ahead of what side 1
+    /// `sendmmsg` each, never more than `WINDOW` ahead of what side 1
     /// said it counted (as the transport's PULL window paces its frames,
     /// so the receiver's socket never overflows and drops what it would
     /// have to count), then an end mark until side 1 answers; side 1
