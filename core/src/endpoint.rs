@@ -66,6 +66,9 @@ pub enum SendError {
     RequestTableFull,
     /// The destination failed ([`Endpoint::failed`]).
     PeerFailed,
+    /// Longer than one message carries (`u32::MAX` bytes): a shell whose
+    /// lengths are wider refuses it rather than send a truncated message.
+    TooLong,
 }
 
 /// Why a receive was refused. Nothing was posted.

@@ -764,6 +764,9 @@ impl<T: Transport + 'static> Rank<T> {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
+        let Ok(len32) = u32::try_from(len) else {
+            return Err(SendError::TooLong);
+        };
         self.with(|d| {
             if let Some((m, q)) = &d.watch {
                 // Memory unmapped before this call must not be sent from.
@@ -771,7 +774,7 @@ impl<T: Transport + 'static> Rank<T> {
                 d.ep.apply_invalidations(&mut d.nic, q);
             }
             let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                ep.isend(now, nic, dest, tag, context, buf, len as u32)
+                ep.isend(now, nic, dest, tag, context, buf, len32)
             });
             // Sends wait for free send entries: take the completions the NIC
             // has, so they leave now rather than at the next wait.
@@ -814,7 +817,9 @@ impl<T: Transport + 'static> Rank<T> {
     ) -> Result<Req, RecvError> {
         self.with(|d| {
             let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                ep.irecv(now, nic, src, tag, context, buf, len as u32)
+                // A buffer past 4 GiB takes any message whole.
+                let len = len.min(u32::MAX as usize) as u32;
+                ep.irecv(now, nic, src, tag, context, buf, len)
             });
             // A matched rendezvous may have asked for its data.
             d.nic.port.doorbell();

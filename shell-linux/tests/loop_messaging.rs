@@ -239,3 +239,33 @@ fn a_cancelled_receive_completes_as_cancelled_and_never_matches() {
         "the cancelled buffer stays untouched; the message goes to the next receive"
     );
 }
+
+/// A send of more bytes than one message carries (4 GiB) is refused with
+/// `SendError::TooLong` (before, its length was cut to 32 bits and a
+/// short message went out as if whole); a receive buffer past 4 GiB takes
+/// a message whole. The 4 GiB buffer is zeroed by the allocator's fresh
+/// mapping and never touched, so it costs no memory.
+#[test]
+fn a_send_longer_than_a_message_carries_is_refused_not_cut() {
+    let _guard = watchdog("a_send_longer_than_a_message_carries_is_refused_not_cut", 60);
+    let huge = (1usize << 32) + 1;
+    let out = job::run(
+        2,
+        rmx_linux::rank::loop_config(),
+        &Net::Loop(LoopConfig::default()),
+        |r| {
+            let big = vec![0u8; huge];
+            if r.rank() == 0 {
+                let refused = r.send(1, 1, &big);
+                r.send(1, 2, b"after").unwrap();
+                (refused == Err(rmx_core::SendError::TooLong), 0)
+            } else {
+                let mut big = big;
+                let st = r.recv(Source::Rank(0), TagSel::Any, &mut big).unwrap();
+                (st.tag == 2 && &big[..5] == b"after", st.len)
+            }
+        },
+    );
+    assert!(out[0].0, "the long send was refused");
+    assert_eq!(out[1], (true, 5), "only the next message arrived, whole");
+}
