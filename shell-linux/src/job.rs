@@ -501,7 +501,7 @@ where
                             .collect::<Result<Vec<_>, _>>()
                             .unwrap_or_else(|e| panic!("{e}"));
                         let mut ranks = make(me, ports);
-                        let out = blaming_failed_peers(&mut ranks, n, body);
+                        let out = blaming_failed_peers(&mut ranks, n, false, body);
                         let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
                         finish(&mut refs, done, n as usize, failed);
                         out
@@ -538,7 +538,7 @@ where
         .collect::<Result<Vec<_>, _>>()
         .unwrap_or_else(|e| panic!("{e}"));
     let mut ranks = make(me, ports);
-    let out = blaming_failed_peers(&mut ranks, l.size(), body);
+    let out = blaming_failed_peers(&mut ranks, l.size(), true, body);
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
     while !refs.iter().all(|r| r.flushed()) {
         for r in refs.iter_mut() {
@@ -556,11 +556,18 @@ where
     out
 }
 
+/// A stop whose line is printed already: a launcher may end this process
+/// as soon as it lets go of the bootstrap, before the line would be.
+pub struct Said(pub String);
+
 /// Runs `body`; if it stops (panics) where a peer of its ranks failed,
-/// says so instead: the panic is that failure's consequence.
+/// says so instead: the panic is that failure's consequence. `say_now`
+/// (a launched process): the line is printed at once, and the panic
+/// carries [`Said`].
 fn blaming_failed_peers<T>(
     ranks: &mut [Rank],
     size: u16,
+    say_now: bool,
     body: impl FnOnce(&mut [Rank]) -> T,
 ) -> T {
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(ranks)));
@@ -572,10 +579,16 @@ fn blaming_failed_peers<T>(
         if gone.is_empty() {
             std::panic::resume_unwind(e);
         }
-        panic!(
+        let why = format!(
             "rank {} stopped answering (its process died, hung or lost its link, or the network dropped every frame): the job cannot go on",
             gone.join(", ")
-        )
+        );
+        if say_now {
+            let me = ranks.first().map_or(0, |r| r.rank());
+            eprintln!("rmx: rank {me}: {why}");
+            std::panic::panic_any(Said(why));
+        }
+        panic!("{why}")
     })
 }
 

@@ -1720,6 +1720,8 @@ fn one_line_panics() {
                     .map(String::from)
             });
         let line = match rank {
+            // Printed already: nothing left to say.
+            _ if info.payload().is::<rmx_linux::job::Said>() => String::new(),
             Some(r) => format!("{r}: {msg}"),
             None => msg.to_string(),
         };
@@ -1731,10 +1733,13 @@ fn one_line_panics() {
     }));
 }
 
-/// Why the first thread that stopped did.
+/// Why the first thread that stopped did, unless it said so itself.
 fn first_stop() -> Option<String> {
     let stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());
-    stopped.first().map(|(_, why)| why.clone())
+    stopped
+        .first()
+        .map(|(_, why)| why.clone())
+        .filter(|why| !why.is_empty())
 }
 
 /// Runs the command: `Err` is bad input (said, exit 2).

@@ -247,7 +247,10 @@ fn a_cancelled_receive_completes_as_cancelled_and_never_matches() {
 /// mapping and never touched, so it costs no memory.
 #[test]
 fn a_send_longer_than_a_message_carries_is_refused_not_cut() {
-    let _guard = watchdog("a_send_longer_than_a_message_carries_is_refused_not_cut", 60);
+    let _guard = watchdog(
+        "a_send_longer_than_a_message_carries_is_refused_not_cut",
+        60,
+    );
     let huge = (1usize << 32) + 1;
     let out = job::run(
         2,

@@ -432,17 +432,10 @@ impl EthPort {
         }
     }
 
-    /// Receives what the local path has, up to a batch, into free buffers.
-    fn fill_local(&mut self) {
-        let Some(l) = &self.local else {
-            return;
-        };
+    /// Takes up to a batch of free buffers for one receive call: their
+    /// numbers into `bufs` and an entry naming each into `iov`; how many.
+    fn take_free(&mut self, bufs: &mut [u32; BATCH], iov: &mut [libc::iovec; BATCH]) -> usize {
         let n = self.free.len().min(BATCH);
-        let mut bufs = [0u32; BATCH];
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; BATCH];
         let base = self.rx.as_mut_ptr();
         for i in 0..n {
             let b = self.free.pop().expect("counted above");
@@ -453,10 +446,24 @@ impl EthPort {
                 iov_len: self.buf_size,
             };
         }
+        n
+    }
+
+    /// Receives what the local path has, up to a batch, into free buffers.
+    fn fill_local(&mut self) {
+        if self.local.is_none() {
+            return;
+        }
+        let mut bufs = [0u32; BATCH];
+        let mut iov = [Queued::NO_IOVECS[0]; BATCH];
+        let n = self.take_free(&mut bufs, &mut iov);
         let mut got = [(0usize, false); BATCH];
-        // SAFETY: each entry names one free buffer of the pool, which no
-        // other reference reaches now.
-        let k = unsafe { l.recv_many(&mut iov[..n], &mut got[..n]) };
+        let k = match &self.local {
+            // SAFETY: each entry names one free buffer of the pool, which
+            // no other reference reaches now.
+            Some(l) => unsafe { l.recv_many(&mut iov[..n], &mut got[..n]) },
+            None => 0,
+        };
         for &b in bufs[k..n].iter().rev() {
             self.free.push(b);
         }
@@ -472,26 +479,17 @@ impl EthPort {
         if self.ring.is_some() {
             return self.fill_from_ring();
         }
-        let n = self.free.len().min(BATCH);
+        let mut bufs = [0u32; BATCH];
+        let mut iov = [Queued::NO_IOVECS[0]; BATCH];
+        let n = self.take_free(&mut bufs, &mut iov);
         if n == 0 {
             return;
         }
-        let mut bufs = [0u32; BATCH];
         // SAFETY: plain old data; zeroes are valid values.
-        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
         let mut names: [libc::sockaddr_ll; BATCH] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        let base = self.rx.as_mut_ptr();
         for i in 0..n {
-            let b = self.free.pop().expect("counted above");
-            bufs[i] = b;
-            iov[i] = libc::iovec {
-                // SAFETY: buffer `b` lies inside the pool.
-                iov_base: unsafe { base.add(b as usize * self.buf_size) }.cast(),
-                iov_len: self.buf_size,
-            };
             let h = &mut hdrs[i].msg_hdr;
             h.msg_iov = &mut iov[i];
             h.msg_iovlen = 1;
