@@ -1104,8 +1104,7 @@ fn a_launcher_without_pmi_1_is_named_and_refused() {
 /// threads panicked, blamed the floor's socket, and rmx exited 101.
 #[test]
 fn a_network_that_drops_everything_ends_the_job_with_one_line() {
-    if rmx_linux::eth::RawSocket::open("lo", rmx_core::frame::ETHERTYPE, false).is_err() {
-        eprintln!("skipped: raw sockets on lo need root or CAP_NET_RAW");
+    if !raw_on_lo() {
         return;
     }
     let (code, _, err) = rmx_env(
