@@ -803,13 +803,24 @@ impl Transport for EthPort {
                 tries += 1;
                 if tries > 1000 {
                     for q in self.queue.drain(..) {
+                        // A local peer that takes nothing (it may be
+                        // draining towards this endpoint in turn) loses
+                        // the frame, as a wire would; the wire failing is
+                        // the interface gone.
+                        let result = match q.local {
+                            Some(_) => Ok(()),
+                            None => Err(rmx_core::RdmaError::Down),
+                        };
                         self.done.push(Completion {
                             wr_id: q.wr_id,
-                            result: Err(rmx_core::RdmaError::Down),
+                            result,
                         });
                     }
                     return;
                 }
+                // A local peer may be waiting on this endpoint's queue just
+                // as this one waits on its: take what it sent meanwhile.
+                self.fill_local();
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
