@@ -26,6 +26,16 @@ use rmx_core::frame::{EthAddr, Mac};
 pub struct LocalPath {
     fd: OwnedFd,
     ethertype: u16,
+    /// The socket address of each rank on this host, by rank; named once,
+    /// when the job's addresses are known.
+    peers: Vec<Option<Name>>,
+}
+
+/// An endpoint's socket address.
+#[derive(Clone, Copy)]
+struct Name {
+    sa: libc::sockaddr_un,
+    len: libc::socklen_t,
 }
 
 /// Why a frame did not go: the peer's queue is full, try again later.
@@ -36,7 +46,7 @@ pub enum LocalError {
 }
 
 /// The abstract socket address of endpoint `addr` on frames of `ethertype`.
-fn address(ethertype: u16, addr: EthAddr) -> (libc::sockaddr_un, libc::socklen_t) {
+fn address(ethertype: u16, addr: EthAddr) -> Name {
     // SAFETY: plain old data; zeroes are valid values.
     let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -50,7 +60,10 @@ fn address(ethertype: u16, addr: EthAddr) -> (libc::sockaddr_un, libc::socklen_t
         *d = s as libc::c_char;
     }
     let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
-    (sa, len as libc::socklen_t)
+    Name {
+        sa,
+        len: len as libc::socklen_t,
+    }
 }
 
 /// Whether frames to `mac` from an endpoint on the interface of `mine`
@@ -77,19 +90,23 @@ impl LocalPath {
         }
         // SAFETY: a fresh descriptor nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let (sa, len) = address(ethertype, me);
-        // SAFETY: binds to an address of `len` valid bytes.
+        let n = address(ethertype, me);
+        // SAFETY: binds to an address of `n.len` valid bytes.
         let r = unsafe {
             libc::bind(
                 fd.as_raw_fd(),
-                (&sa as *const libc::sockaddr_un).cast(),
-                len,
+                (&n.sa as *const libc::sockaddr_un).cast(),
+                n.len,
             )
         };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        let path = LocalPath { fd, ethertype };
+        let path = LocalPath {
+            fd,
+            ethertype,
+            peers: Vec::new(),
+        };
         path.set_buffers(8 << 20);
         Ok(path)
     }
@@ -109,41 +126,52 @@ impl LocalPath {
         }
     }
 
-    /// Sends the frame gathered from `iov` to endpoint `to`.
-    ///
-    /// # Safety
-    /// Every entry of `iov` names readable memory.
-    pub unsafe fn send<const K: usize>(
-        &self,
-        to: EthAddr,
-        iov: [libc::iovec; K],
-    ) -> Result<(), LocalError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.send_many(&[to], &mut [(iov, K)]) }.map(|_| ())
+    /// Names the ranks of a job (`peers`, by rank) that endpoint `me`
+    /// reaches through this path; whether there is any.
+    pub fn connect(&mut self, me: EthAddr, peers: &[EthAddr]) -> bool {
+        let ethertype = self.ethertype;
+        self.peers = peers
+            .iter()
+            .map(|&p| (p != me && is_local(me.mac, p.mac)).then(|| address(ethertype, p)))
+            .collect();
+        self.peers.iter().any(Option::is_some)
+    }
+
+    /// Whether frames to rank `peer` take this path.
+    pub fn reaches(&self, peer: u16) -> bool {
+        self.peers.get(peer as usize).is_some_and(Option::is_some)
     }
 
     /// Sends frame `i`, gathered from the first `iovs[i].1` entries of
-    /// `iovs[i].0`, to endpoint `to[i]`, in order, in one system call: how
+    /// `iovs[i].0`, to rank `to[i]`, in order, in one system call: how
     /// many went (a frame to an endpoint that ended counts, lost as on a
-    /// wire), or why the first did not.
+    /// wire; so does one to a rank this path does not
+    /// [`reach`](Self::reaches)), or why the first did not.
     ///
     /// # Safety
     /// Every entry counted of every `iovs[i]` names readable memory.
     pub unsafe fn send_many<const K: usize>(
         &self,
-        to: &[EthAddr],
+        to: &[u16],
         iovs: &mut [([libc::iovec; K], usize)],
     ) -> Result<usize, LocalError> {
         const MAX: usize = 32;
-        let n = to.len().min(iovs.len()).min(MAX);
-        let mut names = [address(self.ethertype, to[0]); MAX];
+        let mut n = to.len().min(iovs.len()).min(MAX);
         // SAFETY: plain old data; zeroes are valid values.
         let mut hdrs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
         for i in 0..n {
-            names[i] = address(self.ethertype, to[i]);
+            let Some(Some(name)) = self.peers.get(to[i] as usize) else {
+                // No such local rank: it is lost; the frames before it go.
+                if i == 0 {
+                    return Ok(1);
+                }
+                n = i;
+                break;
+            };
             let h = &mut hdrs[i].msg_hdr;
-            h.msg_name = (&mut names[i].0 as *mut libc::sockaddr_un).cast();
-            h.msg_namelen = names[i].1;
+            // The kernel only reads the name.
+            h.msg_name = (&name.sa as *const libc::sockaddr_un).cast_mut().cast();
+            h.msg_namelen = name.len;
             h.msg_iov = iovs[i].0.as_mut_ptr();
             h.msg_iovlen = iovs[i].1.min(K);
         }
@@ -158,18 +186,6 @@ impl LocalPath {
             // The first frame's endpoint is gone: that frame is lost.
             _ => Ok(1),
         }
-    }
-
-    /// Receives one frame into `buf`: its length and whether it was cut,
-    /// or `None` if none waits.
-    pub fn recv(&self, buf: &mut [u8]) -> Option<(usize, bool)> {
-        let mut iov = [libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        }];
-        let mut got = [(0, false)];
-        // SAFETY: the entry names `buf`, writable for its length.
-        (unsafe { self.recv_many(&mut iov, &mut got) } == 1).then_some(got[0])
     }
 
     /// Receives up to `iov.len()` frames in one system call, frame `i`
@@ -244,41 +260,74 @@ mod tests {
         }
     }
 
+    /// Sends `bytes` to rank `to` as one frame of two gather entries.
+    fn send(p: &LocalPath, to: u16, x: &[u8], y: &[u8]) -> Result<usize, LocalError> {
+        let iov = [
+            libc::iovec {
+                iov_base: x.as_ptr() as *mut _,
+                iov_len: x.len(),
+            },
+            libc::iovec {
+                iov_base: y.as_ptr() as *mut _,
+                iov_len: y.len(),
+            },
+        ];
+        // SAFETY: both entries name live slices.
+        unsafe { p.send_many(&[to], &mut [(iov, 2)]) }
+    }
+
+    fn recv(p: &LocalPath, buf: &mut [u8]) -> Option<(usize, bool)> {
+        let mut iov = [libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        }];
+        let mut got = [(0, false)];
+        // SAFETY: the entry names `buf`, writable for its length.
+        (unsafe { p.recv_many(&mut iov, &mut got) } == 1).then_some(got[0])
+    }
+
     #[test]
-    fn frames_reach_the_named_endpoint_in_order_and_a_gone_one_is_said() {
+    fn frames_reach_the_named_rank_in_order_and_a_gone_one_is_lost() {
         let base = std::process::id() as u16;
-        let a = LocalPath::open(0x88B5, addr(base)).expect("a");
-        let b = LocalPath::open(0x88B5, addr(base.wrapping_add(1))).expect("b");
+        let job = [
+            addr(base),
+            addr(base.wrapping_add(1)),
+            addr(base.wrapping_add(2)),
+        ];
+        let mut a = LocalPath::open(0x88B5, job[0]).expect("a");
+        let b = LocalPath::open(0x88B5, job[1]).expect("b");
         assert!(
-            LocalPath::open(0x88B5, addr(base)).is_err(),
+            LocalPath::open(0x88B5, job[0]).is_err(),
             "one owner per address"
         );
+        assert!(a.connect(job[0], &job));
+        assert!(!a.reaches(0) && a.reaches(1) && a.reaches(2) && !a.reaches(3));
         for i in 0..3u8 {
-            let (x, y) = ([i; 3], [i + 10; 2]);
-            let iov = [
-                libc::iovec {
-                    iov_base: x.as_ptr() as *mut _,
-                    iov_len: 3,
-                },
-                libc::iovec {
-                    iov_base: y.as_ptr() as *mut _,
-                    iov_len: 2,
-                },
-            ];
-            // SAFETY: both entries name live arrays.
-            assert!(unsafe { a.send(addr(base.wrapping_add(1)), iov) }.is_ok());
+            assert_eq!(send(&a, 1, &[i; 3], &[i + 10; 2]), Ok(1));
         }
         let mut buf = [0u8; 4];
         for i in 0..3u8 {
-            assert_eq!(b.recv(&mut buf), Some((4, true)), "cut to the buffer");
+            assert_eq!(recv(&b, &mut buf), Some((4, true)), "cut to the buffer");
             assert_eq!(buf, [i, i, i, i + 10]);
         }
-        assert_eq!(b.recv(&mut buf), None);
-        // SAFETY: no entries.
-        let gone = unsafe { a.send::<0>(addr(base.wrapping_add(2)), []) };
-        assert_eq!(gone, Ok(()), "lost, as on a wire");
-        assert_eq!(b.recv(&mut buf), None);
-        assert!(!is_local([0; 6], [0; 6]), "lo loops back by itself");
-        assert!(is_local([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 1]));
+        assert_eq!(recv(&b, &mut buf), None);
+        // Rank 2 has no socket (it ended); rank 0 is this endpoint itself.
+        assert_eq!(send(&a, 2, &[1], &[]), Ok(1), "lost, as on a wire");
+        assert_eq!(send(&a, 0, &[1], &[]), Ok(1), "no path to itself");
+        assert_eq!(recv(&b, &mut buf), None);
+        let lo = EthAddr {
+            mac: [0; 6],
+            endpoint: 1,
+        };
+        assert!(
+            !a.connect(
+                EthAddr {
+                    mac: [0; 6],
+                    endpoint: 0
+                },
+                &[lo]
+            ),
+            "lo loops back by itself"
+        );
     }
 }

@@ -114,8 +114,8 @@ struct Queued {
     head: [u8; FRAME_HEADER_LEN],
     sges: [Sge; MAX_SGES],
     n: u8,
-    /// The destination, when it is on this host ([`LocalPath`]).
-    local: Option<EthAddr>,
+    /// The destination rank, when it is on this host ([`LocalPath`]).
+    local: Option<u16>,
 }
 
 impl Queued {
@@ -298,10 +298,7 @@ impl EthPort {
             }
         }
         let me = self.me;
-        if !peers
-            .iter()
-            .any(|p| *p != me && local::is_local(me.mac, p.mac))
-        {
+        if !self.local.as_mut().is_some_and(|l| l.connect(me, peers)) {
             // No peer on this host: polling stays on the wire alone.
             self.local = None;
         }
@@ -552,14 +549,10 @@ impl EthPort {
             .iter()
             .take_while(|q| q.local.is_some())
             .count();
-        let none = EthAddr {
-            mac: [0; 6],
-            endpoint: 0,
-        };
-        let mut to = [none; BATCH];
+        let mut to = [0u16; BATCH];
         let mut iovs = [(Queued::NO_IOVECS, 0usize); BATCH];
         for (i, q) in self.queue[..n].iter().enumerate() {
-            to[i] = q.local.unwrap_or(none);
+            to[i] = q.local.unwrap_or(u16::MAX);
             iovs[i] = (q.iovecs(), 1 + q.n as usize);
         }
         // SAFETY: as in `send_batch`: the headers and ranges `check` found
@@ -742,7 +735,11 @@ impl Transport for EthPort {
                 key: 0,
             }; MAX_SGES],
             n: sges.len() as u8,
-            local: (self.local.is_some() && local::is_local(self.me.mac, dst.mac)).then_some(dst),
+            local: self
+                .local
+                .as_ref()
+                .is_some_and(|l| l.reaches(peer))
+                .then_some(peer),
         };
         frame::encode_header(&mut q.head, self.opts.ethertype, dst, self.me, total)
             .expect("a packet within max_packet fits the length field");
