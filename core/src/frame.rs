@@ -1,24 +1,46 @@
 //! Ethernet framing of rmx packets, as Open-MX frames its messages: the
 //! Ethernet header with rmx's own EtherType, then a small rmx header naming
-//! the destination and source endpoints (any number per interface), then
-//! the core's packet. Shared by every shell that puts rmx on a wire.
+//! the destination and source endpoints (any number per interface) and a
+//! seal, then the core's packet. Shared by every shell that puts rmx on a
+//! wire.
 //!
 //! ```text
 //!  0  destination MAC (6)     6  source MAC (6)     12  EtherType (2, BE)
 //! 14  version (1)   15  flags (1, 0)   16  destination endpoint (2, BE)
-//! 18  source endpoint (2, BE)   20  packet length (2, BE)   22  packet
+//! 18  source endpoint (2, BE)   20  packet length (2, BE)
+//! 22  seal (8)      30  packet
 //! ```
 //!
 //! The length is carried because Ethernet pads short frames to 60 bytes.
 //! Frames come from the network, so decoding checks every field and says
 //! what was wrong; nothing in a frame is trusted for arithmetic.
+//!
+//! The seal authenticates a frame to its job. Field checks cannot see a
+//! forged copy of a real frame with one field changed: taken before the real
+//! frame (whose sequence number it shares), it is acknowledged in the real
+//! one's place and a receive waits for ever, or completes with what the
+//! forger chose. So every frame carries a SipHash-2-4 MAC under a key that
+//! only the job's ranks hold (swapped through the bootstrap, never on the
+//! wire) over its headers and every packet byte the protocol acts on
+//! ([`sealed_len`]); a frame without the right seal is dropped before the
+//! core sees it. The bytes of a message that are only copied into a
+//! receiver's buffer, at places the sealed bytes name, are not covered:
+//! hashing them would cost the bandwidth of bulk transfers, and a forger
+//! who changes them changes data, not how much is placed or whether a
+//! transfer ends. Replays are the core's to drop (sequence numbers,
+//! idempotent control packets); a new job has a new key.
+
+use core::hash::Hasher;
+use siphasher::sip::SipHasher24;
 
 /// IEEE 802 "local experimental" EtherType, rmx's default.
 pub const ETHERTYPE: u16 = 0x88B5;
-/// The frame format version this build speaks.
-pub const FRAME_VERSION: u8 = 1;
-/// Bytes before the packet: Ethernet header (14) and rmx header (8).
-pub const FRAME_HEADER_LEN: usize = 22;
+/// The frame format version this build speaks (2: sealed).
+pub const FRAME_VERSION: u8 = 2;
+/// Bytes before the packet: Ethernet header (14), rmx header (8), seal (8).
+pub const FRAME_HEADER_LEN: usize = 30;
+/// Where the seal lies; the bytes before it are sealed.
+const SEAL_AT: usize = 22;
 /// Ethernet header bytes counted by neither the MTU nor the packet.
 pub const ETH_HEADER_LEN: usize = 14;
 
@@ -64,9 +86,11 @@ pub enum FrameError {
     Version(u8),
     /// The packet length runs past the frame.
     Length,
+    /// The seal is not the job's: forged, or from another job.
+    Seal,
 }
 
-/// A decoded frame: addresses and the packet it carries.
+/// A frame whose seal is checked: addresses and the packet it carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame<'a> {
     pub dst: EthAddr,
@@ -74,30 +98,38 @@ pub struct Frame<'a> {
     pub packet: &'a [u8],
 }
 
+/// A well-formed frame whose seal is not checked yet: its addresses may be
+/// read (a port drops frames for other endpoints without hashing them), its
+/// packet only once [`open`](Self::open) found the seal the job's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sealed<'a> {
+    pub dst: EthAddr,
+    pub src: EthAddr,
+    head: &'a [u8; FRAME_HEADER_LEN],
+    packet: &'a [u8],
+}
+
 impl<'a> Frame<'a> {
     /// Decodes `bytes`, a whole Ethernet frame, if it is an rmx frame of
     /// EtherType `ethertype` in this version.
-    pub fn decode(bytes: &'a [u8], ethertype: u16) -> Result<Frame<'a>, FrameError> {
-        if bytes.len() < FRAME_HEADER_LEN {
-            return Err(FrameError::Short);
-        }
-        let be16 = |at: usize| u16::from_be_bytes([bytes[at], bytes[at + 1]]);
+    pub fn decode(bytes: &'a [u8], ethertype: u16) -> Result<Sealed<'a>, FrameError> {
+        let (head, rest) = bytes
+            .split_first_chunk::<FRAME_HEADER_LEN>()
+            .ok_or(FrameError::Short)?;
+        let be16 = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
         if be16(12) != ethertype {
             return Err(FrameError::NotOurs);
         }
-        if bytes[14] != FRAME_VERSION {
-            return Err(FrameError::Version(bytes[14]));
+        if head[14] != FRAME_VERSION {
+            return Err(FrameError::Version(head[14]));
         }
-        let len = be16(20) as usize;
-        let packet = bytes[FRAME_HEADER_LEN..]
-            .get(..len)
-            .ok_or(FrameError::Length)?;
+        let packet = rest.get(..be16(20) as usize).ok_or(FrameError::Length)?;
         let mac = |at: usize| -> Mac {
             let mut m = [0u8; 6];
-            m.copy_from_slice(&bytes[at..at + 6]);
+            m.copy_from_slice(&head[at..at + 6]);
             m
         };
-        Ok(Frame {
+        Ok(Sealed {
             dst: EthAddr {
                 mac: mac(0),
                 endpoint: be16(16),
@@ -106,13 +138,31 @@ impl<'a> Frame<'a> {
                 mac: mac(6),
                 endpoint: be16(18),
             },
+            head,
             packet,
         })
     }
 }
 
+impl<'a> Sealed<'a> {
+    /// The frame, if it is sealed under `key`.
+    pub fn open(&self, key: &SealKey) -> Result<Frame<'a>, FrameError> {
+        let mut sealer = Sealer::new(key, self.head);
+        sealer.packet(self.packet);
+        if sealer.finish() != self.head[SEAL_AT..] {
+            return Err(FrameError::Seal);
+        }
+        Ok(Frame {
+            dst: self.dst,
+            src: self.src,
+            packet: self.packet,
+        })
+    }
+}
+
 /// Writes the headers of a frame from `src` to `dst` carrying a packet of
-/// `len` bytes into `out`; the packet goes at [`FRAME_HEADER_LEN`]. `None`
+/// `len` bytes into `out`, seal zero; the packet goes at
+/// [`FRAME_HEADER_LEN`], then [`seal`] (or a [`Sealer`]) signs it. `None`
 /// if `out` is too short or `len` does not fit the length field.
 pub fn encode_header(
     out: &mut [u8],
@@ -131,6 +181,118 @@ pub fn encode_header(
     h[16..18].copy_from_slice(&dst.endpoint.to_be_bytes());
     h[18..20].copy_from_slice(&src.endpoint.to_be_bytes());
     h[20..22].copy_from_slice(&len.to_be_bytes());
+    h[SEAL_AT..].fill(0);
+    Some(())
+}
+
+/// A job's secret, under which its ranks seal their frames. Random per job
+/// and never sent on the wire it protects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SealKey([u8; SealKey::LEN]);
+
+impl SealKey {
+    /// Bytes of a key.
+    pub const LEN: usize = 16;
+
+    pub const fn from_bytes(b: [u8; Self::LEN]) -> SealKey {
+        SealKey(b)
+    }
+
+    /// The key as the bootstrap hands it to the job's other ranks.
+    pub const fn to_bytes(self) -> [u8; Self::LEN] {
+        self.0
+    }
+
+    fn halves(&self) -> (u64, u64) {
+        let mut k0 = [0u8; 8];
+        let mut k1 = [0u8; 8];
+        k0.copy_from_slice(&self.0[..8]);
+        k1.copy_from_slice(&self.0[8..]);
+        (u64::from_le_bytes(k0), u64::from_le_bytes(k1))
+    }
+}
+
+impl core::fmt::Debug for SealKey {
+    /// A secret stays out of logs.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SealKey(..)")
+    }
+}
+
+/// How many of a packet's `len` bytes its seal covers, given the packet's
+/// kind byte: all of them, but for the message bytes that follow the
+/// headers of eager, medium and data packets (copied, never acted on).
+pub fn sealed_len(kind: u8, len: usize) -> usize {
+    use crate::wire::{Kind, HEADER_LEN};
+    let head = match kind {
+        k if k == Kind::Eager as u8 || k == Kind::Data as u8 => HEADER_LEN,
+        k if k == Kind::Medium as u8 => HEADER_LEN + crate::medium::FRAG_HEAD,
+        _ => len,
+    };
+    head.min(len)
+}
+
+/// Computes a frame's seal from its headers and its packet, the packet
+/// given in pieces as a gather list holds it.
+pub struct Sealer {
+    mac: SipHasher24,
+    /// Packet bytes the frame's length field declares; pieces past them
+    /// are not the packet.
+    len: usize,
+    /// Packet bytes seen so far.
+    seen: usize,
+    /// Packet bytes sealed: `len` until the kind byte is seen.
+    limit: usize,
+}
+
+impl Sealer {
+    /// Starts the seal of the frame whose headers are `head` (its seal
+    /// field is not read).
+    pub fn new(key: &SealKey, head: &[u8; FRAME_HEADER_LEN]) -> Sealer {
+        let (k0, k1) = key.halves();
+        let mut mac = SipHasher24::new_with_keys(k0, k1);
+        mac.write(&head[..SEAL_AT]);
+        let len = u16::from_be_bytes([head[20], head[21]]) as usize;
+        Sealer {
+            mac,
+            len,
+            seen: 0,
+            limit: len,
+        }
+    }
+
+    /// The packet's next bytes.
+    pub fn packet(&mut self, piece: &[u8]) {
+        const KIND_AT: usize = 1;
+        if let Some(&kind) = KIND_AT.checked_sub(self.seen).and_then(|i| piece.get(i)) {
+            // Every packet's seal covers at least its first two bytes, so
+            // what was sealed before the kind was known stays sealed.
+            self.limit = sealed_len(kind, self.len);
+        }
+        let take = self.limit.saturating_sub(self.seen).min(piece.len());
+        self.mac.write(&piece[..take]);
+        self.seen = self.seen.saturating_add(piece.len());
+    }
+
+    /// The seal.
+    pub fn finish(&self) -> [u8; 8] {
+        self.mac.finish().to_le_bytes()
+    }
+
+    /// Writes the seal into the frame's headers.
+    pub fn sign(&self, head: &mut [u8; FRAME_HEADER_LEN]) {
+        head[SEAL_AT..].copy_from_slice(&self.finish());
+    }
+}
+
+/// Seals `frame`, whose headers [`encode_header`] wrote, with its packet
+/// in place after them. `None` if `frame` is shorter than its headers.
+pub fn seal(key: &SealKey, frame: &mut [u8]) -> Option<()> {
+    let mut head = [0u8; FRAME_HEADER_LEN];
+    head.copy_from_slice(frame.get(..FRAME_HEADER_LEN)?);
+    let mut sealer = Sealer::new(key, &head);
+    sealer.packet(&frame[FRAME_HEADER_LEN..]);
+    frame[SEAL_AT..FRAME_HEADER_LEN].copy_from_slice(&sealer.finish());
     Some(())
 }
 
@@ -143,6 +305,7 @@ pub const fn max_packet(mtu: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{Kind, HEADER_LEN};
 
     const A: EthAddr = EthAddr {
         mac: [2, 0, 0, 0, 0, 1],
@@ -152,38 +315,139 @@ mod tests {
         mac: [2, 0, 0, 0, 0, 2],
         endpoint: 0x1234,
     };
+    const KEY: SealKey = SealKey::from_bytes(*b"a job's secret!!");
 
-    fn frame(packet: &[u8]) -> [u8; 64] {
-        let mut f = [0u8; 64];
+    /// A sealed frame of 80 bytes carrying `packet`.
+    fn frame(packet: &[u8]) -> [u8; 80] {
+        let mut f = [0u8; 80];
         encode_header(&mut f, ETHERTYPE, B, A, packet.len()).unwrap();
         f[FRAME_HEADER_LEN..FRAME_HEADER_LEN + packet.len()].copy_from_slice(packet);
+        seal(&KEY, &mut f).unwrap();
         f
+    }
+
+    /// The frame in `b`, decoded and opened under [`KEY`].
+    fn open(b: &[u8]) -> Result<Frame<'_>, FrameError> {
+        Frame::decode(b, ETHERTYPE)?.open(&KEY)
+    }
+
+    /// A packet of `len` bytes of kind `kind`, its other bytes counting up.
+    fn packet(kind: Kind, len: usize) -> [u8; 50] {
+        let mut p = [0u8; 50];
+        for (i, b) in p.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        p[1] = kind as u8;
+        p[len..].fill(0);
+        p
     }
 
     #[test]
     fn a_frame_round_trips_and_padding_is_not_packet() {
         let f = frame(b"hello");
-        let d = Frame::decode(&f, ETHERTYPE).unwrap();
+        let d = open(&f).unwrap();
         assert_eq!((d.dst, d.src, d.packet), (B, A, &b"hello"[..]));
+        // Addresses are read before the seal is checked.
+        let mut forged = f;
+        forged[FRAME_HEADER_LEN] ^= 1;
+        let sealed = Frame::decode(&forged, ETHERTYPE).unwrap();
+        assert_eq!((sealed.dst, sealed.src), (B, A));
+        assert_eq!(sealed.open(&KEY), Err(FrameError::Seal));
         assert_eq!(EthAddr::from_bytes(B.to_bytes()), B);
-        assert_eq!(max_packet(9000), 8992);
+        assert_eq!(max_packet(9000), 8984);
         assert_eq!(max_packet(4), 0);
+        assert_eq!(SealKey::from_bytes(KEY.to_bytes()), KEY);
+        let mut shown = heapless::String::<32>::new();
+        core::fmt::Write::write_fmt(&mut shown, format_args!("{KEY:?}")).unwrap();
+        assert_eq!(shown, "SealKey(..)");
     }
 
     #[test]
     fn bad_frames_say_what_is_wrong() {
         let f = frame(b"hello");
-        assert_eq!(Frame::decode(&f[..21], ETHERTYPE), Err(FrameError::Short));
-        assert_eq!(Frame::decode(&f, 0x0800), Err(FrameError::NotOurs));
+        let decode = open;
+        assert_eq!(decode(&f[..FRAME_HEADER_LEN - 1]), Err(FrameError::Short));
+        assert_eq!(
+            Frame::decode(&f, 0x0800).map(|_| ()),
+            Err(FrameError::NotOurs)
+        );
         let mut v = f;
         v[14] = 9;
-        assert_eq!(Frame::decode(&v, ETHERTYPE), Err(FrameError::Version(9)));
+        assert_eq!(decode(&v), Err(FrameError::Version(9)));
         let mut l = f;
-        l[20..22].copy_from_slice(&43u16.to_be_bytes());
-        assert_eq!(Frame::decode(&l, ETHERTYPE), Err(FrameError::Length));
-        l[20..22].copy_from_slice(&42u16.to_be_bytes());
-        assert_eq!(Frame::decode(&l, ETHERTYPE).unwrap().packet.len(), 42);
-        assert_eq!(encode_header(&mut [0u8; 21], ETHERTYPE, A, B, 0), None);
-        assert_eq!(encode_header(&mut [0u8; 22], ETHERTYPE, A, B, 70_000), None);
+        l[20..22].copy_from_slice(&51u16.to_be_bytes());
+        assert_eq!(decode(&l), Err(FrameError::Length));
+        l[20..22].copy_from_slice(&50u16.to_be_bytes());
+        assert_eq!(decode(&l), Err(FrameError::Seal), "the length is sealed");
+        seal(&KEY, &mut l).unwrap();
+        assert_eq!(decode(&l).unwrap().packet.len(), 50);
+        assert_eq!(encode_header(&mut [0u8; 29], ETHERTYPE, A, B, 0), None);
+        assert_eq!(encode_header(&mut [0u8; 30], ETHERTYPE, A, B, 70_000), None);
+        assert_eq!(seal(&KEY, &mut [0u8; 29]), None);
+    }
+
+    #[test]
+    fn a_frame_with_any_sealed_bit_changed_or_another_key_is_refused() {
+        let p = packet(Kind::Rts, 50);
+        let f = frame(&p);
+        let other = SealKey::from_bytes(*b"another job's!!!");
+        assert_eq!(
+            Frame::decode(&f, ETHERTYPE).unwrap().open(&other),
+            Err(FrameError::Seal)
+        );
+        // Every bit of the headers and of a control packet, bar the
+        // EtherType, version and length (refused by their own checks).
+        for byte in (0..FRAME_HEADER_LEN + 50).filter(|b| !(12..15).contains(b) && *b != 20) {
+            for bit in 0..8 {
+                let mut g = f;
+                g[byte] ^= 1 << bit;
+                assert!(open(&g).is_err(), "byte {byte} bit {bit} changed unseen");
+            }
+        }
+        // Padding after the packet is no part of it.
+        let mut g = frame(&p[..10]);
+        g[79] ^= 1;
+        assert!(open(&g).is_ok());
+    }
+
+    #[test]
+    fn message_bytes_are_not_sealed_but_everything_that_places_them_is() {
+        for (kind, sealed) in [
+            (Kind::Eager, HEADER_LEN),
+            (Kind::Data, HEADER_LEN),
+            (Kind::Medium, HEADER_LEN + crate::medium::FRAG_HEAD),
+            (Kind::Packed, 50),
+            (Kind::Cts, 50),
+        ] {
+            assert_eq!(sealed_len(kind as u8, 50), sealed);
+            assert_eq!(sealed_len(kind as u8, 3), 3);
+            let f = frame(&packet(kind, 50));
+            for at in 0..50 {
+                let mut g = f;
+                g[FRAME_HEADER_LEN + at] ^= 0x80;
+                let ok = open(&g).is_ok();
+                assert_eq!(ok, at >= sealed, "{kind:?} byte {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_packet_sealed_in_pieces_seals_as_one() {
+        for kind in [Kind::Eager, Kind::Medium, Kind::Packed] {
+            let p = packet(kind, 50);
+            let f = frame(&p);
+            let head: [u8; FRAME_HEADER_LEN] = f[..FRAME_HEADER_LEN].try_into().unwrap();
+            for a in 0..=50 {
+                for b in a..=50 {
+                    let mut s = Sealer::new(&KEY, &head);
+                    s.packet(&p[..a]);
+                    s.packet(&p[a..b]);
+                    s.packet(&p[b..]);
+                    // Bytes past the declared length are not the packet.
+                    s.packet(&[7; 3]);
+                    assert_eq!(s.finish(), f[SEAL_AT..FRAME_HEADER_LEN], "{kind:?} {a} {b}");
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use rmx_core::frame::EthAddr;
+use rmx_core::frame::{EthAddr, SealKey};
 use rmx_core::Config;
 
 use crate::clock::pin_to_cpu;
@@ -213,6 +213,8 @@ enum Wire {
         met: Barrier,
         /// The first endpoint number of this job's ports (see [`endpoints`]).
         base: u16,
+        /// The job's frames' secret.
+        key: SealKey,
     },
 }
 
@@ -234,6 +236,7 @@ impl Wire {
             Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c).map_err(|e| e.to_string())?),
             Net::Eth(e) => Wire::Eth {
                 base: endpoints(),
+                key: crate::eth::new_key()?,
                 net: e.clone(),
                 addrs: Mutex::new(vec![None; n as usize]),
                 met: Barrier::new(n as usize),
@@ -258,6 +261,7 @@ impl Wire {
                 addrs,
                 met,
                 base,
+                key,
             } => {
                 let endpoint = base.wrapping_add((me as usize * nets + k) as u16);
                 let opened = placed.clone().and_then(|()| {
@@ -276,7 +280,7 @@ impl Wire {
                 let all: Option<Vec<EthAddr>> = lock(addrs).iter().copied().collect();
                 let all =
                     all.ok_or_else(|| format!("rank {me}: a peer could not open its port"))?;
-                port.connect(me, &all)?;
+                port.connect(me, &all, *key)?;
                 Ok(port.into())
             }
         }
@@ -284,28 +288,36 @@ impl Wire {
 
     /// A port of a process started by a launcher: the addresses are swapped
     /// through PMI (as hex), every rank taking part even if its open failed.
+    /// Every rank offers a key beside its address; the job seals with rank
+    /// 0's.
     fn launched(
         l: &Launch,
         opened: Result<EthPort, String>,
         me: u16,
         k: usize,
     ) -> Result<AnyPort, String> {
-        let mine = match &opened {
+        let addr = match &opened {
             Ok(p) => hex(&p.addr().to_bytes()),
             Err(_) => "none".into(),
         };
-        let all = l.exchange(&format!("rmx-eth{k}"), &mine)?;
+        let key = hex(&crate::eth::new_key()?.to_bytes());
+        let all = l.exchange(&format!("rmx-eth{k}"), &format!("{addr}/{key}"))?;
         let mut port = opened?;
-        let addrs = all
+        let parts = |r: usize, v: &str| {
+            let (a, k) = v.split_once('/').unwrap_or((v, ""));
+            let a = unhex(a).map(EthAddr::from_bytes);
+            let k = unhex(k).map(SealKey::from_bytes);
+            a.zip(k)
+                .ok_or_else(|| format!("rank {me}: rank {r} has no eth address ({v:?})"))
+        };
+        let all = all
             .iter()
             .enumerate()
-            .map(|(r, v)| {
-                unhex(v)
-                    .map(EthAddr::from_bytes)
-                    .ok_or_else(|| format!("rank {me}: rank {r} has no eth address ({v:?})"))
-            })
+            .map(|(r, v)| parts(r, v))
             .collect::<Result<Vec<_>, _>>()?;
-        port.connect(me, &addrs)?;
+        let addrs: Vec<EthAddr> = all.iter().map(|&(a, _)| a).collect();
+        let key = all.first().ok_or("a job of no ranks")?.1;
+        port.connect(me, &addrs, key)?;
         Ok(port.into())
     }
 
@@ -322,12 +334,12 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// An address from its hex form, if it is one.
-fn unhex(s: &str) -> Option<[u8; EthAddr::LEN]> {
-    if s.len() != 2 * EthAddr::LEN || !s.is_ascii() {
+/// `N` bytes from their hex form, if it is one.
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.is_ascii() {
         return None;
     }
-    let mut out = [0u8; EthAddr::LEN];
+    let mut out = [0u8; N];
     for (i, o) in out.iter_mut().enumerate() {
         *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
     }

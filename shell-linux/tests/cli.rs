@@ -1223,3 +1223,86 @@ fn benchmarks_on_a_busy_host_give_no_live_peer_up() {
         assert_eq!(code, 0, "{a:?}: {err}");
     }
 }
+
+/// A launcher that hangs up after the PMI handshake, in the middle of the
+/// job's address exchange: the rank says so in one line naming itself and
+/// the cause, and exits 1. The launcher here is the test itself, serving
+/// PMI-1 on the socket it hands over as `PMI_FD`.
+#[test]
+fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use std::os::unix::process::CommandExt;
+    if !raw_on_lo() {
+        return;
+    }
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let fd = theirs.as_raw_fd();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmx"));
+    cmd.args(["bench", "pingpong", "--transport", "eth", "--iface", "lo"])
+        .args(["--max-size", "8"])
+        .env("PMI_FD", fd.to_string())
+        .env("PMI_RANK", "0")
+        .env("PMI_SIZE", "2")
+        .env("RUST_BACKTRACE", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure only calls fcntl, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The rank inherits its end of the socket, as from hydra.
+            if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("run rmx");
+    drop(theirs);
+    let mut lines = BufReader::new(ours.try_clone().unwrap());
+    let mut w = ours;
+    let mut asked = Vec::new();
+    loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        asked.push(line.trim().to_string());
+        let reply = match line.split_whitespace().next().unwrap_or("") {
+            "cmd=init" => "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+            "cmd=get_maxes" => "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n",
+            "cmd=get_my_kvsname" => "cmd=my_kvsname kvsname=kvs_0\n",
+            "cmd=put" => "cmd=put_result rc=0 msg=success\n",
+            // The exchange's barrier: the launcher goes away.
+            _ => break,
+        };
+        w.write_all(reply.as_bytes()).unwrap();
+    }
+    drop((lines, w));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t0.elapsed() < DEADLINE, "rmx still ran: {asked:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        asked.iter().any(|l| l.starts_with("cmd=put")),
+        "the handshake was done and the exchange begun: {asked:?}"
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("rmx: rank 0: ") && err.contains("PMI"),
+        "{err}"
+    );
+}

@@ -4,7 +4,12 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rmx_core::frame::{encode_header, EthAddr, Frame, FrameError, ETHERTYPE, FRAME_HEADER_LEN};
+use rmx_core::frame::{
+    encode_header, seal, EthAddr, Frame, FrameError, SealKey, ETHERTYPE, FRAME_HEADER_LEN,
+};
+
+/// The key these hand-made frames are sealed under.
+const KEY: SealKey = SealKey::from_bytes([7; SealKey::LEN]);
 use rmx_linux::eth::{netns, RawSocket};
 use rmx_linux::lab::{Lab, LabSpec, IFACE};
 
@@ -64,6 +69,7 @@ fn frames_cross_between_namespaces_and_bad_ones_are_told_apart() {
         for (i, b) in f[FRAME_HEADER_LEN..].iter_mut().enumerate() {
             *b = (i % 251) as u8;
         }
+        seal(&KEY, &mut f).unwrap();
         assert!(s.send(&f).unwrap());
         // Another version, and a frame cut inside its header.
         let mut v = f.clone();
@@ -79,7 +85,9 @@ fn frames_cross_between_namespaces_and_bad_ones_are_told_apart() {
         let _peer = tx_mac.1.recv().unwrap();
         let mut buf = vec![0u8; 9100];
         let n = recv(&s, &mut buf);
-        let f = Frame::decode(&buf[..n], ETHERTYPE).expect("an rmx frame");
+        let f = Frame::decode(&buf[..n], ETHERTYPE)
+            .and_then(|f| f.open(&KEY))
+            .expect("an rmx frame");
         assert_eq!((f.dst.mac, f.dst.endpoint), (s.mac(), 2));
         assert_eq!(f.packet.len(), 8000);
         assert!(f
@@ -90,11 +98,14 @@ fn frames_cross_between_namespaces_and_bad_ones_are_told_apart() {
         let src = f.src;
         let n = recv(&s, &mut buf);
         assert_eq!(
-            Frame::decode(&buf[..n], ETHERTYPE),
+            Frame::decode(&buf[..n], ETHERTYPE).and_then(|f| f.open(&KEY)),
             Err(FrameError::Version(7))
         );
         let n = recv(&s, &mut buf);
-        assert_eq!(Frame::decode(&buf[..n], ETHERTYPE), Err(FrameError::Short));
+        assert_eq!(
+            Frame::decode(&buf[..n], ETHERTYPE).and_then(|f| f.open(&KEY)),
+            Err(FrameError::Short)
+        );
         assert_eq!(
             s.recv(&mut buf).unwrap(),
             None,
@@ -145,11 +156,14 @@ fn eth_rank_under_a_launcher() {
         let mut f = vec![0u8; FRAME_HEADER_LEN + 6];
         encode_header(&mut f, ETHERTYPE, peers[1], me, 6).unwrap();
         f[FRAME_HEADER_LEN..].copy_from_slice(b"from 0");
+        seal(&KEY, &mut f).unwrap();
         assert!(s.send(&f).unwrap());
     } else {
         let mut buf = vec![0u8; 9100];
         let n = recv(&s, &mut buf);
-        let f = Frame::decode(&buf[..n], ETHERTYPE).unwrap();
+        let f = Frame::decode(&buf[..n], ETHERTYPE)
+            .and_then(|f| f.open(&KEY))
+            .unwrap();
         assert_eq!((f.src, f.dst, f.packet), (peers[0], me, &b"from 0"[..]));
         println!("rank 1 got a frame from rank 0 at {:02x?}", f.src.mac);
     }

@@ -12,6 +12,15 @@ pub mod socket;
 pub use port::{EthOpts, EthPort, Faults};
 pub use socket::RawSocket;
 
+use rmx_core::frame::SealKey;
+
+/// A fresh secret for a job's frames, from the kernel's random source.
+pub fn new_key() -> Result<SealKey, String> {
+    let mut b = [0u8; SealKey::LEN];
+    getrandom::fill(&mut b).map_err(|e| format!("no random bytes for the job's key: {e}"))?;
+    Ok(SealKey::from_bytes(b))
+}
+
 /// What raw Ethernet can do, before a port knows its interface (the
 /// receive pool and the MTU come from the port): messages only, no RDMA,
 /// frames may be lost, and sends gather from memory through the CPU.

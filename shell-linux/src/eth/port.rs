@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::AsRawFd;
 
-use rmx_core::frame::{self, EthAddr, Frame, FrameError, FRAME_HEADER_LEN};
+use rmx_core::frame::{self, EthAddr, Frame, FrameError, SealKey, Sealer, FRAME_HEADER_LEN};
 use rmx_core::{Caps, PostError, RegError};
 
 use super::local::{self, LocalError, LocalPath};
@@ -151,6 +151,8 @@ pub struct EthPort {
     opts: EthOpts,
     me: EthAddr,
     rank: u16,
+    /// The job's secret: frames without its seal are dropped.
+    key: SealKey,
     /// Addresses by rank, and ranks by address.
     peers: Vec<EthAddr>,
     ranks: HashMap<EthAddr, u16>,
@@ -248,6 +250,8 @@ impl EthPort {
             sock,
             opts,
             rank: 0,
+            // No frame is taken before the job's key arrives.
+            key: super::new_key().map_err(io::Error::other)?,
             peers: Vec::new(),
             ranks: HashMap::new(),
             max_packet,
@@ -279,9 +283,9 @@ impl EthPort {
     }
 
     /// Makes this port rank `rank` of a job whose ranks have the addresses
-    /// `peers` (by rank). `Err` if `peers[rank]` is not this port or two
-    /// ranks share an address.
-    pub fn connect(&mut self, rank: u16, peers: &[EthAddr]) -> Result<(), String> {
+    /// `peers` (by rank) and seal their frames under `key`. `Err` if
+    /// `peers[rank]` is not this port or two ranks share an address.
+    pub fn connect(&mut self, rank: u16, peers: &[EthAddr], key: SealKey) -> Result<(), String> {
         if peers.len() > u16::MAX as usize + 1 {
             return Err(format!("{} ranks: at most 65536", peers.len()));
         }
@@ -303,6 +307,7 @@ impl EthPort {
             self.local = None;
         }
         self.rank = rank;
+        self.key = key;
         self.peers = peers.to_vec();
         self.ranks = ranks;
         Ok(())
@@ -321,38 +326,43 @@ impl EthPort {
     fn accept(&mut self, b: u32, len: usize) {
         let at = b as usize * self.buf_size;
         let bytes = &self.rx[at..at + len];
-        let f = match Frame::decode(bytes, self.opts.ethertype) {
-            Ok(f) => f,
-            Err(e) => {
-                match e {
-                    FrameError::Short | FrameError::NotOurs => self.counters.short += 1,
-                    FrameError::Version(_) => self.counters.version += 1,
-                    FrameError::Length => self.counters.length += 1,
-                }
-                self.free.push(b);
-                return;
-            }
+        let c = &mut self.counters;
+        let (peers, ranks) = (&self.peers, &self.ranks);
+        let refused = match Frame::decode(bytes, self.opts.ethertype) {
+            Err(FrameError::Short | FrameError::NotOurs) => &mut c.short,
+            Err(FrameError::Version(_)) => &mut c.version,
+            Err(FrameError::Length) => &mut c.length,
+            Err(FrameError::Seal) => &mut c.forged,
+            // Before the seal: frames for other endpoints are not hashed.
+            Ok(f) if f.dst != self.me => &mut c.unknown_endpoint,
+            Ok(f) => match f.open(&self.key) {
+                Err(_) => &mut c.forged,
+                // The packet must also name the rank its frame comes from:
+                // the core takes the source from the packet. Ranks'
+                // addresses are unique, so the rank the packet names
+                // having this frame's source address is the same check as
+                // the address mapping to that rank, without hashing it.
+                Ok(f) => match f.packet.get(2..4) {
+                    Some(n)
+                        if peers.get(u16::from_le_bytes([n[0], n[1]]) as usize) == Some(&f.src) =>
+                    {
+                        return self.take(b, len, f.packet.len() as u32);
+                    }
+                    None if ranks.contains_key(&f.src) => {
+                        return self.take(b, len, f.packet.len() as u32);
+                    }
+                    _ => &mut c.unknown_source,
+                },
+            },
         };
-        if f.dst != self.me {
-            self.counters.unknown_endpoint += 1;
-            self.free.push(b);
-            return;
-        }
-        // The packet must also name the rank its frame comes from: the core
-        // takes the source from the packet.
-        // Ranks' addresses are unique, so the rank the packet names having
-        // this frame's source address is the same check as the address
-        // mapping to that rank, without hashing the address.
-        let known = match f.packet.get(2..4) {
-            Some(n) => self.peers.get(u16::from_le_bytes([n[0], n[1]]) as usize) == Some(&f.src),
-            None => self.ranks.contains_key(&f.src),
-        };
-        if !known {
-            self.counters.unknown_source += 1;
-            self.free.push(b);
-            return;
-        }
-        let plen = f.packet.len() as u32;
+        *refused += 1;
+        self.free.push(b);
+    }
+
+    /// Hands the core a frame that passed every check: buffer `b` of `len`
+    /// bytes with a packet of `plen`, through the injected faults if any.
+    fn take(&mut self, b: u32, len: usize, plen: u32) {
+        let at = b as usize * self.buf_size;
         self.lens[b as usize] = plen;
         self.counters.frames_in += 1;
         if !self.opts.faults.any() {
@@ -588,7 +598,7 @@ impl EthPort {
             if s.addr < start || end > start + len {
                 return Err(PostError::Access);
             }
-            total += s.len;
+            total = total.checked_add(s.len).ok_or(PostError::Access)?;
         }
         Ok(total)
     }
@@ -743,6 +753,13 @@ impl Transport for EthPort {
         };
         frame::encode_header(&mut q.head, self.opts.ethertype, dst, self.me, total)
             .expect("a packet within max_packet fits the length field");
+        let mut seal = Sealer::new(&self.key, &q.head);
+        for s in sges {
+            // SAFETY: `check` found the range inside a registration, which
+            // its contract keeps readable until this send completes.
+            seal.packet(unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.len) });
+        }
+        seal.sign(&mut q.head);
         q.sges[..sges.len()].copy_from_slice(sges);
         self.queue.push(q);
         if self.opts.batch == 1 {
