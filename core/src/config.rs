@@ -1,6 +1,7 @@
 //! Per-endpoint configuration, chosen by the shell for its transport.
 
 use crate::nic::Caps;
+use crate::wire::rendezvous::Protocol;
 
 /// The default largest medium message, as Open-MX's: 32 KiB.
 pub const MEDIUM_MAX: u32 = 32 * 1024;
@@ -27,7 +28,7 @@ pub struct Config {
     /// eagerly as fragments; larger still, by rendezvous.
     pub eager_threshold: u32,
     /// Largest message sent eagerly as fragments of one packet each
-    /// ([`crate::medium`], Open-MX's medium messages): on a transport
+    /// ([`crate::wire::medium`], Open-MX's medium messages): on a transport
     /// without RDMA a rendezvous buys no zero copy, only a round trip.
     /// `None` picks [`MEDIUM_MAX`] where the transport has no RDMA and 0
     /// (off) where it has ([`Config::fit`] decides; an endpoint given no
@@ -87,7 +88,7 @@ pub struct Config {
     /// what the transport can do: RGET (the sender is free once its RTS left),
     /// else RPUT, else PULL. A receiver that cannot register its buffer
     /// answers any of them by pulling. Lossy transports use PULL only.
-    pub rendezvous: Option<crate::rendezvous::Protocol>,
+    pub rendezvous: Option<Protocol>,
     /// PULL: frames (of `eager_threshold` bytes) one request asks for.
     pub pull_frames: u16,
     /// PULL: requests outstanding per transfer; `pull_frames × pull_requests`
@@ -143,6 +144,42 @@ impl Config {
 }
 
 impl Config {
+    /// Checks the settings that do not depend on the job's tables: every
+    /// endpoint checks its configuration here before it takes any.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.credits == 0 {
+            return Err(ConfigError::Credits);
+        }
+        if self.rx_buffers <= self.rx_reserve
+            || self.rx_low_water < self.rx_reserve
+            || self.rx_low_water >= self.rx_buffers
+        {
+            return Err(ConfigError::RxPool);
+        }
+        let max = (u16::MAX as usize - crate::wire::HEADER_LEN) as u32;
+        let min = crate::wire::rendezvous::MAX_BODY as u32;
+        if self.eager_threshold > max || self.eager_threshold < min {
+            return Err(ConfigError::EagerThreshold { min, max });
+        }
+        if !self.reliable && matches!(self.rendezvous, Some(Protocol::Rput | Protocol::Rget)) {
+            return Err(ConfigError::RendezvousNeedsReliable);
+        }
+        let threshold_ok = match self.coalesce {
+            Coalesce::Outstanding(n) => n >= 1 && n <= self.send_wqes,
+            _ => true,
+        };
+        if self.send_wqes == 0 || !threshold_ok {
+            return Err(ConfigError::SendWqes);
+        }
+        let window = self.pull_frames as u32 * self.pull_requests as u32;
+        if self.pull_frames == 0 || self.pull_requests == 0 || window > 64 {
+            return Err(ConfigError::PullWindow);
+        }
+        Ok(())
+    }
+}
+
+impl Config {
     /// This configuration within what the transport allows: inline sends no
     /// larger than its inline limit less the header, no more outstanding
     /// sends than its send queue has entries (a coalescing threshold with
@@ -159,10 +196,7 @@ impl Config {
             // rendezvous that recovers from loss.
             self.reliable = false;
             self.inline_max = 0;
-            if !matches!(
-                self.rendezvous,
-                None | Some(crate::rendezvous::Protocol::Pull)
-            ) {
+            if !matches!(self.rendezvous, None | Some(Protocol::Pull)) {
                 self.rendezvous = None;
             }
         }
@@ -206,7 +240,7 @@ impl Config {
 
     /// Bytes of a message each fragment of a medium message carries.
     pub(crate) fn fragment(&self) -> u32 {
-        self.eager_threshold - crate::medium::FRAG_HEAD as u32
+        self.eager_threshold - crate::wire::medium::FRAG_HEAD as u32
     }
 }
 
@@ -242,7 +276,7 @@ pub enum ConfigError {
     /// least one unexpected message and one held buffer, or no credit could
     /// ever be lent.
     TableSize {
-        table: crate::storage::TableName,
+        table: TableName,
         min: usize,
         max: usize,
     },
@@ -254,10 +288,81 @@ pub enum ConfigError {
     PullWindow,
 }
 
+/// One of the endpoint's tables (in errors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableName {
+    Peers,
+    Posted,
+    Unexpected,
+    Holds,
+    Slots,
+    Requests,
+    /// The work table: at least as long as the request table.
+    Work,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rendezvous::Protocol;
+
+    #[test]
+    fn each_setting_out_of_range_is_named() {
+        let ok = Config::default();
+        assert_eq!(ok.validate(), Ok(()));
+        let bad = [
+            (Config { credits: 0, ..ok }, ConfigError::Credits),
+            (
+                Config {
+                    rx_reserve: ok.rx_buffers,
+                    ..ok
+                },
+                ConfigError::RxPool,
+            ),
+            (Config { send_wqes: 0, ..ok }, ConfigError::SendWqes),
+            (
+                Config {
+                    coalesce: Coalesce::Outstanding(ok.send_wqes + 1),
+                    ..ok
+                },
+                ConfigError::SendWqes,
+            ),
+            (
+                Config {
+                    pull_frames: 0,
+                    ..ok
+                },
+                ConfigError::PullWindow,
+            ),
+            (
+                Config {
+                    pull_frames: 16,
+                    pull_requests: 5,
+                    ..ok
+                },
+                ConfigError::PullWindow,
+            ),
+            (
+                Config {
+                    rendezvous: Some(Protocol::Rget),
+                    ..Config::unreliable(8192, 64)
+                },
+                ConfigError::RendezvousNeedsReliable,
+            ),
+        ];
+        for (cfg, e) in bad {
+            assert_eq!(cfg.validate(), Err(e));
+        }
+        for t in [0, 23, 65_535] {
+            let cfg = Config {
+                eager_threshold: t,
+                ..ok
+            };
+            assert!(
+                matches!(cfg.validate(), Err(ConfigError::EagerThreshold { .. })),
+                "{t}"
+            );
+        }
+    }
 
     #[test]
     fn a_configuration_fits_the_transport_limits() {

@@ -1,6 +1,6 @@
 //! The endpoint: one per rank. Two-sided MPI messaging: the eager protocol
 //! with credit flow control, a rendezvous for large messages
-//! ([`crate::rendezvous`]), and, for lossy transports, a
+//! ([`crate::wire::rendezvous`]), and, for lossy transports, a
 //! reliability layer.
 //!
 //! Sans-I/O: every call takes `now` (nanoseconds, any monotonic origin) and the
@@ -24,37 +24,41 @@ mod failure;
 mod holds;
 mod liveness;
 mod medium;
+mod peer;
+mod pull;
 mod reliability;
 mod rendezvous;
 mod send;
 mod slots;
+pub mod storage;
 mod timers;
 
 pub use credit::Stall;
 
 use crate::completion::{WcResult, WorkId};
+use crate::config::TableName;
 use crate::config::{Coalesce, Config, ConfigError};
 use crate::fifo::{Fifo, Node, NIL};
 use crate::log::debug;
 use crate::matching::{Envelope, Matcher, Pattern, Source, TagSel};
 use crate::nic::{Gather, Loc, Nic, PostError, Posted, RdmaError, RxBuf, SlotId, UserBuf};
-use crate::packed::{record_len, write_head, Record, Unpacker};
-use crate::peer::{seq_le, Peer, BACKLOGGED};
-use crate::rendezvous::Protocol;
 use crate::request::{
     PostedRecv, QueuedSend, Receiving, RecvFault, Request, RequestEntry, RequestError, State,
     Status, Table,
 };
 use crate::reuse::{Invalidation, NoReuse, Pending, SendReuse};
 use crate::stats::Stats;
-use crate::storage::{Sizes, Storage, TableName, Tables, MAX_TABLE};
+use crate::wire::packed::{record_len, write_head, Record, Unpacker};
 use crate::wire::{decode_packet, Header, Kind, HEADER_LEN};
 pub use holds::HoldEntry;
 use holds::Holds;
+pub use peer::Peer;
+use peer::{seq_le, BACKLOGGED};
 use rendezvous::Transfer;
 use send::Sent;
 pub use slots::SlotEntry;
 use slots::{SlotPool, BACKLOG, UNACKED};
+use storage::{Sizes, Storage, Tables, MAX_TABLE};
 use timers::{Timer, Timers};
 
 /// Why a send was refused. Nothing was queued.
@@ -90,7 +94,7 @@ pub enum Held {
     /// An eager message kept at byte `at` of the receive buffer behind `hold`.
     Eager { hold: u16, at: u32, len: u32 },
     /// A large message's request to send (its data stays at the sender).
-    Rts(crate::rendezvous::Rts),
+    Rts(crate::wire::rendezvous::Rts),
     /// A medium message of `len` bytes, its fragments in the receive
     /// buffers chained from hold `first` (all of them once its sender's
     /// assembly has moved on).
@@ -132,7 +136,7 @@ impl<E, C: AsRef<[E]> + AsMut<[E]>> core::ops::IndexMut<usize> for Rows<E, C> {
 }
 
 /// One rank's messaging state, in tables the embedder supplies (see
-/// [`crate::storage`]): `S` names their containers, and their lengths are
+/// [`crate::endpoint::storage`]): `S` names their containers, and their lengths are
 /// the capacities (ranks, posted receives, unexpected messages, held
 /// receive buffers, send bounce slots, requests), chosen at run time so one
 /// build serves any job size. `Z` decides which eager sends go zero-copy
@@ -253,39 +257,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if me >= npeers {
             return Err(ConfigError::RankOutOfRange);
         }
-        if cfg.credits == 0 {
-            return Err(ConfigError::Credits);
-        }
-        if cfg.rx_buffers <= cfg.rx_reserve
-            || cfg.rx_low_water < cfg.rx_reserve
-            || cfg.rx_low_water >= cfg.rx_buffers
-        {
-            return Err(ConfigError::RxPool);
-        }
-        let max = (u16::MAX as usize - HEADER_LEN) as u32;
-        let min = crate::rendezvous::MAX_BODY as u32;
-        if cfg.eager_threshold > max || cfg.eager_threshold < min {
-            return Err(ConfigError::EagerThreshold { min, max });
-        }
-        if !cfg.reliable && matches!(cfg.rendezvous, Some(Protocol::Rput | Protocol::Rget)) {
-            return Err(ConfigError::RendezvousNeedsReliable);
-        }
+        cfg.validate()?;
         sizes.check()?;
         if work.as_ref().len() < sizes.requests {
             let (min, max) = (sizes.requests, MAX_TABLE);
             let table = TableName::Work;
             return Err(ConfigError::TableSize { table, min, max });
-        }
-        let threshold_ok = match cfg.coalesce {
-            Coalesce::Outstanding(n) => n >= 1 && n <= cfg.send_wqes,
-            _ => true,
-        };
-        if cfg.send_wqes == 0 || !threshold_ok {
-            return Err(ConfigError::SendWqes);
-        }
-        let window = cfg.pull_frames as u32 * cfg.pull_requests as u32;
-        if cfg.pull_frames == 0 || cfg.pull_requests == 0 || window > 64 {
-            return Err(ConfigError::PullWindow);
         }
         // Decided once: every later check reads the number.
         cfg.medium_max = Some(cfg.medium());

@@ -18,31 +18,27 @@ pub mod completion;
 pub mod config;
 pub mod endpoint;
 mod fifo;
-pub mod frame;
 mod log;
 pub mod matching;
-pub mod medium;
 pub mod nic;
 pub mod onesided;
-pub mod packed;
-mod peer;
-pub mod rendezvous;
+pub mod remote;
 pub mod request;
 pub mod reuse;
 pub mod stats;
-pub mod storage;
 pub mod wire;
 
 pub use completion::{WcResult, WorkId};
 pub use config::{Coalesce, Config, ConfigError};
+pub use endpoint::storage;
+pub use endpoint::storage::{Sizes, Storage, Tables};
+pub use endpoint::Peer;
 pub use endpoint::{Endpoint, RecvError, SendError, Stall};
 pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,
     SlotId, UserBuf,
 };
-pub use peer::Peer;
-pub use rendezvous::Protocol;
 pub use request::{RecvFault, Request, RequestError, Status};
 pub use stats::Stats;
-pub use storage::{Sizes, Storage, Tables};
+pub use wire::rendezvous::Protocol;

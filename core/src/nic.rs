@@ -4,6 +4,8 @@
 //! keep unexpected messages) and user buffers are named by handles; the shell resolves them and does
 //! the copies and the posts, on whatever NIC it drives.
 
+pub use crate::remote::{MemKey, RdmaError, Remote};
+
 /// A pre-registered send bounce slot owned by the endpoint (index `0..SLOTS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SlotId(pub u16);
@@ -26,10 +28,6 @@ pub enum Loc {
     /// A user buffer.
     User(UserBuf, u32),
 }
-
-/// A registration of user memory: the key the NIC checks (verbs' lkey).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct MemKey(pub u32);
 
 /// Why the shell could not register memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,22 +114,6 @@ pub enum RdmaOp {
     Write,
     /// The peer's memory to local.
     Read,
-}
-
-/// Memory of a peer, named by the address and key it sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Remote {
-    pub addr: u64,
-    pub key: MemKey,
-}
-
-/// How an RDMA operation ended, as its completion reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RdmaError {
-    /// A key or bound check failed on either side; nothing defined was moved.
-    Access,
-    /// The connection failed.
-    Down,
 }
 
 /// Implemented by a shell for the NIC and memory it owns.

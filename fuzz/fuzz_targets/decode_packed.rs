@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::packed::{record_len, write_head, Unpacker, CACHED_LEN};
+use rmx_core::wire::packed::{record_len, write_head, Unpacker, CACHED_LEN};
 
 fuzz_target!(|input: (u8, &[u8])| {
     let (count, body) = input;
@@ -16,7 +16,7 @@ fuzz_target!(|input: (u8, &[u8])| {
             failed = true;
             continue;
         };
-        let cached = body[end] != rmx_core::packed::FULL;
+        let cached = body[end] != rmx_core::wire::packed::FULL;
         let n = record_len(prev, rec, cached);
         let head = n - rec.len as usize;
         assert_eq!(head == CACHED_LEN, cached);

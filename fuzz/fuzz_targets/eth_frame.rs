@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rmx_core::frame::{encode_header, seal, Frame, SealKey, ETHERTYPE, FRAME_HEADER_LEN};
+use rmx_core::wire::frame::{encode_header, seal, Frame, SealKey, ETHERTYPE, FRAME_HEADER_LEN};
 
 const KEY: SealKey = SealKey::from_bytes([0x5E; SealKey::LEN]);
 

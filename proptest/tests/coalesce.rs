@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use proptest::prelude::*;
-use rmx_core::packed::{self, Record};
+use rmx_core::wire::packed::{self, Record};
 use rmx_core::wire::{Header, Kind, HEADER_LEN};
 use rmx_core::*;
 use rmx_core::{Sizes, Tables};

@@ -2,7 +2,7 @@
 //! eagerly as fragments and reassembled by the receiver, scenario by
 //! scenario against the in-memory NIC.
 
-use rmx_core::medium::{Fragment, FRAG_HEAD};
+use rmx_core::wire::medium::{Fragment, FRAG_HEAD};
 use rmx_core::wire::{Header, Kind, HEADER_LEN};
 use rmx_core::*;
 use rmx_proptest::heap::{sizes, Heap};

@@ -1,5 +1,6 @@
 //! The rendezvous state machines, step by step, against the in-memory NIC.
 
+use rmx_core::wire::rendezvous;
 use rmx_core::*;
 use rmx_core::{Sizes, Tables};
 use rmx_proptest::heap::{sizes, Heap};

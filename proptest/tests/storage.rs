@@ -1,9 +1,10 @@
 //! Tables supplied by the embedder: sized at run time, checked, and of any
 //! container (heap, borrowed slices, arrays).
 
+use rmx_core::config::TableName;
 use rmx_core::storage::{
-    Fixed, HoldEntry, Peer, PostedEntry, RequestEntry, Slices, SlotEntry, TableName,
-    UnexpectedEntry, WorkEntry, MAX_TABLE,
+    Fixed, HoldEntry, Peer, PostedEntry, RequestEntry, Slices, SlotEntry, UnexpectedEntry,
+    WorkEntry, MAX_TABLE,
 };
 use rmx_core::*;
 use rmx_proptest::heap::{sizes, Heap};

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use rmx_core::frame::{EthAddr, SealKey};
+use rmx_core::wire::frame::{EthAddr, SealKey};
 use rmx_core::Config;
 
 use crate::clock::pin_to_cpu;

@@ -664,7 +664,7 @@ fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), St
         }
         // Opened once here so that a wrong name or missing privilege is a
         // sentence, not a failed rank thread (and before PMI is touched).
-        rmx_linux::eth::RawSocket::open(iface, rmx_core::frame::ETHERTYPE, false).map_err(|e| {
+        rmx_linux::eth::RawSocket::open(iface, rmx_core::wire::frame::ETHERTYPE, false).map_err(|e| {
             format!("cannot open interface {iface:?} for raw frames: {e} (it needs root or CAP_NET_RAW; `ip link` lists the interfaces)")
         })?;
         let launch = rmx_linux::pmi::Pmi::from_env()

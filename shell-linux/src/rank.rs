@@ -29,7 +29,7 @@ use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
 use crate::transport::{AnyPort, Completion, Events, Mr, Sge, Transport};
 use crate::window::book::Book;
-use crate::window::memory::Pinned;
+use crate::window::memory::WinMemory;
 
 /// The endpoint this shell builds: tables on the heap, sized from the job
 /// ([`rmx_core::Sizes::for_job`]); zero-copy eager sends of frequently used
@@ -68,7 +68,7 @@ pub struct ShellNic<T: Transport> {
     /// Memory of windows and their operations, registered for remote
     /// access: kept alive here until deregistered, whatever became of the
     /// window, so no NIC operation reaches freed memory.
-    pinned: Vec<(Mr, Arc<Pinned>)>,
+    pinned: Vec<(Mr, Arc<WinMemory>)>,
 }
 
 impl<T: Transport> ShellNic<T> {
@@ -113,7 +113,7 @@ impl<T: Transport> ShellNic<T> {
 
     /// Registers `mem` for local and remote access and keeps it alive
     /// until [`unpin`](Self::unpin) or the end of this NIC.
-    pub(crate) fn pin(&mut self, mem: &Arc<Pinned>) -> Result<Mr, RegError> {
+    pub(crate) fn pin(&mut self, mem: &Arc<WinMemory>) -> Result<Mr, RegError> {
         // SAFETY: `mem` is kept alive in `pinned` until deregistered, and
         // `Drop` drains the port first.
         let mr = unsafe { self.port.register_user(mem.addr(), mem.reserved()) }?;
@@ -1048,7 +1048,7 @@ impl<T: Transport + 'static> Rank<T> {
 impl Rank<AnyPort> {
     /// This rank's address on an `eth` network (the interface's MAC and
     /// the endpoint number the job gave it); `None` on other transports.
-    pub fn eth_addr(&self) -> Option<rmx_core::frame::EthAddr> {
+    pub fn eth_addr(&self) -> Option<rmx_core::wire::frame::EthAddr> {
         self.with_ref(|d| match &d.nic.port {
             AnyPort::Eth(p) => Some(p.addr()),
             _ => None,

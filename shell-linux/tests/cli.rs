@@ -1132,7 +1132,7 @@ fn a_network_that_drops_everything_ends_the_job_with_one_line() {
 
 /// Whether raw frames can be sent on `lo` here (root or CAP_NET_RAW).
 fn raw_on_lo() -> bool {
-    let ok = rmx_linux::eth::RawSocket::open("lo", rmx_core::frame::ETHERTYPE, false).is_ok();
+    let ok = rmx_linux::eth::RawSocket::open("lo", rmx_core::wire::frame::ETHERTYPE, false).is_ok();
     if !ok {
         eprintln!("skipped: raw sockets on lo need root or CAP_NET_RAW");
     }

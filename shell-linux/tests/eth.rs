@@ -4,7 +4,7 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rmx_core::frame::{
+use rmx_core::wire::frame::{
     encode_header, seal, EthAddr, Frame, FrameError, SealKey, ETHERTYPE, FRAME_HEADER_LEN,
 };
 

@@ -8,7 +8,7 @@
 
 mod vm;
 
-use rmx_core::frame::{EthAddr, SealKey};
+use rmx_core::wire::frame::{EthAddr, SealKey};
 use rmx_core::{Config, Source, TagSel};
 use rmx_linux::eth::{netns, EthOpts, EthPort, Faults, RawSocket};
 use rmx_linux::job::{self, EthNet, Net};
@@ -321,7 +321,7 @@ fn meet(r: &mut Rank) {
 /// seal and meet the checks behind it) and from one that does not.
 #[test]
 fn malformed_frames_on_the_wire_are_counted_and_dropped() {
-    use rmx_core::frame::{encode_header, seal, ETHERTYPE, FRAME_HEADER_LEN};
+    use rmx_core::wire::frame::{encode_header, seal, ETHERTYPE, FRAME_HEADER_LEN};
     use std::sync::Mutex;
     let Some((lab, _net)) = lab("m", 2, 9000, Faults::default()) else {
         return;
@@ -418,7 +418,7 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
 /// receive completed with the forger's five bytes.
 #[test]
 fn a_forged_message_taken_before_the_real_one_is_refused_by_its_seal() {
-    use rmx_core::frame::{encode_header, seal, ETHERTYPE, FRAME_HEADER_LEN};
+    use rmx_core::wire::frame::{encode_header, seal, ETHERTYPE, FRAME_HEADER_LEN};
     use rmx_core::wire::{Header, Kind, HEADER_LEN};
     use std::sync::{Barrier, Mutex};
     let Some((lab, _net)) = lab("f", 2, 9000, Faults::default()) else {
@@ -643,7 +643,7 @@ fn two_hosts_of_two_ranks_on_a_bridge_talk_locally_and_across() {
 /// both ranks waiting.
 #[test]
 fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
-    use rmx_core::frame::{ETHERTYPE, FRAME_HEADER_LEN};
+    use rmx_core::wire::frame::{ETHERTYPE, FRAME_HEADER_LEN};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
     if !root() {

@@ -8,7 +8,7 @@ use super::*;
 #[derive(Clone, Copy)]
 pub(super) enum Incoming {
     Eager { buf: RxBuf, at: u32, len: u32 },
-    Rts(crate::rendezvous::Rts),
+    Rts(crate::wire::rendezvous::Rts),
 }
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
@@ -93,7 +93,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     context: h.context,
                 };
                 let what = if h.kind == Kind::Rts {
-                    match crate::rendezvous::Rts::decode(&nic.rx(buf)[HEADER_LEN..]) {
+                    match crate::wire::rendezvous::Rts::decode(&nic.rx(buf)[HEADER_LEN..]) {
                         Ok(rts) => Incoming::Rts(rts),
                         Err(_) => {
                             self.stats.malformed += 1;

@@ -30,8 +30,8 @@
 //! entirely by unexpected messages nobody receives while peers wait for
 //! credit. [`Endpoint::stall`] reports it instead of letting a rank hang.
 
+use super::peer::STARVING;
 use super::*;
-use crate::peer::STARVING;
 
 /// The credit budget and the peers waiting for a share of it.
 pub(super) struct Lender {
@@ -102,7 +102,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);
-        let matched_part_way = matches!(p.assembly.into, crate::medium::Into::Recv(_));
+        let matched_part_way = matches!(p.assembly.into, super::medium::Into::Recv(_));
         if p.lent > 0 && !matched_part_way {
             p.lent -= 1;
             self.lender.free += 1;

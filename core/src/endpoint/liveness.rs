@@ -17,8 +17,8 @@
 //! with a GONE notice, and a rank told so fails that peer in turn, so the
 //! other side never waits on a peer that drops everything it sends.
 
+use super::medium::Into;
 use super::*;
-use crate::medium::Into;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// A request begins to wait on `peer` (a receive naming it, a transfer).

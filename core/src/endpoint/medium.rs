@@ -1,14 +1,44 @@
-//! Medium messages ([`crate::medium`]): sent as fragments of one packet
+//! Medium messages ([`crate::wire::medium`]): sent as fragments of one packet
 //! each, back to back in the connection's sequence, each taking a credit
 //! and a bounce slot like an eager message; reassembled by the receiver
 //! straight into a matched receive's buffer, or kept fragment by fragment
 //! in their receive buffers while unexpected.
 
 use super::*;
-use crate::medium::{Assembly, Fragment, Into, FRAG_HEAD};
+use crate::wire::medium::{Fragment, FRAG_HEAD};
 
 /// Where a fragment's bytes start in its packet.
 const DATA_AT: u32 = (HEADER_LEN + FRAG_HEAD) as u32;
+
+/// Where the next fragments from a peer go: the receiver's state of the
+/// one medium message that peer may be part way through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Into {
+    /// No message in progress: the next fragment must start one.
+    Idle,
+    /// Into a matched receive (its buffer and tag in its work entry).
+    Recv(Request),
+    /// Held as unexpected, each fragment in its receive buffer; `last` is
+    /// the hold of the newest, which the next one is chained to.
+    Held { last: u16 },
+}
+
+/// A peer's medium message in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Assembly {
+    pub into: Into,
+    /// Bytes arrived so far: the offset the next fragment must have.
+    pub got: u32,
+    pub total: u32,
+}
+
+impl Assembly {
+    pub const IDLE: Assembly = Assembly {
+        into: Into::Idle,
+        got: 0,
+        total: 0,
+    };
+}
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// `isend` of a medium message: as many fragments as credits and slots

@@ -1,4 +1,4 @@
-//! The rendezvous state machines of an endpoint ([`crate::rendezvous`] has
+//! The rendezvous state machines of an endpoint ([`crate::wire::rendezvous`] has
 //! the protocols and their packets). A transfer advances only when the
 //! endpoint is driven — by a packet, a completion, a call or `poll` — from
 //! whichever thread drives it: without a call or a progress thread, an RPUT
@@ -7,10 +7,11 @@
 //! Each request can carry one transfer, kept at the request's index, so a
 //! large message needs no capacity beyond its request handle.
 
+use super::pull::{Arrivals, Asked};
 use super::*;
 use crate::nic::{Caps, MemKey, RdmaError, RdmaOp, Remote};
-use crate::rendezvous::{Asked, Cts, Fin, Probe, Protocol, Pull, Rts, Window};
 use crate::reuse::Pinned;
+use crate::wire::rendezvous::{Cts, Fin, Probe, Protocol, Pull, Rts};
 
 /// How a transfer's user buffer is registered.
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +66,7 @@ pub(super) struct Transfer {
     pub status: Status,
     pub owe: Owe,
     /// PULL receiver: frames arrived and asked for.
-    pub window: Window,
+    pub arrivals: Arrivals,
     /// PULL sender: frames asked for and not yet sent.
     pub asked: Asked,
     /// PULL sender: sent a frame since the last FIN-less timeout.
@@ -96,7 +97,7 @@ impl Transfer {
         fault: None,
         status: Status::SENT,
         owe: Owe::Nothing,
-        window: Window::new(0),
+        arrivals: Arrivals::new(0),
         asked: Asked::EMPTY,
         served: false,
         last: 0,
@@ -353,7 +354,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             }
             Protocol::Pull => {
                 let frames = n.div_ceil(self.cfg.eager_threshold);
-                self.work[i].xfer.window = Window::new(frames);
+                self.work[i].xfer.arrivals = Arrivals::new(frames);
                 self.ask(nic, i);
             }
         }
@@ -479,7 +480,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         };
         let frame = self.cfg.eager_threshold;
         let x = self.work[i].xfer;
-        if x.proto != Protocol::Pull || h.seq >= x.window.frames {
+        if x.proto != Protocol::Pull || h.seq >= x.arrivals.frames {
             return false;
         }
         let off = h.seq * frame;
@@ -488,8 +489,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if h.len < expect || h.len > frame {
             return false;
         }
-        let asked = self.work[i].xfer.window.asked;
-        if !self.work[i].xfer.window.arrived(h.seq) {
+        let asked = self.work[i].xfer.arrivals.asked;
+        if !self.work[i].xfer.arrivals.arrived(h.seq) {
             self.stats.duplicates += 1;
             return true;
         }
@@ -503,7 +504,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             expect as usize,
         );
         self.work[i].xfer.last = now;
-        if self.work[i].xfer.window.complete() {
+        if self.work[i].xfer.arrivals.complete() {
             self.finish(nic, i);
         } else {
             self.ask(nic, i);
@@ -545,7 +546,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.pull_starved = true;
                 break;
             }
-            let mut w = self.work[i].xfer.window;
+            let mut w = self.work[i].xfer.arrivals;
             let Some((first, count)) = w.next_ask(per.min(room), limit) else {
                 break;
             };
@@ -553,7 +554,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 // No slot now: the poll after one frees asks.
                 break;
             }
-            self.work[i].xfer.window = w;
+            self.work[i].xfer.arrivals = w;
             self.pulling += count;
         }
         self.arm_transfer(i);
@@ -887,7 +888,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.active -= 1;
         self.unawait_peer(x.peer);
         if !x.send && x.proto == Protocol::Pull {
-            self.pulling = self.pulling.saturating_sub(x.window.outstanding());
+            self.pulling = self.pulling.saturating_sub(x.arrivals.outstanding());
         }
         if self.active == 0 {
             self.pulling = 0;
@@ -987,7 +988,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     && (now >= self.pull_last.saturating_add(rto)
                         || now >= x.last.saturating_add(rto.saturating_mul(PASSED_OVER)));
                 if !self.cfg.reliable && quiet {
-                    let w = x.window;
+                    let w = x.arrivals;
                     let mut again = [(0u32, 0u32); 8];
                     let mut n = 0;
                     w.missing(|first, count| {

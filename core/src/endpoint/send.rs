@@ -217,7 +217,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         p.tx_seq = p.tx_seq.wrapping_add(1);
         p.carried(credit);
         self.stats.messages_out += 1;
-        self.stats.cached_headers += (head == crate::packed::CACHED_LEN) as u64;
+        self.stats.cached_headers += (head == crate::wire::packed::CACHED_LEN) as u64;
         let m = &mut self.slots[slot as usize];
         m.msgs = msgs;
         m.len = len;

@@ -3,9 +3,9 @@
 //! NIC, not awaiting an acknowledgement, not waiting in a backlog.
 
 use crate::fifo::{Node, Stack, NIL};
-use crate::packed::Record;
 use crate::request::Request;
 use crate::reuse::RegId;
+use crate::wire::packed::Record;
 
 /// The lists of a peer's slots, as indices of a slot's links.
 pub(super) const BACKLOG: usize = 0;

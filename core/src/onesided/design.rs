@@ -26,7 +26,7 @@ pub enum Design {
 
 /// How a target learns that every operation aimed at it has landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Completion {
+pub enum TargetCompletion {
     /// A reduce_scatter of per-target operation counts, then that many
     /// messages (each operation is one).
     CountedMessages,
@@ -53,7 +53,7 @@ pub enum Opening {
 /// What one fence call does, once its assertions are taken into account.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Steps {
-    pub completion: Option<Completion>,
+    pub completion: Option<TargetCompletion>,
     pub opening: Opening,
 }
 
@@ -88,11 +88,11 @@ impl Design {
         }
     }
 
-    pub const fn completion(self) -> Completion {
+    pub const fn completion(self) -> TargetCompletion {
         match self {
-            Design::Def => Completion::CountedMessages,
-            Design::ImmNaive | Design::ImmOpt => Completion::FinishMessages,
-            Design::ImmRi => Completion::Immediates,
+            Design::Def => TargetCompletion::CountedMessages,
+            Design::ImmNaive | Design::ImmOpt => TargetCompletion::FinishMessages,
+            Design::ImmRi => TargetCompletion::Immediates,
         }
     }
 
@@ -157,7 +157,7 @@ mod tests {
     #[test]
     fn assertions_skip_the_steps_they_allow() {
         let all = Design::ImmRi.steps(false, false);
-        assert_eq!(all.completion, Some(Completion::Immediates));
+        assert_eq!(all.completion, Some(TargetCompletion::Immediates));
         assert_eq!(all.opening, Opening::Barrier);
         assert_eq!(Design::ImmRi.steps(true, false).completion, None);
         assert_eq!(Design::ImmNaive.steps(false, true).opening, Opening::None);

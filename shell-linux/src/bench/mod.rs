@@ -5,6 +5,7 @@ pub mod collectives;
 pub mod eager_reuse;
 pub mod fence;
 pub mod floor;
+pub mod frame_floor;
 pub mod hist;
 pub mod overlap;
 pub mod pingpong;
@@ -13,7 +14,6 @@ pub mod rate;
 pub mod report;
 pub mod sim;
 pub mod spectrum;
-pub mod wire;
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -7,9 +7,9 @@ use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
+use super::frame_floor::{WireFloor, WireSide};
 use super::hist::Hist;
 use super::report::{Column, Report};
-use super::wire::{WireFloor, WireSide};
 use super::Opts;
 use crate::job;
 use crate::job::Net;

@@ -10,8 +10,8 @@
 use rmx_core::{Coalesce, Config, Protocol, Source, TagSel};
 use serde_json::json;
 
+use super::frame_floor::{WireFloor, WireSide};
 use super::report::{Column, Report};
-use super::wire::{WireFloor, WireSide};
 use super::Opts;
 use crate::job;
 use crate::job::Net;

@@ -20,7 +20,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use rmx_core::frame::{EthAddr, Mac};
+use rmx_core::wire::frame::{EthAddr, Mac};
 
 /// One endpoint's socket for frames from and to endpoints of its host.
 pub struct LocalPath {

@@ -1,5 +1,5 @@
 //! Raw Ethernet for the `eth` transport: frames of rmx's own EtherType
-//! (`rmx_core::frame`) through an AF_PACKET socket on one interface, and
+//! (`rmx_core::wire::frame`) through an AF_PACKET socket on one interface, and
 //! the network namespaces of `rmx lab` that a rank's thread enters.
 
 pub mod local;
@@ -12,7 +12,7 @@ pub mod socket;
 pub use port::{EthOpts, EthPort, Faults};
 pub use socket::RawSocket;
 
-use rmx_core::frame::SealKey;
+use rmx_core::wire::frame::SealKey;
 
 /// A fresh secret for a job's frames, from the kernel's random source.
 pub fn new_key() -> Result<SealKey, String> {

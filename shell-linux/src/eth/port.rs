@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::AsRawFd;
 
-use rmx_core::frame::{self, EthAddr, Frame, FrameError, SealKey, Sealer, FRAME_HEADER_LEN};
+use rmx_core::wire::frame::{self, EthAddr, Frame, FrameError, SealKey, Sealer, FRAME_HEADER_LEN};
 use rmx_core::{Caps, PostError, RegError};
 
 use super::local::{self, LocalError, LocalPath};

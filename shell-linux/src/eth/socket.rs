@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-use rmx_core::frame::Mac;
+use rmx_core::wire::frame::Mac;
 
 /// A raw socket on one interface.
 pub struct RawSocket {

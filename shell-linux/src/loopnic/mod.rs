@@ -184,7 +184,7 @@ struct Hca {
     /// solicited packets in the ring (verbs' completion channel).
     events: Mutex<EventCount>,
     wake: Condvar,
-    /// Armed by a sleeper ([`Events::arm`]): the next packet delivered here,
+    /// Armed by a sleeper ([`Channel::arm`]): the next packet delivered here,
     /// or taken from here by a peer, raises an event, solicited or not.
     armed: CachePadded<AtomicBool>,
     /// Its port was handed out: a second one would poll and repost the same
@@ -234,15 +234,15 @@ impl Hca {
     }
 }
 
-/// A handle on one rank's NIC events, for a thread that sleeps until the
+/// A rank's completion channel: a handle on its NIC events, for a thread that sleeps until the
 /// NIC has something for the rank (a progress thread).
 #[derive(Clone)]
-pub struct Events {
+pub struct Channel {
     shared: Arc<Shared>,
     rank: u16,
 }
 
-impl Events {
+impl Channel {
     /// Events so far.
     pub fn count(&self) -> u64 {
         self.shared.hcas[self.rank as usize]
@@ -552,8 +552,8 @@ impl Port {
     }
 
     /// This rank's NIC events, for a thread that sleeps on them.
-    pub fn events(&self) -> Events {
-        Events {
+    pub fn events(&self) -> Channel {
+        Channel {
             shared: Arc::clone(&self.shared),
             rank: self.rank,
         }
@@ -571,7 +571,7 @@ impl Port {
     }
 
     /// SEND that also raises an event at `peer` once delivered (verbs'
-    /// `IBV_SEND_SOLICITED`), waking a thread sleeping on its [`Events`].
+    /// `IBV_SEND_SOLICITED`), waking a thread sleeping on its [`Channel`].
     pub fn post_send_solicited(
         &mut self,
         peer: u16,

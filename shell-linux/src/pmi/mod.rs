@@ -7,13 +7,13 @@
 //! A rank puts its address into the job's key-value space, passes the
 //! barrier, and gets every peer's ([`Pmi::exchange`]).
 
-pub mod wire;
+pub mod protocol;
 
 use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use wire::PmiError;
-use wire::{check_word, read_message};
+pub use protocol::PmiError;
+use protocol::{check_word, read_message};
 
 /// What a PMI connection runs over.
 pub trait Stream: Read + Write + Send {}
@@ -188,7 +188,7 @@ impl Pmi {
         send(&mut conn, "cmd=get_my_kvsname")?;
         let m = read_message(&mut conn)?.expect("my_kvsname")?;
         let kvsname = m.required("kvsname")?.to_string();
-        check_word("kvsname", &kvsname, wire::MAX_LINE)?;
+        check_word("kvsname", &kvsname, protocol::MAX_LINE)?;
         Ok(Pmi {
             conn,
             rank,

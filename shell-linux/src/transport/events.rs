@@ -13,7 +13,7 @@ use crate::loopnic;
 #[derive(Clone)]
 pub enum Events {
     /// `loop`'s completion channel.
-    Loop(loopnic::Events),
+    Loop(loopnic::Channel),
     /// A descriptor that turns readable when the port has work.
     Fd(FdEvents),
 }

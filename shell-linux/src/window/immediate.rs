@@ -23,11 +23,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::{Completion, Opening, Steps, HEADER};
+use rmx_core::onesided::{Opening, Steps, TargetCompletion, HEADER};
 use rmx_core::{PostError, RdmaOp, Source as From, TagSel};
 
 use super::book::{imm, wr_id};
-use super::memory::Pinned;
+use super::memory::WinMemory;
 use super::messages::{self, recv_failed, send_failed, Outgoing};
 use super::{tag, u32_at, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
 use crate::collective::CollectiveError;
@@ -58,7 +58,7 @@ struct Rdma {
 /// reused from epoch to epoch.
 #[derive(Default)]
 struct Staging {
-    chunks: Vec<(Arc<Pinned>, u32)>,
+    chunks: Vec<(Arc<WinMemory>, u32)>,
     cur: usize,
     off: usize,
 }
@@ -73,7 +73,7 @@ impl Staging {
         r: &mut Rank<T>,
         len: usize,
     ) -> Result<(usize, usize), WinError> {
-        let fits = |c: &(Arc<Pinned>, u32), off: usize| c.0.len() - off >= len;
+        let fits = |c: &(Arc<WinMemory>, u32), off: usize| c.0.len() - off >= len;
         if self.chunks.get(self.cur).is_some_and(|c| fits(c, self.off)) {
         } else if let Some(j) =
             (self.cur + 1..self.chunks.len()).find(|&j| fits(&self.chunks[j], 0))
@@ -81,7 +81,7 @@ impl Staging {
             (self.cur, self.off) = (j, 0);
         } else {
             let size = len.max(CHUNK);
-            let mem = Arc::new(Pinned::new(size).ok_or(WinError::Memory { len: size })?);
+            let mem = Arc::new(WinMemory::new(size).ok_or(WinError::Memory { len: size })?);
             let mr = r.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
             self.chunks.push((mem, mr.key));
             (self.cur, self.off) = (self.chunks.len() - 1, 0);
@@ -256,7 +256,7 @@ pub(super) fn put<T: Transport + 'static>(
         return Ok(());
     }
     let remote = w.remotes[c.target as usize];
-    let ri = w.design.completion() == Completion::Immediates;
+    let ri = w.design.completion() == TargetCompletion::Immediates;
     let (id, epoch) = (w.id, w.epoch);
     with_state(w, |_, s| {
         let local = match src {
@@ -400,12 +400,12 @@ fn fence_in<T: Transport + 'static>(
             }
         }
         (quiet, closers) = match c {
-            Completion::FinishMessages => (false, Some(finish_messages(w, s, r, closing)?)),
-            Completion::Immediates => {
+            TargetCompletion::FinishMessages => (false, Some(finish_messages(w, s, r, closing)?)),
+            TargetCompletion::Immediates => {
                 let (quiet, closers) = immediates(w, s, r, closing)?;
                 (quiet, Some(closers))
             }
-            Completion::CountedMessages => unreachable!("the deferred design's"),
+            TargetCompletion::CountedMessages => unreachable!("the deferred design's"),
         };
     }
     let failed = end_epoch(w, s);

@@ -8,7 +8,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ptr::NonNull;
 
 /// Zeroed, page-aligned bytes at a fixed address until dropped.
-pub struct Pinned {
+pub struct WinMemory {
     ptr: NonNull<u8>,
     len: usize,
     /// What was allocated: `len` rounded up to whole pages (one at least).
@@ -17,22 +17,22 @@ pub struct Pinned {
 
 // SAFETY: the bytes are owned by this value alone; every access goes
 // through raw copies whose callers check bounds, as with device memory.
-unsafe impl Send for Pinned {}
-// SAFETY: as above; `&Pinned` gives no reference to the bytes.
-unsafe impl Sync for Pinned {}
+unsafe impl Send for WinMemory {}
+// SAFETY: as above; `&WinMemory` gives no reference to the bytes.
+unsafe impl Sync for WinMemory {}
 
 const PAGE: usize = 4096;
 
-impl Pinned {
+impl WinMemory {
     /// `len` zeroed bytes (at least one page is reserved, so the address is
     /// a real one even for an empty window); `None` if whole pages for
     /// `len` bytes pass the address space or the allocator has none.
-    pub fn new(len: usize) -> Option<Pinned> {
+    pub fn new(len: usize) -> Option<WinMemory> {
         let size = len.max(1).checked_next_multiple_of(PAGE)?;
         let layout = Layout::from_size_align(size, PAGE).ok()?;
         // SAFETY: the layout's size is not zero.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })?;
-        Some(Pinned { ptr, len, layout })
+        Some(WinMemory { ptr, len, layout })
     }
 
     pub fn len(&self) -> usize {
@@ -90,7 +90,7 @@ impl Pinned {
     }
 }
 
-impl Drop for Pinned {
+impl Drop for WinMemory {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn copies_stay_inside_and_refuse_what_does_not_fit() {
-        let m = Pinned::new(10).unwrap();
+        let m = WinMemory::new(10).unwrap();
         assert_eq!(m.addr() % PAGE, 0);
         assert!(m.write(6, &[1, 2, 3, 4]));
         assert!(!m.write(7, &[1, 2, 3, 4]));
@@ -112,7 +112,7 @@ mod tests {
         assert!(m.read(6, &mut out));
         assert_eq!(out, [1, 2, 3, 4]);
         assert!(!m.read(8, &mut out));
-        assert_eq!(Pinned::new(0).unwrap().len(), 0);
+        assert_eq!(WinMemory::new(0).unwrap().len(), 0);
     }
 
     /// Sizes within a page of the end of the address space (before, the
@@ -121,9 +121,9 @@ mod tests {
     #[test]
     fn sizes_that_cannot_be_reserved_are_refused() {
         for len in [usize::MAX, usize::MAX - PAGE + 2, isize::MAX as usize] {
-            assert!(Pinned::new(len).is_none(), "{len:#x}");
+            assert!(WinMemory::new(len).is_none(), "{len:#x}");
         }
-        let m = Pinned::new(PAGE + 1).unwrap();
+        let m = WinMemory::new(PAGE + 1).unwrap();
         assert_eq!(m.reserved(), 2 * PAGE);
     }
 }

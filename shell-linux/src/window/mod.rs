@@ -29,14 +29,14 @@ pub(crate) mod memory;
 use std::sync::Arc;
 
 use rmx_core::collective::{reduce, Int, Op};
-use rmx_core::onesided::{Design, Float, OpHeader, RmaError, RmaKind, Window};
+use rmx_core::onesided::{Descriptor, Design, Float, OpHeader, RmaError, RmaKind, Window};
 use rmx_core::Remote;
 
 use crate::collective::CollectiveError;
 use crate::rank::Rank;
 use crate::transport::Transport;
 use immediate::Immediate;
-use memory::Pinned;
+use memory::WinMemory;
 
 /// The communication context of one-sided operations.
 pub const RMA_CONTEXT: u16 = 0xC012;
@@ -145,7 +145,7 @@ pub struct Win {
     id: u16,
     me: u16,
     design: Design,
-    mem: Arc<Pinned>,
+    mem: Arc<WinMemory>,
     /// The registration of `mem` (immediate designs).
     mem_key: Option<u32>,
     windows: Vec<Window>,
@@ -177,9 +177,6 @@ const DATA: u32 = 0xFFFD;
 const FINISH: u32 = 0xFFFC;
 const FLAG: u32 = 0xFFFB;
 
-/// Bytes of a window's descriptor as creation exchanges it.
-const DESCRIPTOR: usize = 32;
-
 impl<T: Transport + 'static> Rank<T> {
     /// Creates a window of `len` bytes (zeroed) whose displacements count
     /// in `disp_unit` bytes, fenced by the deferred design; collective:
@@ -207,7 +204,7 @@ impl<T: Transport + 'static> Rank<T> {
         let id = self.windows;
         self.windows = self.windows.wrapping_add(1);
         let n = self.size() as usize;
-        let mem = Arc::new(Pinned::new(len).ok_or(WinError::Memory { len })?);
+        let mem = Arc::new(WinMemory::new(len).ok_or(WinError::Memory { len })?);
         let mem_key = if design.immediate() {
             let mr = self.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
             Some(mr.key)
@@ -216,35 +213,28 @@ impl<T: Transport + 'static> Rank<T> {
         };
         // A key no other window of this rank had: stale accesses fail.
         let key = (crate::clock::now_ns() as u32 ^ (self.rank() as u32) << 16 ^ id as u32) | 1;
-        let mut all = vec![0u8; DESCRIPTOR * n];
-        let me = self.rank() as usize;
-        let mine = &mut all[DESCRIPTOR * me..DESCRIPTOR * (me + 1)];
-        mine[..8].copy_from_slice(&(len as u64).to_le_bytes());
-        mine[8..12].copy_from_slice(&disp_unit.to_le_bytes());
-        mine[12..16].copy_from_slice(&key.to_le_bytes());
-        mine[16..24].copy_from_slice(&(mem.addr() as u64).to_le_bytes());
-        mine[24..28].copy_from_slice(&mem_key.unwrap_or(0).to_le_bytes());
-        self.allgather(&mut all)?;
-        let field = |c: &[u8], at: usize, n: usize| {
-            let mut b = [0u8; 8];
-            b[..n].copy_from_slice(&c[at..at + n]);
-            u64::from_le_bytes(b)
+        let mine = Descriptor {
+            window: Window {
+                len: len as u64,
+                disp_unit,
+                key,
+            },
+            remote: Remote {
+                addr: mem.addr() as u64,
+                key: rmx_core::MemKey(mem_key.unwrap_or(0)),
+            },
         };
-        let windows = all
-            .chunks_exact(DESCRIPTOR)
-            .map(|c| Window {
-                len: field(c, 0, 8),
-                disp_unit: field(c, 8, 4) as u32,
-                key: field(c, 12, 4) as u32,
-            })
-            .collect();
-        let remotes = all
-            .chunks_exact(DESCRIPTOR)
-            .map(|c| Remote {
-                addr: field(c, 16, 8),
-                key: rmx_core::MemKey(field(c, 24, 4) as u32),
-            })
-            .collect();
+        let mut all = vec![0u8; Descriptor::LEN * n];
+        let me = self.rank() as usize;
+        all[Descriptor::LEN * me..Descriptor::LEN * (me + 1)].copy_from_slice(&mine.encode());
+        self.allgather(&mut all)?;
+        let all = all
+            .chunks_exact(Descriptor::LEN)
+            .map(Descriptor::decode)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(WinError::Rma)?;
+        let windows = all.iter().map(|d| d.window).collect();
+        let remotes = all.iter().map(|d| d.remote).collect();
         Ok(Win {
             id,
             me: self.rank(),

@@ -226,7 +226,7 @@ pub fn sealed_len(kind: u8, len: usize) -> usize {
     use crate::wire::{Kind, HEADER_LEN};
     let head = match kind {
         k if k == Kind::Eager as u8 || k == Kind::Data as u8 => HEADER_LEN,
-        k if k == Kind::Medium as u8 => HEADER_LEN + crate::medium::FRAG_HEAD,
+        k if k == Kind::Medium as u8 => HEADER_LEN + crate::wire::medium::FRAG_HEAD,
         _ => len,
     };
     head.min(len)
@@ -415,7 +415,7 @@ mod tests {
         for (kind, sealed) in [
             (Kind::Eager, HEADER_LEN),
             (Kind::Data, HEADER_LEN),
-            (Kind::Medium, HEADER_LEN + crate::medium::FRAG_HEAD),
+            (Kind::Medium, HEADER_LEN + crate::wire::medium::FRAG_HEAD),
             (Kind::Packed, 50),
             (Kind::Cts, 50),
         ] {

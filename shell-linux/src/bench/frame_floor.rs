@@ -17,7 +17,7 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use rmx_core::frame::{Mac, ETH_HEADER_LEN};
+use rmx_core::wire::frame::{Mac, ETH_HEADER_LEN};
 
 use crate::clock::now_ns;
 use crate::eth::ring::RxRing;

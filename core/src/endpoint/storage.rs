@@ -9,10 +9,10 @@
 
 use core::marker::PhantomData;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, TableName};
 
-pub use crate::endpoint::{HoldEntry, PostedEntry, SlotEntry, UnexpectedEntry, WorkEntry};
-pub use crate::peer::Peer;
+pub use super::Peer;
+pub use super::{HoldEntry, PostedEntry, SlotEntry, UnexpectedEntry, WorkEntry};
 pub use crate::request::RequestEntry;
 
 /// A family of containers, one per table of the endpoint.
@@ -46,19 +46,6 @@ impl<const N: usize> Alloc for Fixed<N> {
     fn table<E: Copy + 'static>(_len: usize, fill: E) -> [E; N] {
         [fill; N]
     }
-}
-
-/// One of the endpoint's tables (in errors).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableName {
-    Peers,
-    Posted,
-    Unexpected,
-    Holds,
-    Slots,
-    Requests,
-    /// The work table: at least as long as the request table.
-    Work,
 }
 
 /// The most entries a table may have: its entries are named by `u16`, and

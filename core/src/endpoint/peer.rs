@@ -86,7 +86,7 @@ pub struct Peer {
     /// Given up on: nothing goes to it or is taken from it any more.
     pub(crate) failed: bool,
     /// The medium message arriving from the peer, if one is part way.
-    pub(crate) assembly: crate::medium::Assembly,
+    pub(crate) assembly: super::medium::Assembly,
     /// Requests here that wait on the peer: receives posted naming it and
     /// rendezvous transfers with it.
     pub(crate) awaited: u16,
@@ -141,7 +141,7 @@ impl Peer {
             next: [NIL; 2],
             down: false,
             failed: false,
-            assembly: crate::medium::Assembly::IDLE,
+            assembly: super::medium::Assembly::IDLE,
             awaited: 0,
             heard: 0,
             pings: 0,

@@ -1,7 +1,7 @@
 //! The packet header: explicit little-endian layout, versioned, validated on decode.
 //!
 //! Every packet starts with this 28-byte header; an eager packet's payload follows
-//! it, a packed packet's records ([`crate::packed`]) follow it.
+//! it, a packed packet's records ([`crate::wire::packed`]) follow it.
 //!
 //! ```text
 //! offset size field     meaning
@@ -25,8 +25,8 @@
 //! duplicated control packet can never lose or double a credit.
 //!
 //! Evolution: kinds 4 (packed), 5–10 (rendezvous, bodies in
-//! [`crate::rendezvous`]), 11 (credit), 12 (medium, body in
-//! [`crate::medium`]) and 13 (ping) were added without a version change, as the format
+//! [`crate::wire::rendezvous`]), 11 (credit), 12 (medium, body in
+//! [`crate::wire::medium`]) and 13 (ping) were added without a version change, as the format
 //! is append-only; a decoder that predates them rejects them as `DecodeError::Kind`.
 
 /// Wire format version this build speaks. Evolution is append-only.
@@ -64,7 +64,7 @@ pub enum Kind {
     /// acknowledgement carrying a higher limit. Unsequenced.
     Credit = 11,
     /// One fragment of a message too large for one packet and small enough
-    /// to go without a rendezvous ([`crate::medium`]): matched by its first
+    /// to go without a rendezvous ([`crate::wire::medium`]): matched by its first
     /// fragment, each fragment sequenced and credited as a message.
     Medium = 12,
     /// Are you there? A rank waiting on a silent peer asks; the answer is an

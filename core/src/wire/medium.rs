@@ -19,8 +19,6 @@
 //! order: the fragment at offset 0 is matched like an eager message, the
 //! others continue it.
 
-use crate::request::Request;
-
 /// Bytes of a fragment's body before its data.
 pub const FRAG_HEAD: usize = 8;
 
@@ -79,36 +77,6 @@ impl Fragment {
             }),
         }
     }
-}
-
-/// Where the next fragments from a peer go: the receiver's state of the
-/// one medium message that peer may be part way through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Into {
-    /// No message in progress: the next fragment must start one.
-    Idle,
-    /// Into a matched receive (its buffer and tag in its work entry).
-    Recv(Request),
-    /// Held as unexpected, each fragment in its receive buffer; `last` is
-    /// the hold of the newest, which the next one is chained to.
-    Held { last: u16 },
-}
-
-/// A peer's medium message in progress.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Assembly {
-    pub into: Into,
-    /// Bytes arrived so far: the offset the next fragment must have.
-    pub got: u32,
-    pub total: u32,
-}
-
-impl Assembly {
-    pub const IDLE: Assembly = Assembly {
-        into: Into::Idle,
-        got: 0,
-        total: 0,
-    };
 }
 
 #[cfg(test)]
