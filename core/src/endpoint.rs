@@ -26,6 +26,7 @@ mod liveness;
 mod medium;
 mod peer;
 mod pull;
+mod rdma;
 mod reliability;
 mod rendezvous;
 mod send;
@@ -176,15 +177,10 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     reuse: Z,
     /// Transfers active.
     active: u16,
-    /// PULL frames asked for by this endpoint's receives and not yet
-    /// arrived, all transfers together: bounded so that many concurrent
-    /// large receives do not ask for more than the receive pool holds.
-    pulling: u32,
-    /// A receive could not ask for frames because of that bound.
-    pull_starved: bool,
-    /// When a PULL frame last arrived for any receive: frames still
-    /// flowing mean the sender is serving, not that one was lost.
-    pull_last: u64,
+    /// What the PULL receives share: the frames they asked for, bounded so
+    /// that many concurrent large receives do not ask for more than the
+    /// receive pool holds.
+    pull: pull::Pulls,
 }
 
 /// What the endpoint keeps per request: an entry of the work table (as
@@ -293,9 +289,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             stats: Stats::default(),
             reuse,
             active: 0,
-            pulling: 0,
-            pull_starved: false,
-            pull_last: 0,
+            pull: pull::Pulls::default(),
         })
     }
 

@@ -9,7 +9,7 @@
 
 use super::pull::{Arrivals, Asked};
 use super::*;
-use crate::nic::{Caps, MemKey, RdmaError, RdmaOp, Remote};
+use crate::nic::{Caps, MemKey, RdmaError, Remote};
 use crate::reuse::Pinned;
 use crate::wire::rendezvous::{Cts, Fin, Probe, Protocol, Pull, Rts};
 
@@ -24,7 +24,7 @@ pub(super) enum Reg {
 }
 
 impl Reg {
-    fn key(self) -> MemKey {
+    pub(super) fn key(self) -> MemKey {
         match self {
             Reg::None => MemKey(0),
             Reg::Cached(p) => p.key,
@@ -104,17 +104,13 @@ impl Transfer {
     };
 }
 
-/// Retransmission timeouts a PULL receive waits while other receives'
-/// frames keep arriving, before it asks again anyway.
-const PASSED_OVER: u64 = 16;
-
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// The rendezvous to offer: configured, else the best the transport
     /// can do. An RDMA protocol the transport lacks becomes PULL, and so
     /// does every choice on a lossy transport: only PULL recovers lost
     /// control packets (an RDMA rendezvous configured there is refused by
     /// [`Endpoint::new`]).
-    fn protocol(&self, caps: Caps) -> Protocol {
+    pub(super) fn protocol(&self, caps: Caps) -> Protocol {
         if !self.cfg.reliable {
             return Protocol::Pull;
         }
@@ -135,7 +131,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Registers `len` bytes of `buf` for the NIC (cached when the reuse
     /// policy keeps registrations); `None` if the shell cannot.
-    fn register_buf<N: Nic>(&mut self, nic: &mut N, buf: UserBuf, len: u32) -> Option<(u64, Reg)> {
+    pub(super) fn register_buf<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        buf: UserBuf,
+        len: u32,
+    ) -> Option<(u64, Reg)> {
         let addr = nic.user_addr(buf)?;
         if let Some(p) = self.reuse.pin(nic, addr, len) {
             return Some((addr, Reg::Cached(p)));
@@ -149,7 +150,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
-    fn release_buf<N: Nic>(&mut self, nic: &mut N, i: usize) {
+    pub(super) fn release_buf<N: Nic>(&mut self, nic: &mut N, i: usize) {
         match core::mem::replace(&mut self.work[i].xfer.reg, Reg::None) {
             Reg::None => {}
             Reg::Cached(p) => self.reuse.release(nic, p.id),
@@ -361,7 +362,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// The transfer a rendezvous packet names, if it is live and `peer`'s.
-    fn named(&self, id: u32, peer: u16, send: bool) -> Option<usize> {
+    pub(super) fn named(&self, id: u32, peer: u16, send: bool) -> Option<usize> {
         let r = Request::from_wire(id);
         let x = &self.work.get(r.index())?.xfer;
         (x.active && x.req == r && x.peer == peer && x.send == send).then_some(r.index())
@@ -410,27 +411,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
-    fn on_cts<N: Nic>(&mut self, nic: &mut N, src: u16, c: Cts) -> bool {
-        let Some(i) = self.named(c.sender, src, true) else {
-            return false;
-        };
-        let x = &mut self.work[i].xfer;
-        if x.proto != Protocol::Rput || x.remote_id != 0 || c.receiver == 0 {
-            return false;
-        }
-        x.remote = c.remote;
-        x.remote_id = c.receiver;
-        x.len = x.len.min(c.len);
-        if x.len == 0 {
-            x.owe = Owe::Fin;
-            self.settle(nic, i);
-        } else {
-            self.pump(nic, i);
-        }
-        true
-    }
-
-    fn on_fin<N: Nic>(&mut self, nic: &mut N, src: u16, f: Fin) -> bool {
+    pub(super) fn on_fin<N: Nic>(&mut self, nic: &mut N, src: u16, f: Fin) -> bool {
         // A sender (RGET, PULL) or an RPUT receiver waits for a FIN.
         let i = match self.named(f.id, src, true) {
             Some(i) if self.work[i].xfer.proto != Protocol::Rput => i,
@@ -447,355 +428,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         true
     }
 
-    fn on_pull<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16, p: Pull) -> bool {
-        let Some(i) = self.named(p.sender, src, true) else {
-            // Asked again after the FIN ended the send: nothing to serve.
-            return !self.cfg.reliable;
-        };
-        let frames = self.work[i].xfer.len.div_ceil(self.cfg.eager_threshold);
-        let x = &mut self.work[i].xfer;
-        if p.receiver == 0
-            || p.count == 0
-            || p.first >= frames
-            || p.count > frames - p.first
-            || (x.remote_id != 0 && x.remote_id != p.receiver)
-        {
-            return false;
-        }
-        x.remote_id = p.receiver;
-        x.last = now;
-        for f in p.first..p.first + p.count {
-            if !x.asked.insert(f) {
-                return false;
-            }
-        }
-        self.serve(now, nic, i);
-        true
-    }
-
-    fn on_data<N: Nic>(&mut self, now: u64, nic: &mut N, buf: RxBuf, h: Header) -> bool {
-        let Some(i) = self.named(h.tag, h.src, false) else {
-            // A late or repeated frame of a receive that already ended.
-            return !self.cfg.reliable;
-        };
-        let frame = self.cfg.eager_threshold;
-        let x = self.work[i].xfer;
-        if x.proto != Protocol::Pull || h.seq >= x.arrivals.frames {
-            return false;
-        }
-        let off = h.seq * frame;
-        // A receive that truncates mid-frame takes the frame's first bytes.
-        let expect = (x.len - off).min(frame);
-        if h.len < expect || h.len > frame {
-            return false;
-        }
-        let asked = self.work[i].xfer.arrivals.asked;
-        if !self.work[i].xfer.arrivals.arrived(h.seq) {
-            self.stats.duplicates += 1;
-            return true;
-        }
-        if h.seq < asked {
-            self.pulling = self.pulling.saturating_sub(1);
-        }
-        self.pull_last = now;
-        nic.copy(
-            Loc::User(x.buf, off),
-            Loc::Rx(buf, HEADER_LEN as u32),
-            expect as usize,
-        );
-        self.work[i].xfer.last = now;
-        if self.work[i].xfer.arrivals.complete() {
-            self.finish(nic, i);
-        } else {
-            self.ask(nic, i);
-        }
-        self.ask_starved(nic);
-        true
-    }
-
-    /// A PULL sender got no FIN. A receive that is still live finishes (or
-    /// asks again) by itself; one that is not has ended, since a receiver id
-    /// reaches a sender only in this receiver's PULL and a matched receive
-    /// ends only by finishing: the FIN is sent again. Nothing is kept of
-    /// finished receives, so no history can be outrun.
-    fn on_probe<N: Nic>(&mut self, nic: &mut N, src: u16, p: Probe) -> bool {
-        if self.cfg.reliable || p.receiver == 0 {
-            return false;
-        }
-        if self.named(p.receiver, src, false).is_some() {
-            return true;
-        }
-        self.stats.rndv_fin_repeats += 1;
-        let fin = Fin {
-            id: p.sender,
-            fault: None,
-        };
-        // No slot now: the sender's next probe asks again.
-        self.send_fin(nic, src, fin);
-        true
-    }
-
-    /// PULL receiver: asks for frames up to the window's limit.
-    fn ask<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        let per = self.cfg.pull_frames as u32;
-        let limit = per * self.cfg.pull_requests as u32;
-        loop {
-            let room = self.pull_budget().saturating_sub(self.pulling);
-            if room == 0 {
-                // Asked when another transfer's frames arrive or it ends.
-                self.pull_starved = true;
-                break;
-            }
-            let mut w = self.work[i].xfer.arrivals;
-            let Some((first, count)) = w.next_ask(per.min(room), limit) else {
-                break;
-            };
-            if !self.send_pull(nic, i, first, count) {
-                // No slot now: the poll after one frees asks.
-                break;
-            }
-            self.work[i].xfer.arrivals = w;
-            self.pulling += count;
-        }
-        self.arm_transfer(i);
-    }
-
-    /// PULL frames all receives together may have asked for and not yet
-    /// received: two transfers' windows, so one transfer streams at full
-    /// window and many share it instead of overrunning the receive pool.
-    fn pull_budget(&self) -> u32 {
-        2 * self.cfg.pull_frames as u32 * self.cfg.pull_requests as u32
-    }
-
-    /// Lets receives that found the PULL budget spent ask again.
-    fn ask_starved<N: Nic>(&mut self, nic: &mut N) {
-        if !self.pull_starved || self.pulling >= self.pull_budget() {
-            return;
-        }
-        self.pull_starved = false;
-        for i in 0..self.reqs.capacity() {
-            let x = &self.work[i].xfer;
-            if x.active && !x.send && x.proto == Protocol::Pull && x.remote_id != 0 {
-                self.ask(nic, i);
-                if self.pull_starved {
-                    return;
-                }
-            }
-        }
-    }
-
-    fn send_pull<N: Nic>(&mut self, nic: &mut N, i: usize, first: u32, count: u32) -> bool {
-        let x = &self.work[i].xfer;
-        let p = Pull {
-            sender: x.remote_id,
-            receiver: x.req.to_wire(),
-            first,
-            count,
-        };
-        let mut b = [0u8; Pull::LEN];
-        p.encode(&mut b);
-        let peer = x.peer;
-        self.ctl(nic, peer, Kind::Pull, &b)
-    }
-
-    /// PULL sender: sends the frames asked for while slots allow.
-    fn serve<N: Nic>(&mut self, now: u64, nic: &mut N, i: usize) {
-        let frame = self.cfg.eager_threshold;
-        while let Some(f) = self.work[i].xfer.asked.first() {
-            if self.slots.free() < 2 {
-                // The poll after a slot frees goes on.
-                return;
-            }
-            let Some(slot) = self.slots.take() else {
-                return;
-            };
-            let x = self.work[i].xfer;
-            let off = f * frame;
-            let n = (x.len - off).min(frame);
-            let h = Header {
-                tag: x.remote_id,
-                seq: f,
-                len: n,
-                ..self.header(x.peer, Kind::Data)
-            };
-            let _ = h.encode(nic.slot_mut(SlotId(slot)));
-            self.peers[x.peer as usize].carried(h.credit);
-            if !self.gather_frame(nic, slot, &x, off, n) {
-                nic.copy(
-                    Loc::Slot(SlotId(slot), HEADER_LEN as u32),
-                    Loc::User(x.buf, off),
-                    n as usize,
-                );
-                self.slots[slot as usize] = SlotEntry {
-                    peer: x.peer,
-                    len: HEADER_LEN as u32 + n,
-                    wake: true,
-                    ..SlotEntry::default()
-                };
-                self.post_or_queue(nic, slot);
-            }
-            let x = &mut self.work[i].xfer;
-            x.asked.pop();
-            x.served = true;
-            x.last = now;
-        }
-        self.arm_transfer(i);
-    }
-
-    /// PULL sender with a registered buffer: posts the header in `slot`
-    /// with `n` bytes at `off` gathered straight from the buffer, if the
-    /// connection may post now. `false`: not posted (the caller copies
-    /// into the slot and queues it).
-    fn gather_frame<N: Nic>(
-        &mut self,
-        nic: &mut N,
-        slot: u16,
-        x: &Transfer,
-        off: u32,
-        n: u32,
-    ) -> bool {
-        let p = &self.peers[x.peer as usize];
-        if matches!(x.reg, Reg::None) || !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes {
-            return false;
-        }
-        let payload = Gather {
-            // Within the registered buffer: `off + n` is at most its length.
-            addr: x.addr.saturating_add(u64::from(off)),
-            len: n,
-            key: x.reg.key(),
-        };
-        self.slots[slot as usize] = SlotEntry {
-            peer: x.peer,
-            len: HEADER_LEN as u32,
-            wake: true,
-            sealed: true,
-            ..SlotEntry::default()
-        };
-        match nic.post_send_gather(x.peer, SlotId(slot), HEADER_LEN, payload) {
-            Ok(r) => {
-                self.nic_ready();
-                self.stats.packets_out += 1;
-                if r == Posted::Later {
-                    self.slots[slot as usize].in_nic = true;
-                    self.peers[x.peer as usize].wqes += 1;
-                } else {
-                    self.free_slot(slot);
-                }
-                true
-            }
-            Err(PostError::Down) => {
-                self.stats.post_down += 1;
-                self.peer_down(x.peer);
-                self.free_slot(slot);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// RDMA side (RGET receiver, RPUT sender): posts the transfer in
-    /// operations of at most the transport's maximum size.
-    fn pump<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        let max = nic.caps().max_transfer.max(1);
-        let op = if self.work[i].xfer.send {
-            RdmaOp::Write
-        } else {
-            RdmaOp::Read
-        };
-        self.work[i].xfer.stalled = false;
-        // The remote address came from the wire: a range past the end of
-        // the address space is an access error on both sides, never a wrap.
-        let x = self.work[i].xfer;
-        let end = u64::from(x.len);
-        if x.addr.checked_add(end).is_none() || x.remote.addr.checked_add(end).is_none() {
-            self.work[i].xfer.fault = Some(RdmaError::Access);
-        }
-        loop {
-            let x = self.work[i].xfer;
-            if x.posted >= x.len || x.fault.is_some() {
-                break;
-            }
-            let n = (x.len - x.posted).min(max);
-            // Within the ranges checked above.
-            let at = u64::from(x.posted);
-            let local = Gather {
-                addr: x.addr.saturating_add(at),
-                len: n,
-                key: x.reg.key(),
-            };
-            let remote = Remote {
-                addr: x.remote.addr.saturating_add(at),
-                key: x.remote.key,
-            };
-            let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
-            let x = &mut self.work[i].xfer;
-            match r {
-                Ok(Posted::Done) => x.posted += n,
-                Ok(Posted::Later) => {
-                    x.posted += n;
-                    x.chunks += 1;
-                }
-                Err(PostError::Busy) => {
-                    x.stalled = true;
-                    self.nic_busy(Timer::Rndv);
-                    self.stats.post_busy += 1;
-                    return;
-                }
-                Err(PostError::Access) => x.fault = Some(RdmaError::Access),
-                Err(PostError::Unsupported) => x.fault = Some(RdmaError::Down),
-                Err(PostError::Down) => {
-                    x.fault = Some(RdmaError::Down);
-                    let peer = x.peer;
-                    self.peer_down(peer);
-                }
-            }
-            self.stats.rdma_ops += 1;
-        }
-        self.settle(nic, i);
-    }
-
-    /// An RDMA operation posted with `Posted::Later` completed.
-    pub fn on_rdma_complete<N: Nic>(
-        &mut self,
-        nic: &mut N,
-        id: u32,
-        result: Result<(), RdmaError>,
-    ) {
-        let r = Request::from_wire(id);
-        let i = r.index();
-        match self.work.get(i).map(|w| &w.xfer) {
-            Some(x) if x.active && x.req == r && x.chunks > 0 => {}
-            _ => return,
-        }
-        let x = &mut self.work[i].xfer;
-        x.chunks -= 1;
-        if let Err(e) = result {
-            x.fault = Some(e);
-        }
-        self.settle(nic, i);
-    }
-
-    /// RDMA side: once every operation completed (or one failed and the
-    /// rest drained), the peer is told by FIN and this side ends.
-    fn settle<N: Nic>(&mut self, nic: &mut N, i: usize) {
-        let x = self.work[i].xfer;
-        if x.chunks > 0 || (x.posted < x.len && x.fault.is_none()) {
-            return;
-        }
-        if x.fault.is_some() {
-            self.stats.rdma_faults += 1;
-        }
-        self.finish(nic, i);
-    }
-
     /// This side moved its data: FIN to the peer, then the request ends.
-    fn finish<N: Nic>(&mut self, nic: &mut N, i: usize) {
+    pub(super) fn finish<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.work[i].xfer.owe = Owe::Fin;
         self.send_owed(nic, i);
     }
 
     /// Sends the control packet the transfer owes; `false` if it must wait.
-    fn send_owed<N: Nic>(&mut self, nic: &mut N, i: usize) -> bool {
+    pub(super) fn send_owed<N: Nic>(&mut self, nic: &mut N, i: usize) -> bool {
         let x = self.work[i].xfer;
         let sent = match x.owe {
             Owe::Nothing => return true,
@@ -855,7 +495,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Ends the transfer and its request (with its fault, if any).
-    fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
+    pub(super) fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
         let x = self.work[i].xfer;
         // `fail_transfers` gave every transfer with a failed peer its fault.
@@ -888,16 +528,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.active -= 1;
         self.unawait_peer(x.peer);
         if !x.send && x.proto == Protocol::Pull {
-            self.pulling = self.pulling.saturating_sub(x.arrivals.outstanding());
+            self.pull.outstanding = self
+                .pull
+                .outstanding
+                .saturating_sub(x.arrivals.outstanding());
         }
         if self.active == 0 {
-            self.pulling = 0;
+            self.pull.outstanding = 0;
         }
         self.ask_starved(nic);
     }
 
     /// Sends `fin` to `peer`; `false` if it must wait (see [`Self::ctl`]).
-    fn send_fin<N: Nic>(&mut self, nic: &mut N, peer: u16, fin: Fin) -> bool {
+    pub(super) fn send_fin<N: Nic>(&mut self, nic: &mut N, peer: u16, fin: Fin) -> bool {
         let mut b = [0u8; Fin::LEN];
         fin.encode(&mut b);
         self.ctl(nic, peer, Kind::Fin, &b)
@@ -906,34 +549,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Sends a rendezvous control packet with `body`, waking the peer's
     /// progress thread; `false` if no slot or the NIC is busy (the transfer
     /// retries from `poll`).
-    fn ctl<N: Nic>(&mut self, nic: &mut N, dest: u16, kind: Kind, body: &[u8]) -> bool {
+    pub(super) fn ctl<N: Nic>(&mut self, nic: &mut N, dest: u16, kind: Kind, body: &[u8]) -> bool {
         let h = Header {
             len: body.len() as u32,
             ..self.header(dest, kind)
         };
         self.post_control(nic, dest, h, body, true)
-    }
-
-    /// On lossy transports a PULL transfer keeps a timer: the receiver to
-    /// ask again, the sender (once it sent every frame asked for) to probe
-    /// for a lost FIN. A sender waiting for a slot resumes when one frees.
-    fn arm_transfer(&mut self, i: usize) {
-        let x = &self.work[i].xfer;
-        if self.cfg.reliable || !x.active || x.proto != Protocol::Pull {
-            return;
-        }
-        if x.send && (!x.served || !x.asked.is_empty()) {
-            return;
-        }
-        let rto = self.cfg.rto_ns;
-        let mut at = x.last.saturating_add(rto);
-        if !x.send {
-            // A receive asks again once no frame came for a timeout, or
-            // once passed over long enough (see `poll_transfers`).
-            let passed_over = x.last.saturating_add(rto.saturating_mul(PASSED_OVER));
-            at = at.max(self.pull_last.saturating_add(rto)).min(passed_over);
-        }
-        self.arm(at);
     }
 
     /// From `poll`: retries what waited for a slot or a busy NIC, and on
@@ -955,59 +576,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.pump(nic, i);
                 continue;
             }
-            if x.proto != Protocol::Pull {
-                continue;
+            if x.proto == Protocol::Pull {
+                self.poll_pull(now, nic, i);
             }
-            if x.send {
-                if !x.asked.is_empty() {
-                    self.serve(now, nic, i);
-                } else if !self.cfg.reliable
-                    && x.served
-                    && now >= x.last.saturating_add(self.cfg.rto_ns)
-                {
-                    // No FIN: it may be lost. A probe makes a receiver that
-                    // ended repeat it; one still receiving asks on its own.
-                    self.work[i].xfer.last = now;
-                    let probe = Probe {
-                        sender: x.req.to_wire(),
-                        receiver: x.remote_id,
-                    };
-                    let mut b = [0u8; Probe::LEN];
-                    probe.encode(&mut b);
-                    self.stats.retransmits += 1;
-                    self.stats.rndv_probes += 1;
-                    self.ctl(nic, x.peer, Kind::Probe, &b);
-                }
-            } else if x.remote_id != 0 {
-                // Frames asked for are missing after a timeout, unless
-                // frames of other receives still flow (the sender serves
-                // them first: the shared budget queues this one's); a
-                // receive passed over that long asks again regardless.
-                let rto = self.cfg.rto_ns;
-                let quiet = now >= x.last.saturating_add(rto)
-                    && (now >= self.pull_last.saturating_add(rto)
-                        || now >= x.last.saturating_add(rto.saturating_mul(PASSED_OVER)));
-                if !self.cfg.reliable && quiet {
-                    let w = x.arrivals;
-                    let mut again = [(0u32, 0u32); 8];
-                    let mut n = 0;
-                    w.missing(|first, count| {
-                        if n < again.len() {
-                            again[n] = (first, count);
-                            n += 1;
-                        }
-                    });
-                    for &(first, count) in &again[..n] {
-                        self.stats.retransmits += 1;
-                        if !self.send_pull(nic, i, first, count) {
-                            break;
-                        }
-                    }
-                    self.work[i].xfer.last = now;
-                }
-                self.ask(nic, i);
-            }
-            self.arm_transfer(i);
         }
     }
 }
