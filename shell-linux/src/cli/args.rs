@@ -1,0 +1,400 @@
+//! The command line's shape: subcommands, their arguments and `--help` texts (clap).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "rmx",
+    version,
+    about = "rmx messaging transport: information and benchmarks",
+    long_about = "rmx is the transport core an MPI library, a PGAS runtime or a network driver \
+embeds to move messages over RDMA and Ethernet. This tool reports what this build can do and \
+runs its benchmark suite (OSU-style: latency, bandwidth, message rate)."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Cmd {
+    /// Transports, default configuration, and the core's memory figures.
+    Info {
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a benchmark.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Models built from rmx's own sizes.
+    #[command(subcommand)]
+    Model(ModelCmd),
+    /// A network on this machine for the eth transport: network namespaces
+    /// joined by veth pairs (through a bridge above two ranks), with netem
+    /// faults. Needs root.
+    #[command(subcommand)]
+    Lab(LabCmd),
+    /// Measure copy, registration and lookup costs; print the minimum reuse
+    /// that makes registering a send buffer pay (per size) and save the
+    /// figures zero-copy eager sends use.
+    #[command(
+        long_about = "Measures, per message size, the cost of one copy (C) and of registering plus deregistering the pages the message spans (R), and the lookup overhead of the reuse tracker and registration cache (V). A buffer of size m pays for its registration after n > R / (C - V) sends; sizes where V >= C never do. The figures are saved to $RMX_CALIBRATION, else $XDG_CONFIG_HOME/rmx/calibration.json, else ~/.config/rmx/calibration.json, and used by --eager-reuse on and `rmx bench eager-reuse`."
+    )]
+    Calibrate {
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Measure and print, but do not save.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCmd {
+    /// One-way latency (half round trip) beside the bare shared-memory floor.
+    Pingpong {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Rendezvous for sizes above the eager threshold; `all` measures
+        /// each [default: the transport's choice; with --rndv the sizes run
+        /// to 4 MiB].
+        #[arg(long, value_enum)]
+        rndv: Option<RndvSel>,
+        /// Send frequently used buffers zero-copy (registered, gathered by the
+        /// NIC) instead of copying them into a bounce slot.
+        #[arg(long, value_enum, default_value_t = OnOff::Off)]
+        eager_reuse: OnOff,
+    },
+    /// Ping-pong with eager zero-copy of reused buffers off and on, alternating
+    /// in one run, beside the bound one saved copy sets (128 B - 8 KiB).
+    EagerReuse(BenchArgs),
+    /// Latency of barrier, allreduce, reduce_scatter (256 B) and allgather
+    /// (256 B a rank) at 2, 4, 8, … ranks up to --ranks, ranks as threads
+    /// (the fence paper's Table 1). On eth give --iface (lo, or any
+    /// interface: in-process ranks share it).
+    #[command(
+        long_about = "Latency of the collectives the fence designs are built on, as the fence paper's Table 1 reports them: barrier (dissemination), allreduce of 256 B (recursive doubling), reduce_scatter of a 256-byte vector (each rank's block its part) and allgather of 256 B a rank (Bruck), at 2, 4, 8, ... ranks up to --ranks (and --ranks itself). Ranks are threads of this process; each collective runs --iters times (default 1000) after --warmup, and the time per collective is rank 0's, between barriers. On eth give --iface (lo, or any interface: the in-process ranks share it, talking through rmx's local path between endpoints of one host)."
+    )]
+    Collectives {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// The largest group [default: 8; 1024 with --sim].
+        #[arg(long)]
+        ranks: Option<u16>,
+        /// In virtual time: the core's schedules over a LogGP model of an
+        /// InfiniBand DDR network, for groups this machine cannot run.
+        #[arg(long)]
+        sim: bool,
+    },
+    /// Overlap of a put with computation before the closing fence, by
+    /// design (the fence paper's Fig. 6): 1 B - 1 MiB, two ranks.
+    #[command(
+        long_about = "Overlap of one-sided communication with computation, as the fence paper's section 4.2.1 measures it (Fig. 6): each of two ranks puts one message to the other between two fences, with a computation inserted after the put and before the closing fence. l0 is the epoch without computation; the computation grows by 10% of l0 until the epoch reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0, as `rmx bench overlap` defines it. Sizes 1 B - 1 MiB; each time is the median of --iters epochs (default 100). The put reads the origin buffer in place (as MPI_Put). The deferred design moves the data inside the fence, so it is expected to overlap nothing; the immediate designs (naive, opt, ri; RDMA transports) move it during the computation."
+    )]
+    FenceOverlap {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// def, naive, opt, ri, or all (every design the transport offers).
+        #[arg(long, default_value = "all")]
+        design: String,
+    },
+    /// Time per epoch closed by a fence, by design and pattern (the fence
+    /// paper's Figs. 7-10), beside a bare barrier.
+    #[command(
+        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop); all runs every design the transport offers."
+    )]
+    Fence {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// def (deferred, two-sided), naive, opt, ri, or all.
+        #[arg(long, default_value = "all")]
+        design: String,
+        /// zero, single, neighbours, halo4, halo8, or all.
+        #[arg(long, default_value = "all")]
+        pattern: String,
+        /// The largest group [default: 4; 1024 with --sim].
+        #[arg(long)]
+        ranks: Option<u16>,
+        /// In virtual time: all four designs as the paper composes them, the
+        /// core's collective schedules over a LogGP model of an InfiniBand
+        /// DDR network, for groups this machine cannot run.
+        #[arg(long)]
+        sim: bool,
+    },
+    /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
+    /// one per page: improvement of zero-copy over copy per size and layout.
+    Spectrum {
+        #[command(flatten)]
+        args: BenchArgs,
+        /// Buffers in the spectrum (N·(N+1)/2 round trips per size, layout and mode).
+        #[arg(long, default_value_t = 1000)]
+        buffers: usize,
+        /// Also write the improvement curves as an SVG plot here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Windows of 64 non-blocking sends, then an ack: MB/s (and messages/s)
+    /// per send-queue configuration (the paper's 200, 5, 5 + coalescing and
+    /// 10 + coalescing WQEs unless --wqes/--coalesce choose).
+    Bw(RateArgs),
+    /// Windows of 64 non-blocking sends, then an ack: messages/s (and MB/s)
+    /// per send-queue configuration, as `bw`.
+    #[command(
+        long_about = "Uni-directional message rate, osu_bw style: the sender posts a window of 64 non-blocking sends, the receiver acknowledges the window, repeated. Each connection may have --wqes sends outstanding (its send work-queue entries); with --coalesce on, messages that find every entry in use are packed into one queued send (at most half a buffer each), and with --header-cache on a message matching the previous one's context, tag and size carries a one-byte marker instead of its header. Without --wqes and --coalesce the paper's four configurations run, alternating in one run: 200 WQEs, 5 WQEs, 5 WQEs + coalescing, 10 WQEs + coalescing. --header-cache both compares the marker on and off (default sizes 8-512 B)."
+    )]
+    Msgrate(RateArgs),
+    /// Computation hidden behind a non-blocking send or receive (overlap
+    /// ratio), per rendezvous, with and without the progress thread.
+    #[command(
+        long_about = "Overlap, by the method of Rashti and Afsahi: a synchronous non-blocking send (--side send) or a non-blocking receive (--side recv), a computation, then the wait. l0 is the communication time without computation; the computation c grows by 10% of l0 per step until the communication time l reaches 1.1 l0, and the last step below that gives the overlap ratio (c - (l - l0)) / l0. Sizes 1 B - 1 MiB; above the eager threshold once per rendezvous (--rndv, default all three) and with and without a progress thread (--progress-thread, default both). Each time is the median of --iters repetitions (default 100)."
+    )]
+    Overlap(OverlapArgs),
+    /// Whether a pending send or receive moves during a computation
+    /// longer than its latency: the work left after the delay.
+    #[command(
+        long_about = "Progress, by the method of Rashti and Afsahi: the sender (--side send) starts a non-blocking send and computes for a delay longer than the message latency before waiting, while the receiver's blocking receive is timed; or the receiver (--side recv) posts a non-blocking receive and computes for the delay, watching its buffer for the data, then waits. post_delay_fraction = (latency - delay) / l0: near 0 when the transfer progressed on its own, near 1 when it all waited for the delay to end. Delays are 2 and 5 times l0 (at least 20 us). Each latency is the median of --iters repetitions (default 100)."
+    )]
+    Progress(OverlapArgs),
+    /// Every benchmark; writes tables, JSON and SVG plots into a folder.
+    Suite {
+        /// Folder for the report (created if missing).
+        #[arg(long, default_value = "rmx-report")]
+        out: PathBuf,
+        /// Timed iterations per size.
+        #[arg(long, default_value_t = 10_000)]
+        iters: u64,
+        /// loop, or eth: the eth benchmarks (pingpong, msgrate and bw beside
+        /// their floors, PULL to 4 MiB, overlap and progress, and a run with
+        /// 1% loss and 5% reordering) over a lab made for the run (root).
+        #[arg(long, default_value = "loop")]
+        transport: String,
+        /// eth: use this interface instead of a lab.
+        #[arg(long)]
+        iface: Option<String>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnOff {
+    On,
+    Off,
+}
+
+/// A rendezvous to measure, or all of them.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RndvSel {
+    Rput,
+    Rget,
+    Pull,
+    All,
+}
+
+impl RndvSel {
+    pub(crate) fn protocols(sel: Option<RndvSel>) -> Vec<rmx_core::Protocol> {
+        use rmx_core::Protocol::*;
+        match sel {
+            None | Some(RndvSel::All) => vec![Rput, Rget, Pull],
+            Some(RndvSel::Rput) => vec![Rput],
+            Some(RndvSel::Rget) => vec![Rget],
+            Some(RndvSel::Pull) => vec![Pull],
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SideSel {
+    Send,
+    Recv,
+}
+
+/// Options of `overlap` and `progress`.
+#[derive(Args, Clone)]
+pub(crate) struct OverlapArgs {
+    #[command(flatten)]
+    pub(crate) args: BenchArgs,
+    /// The side measured: the sender's non-blocking send or the receiver's
+    /// non-blocking receive.
+    #[arg(long, value_enum, default_value_t = SideSel::Send)]
+    pub(crate) side: SideSel,
+    /// Rendezvous above the eager threshold [default: all three].
+    #[arg(long, value_enum)]
+    pub(crate) rndv: Option<RndvSel>,
+    /// A progress thread per rank drives the endpoint during the
+    /// computation [default: both, off then on].
+    #[arg(long, value_enum)]
+    pub(crate) progress_thread: Option<OnOff>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnOffBoth {
+    On,
+    Off,
+    Both,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum LabCmd {
+    /// Make namespaces rmx0 … rmxN-1, each with interface rmxeth.
+    Up {
+        /// Ranks (namespaces).
+        #[arg(long, default_value_t = 2)]
+        ranks: u16,
+        /// Interface MTU in bytes.
+        #[arg(long, default_value_t = 9000)]
+        mtu: u32,
+        /// Per cent of frames each interface drops.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Per cent of frames each interface sends twice.
+        #[arg(long, default_value_t = 0.0)]
+        dup: f64,
+        /// Per cent of frames each interface sends at once while the rest
+        /// wait --delay (needs --delay).
+        #[arg(long, default_value_t = 0.0)]
+        reorder: f64,
+        /// Microseconds added to every frame.
+        #[arg(long, default_value_t = 0)]
+        delay: u64,
+    },
+    /// Remove the lab's namespaces (and so its interfaces).
+    Down,
+    /// The lab's namespaces, their interface's state, MTU and qdisc.
+    Status {
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start CMD once in each namespace of the lab as one job of MPICH's
+    /// hydra: runs `mpiexec.hydra -n 1 ip netns exec rmx0 CMD : -n 1 ip netns
+    /// exec rmx1 CMD …` (hydra's MPMD form), so the ranks find each other
+    /// through PMI. Example: rmx lab exec -- rmx bench pingpong
+    /// --transport eth --iface rmxeth
+    Exec {
+        /// The command and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        cmd: Vec<String>,
+        /// Print the mpiexec.hydra command line instead of running it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ModelCmd {
+    /// Per-process memory of a fully connected job as it grows, from rmx's
+    /// bytes per connection, beside the coalescing paper's MVAPICH figures.
+    Memory {
+        /// Largest job size: rows for 1, 2, 4, ... up to this many processes.
+        #[arg(long, default_value_t = 16384)]
+        procs: u64,
+        /// Send work-queue entries per connection [default: the paper's 5, 10,
+        /// 20, 40, 100 and 200].
+        #[arg(long)]
+        wqes: Option<u16>,
+        /// Buffers of the shared receive pool, where unexpected messages
+        /// also wait (credits are lent from it, not reserved per peer)
+        /// [default: the loop transport's SRQ depth].
+        #[arg(long)]
+        rx_buffers: Option<u32>,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Also write per-process memory against job size as an SVG plot here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+}
+
+/// Options of the streaming benchmarks (`bw`, `msgrate`).
+#[derive(Args, Clone)]
+pub(crate) struct RateArgs {
+    #[command(flatten)]
+    pub(crate) args: BenchArgs,
+    /// Send work-queue entries per connection (outstanding sends).
+    #[arg(long)]
+    pub(crate) wqes: Option<u16>,
+    /// Pack messages that find every send entry in use into one send.
+    #[arg(long, value_enum)]
+    pub(crate) coalesce: Option<OnOff>,
+    /// Coalesce once this many sends are outstanding on the connection, even
+    /// with entries free (MVAPICH2's threshold), instead of once all are in use.
+    #[arg(long)]
+    pub(crate) coalesce_after: Option<u16>,
+    /// One-byte marker for a packed message whose matching information
+    /// equals the previous one's; `both` compares on and off.
+    #[arg(long, value_enum, default_value_t = OnOffBoth::On)]
+    pub(crate) header_cache: OnOffBoth,
+    /// Rendezvous for sizes above the eager threshold; `all` compares the
+    /// three (with the default send queue unless --wqes/--coalesce say) and
+    /// runs the sizes to 4 MiB.
+    #[arg(long, value_enum)]
+    pub(crate) rndv: Option<RndvSel>,
+}
+
+/// How the eth transport receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum RxSel {
+    Ring,
+    Recvmmsg,
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct BenchArgs {
+    /// Transport to measure: loop (in-process software NIC) or eth (raw
+    /// Ethernet frames; needs root or CAP_NET_RAW).
+    #[arg(long, default_value = "loop")]
+    pub(crate) transport: String,
+    /// eth: the interface every rank opens. Without it rmx makes a lab of
+    /// two network namespaces joined by a veth pair for the run, one rank
+    /// in each, and removes it afterwards (also on failure and Ctrl-C).
+    /// Ranks on one interface of one host (threads, or processes of a
+    /// launcher) talk through rmx's local path; on `lo` through the wire.
+    #[arg(long)]
+    pub(crate) iface: Option<String>,
+    /// eth, lab made for the run: its interfaces' MTU [default: 9000].
+    #[arg(long)]
+    pub(crate) mtu: Option<u32>,
+    /// eth: per cent of received frames the transport drops (injected on
+    /// receive, seeded, so it works where the kernel has no netem).
+    #[arg(long)]
+    pub(crate) loss: Option<f64>,
+    /// eth: per cent of received frames the transport delivers twice.
+    #[arg(long)]
+    pub(crate) dup: Option<f64>,
+    /// eth: per cent of received frames delivered after the next one.
+    #[arg(long)]
+    pub(crate) reorder: Option<f64>,
+    /// Largest message sent eagerly as fragments of one packet each
+    /// (Open-MX's medium messages), above it by rendezvous; 0 turns them
+    /// off [default: 32768 on eth, 0 on loop, whose RDMA rendezvous
+    /// copies nothing].
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) medium_max: Option<u32>,
+    /// eth: how frames come in: a PACKET_MMAP ring (no system call to
+    /// poll) or batched recvmmsg [default: ring].
+    #[arg(long, value_enum)]
+    pub(crate) rx: Option<RxSel>,
+    /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
+    /// spectrum, where copies below it are too cheap to save].
+    #[arg(long)]
+    pub(crate) min_size: Option<usize>,
+    /// Largest message size in bytes [default: 8192, the end of the eager
+    /// range; 4 MiB with --rndv; 1 MiB for overlap and progress; 512 for
+    /// --header-cache both].
+    #[arg(long)]
+    pub(crate) max_size: Option<usize>,
+    /// Timed iterations per size (after the warm-up) [default: 10000; 100
+    /// repetitions per step for overlap and progress].
+    #[arg(long)]
+    pub(crate) iters: Option<u64>,
+    /// Untimed warm-up iterations per size [default: a tenth of --iters].
+    #[arg(long)]
+    pub(crate) warmup: Option<u64>,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}

@@ -1,0 +1,93 @@
+//! `rmx model memory`: the memory a job needs, by rmx's model beside the paper's figures.
+
+use std::path::PathBuf;
+
+use rmx_linux::bench::{self, report::Report, Opts};
+use rmx_linux::loopnic::LoopConfig;
+use serde_json::json;
+
+use super::*;
+
+pub(crate) fn memory(
+    procs: u64,
+    wqes: Option<u16>,
+    rx_buffers: Option<u32>,
+    json_out: bool,
+    plot: Option<PathBuf>,
+) -> Result<(), String> {
+    if procs == 0 || wqes == Some(0) || rx_buffers == Some(0) {
+        return Err("--procs, --wqes and --rx-buffers must be at least 1".into());
+    }
+    if rx_buffers.is_some_and(|b| b > RX_BUFFERS_LIMIT) {
+        return Err(format!(
+            "--rx-buffers is above {RX_BUFFERS_LIMIT}: a pool that large is not a per-process cost anyone runs"
+        ));
+    }
+    if procs > PROCS_LIMIT {
+        return Err(format!(
+            "--procs {procs} is above {PROCS_LIMIT}, the most ranks a job can have (ranks are 16-bit)"
+        ));
+    }
+    let mut nic = LoopConfig::default();
+    if let Some(b) = rx_buffers {
+        nic.srq_depth = b as usize;
+    }
+    let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
+    let wqes = wqes.map_or(all, |w| vec![w]);
+    let r = memory_report(procs, &wqes, nic, json_out);
+    if let Some(p) = plot {
+        memory_plot(&r, &p)?;
+    }
+    emit(&r, json_out);
+    Ok(())
+}
+
+/// The connection-memory model for job sizes up to `procs`.
+pub(crate) fn memory_report(procs: u64, wqes: &[u16], nic: LoopConfig, quiet: bool) -> Report {
+    use rmx_linux::model;
+    let cfg = rmx_linux::rank::loop_config();
+    let rows = model::rows(&model::job_sizes(procs), wqes, cfg.eager_threshold, &nic);
+    let o = Opts::tool(quiet);
+    let config = json!({
+        "rx_buffers": nic.srq_depth,
+        "eager_threshold": cfg.eager_threshold,
+        "wqe_bytes": model::WQE_BYTES,
+        "nic": nic,
+    });
+    Report::new(
+        "model memory",
+        &o,
+        config,
+        rows,
+        vec![
+            bench::report::Column::new("wqes", "wqes", 0),
+            bench::report::Column::new("per_connection_bytes", "per_conn_B", 0),
+            bench::report::Column::new("per_process_bytes", "per_process_B", 0),
+            bench::report::Column::new("paper_per_connection_bytes", "paper_conn_B", 0),
+            bench::report::Column::new("paper_per_process_bytes", "paper_process_B", 0),
+            bench::report::Column::new("shared_bytes", "shared_B", 0),
+            bench::report::Column::new("dominant", "dominant_term", 0),
+        ],
+    )
+    .keyed_by("procs", "processes (fully connected)")
+}
+
+/// Per-process bytes against job size: rmx's curves and the paper's.
+pub(crate) fn memory_plot(r: &Report, path: &std::path::Path) -> Result<(), String> {
+    let mut r = r.clone();
+    for row in r.results.iter_mut() {
+        let w = row["wqes"].clone();
+        row["rmx"] = json!(format!("rmx, {w} WQEs"));
+        row["paper"] = json!(format!("MVAPICH (paper), {w} WQEs"));
+    }
+    let (mut both, mut labels) = r.pivot("rmx", "per_process_bytes");
+    let (paper, paper_labels) = r.pivot("paper", "paper_per_process_bytes");
+    for (row, p) in both.results.iter_mut().zip(&paper.results) {
+        for l in &paper_labels {
+            row[l.as_str()] = p[l.as_str()].clone();
+        }
+    }
+    labels.extend(paper_labels);
+    let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
+    both.svg(path, &series, "bytes per process")
+}

@@ -1,0 +1,271 @@
+//! What every benchmark command sets up from its arguments: the transport and its network (a lab, a launcher's PMI), the options, and where the report goes.
+
+use rmx_linux::bench::{report::Report, Opts};
+use rmx_linux::job::{EthNet, Launch, Net};
+use rmx_linux::lab::{LabSpec, TempLab};
+use rmx_linux::loopnic::LoopConfig;
+
+use super::*;
+
+pub(crate) const TRANSPORTS: [(&str, bool, &str); 3] = [
+    (
+        "loop",
+        true,
+        "in-process software NIC with verbs semantics (default)",
+    ),
+    (
+        "eth",
+        true,
+        "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
+    ),
+    (
+        "verbs",
+        false,
+        "rdma-core verbs RC queue pairs: not in this build yet",
+    ),
+];
+
+pub(crate) fn check_transport(t: &str) -> Result<(), String> {
+    match TRANSPORTS.iter().find(|x| x.0 == t) {
+        Some((_, true, _)) => Ok(()),
+        Some((name, false, why)) => Err(format!(
+            "transport `{name}` is not available ({why}); run with --transport loop, or see `rmx info`"
+        )),
+        None => Err(format!(
+            "unknown transport `{t}`; choose one of: loop, eth, verbs (see `rmx info`)"
+        )),
+    }
+}
+
+/// The largest eager message: where the benchmarks' sizes end by default.
+pub(crate) const EAGER_END: usize = 8192;
+
+/// Where sizes end with a rendezvous selected.
+pub(crate) const RNDV_END: usize = 4 << 20;
+
+/// The largest size a benchmark accepts (a window of 64 buffers of it is allocated).
+pub(crate) const SIZE_LIMIT: usize = 64 << 20;
+
+/// The largest `--medium-max`.
+pub(crate) const MEDIUM_LIMIT: u32 = 1 << 20;
+
+/// The core's configuration for a benchmark: the default with what its
+/// options change.
+pub(crate) fn bench_config(a: &BenchArgs) -> rmx_core::Config {
+    rmx_core::Config {
+        medium_max: a.medium_max.or(rmx_linux::rank::loop_config().medium_max),
+        ..rmx_linux::rank::loop_config()
+    }
+}
+
+/// The most repetitions a benchmark takes: buffers of results are sized by it.
+pub(crate) const ITERS_LIMIT: u64 = 1_000_000_000;
+
+/// The most buffers `bench spectrum` takes (buffer i is sent i times, so the
+/// run grows with the square of it).
+pub(crate) const BUFFERS_LIMIT: usize = 10_000;
+
+/// The largest job `model memory` describes: ranks are 16-bit.
+pub(crate) const PROCS_LIMIT: u64 = 1 << 16;
+
+/// The largest receive pool `rmx model memory` models (16 GiB of 8 KiB buffers).
+pub(crate) const RX_BUFFERS_LIMIT: u32 = 1 << 21;
+
+pub(crate) fn check_iters(iters: u64) -> Result<(), String> {
+    if iters == 0 || iters > ITERS_LIMIT {
+        return Err(format!(
+            "--iters must be between 1 and {ITERS_LIMIT} (got {iters})"
+        ));
+    }
+    Ok(())
+}
+
+/// The run's options; `sizes` are the benchmark's default smallest and
+/// largest sizes.
+pub(crate) fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String> {
+    opts_iters(a, sizes, 10_000)
+}
+
+/// [`opts`] with the benchmark's default iteration count.
+pub(crate) fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, String> {
+    check_transport(&a.transport)?;
+    let min_size = a.min_size.unwrap_or(sizes.0);
+    let max_size = a.max_size.unwrap_or(sizes.1);
+    if min_size > max_size {
+        return Err(format!(
+            "--min-size {min_size} is larger than --max-size {max_size}"
+        ));
+    }
+    if max_size > SIZE_LIMIT {
+        return Err(format!(
+            "--max-size {max_size} is above the benchmarks' limit of {SIZE_LIMIT} bytes"
+        ));
+    }
+    if let Some(m) = a.medium_max.filter(|&m| m > MEDIUM_LIMIT) {
+        return Err(format!(
+            "--medium-max {m} is above {MEDIUM_LIMIT}: fragments are copied through the receive pool; larger messages belong to a rendezvous"
+        ));
+    }
+    let iters = a.iters.unwrap_or(iters);
+    check_iters(iters)?;
+    let warmup = a.warmup.unwrap_or(iters / 10);
+    if warmup > ITERS_LIMIT {
+        return Err(format!(
+            "--warmup {warmup} is above the limit of {ITERS_LIMIT}"
+        ));
+    }
+    Ok(Opts {
+        transport: a.transport.clone(),
+        min_size,
+        max_size,
+        iters,
+        warmup,
+        eager_reuse: None,
+        quiet: a.json,
+    })
+}
+
+pub(crate) fn two_ranks(started: &str) -> String {
+    format!("this benchmark has 2 ranks, the launcher started {started}: use mpiexec.hydra -n 2")
+}
+
+/// `loop` with its default settings.
+pub(crate) fn loop_net() -> Net {
+    Net::Loop(LoopConfig::default())
+}
+
+/// The network a benchmark runs on, and the lab made for it (removed when
+/// dropped). `launchable`: the benchmark also runs as one rank per process
+/// under a PMI launcher (`mpiexec -n 2 rmx bench …`).
+pub(crate) fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), String> {
+    // Checked before PMI is touched: a rank that connected and then left
+    // makes the launcher kill the others at once, message or not.
+    let launched = std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some();
+    if launched {
+        if !launchable {
+            return Err("this benchmark runs its ranks as threads of one process; start it without a launcher (pingpong, msgrate and bw run under a launcher)".into());
+        }
+        if a.transport != "eth" || a.iface.is_none() {
+            return Err("under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)".into());
+        }
+        // PMI_SIZE is set in PMI_FD mode; with PMI_PORT the size comes
+        // with the handshake and is checked below.
+        if let Ok(size) = std::env::var("PMI_SIZE") {
+            if size.trim() != "2" {
+                return Err(two_ranks(size.trim()));
+            }
+        }
+    }
+    let eth_only = [
+        ("--iface", a.iface.is_some()),
+        ("--mtu", a.mtu.is_some()),
+        ("--loss", a.loss.is_some()),
+        ("--dup", a.dup.is_some()),
+        ("--reorder", a.reorder.is_some()),
+        ("--rx", a.rx.is_some()),
+    ];
+    if a.transport != "eth" {
+        if let Some((name, _)) = eth_only.iter().find(|x| x.1) {
+            return Err(format!("{name} applies to --transport eth only"));
+        }
+        return Ok((Net::Loop(LoopConfig::default()), None));
+    }
+    let faults = rmx_linux::eth::Faults::percent(
+        a.loss.unwrap_or(0.0),
+        a.dup.unwrap_or(0.0),
+        a.reorder.unwrap_or(0.0),
+        0x5eed,
+    )?;
+    let opts = rmx_linux::eth::EthOpts {
+        faults,
+        rx_ring: a.rx != Some(RxSel::Recvmmsg),
+        ..Default::default()
+    };
+    if let Some(iface) = &a.iface {
+        if a.mtu.is_some() {
+            return Err("--mtu sets the MTU of a lab rmx makes; with --iface the interface's own MTU is used".into());
+        }
+        // Opened once here so that a wrong name or missing privilege is a
+        // sentence, not a failed rank thread (and before PMI is touched).
+        rmx_linux::eth::RawSocket::open(iface, rmx_core::wire::frame::ETHERTYPE, false).map_err(|e| {
+            format!("cannot open interface {iface:?} for raw frames: {e} (it needs root or CAP_NET_RAW; `ip link` lists the interfaces)")
+        })?;
+        let launch = rmx_linux::pmi::Pmi::from_env()
+            .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
+            .map(Launch::new);
+        if let Some(l) = &launch {
+            if l.size() != 2 {
+                return Err(two_ranks(&l.size().to_string()));
+            }
+        }
+        let net = EthNet {
+            iface: iface.clone(),
+            netns: Vec::new(),
+            opts,
+            launch,
+        };
+        return Ok((Net::Eth(net), None));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("--transport eth without --iface makes a lab of network namespaces, which needs root: run with sudo, or give --iface IF on an interface you may open (e.g. --iface lo with CAP_NET_RAW)".into());
+    }
+    let spec = LabSpec {
+        prefix: format!("rmxb{}", std::process::id()),
+        mtu: a.mtu.unwrap_or(9000),
+        ..LabSpec::default()
+    };
+    spec.check()?;
+    let lab = TempLab::up(spec)?;
+    let net = EthNet {
+        iface: rmx_linux::lab::IFACE.into(),
+        netns: (0..2).map(|r| lab.spec().netns(r)).collect(),
+        opts,
+        launch: None,
+    };
+    Ok((Net::Eth(net), Some(lab)))
+}
+
+/// The calibration zero-copy runs with, once the monitor it needs is up.
+pub(crate) fn reuse_ready() -> Result<rmx_linux::reuse::Calibration, String> {
+    rmx_linux::monitor::Monitor::global()
+        .map_err(|e| format!("zero-copy eager sends need the invalidation monitor: {e}"))?;
+    let (cal, saved) = rmx_linux::reuse::Calibration::load()?;
+    if !saved {
+        eprintln!("rmx: using default cost figures; run `rmx calibrate` to measure this machine's");
+    }
+    Ok(cal)
+}
+
+/// Under a launcher only rank 0 shows progress.
+pub(crate) fn quiet_off_rank0(o: Opts, net: &Net) -> Opts {
+    match net.launch() {
+        Some(l) if l.rank() != 0 => Opts { quiet: true, ..o },
+        _ => o,
+    }
+}
+
+/// Prints the report, on rank 0 only when a launcher started the ranks,
+/// and tells the launcher this rank is done.
+pub(crate) fn emit_rank0(net: &Net, r: &Report, json: bool) -> Result<(), String> {
+    match net.launch() {
+        Some(l) => {
+            if l.rank() == 0 {
+                emit(r, json);
+            }
+            l.finalize()
+        }
+        None => {
+            emit(r, json);
+            Ok(())
+        }
+    }
+}
+
+pub(crate) fn emit(r: &Report, json: bool) {
+    if json {
+        println!("{}", r.json());
+    } else {
+        print!("{}", r.table());
+    }
+}
