@@ -5,7 +5,6 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use rmx_core::wire::frame::{EthAddr, SealKey};
 use rmx_core::Config;
 
 use crate::clock::pin_to_cpu;
@@ -118,8 +117,8 @@ impl Net {
     /// The transport's name, as `--transport` takes it.
     pub fn name(&self) -> &'static str {
         match self {
-            Net::Loop(_) => "loop",
-            Net::Eth(_) => "eth",
+            Net::Loop(_) => crate::loopnic::ENTRY.name,
+            Net::Eth(_) => crate::eth::ENTRY.name,
         }
     }
 
@@ -209,12 +208,9 @@ enum Wire {
     Loop(Fabric),
     Eth {
         net: EthNet,
-        addrs: Mutex<Vec<Option<EthAddr>>>,
-        met: Barrier,
+        swap: Swap,
         /// The first endpoint number of this job's ports (see [`endpoints`]).
         base: u16,
-        /// The job's frames' secret.
-        key: SealKey,
     },
 }
 
@@ -230,16 +226,61 @@ fn endpoints() -> u16 {
     (std::process::id() as u16).wrapping_mul(40_503) ^ job.wrapping_mul(4_099).rotate_left(7)
 }
 
+/// How a job's ranks swap their ports' addresses, whatever the transport:
+/// opaque bytes, through shared memory for threads of one process or the
+/// launcher's key-value space (as hex) for processes.
+enum Swap {
+    Threads {
+        addrs: Mutex<Vec<Option<Vec<u8>>>>,
+        met: Barrier,
+    },
+    Launched(Launch),
+}
+
+impl Swap {
+    fn new(n: u16, launch: Option<&Launch>) -> Swap {
+        match launch {
+            Some(l) => Swap::Launched(l.clone()),
+            None => Swap::Threads {
+                addrs: Mutex::new(vec![None; n as usize]),
+                met: Barrier::new(n as usize),
+            },
+        }
+    }
+
+    /// Every rank's address of network `k`, rank `me`'s being `mine`
+    /// (`None`: its port did not open). Every rank of the job calls this
+    /// at once, even one whose port failed, so that none waits for ever.
+    fn swap(&self, me: u16, k: usize, mine: Option<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+        let all: Vec<Option<Vec<u8>>> = match self {
+            Swap::Threads { addrs, met } => {
+                lock(addrs)[me as usize] = mine;
+                met.wait();
+                lock(addrs).clone()
+            }
+            Swap::Launched(l) => {
+                let hexed = mine.as_deref().map_or_else(|| "none".into(), hex);
+                l.exchange(&format!("rmx-net{k}"), &hexed)?
+                    .iter()
+                    .map(|v| unhex(v))
+                    .collect()
+            }
+        };
+        all.into_iter()
+            .enumerate()
+            .map(|(r, a)| a.ok_or_else(|| format!("rank {me}: rank {r} could not open its port")))
+            .collect()
+    }
+}
+
 impl Wire {
     fn new(n: u16, net: &Net) -> Result<Wire, String> {
         Ok(match net {
             Net::Loop(c) => Wire::Loop(Fabric::new(n as usize, *c).map_err(|e| e.to_string())?),
             Net::Eth(e) => Wire::Eth {
                 base: endpoints(),
-                key: crate::eth::new_key()?,
+                swap: Swap::new(n, e.launch.as_ref()),
                 net: e.clone(),
-                addrs: Mutex::new(vec![None; n as usize]),
-                met: Barrier::new(n as usize),
             },
         })
     }
@@ -256,69 +297,22 @@ impl Wire {
     ) -> Result<AnyPort, String> {
         match self {
             Wire::Loop(f) => Ok(f.port(me).into()),
-            Wire::Eth {
-                net,
-                addrs,
-                met,
-                base,
-                key,
-            } => {
+            Wire::Eth { net, swap, base } => {
                 let endpoint = base.wrapping_add((me as usize * nets + k) as u16);
                 let opened = placed.clone().and_then(|()| {
                     EthPort::open(&net.iface, endpoint, net.opts)
                         .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))
                 });
-                if let Some(l) = &net.launch {
-                    return Self::launched(l, opened, me, k);
-                }
-                if let Ok(p) = &opened {
-                    lock(addrs)[me as usize] = Some(p.addr());
-                }
-                // Every rank waits here even if its open failed, so none hangs.
-                met.wait();
+                let mine = match &opened {
+                    Ok(p) => Some(p.address()?),
+                    Err(_) => None,
+                };
+                let all = swap.swap(me, k, mine);
                 let mut port = opened?;
-                let all: Option<Vec<EthAddr>> = lock(addrs).iter().copied().collect();
-                let all =
-                    all.ok_or_else(|| format!("rank {me}: a peer could not open its port"))?;
-                port.connect(me, &all, *key)?;
+                port.join(me, &all?)?;
                 Ok(port.into())
             }
         }
-    }
-
-    /// A port of a process started by a launcher: the addresses are swapped
-    /// through PMI (as hex), every rank taking part even if its open failed.
-    /// Every rank offers a key beside its address; the job seals with rank
-    /// 0's.
-    fn launched(
-        l: &Launch,
-        opened: Result<EthPort, String>,
-        me: u16,
-        k: usize,
-    ) -> Result<AnyPort, String> {
-        let addr = match &opened {
-            Ok(p) => hex(&p.addr().to_bytes()),
-            Err(_) => "none".into(),
-        };
-        let key = hex(&crate::eth::new_key()?.to_bytes());
-        let all = l.exchange(&format!("rmx-eth{k}"), &format!("{addr}/{key}"))?;
-        let mut port = opened?;
-        let parts = |r: usize, v: &str| {
-            let (a, k) = v.split_once('/').unwrap_or((v, ""));
-            let a = unhex(a).map(EthAddr::from_bytes);
-            let k = unhex(k).map(SealKey::from_bytes);
-            a.zip(k)
-                .ok_or_else(|| format!("rank {me}: rank {r} has no eth address ({v:?})"))
-        };
-        let all = all
-            .iter()
-            .enumerate()
-            .map(|(r, v)| parts(r, v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let addrs: Vec<EthAddr> = all.iter().map(|&(a, _)| a).collect();
-        let key = all.first().ok_or("a job of no ranks")?.1;
-        port.connect(me, &addrs, key)?;
-        Ok(port.into())
     }
 
     /// The namespace rank `me`'s thread runs in, if the network names one.
@@ -334,16 +328,14 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// `N` bytes from their hex form, if it is one.
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != 2 * N || !s.is_ascii() {
+/// Bytes from their hex form, if it is one.
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
         return None;
     }
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
+    (0..s.len() / 2)
+        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
+        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -606,3 +598,53 @@ fn blaming_failed_peers<T>(
 
 /// How long a finished process keeps answering its peers.
 const LINGER_NS: u64 = 20_000_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Threads swap opaque addresses; a rank whose port did not open is
+    /// named to every rank, and none waits for it.
+    #[test]
+    fn ranks_swap_addresses_and_a_missing_one_is_named_to_all() {
+        let swap = Swap::new(3, None);
+        let out: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3u16)
+                .map(|me| {
+                    let swap = &swap;
+                    s.spawn(move || swap.swap(me, 0, Some(vec![me as u8; me as usize + 1])))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for o in out {
+            assert_eq!(o.unwrap(), [vec![0], vec![1, 1], vec![2, 2, 2]]);
+        }
+        let swap = Swap::new(2, None);
+        let out: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2u16)
+                .map(|me| {
+                    let swap = &swap;
+                    s.spawn(move || swap.swap(me, 0, (me == 0).then(|| vec![7])))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (me, o) in out.into_iter().enumerate() {
+            assert_eq!(
+                o.unwrap_err(),
+                format!("rank {me}: rank 1 could not open its port")
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_travel_as_hex_and_anything_else_is_no_address() {
+        assert_eq!(hex(&[0, 0xAB, 0x7F]), "00ab7f");
+        assert_eq!(unhex("00ab7f"), Some(vec![0, 0xAB, 0x7F]));
+        assert_eq!(unhex(""), Some(vec![]));
+        for bad in ["none", "abc", "zz", "é1"] {
+            assert_eq!(unhex(bad), None, "{bad}");
+        }
+    }
+}

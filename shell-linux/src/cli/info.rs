@@ -6,7 +6,7 @@ use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
 use serde_json::json;
 
-use super::*;
+use rmx_linux::transport::registry::{Entry, TRANSPORTS};
 
 pub(crate) fn info(json_out: bool) {
     let cfg = rmx_linux::rank::loop_config();
@@ -15,7 +15,7 @@ pub(crate) fn info(json_out: bool) {
     let doc = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "cores": rmx_linux::clock::cores(),
-        "transports": TRANSPORTS.iter().map(|(n, a, d)| json!({"name": n, "available": a, "about": d})).collect::<Vec<_>>(),
+        "transports": TRANSPORTS.iter().map(|t| json!({"name": t.name, "available": t.built, "about": t.about})).collect::<Vec<_>>(),
         "config": {
             "eager_threshold": cfg.eager_threshold,
             "medium_max": rmx_core::config::MEDIUM_MAX,
@@ -57,7 +57,12 @@ pub(crate) fn info(json_out: bool) {
         doc["cores"]
     );
     println!("transports:");
-    for (n, a, d) in TRANSPORTS {
+    for &Entry {
+        name: n,
+        built: a,
+        about: d,
+    } in &TRANSPORTS
+    {
         println!(
             "  {n:<6} {:<12} {d}",
             if a { "available" } else { "unavailable" }

@@ -7,34 +7,8 @@ use rmx_linux::loopnic::LoopConfig;
 
 use super::*;
 
-pub(crate) const TRANSPORTS: [(&str, bool, &str); 3] = [
-    (
-        "loop",
-        true,
-        "in-process software NIC with verbs semantics (default)",
-    ),
-    (
-        "eth",
-        true,
-        "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
-    ),
-    (
-        "verbs",
-        false,
-        "rdma-core verbs RC queue pairs: not in this build yet",
-    ),
-];
-
 pub(crate) fn check_transport(t: &str) -> Result<(), String> {
-    match TRANSPORTS.iter().find(|x| x.0 == t) {
-        Some((_, true, _)) => Ok(()),
-        Some((name, false, why)) => Err(format!(
-            "transport `{name}` is not available ({why}); run with --transport loop, or see `rmx info`"
-        )),
-        None => Err(format!(
-            "unknown transport `{t}`; choose one of: loop, eth, verbs (see `rmx info`)"
-        )),
-    }
+    rmx_linux::transport::registry::find(t).map(|_| ())
 }
 
 /// The largest eager message: where the benchmarks' sizes end by default.

@@ -21,6 +21,13 @@ pub fn new_key() -> Result<SealKey, String> {
     Ok(SealKey::from_bytes(b))
 }
 
+/// Raw Ethernet in the transport registry.
+pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+    name: "eth",
+    about: "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
+    built: true,
+};
+
 /// What raw Ethernet can do, before a port knows its interface (the
 /// receive pool and the MTU come from the port): messages only, no RDMA,
 /// frames may be lost, and sends gather from memory through the CPU.

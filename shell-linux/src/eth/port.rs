@@ -282,6 +282,35 @@ impl EthPort {
         self.max_packet
     }
 
+    /// What this port tells the job's other ranks: its address, and a key
+    /// it offers for the job's frames (the job seals under rank 0's).
+    pub fn address(&self) -> Result<Vec<u8>, String> {
+        let mut b = self.me.to_bytes().to_vec();
+        b.extend_from_slice(&super::new_key()?.to_bytes());
+        Ok(b)
+    }
+
+    /// Makes this port rank `rank` of the job whose ranks told `all` (by
+    /// rank, each what [`address`](Self::address) gave).
+    pub fn join(&mut self, rank: u16, all: &[Vec<u8>]) -> Result<(), String> {
+        const LEN: usize = EthAddr::LEN + SealKey::LEN;
+        let mut addrs = Vec::with_capacity(all.len());
+        let mut key = None;
+        for (r, b) in all.iter().enumerate() {
+            let b: &[u8; LEN] = b.as_slice().try_into().map_err(|_| {
+                format!(
+                    "rank {rank}: rank {r} has no eth address ({} bytes)",
+                    b.len()
+                )
+            })?;
+            let (a, k) = b.split_at(EthAddr::LEN);
+            addrs.push(EthAddr::from_bytes(a.try_into().expect("8 bytes")));
+            key.get_or_insert(SealKey::from_bytes(k.try_into().expect("16 bytes")));
+        }
+        let key = key.ok_or("a job of no ranks")?;
+        self.connect(rank, &addrs, key)
+    }
+
     /// Makes this port rank `rank` of a job whose ranks have the addresses
     /// `peers` (by rank) and seal their frames under `key`. `Err` if
     /// `peers[rank]` is not this port or two ranks share an address.

@@ -33,6 +33,13 @@ use engine::{Engine, Job};
 use region::{access, KeyError, Mr, Pd, RegisterError};
 use ring::{RecvRing, Reposts};
 
+/// `loop` in the transport registry: the default.
+pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+    name: "loop",
+    about: "in-process software NIC with verbs semantics (default)",
+    built: true,
+};
+
 /// Sizes of the software NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LoopConfig {

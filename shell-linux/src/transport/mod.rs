@@ -11,6 +11,7 @@ mod any;
 #[cfg(test)]
 pub(crate) mod delayed;
 mod events;
+pub mod registry;
 
 pub use any::AnyPort;
 pub use events::{Events, FdEvents};
