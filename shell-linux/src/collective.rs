@@ -1,18 +1,16 @@
-//! Collectives among all ranks of a job, run from the core's schedules
-//! ([`rmx_core::collective::Plan`]): each round's receives are posted, then
-//! its sends, all waited for, then its reduction applied. Their messages
-//! travel in a context of their own, tagged with the collective's number,
-//! the round and the part, so they never match the application's messages
-//! nor another collective's.
+//! Collectives among all ranks of a job, run by the core's runner
+//! ([`rmx_core::collective::Run`]): each exchange's receives are posted,
+//! then its sends, all waited for, then the reduction it asks for applied.
+//! The context and tags of their messages are the core's, so they never
+//! match the application's messages nor another collective's.
 
-use rmx_core::collective::{reduce, Collective, Int, Op, Plan, PlanError, ReduceError};
+use rmx_core::collective::{
+    Buffer, Collective, Int, Op, PlanError, ReduceError, Run, Step, CONTEXT,
+};
 use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
 
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
-
-/// The communication context of collectives' messages.
-pub const COLLECTIVE_CONTEXT: u16 = 0xC011;
 
 /// Why a collective did not complete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,11 +26,6 @@ pub enum CollectiveError {
     Recv(RecvError),
     /// A peer failed during the collective.
     Failed(RecvFault),
-}
-
-/// The tag of part `part` of round `index` of collective `seq`.
-fn tag(seq: u16, index: u16, part: u8) -> u32 {
-    (seq as u32) << 16 | (index as u32) << 1 | part as u32
 }
 
 impl<T: Transport + 'static> Rank<T> {
@@ -85,7 +78,10 @@ impl<T: Transport + 'static> Rank<T> {
         data: &mut [u8],
         op: Option<(Op, Int)>,
     ) -> Result<(), CollectiveError> {
-        let plan = Plan::new(what, self.size(), self.rank()).map_err(CollectiveError::Plan)?;
+        let seq = self.collectives;
+        let mut run =
+            Run::new(what, self.size(), self.rank(), seq).map_err(CollectiveError::Plan)?;
+        let plan = *run.plan();
         if plan.data_len() != data.len() {
             return Err(CollectiveError::Length {
                 want: plan.data_len(),
@@ -100,7 +96,6 @@ impl<T: Transport + 'static> Rank<T> {
                 }));
             }
         }
-        let seq = self.collectives;
         self.collectives = self.collectives.wrapping_add(1);
         // Small reductions (a fence's counts) reduce on the stack.
         let mut small = [0u8; 256];
@@ -112,67 +107,65 @@ impl<T: Transport + 'static> Rank<T> {
                 &mut big
             }
         };
-        for index in 0..plan.rounds() {
-            let Some(round) = plan.round(index) else {
-                continue;
-            };
-            // At most two receives and two sends a round; on an error,
-            // those posted already are ended before the buffers' borrows do.
-            let mut reqs: Vec<Req> = Vec::with_capacity(4);
-            for m in round.recvs.iter().flatten() {
-                let into = if round.reduce {
-                    &mut scratch[m.span.range()]
-                } else {
-                    &mut data[m.span.range()]
-                };
-                let t = TagSel::Tag(tag(seq, index, m.part));
-                // SAFETY: waited for (or cancelled) below, before the
-                // buffers' borrows end; no send of this round reads the
-                // bytes it receives into.
-                let r = unsafe {
-                    self.irecv_in(
-                        Source::Rank(m.peer),
-                        t,
-                        COLLECTIVE_CONTEXT,
-                        into.as_mut_ptr(),
-                        into.len(),
-                    )
-                };
-                match r {
-                    Ok(r) => reqs.push(r),
-                    Err(e) => {
-                        self.abandon(reqs);
-                        return Err(CollectiveError::Recv(e));
+        loop {
+            match run.step() {
+                Step::Done => return Ok(()),
+                Step::Reduce { spans } => {
+                    if let Some((op, ty)) = op {
+                        Run::reduce(spans, op, ty, data, scratch)
+                            .map_err(CollectiveError::Reduce)?;
                     }
                 }
-            }
-            for m in round.sends.iter().flatten() {
-                let from = &data[m.span.range()];
-                let t = tag(seq, index, m.part);
-                // SAFETY: as above.
-                let r = unsafe {
-                    self.isend_in(m.peer, t, COLLECTIVE_CONTEXT, from.as_ptr(), from.len())
-                };
-                match r {
-                    Ok(r) => reqs.push(r),
-                    Err(e) => {
-                        self.abandon(reqs);
-                        return Err(CollectiveError::Send(e));
+                Step::Exchange { recvs, sends } => {
+                    // At most two receives and two sends; on an error,
+                    // those posted already are ended before the buffers'
+                    // borrows do.
+                    let mut reqs: Vec<Req> = Vec::with_capacity(4);
+                    for p in recvs.iter().flatten() {
+                        let into = match p.buffer {
+                            Buffer::Data => &mut data[p.span.range()],
+                            Buffer::Scratch => &mut scratch[p.span.range()],
+                        };
+                        // SAFETY: waited for (or cancelled) below, before
+                        // the buffers' borrows end; no send of this
+                        // exchange reads the bytes it receives into.
+                        let r = unsafe {
+                            self.irecv_in(
+                                Source::Rank(p.peer),
+                                TagSel::Tag(p.tag),
+                                CONTEXT,
+                                into.as_mut_ptr(),
+                                into.len(),
+                            )
+                        };
+                        match r {
+                            Ok(r) => reqs.push(r),
+                            Err(e) => {
+                                self.abandon(reqs);
+                                return Err(CollectiveError::Recv(e));
+                            }
+                        }
                     }
-                }
-            }
-            if let Some(f) = self.wait_all(reqs) {
-                return Err(CollectiveError::Failed(f));
-            }
-            if let (true, Some((op, ty))) = (round.reduce, op) {
-                for m in round.recvs.iter().flatten() {
-                    let at = m.span.range();
-                    reduce(op, ty, &mut data[at.clone()], &scratch[at])
-                        .map_err(CollectiveError::Reduce)?;
+                    for p in sends.iter().flatten() {
+                        let from = &data[p.span.range()];
+                        // SAFETY: as above.
+                        let r = unsafe {
+                            self.isend_in(p.peer, p.tag, CONTEXT, from.as_ptr(), from.len())
+                        };
+                        match r {
+                            Ok(r) => reqs.push(r),
+                            Err(e) => {
+                                self.abandon(reqs);
+                                return Err(CollectiveError::Send(e));
+                            }
+                        }
+                    }
+                    if let Some(f) = self.wait_all(reqs) {
+                        return Err(CollectiveError::Failed(f));
+                    }
                 }
             }
         }
-        Ok(())
     }
 }
 
@@ -181,6 +174,7 @@ mod tests {
     use super::*;
     use crate::loopnic::{Fabric, LoopConfig};
     use crate::rank::loop_config;
+    use rmx_core::collective::{tag, Plan};
     use rmx_core::Sizes;
 
     /// A collective whose send is refused after its receive was posted
@@ -228,7 +222,7 @@ mod tests {
                     // Lets the peer's send complete.
                     let mut scratch = vec![0u8; BLOCK];
                     let t = TagSel::Tag(tag(0, 0, part));
-                    r.recv_in(Source::Rank(1), t, COLLECTIVE_CONTEXT, &mut scratch)
+                    r.recv_in(Source::Rank(1), t, CONTEXT, &mut scratch)
                         .expect("the block");
                 }
                 assert!(!landed, "a block landed after the collective returned");
@@ -240,16 +234,8 @@ mod tests {
                     .expect("go");
                 let block = [0xABu8; BLOCK];
                 // SAFETY: waited for at once.
-                let q = unsafe {
-                    r.isend_in(
-                        0,
-                        tag(0, 0, part),
-                        COLLECTIVE_CONTEXT,
-                        block.as_ptr(),
-                        BLOCK,
-                    )
-                }
-                .expect("block");
+                let q = unsafe { r.isend_in(0, tag(0, 0, part), CONTEXT, block.as_ptr(), BLOCK) }
+                    .expect("block");
                 r.send(0, 2, b"done").expect("done");
                 r.wait(q);
             });
