@@ -5,5 +5,8 @@
 
 mod design;
 
-pub use crate::wire::onesided::{Descriptor, Float, OpHeader, RmaError, RmaKind, Window, HEADER};
+pub use crate::wire::onesided::{
+    channel, imm, tag, Descriptor, Float, OpHeader, RmaError, RmaKind, Window, CONTEXT, HEADER,
+    INLINE, MAX_GETS,
+};
 pub use design::{Design, Opening, Steps, TargetCompletion};

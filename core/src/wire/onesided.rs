@@ -40,6 +40,47 @@ pub struct Window {
     pub key: u32,
 }
 
+/// The communication context of one-sided operations' messages.
+pub const CONTEXT: u16 = 0xC012;
+
+/// Gets one rank may have outstanding in one epoch: a get's number tags its
+/// reply, below the channels.
+pub const MAX_GETS: u32 = 0xFF00;
+
+// Gets' numbers stay below the channels.
+const _: () = assert!(MAX_GETS < channel::FLAG);
+
+/// The channels of a window's messages in an epoch, beside gets' replies.
+pub mod channel {
+    /// Operations' headers (with their data when it is [`INLINE`](super::INLINE) bytes or less).
+    pub const HEADERS: u32 = 0xFFFE;
+    /// An operation's data, after its header, when it did not fit there.
+    pub const DATA: u32 = 0xFFFD;
+    /// A finish message: every operation before it on its channel landed.
+    pub const FINISH: u32 = 0xFFFC;
+    /// The all-pairs flag that opens the next epoch.
+    pub const FLAG: u32 = 0xFFFB;
+}
+
+/// The most data that travels in an operation's header message; larger
+/// data follows in a message of its own, so the target receives it
+/// straight into a buffer of the size the header announced.
+pub const INLINE: usize = 256;
+
+/// The tag of a message of window `window` in `epoch`: `what` is a
+/// [`channel`] or a get's number. Eight bits of each number travel: a
+/// window's messages of epochs 256 apart never coexist, as every epoch ends
+/// with a fence.
+pub const fn tag(window: u16, epoch: u16, what: u32) -> u32 {
+    (window as u32 & 0xFF) << 24 | (epoch as u32 & 0xFF) << 16 | (what & 0xFFFF)
+}
+
+/// The immediate a put of `window` in `epoch` carries (Fence-Imm-RI): the
+/// target counts them per window and epoch.
+pub const fn imm(window: u16, epoch: u16) -> u32 {
+    (window as u32) << 16 | epoch as u32
+}
+
 /// A rank's window as creation swaps it: what peers check their accesses
 /// against, and where RDMA reaches it (immediate designs; zero otherwise).
 ///
@@ -327,6 +368,16 @@ mod tests {
             offset,
             id: 77,
         }
+    }
+
+    #[test]
+    fn tags_and_immediates_keep_windows_epochs_and_channels_apart() {
+        assert_eq!(tag(1, 2, channel::HEADERS), 0x0102_FFFE);
+        assert_ne!(tag(1, 2, channel::DATA), tag(1, 2, channel::FINISH));
+        assert_ne!(tag(1, 2, 5), tag(1, 3, 5));
+        assert_ne!(tag(1, 2, 5), tag(2, 2, 5));
+        assert_eq!(imm(3, 7), 0x0003_0007);
+        assert_ne!(imm(3, 7), imm(7, 3));
     }
 
     #[test]

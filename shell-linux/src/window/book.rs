@@ -13,10 +13,7 @@ pub fn wr_id(window: u16, seq: u32) -> u64 {
     (window as u64) << 32 | seq as u64
 }
 
-/// The immediate a put of `window` in `epoch` carries.
-pub fn imm(window: u16, epoch: u16) -> u32 {
-    (window as u32) << 16 | epoch as u32
-}
+pub use rmx_core::onesided::imm;
 
 /// A window's finished operations.
 #[derive(Debug, Default)]

@@ -15,8 +15,7 @@ use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
 
-/// The most data that travels in the header's message.
-pub const INLINE: usize = 256;
+pub use rmx_core::onesided::INLINE;
 
 pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
     WinError::Collective(CollectiveError::Send(e))

@@ -38,11 +38,11 @@ use crate::transport::Transport;
 use immediate::Immediate;
 use memory::WinMemory;
 
-/// The communication context of one-sided operations.
-pub const RMA_CONTEXT: u16 = 0xC012;
-
-/// Gets one rank may have outstanding in one epoch.
-pub const MAX_GETS: u32 = 0xFF00;
+use rmx_core::onesided::{
+    channel::{DATA, FINISH, FLAG, HEADERS},
+    tag,
+};
+pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
 
 /// Why a window call failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -162,20 +162,10 @@ pub struct Win {
     imm: Option<Immediate>,
 }
 
-/// Tag of a message of window `id` in `epoch`: `what` is one of the
-/// channels below or a get's number.
-fn tag(id: u16, epoch: u16, what: u32) -> u32 {
-    (id as u32 & 0xFF) << 24 | (epoch as u32 & 0xFF) << 16 | (what & 0xFFFF)
-}
 /// The `i`th native-endian u32 of a count vector a collective reduced.
 fn u32_at(b: &[u8], i: usize) -> u32 {
     u32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"))
 }
-
-const HEADERS: u32 = 0xFFFE;
-const DATA: u32 = 0xFFFD;
-const FINISH: u32 = 0xFFFC;
-const FLAG: u32 = 0xFFFB;
 
 impl<T: Transport + 'static> Rank<T> {
     /// Creates a window of `len` bytes (zeroed) whose displacements count
