@@ -38,7 +38,7 @@ pub type CoreEndpoint = Endpoint<Heap, Option<ShellReuse>>;
 
 // The per-peer budget (1 KiB before buffers) is checked at compile time.
 /// The communication context of the application's messages.
-const USER_CONTEXT: u16 = 0;
+const USER_CONTEXT: u16 = rmx_core::wire::context::USER;
 
 const _: () = assert!(CoreEndpoint::PEER_BYTES <= 1024);
 

@@ -9,7 +9,7 @@ use super::reduce::{reduce, Int, Op, ReduceError};
 
 /// The communication context of collectives' messages: they never match
 /// the application's.
-pub const CONTEXT: u16 = 0xC011;
+pub const CONTEXT: u16 = crate::wire::context::COLLECTIVE;
 
 /// The tag of part `part` of round `round` of collective number `seq` (a
 /// group's count of collectives, wrapping): the same at sender and

@@ -13,3 +13,15 @@ pub mod packed;
 pub mod rendezvous;
 
 pub use header::*;
+
+/// The communication contexts of the header's `context` field that rmx
+/// uses itself, in one place so that none is taken twice: messages match
+/// only within their context.
+pub mod context {
+    /// The application's point-to-point messages.
+    pub const USER: u16 = 0;
+    /// Collectives' messages ([`crate::collective::Run`]).
+    pub const COLLECTIVE: u16 = 0xC011;
+    /// One-sided operations' messages ([`crate::wire::onesided`]).
+    pub const ONESIDED: u16 = 0xC012;
+}

@@ -41,7 +41,7 @@ pub struct Window {
 }
 
 /// The communication context of one-sided operations' messages.
-pub const CONTEXT: u16 = 0xC012;
+pub const CONTEXT: u16 = super::context::ONESIDED;
 
 /// Gets one rank may have outstanding in one epoch: a get's number tags its
 /// reply, below the channels.
