@@ -310,7 +310,7 @@ impl Wire {
                 let all = swap.swap(me, k, mine);
                 let mut port = opened?;
                 port.join(me, &all?)?;
-                Ok(port.into())
+                Ok(AnyPort::from(port).with_faults(net.opts.faults))
             }
         }
     }

@@ -24,6 +24,7 @@ use rmx_core::{
 };
 
 use crate::clock::now_ns;
+use crate::eth::EthPort;
 use crate::monitor::{Monitor, Queue};
 use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
@@ -1049,10 +1050,7 @@ impl Rank<AnyPort> {
     /// This rank's address on an `eth` network (the interface's MAC and
     /// the endpoint number the job gave it); `None` on other transports.
     pub fn eth_addr(&self) -> Option<rmx_core::wire::frame::EthAddr> {
-        self.with_ref(|d| match &d.nic.port {
-            AnyPort::Eth(p) => Some(p.addr()),
-            _ => None,
-        })
+        self.with_ref(|d| d.nic.port.eth().map(EthPort::addr))
     }
 }
 

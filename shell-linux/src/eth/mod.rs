@@ -9,7 +9,8 @@ pub mod qdisc;
 pub mod ring;
 pub mod socket;
 
-pub use port::{EthOpts, EthPort, Faults};
+pub use crate::transport::Faults;
+pub use port::{EthOpts, EthPort};
 pub use socket::RawSocket;
 
 use rmx_core::wire::frame::SealKey;

@@ -38,40 +38,6 @@ const BATCH: usize = 32;
 /// Gather entries a frame has at most besides its Ethernet header.
 const MAX_SGES: usize = 3;
 
-/// Faults injected on receive, in parts per million of frames.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Faults {
-    pub loss_ppm: u32,
-    pub dup_ppm: u32,
-    /// A frame held back and delivered after the next one.
-    pub reorder_ppm: u32,
-    pub seed: u64,
-}
-
-impl Faults {
-    /// Faults from percentages (as `rmx lab` and netem take them); `Err`
-    /// names the value outside 0–100.
-    pub fn percent(loss: f64, dup: f64, reorder: f64, seed: u64) -> Result<Faults, String> {
-        let ppm = |name: &str, p: f64| {
-            if (0.0..=100.0).contains(&p) {
-                Ok((p * 10_000.0).round() as u32)
-            } else {
-                Err(format!("--{name} {p}: give a percentage from 0 to 100"))
-            }
-        };
-        Ok(Faults {
-            loss_ppm: ppm("loss", loss)?,
-            dup_ppm: ppm("dup", dup)?,
-            reorder_ppm: ppm("reorder", reorder)?,
-            seed,
-        })
-    }
-
-    fn any(&self) -> bool {
-        self.loss_ppm + self.dup_ppm + self.reorder_ppm > 0
-    }
-}
-
 /// How an `eth` endpoint is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EthOpts {
@@ -90,7 +56,9 @@ pub struct EthOpts {
     /// Receive through a PACKET_MMAP ring (polling an empty ring costs no
     /// system call) rather than `recvmmsg`.
     pub rx_ring: bool,
-    pub faults: Faults,
+    /// Faults the job injects on receive (as a [`crate::transport::Faulty`]
+    /// decorator around the port; the port itself injects none).
+    pub faults: crate::transport::Faults,
 }
 
 impl Default for EthOpts {
@@ -102,7 +70,7 @@ impl Default for EthOpts {
             max_packet: 16384,
             batch: 16,
             rx_ring: true,
-            faults: Faults::default(),
+            faults: crate::transport::Faults::default(),
         }
     }
 }
@@ -168,8 +136,6 @@ pub struct EthPort {
     /// Buffers with a checked packet, not yet polled.
     ready: VecDeque<u32>,
     /// A frame held back by injected reordering.
-    late: Option<u32>,
-    rng: u64,
     /// Registered ranges by key − 1; a gather entry must lie in its key's.
     regs: Vec<Option<(usize, usize)>>,
     regs_free: Vec<u32>,
@@ -261,8 +227,6 @@ impl EthPort {
             held: vec![false; n],
             free: (0..n as u32).rev().collect(),
             ready: VecDeque::new(),
-            late: None,
-            rng: opts.faults.seed | 1,
             regs: Vec::new(),
             regs_free: Vec::new(),
             queue: Vec::with_capacity(BATCH),
@@ -342,14 +306,6 @@ impl EthPort {
         Ok(())
     }
 
-    /// The next pseudo-random draw below one million (xorshift).
-    fn draw(&mut self) -> u32 {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng % 1_000_000) as u32
-    }
-
     /// Checks a received frame in buffer `b` of `len` bytes; queues it for
     /// the core or gives the buffer back.
     fn accept(&mut self, b: u32, len: usize) {
@@ -375,10 +331,10 @@ impl EthPort {
                     Some(n)
                         if peers.get(u16::from_le_bytes([n[0], n[1]]) as usize) == Some(&f.src) =>
                     {
-                        return self.take(b, len, f.packet.len() as u32);
+                        return self.take(b, f.packet.len() as u32);
                     }
                     None if ranks.contains_key(&f.src) => {
-                        return self.take(b, len, f.packet.len() as u32);
+                        return self.take(b, f.packet.len() as u32);
                     }
                     _ => &mut c.unknown_source,
                 },
@@ -388,38 +344,12 @@ impl EthPort {
         self.free.push(b);
     }
 
-    /// Hands the core a frame that passed every check: buffer `b` of `len`
-    /// bytes with a packet of `plen`, through the injected faults if any.
-    fn take(&mut self, b: u32, len: usize, plen: u32) {
-        let at = b as usize * self.buf_size;
+    /// Hands the core a frame that passed every check: buffer `b` with a
+    /// packet of `plen` bytes.
+    fn take(&mut self, b: u32, plen: u32) {
         self.lens[b as usize] = plen;
         self.counters.frames_in += 1;
-        if !self.opts.faults.any() {
-            self.ready.push_back(b);
-            return;
-        }
-        let faults = self.opts.faults;
-        if self.draw() < faults.loss_ppm {
-            self.counters.injected_drops += 1;
-            self.free.push(b);
-            return;
-        }
-        if self.draw() < faults.dup_ppm {
-            if let Some(c) = self.free.pop() {
-                let (src, dst) = (at, c as usize * self.buf_size);
-                self.rx.copy_within(src..src + len, dst);
-                self.lens[c as usize] = plen;
-                self.ready.push_back(c);
-            }
-        }
-        if self.late.is_none() && self.draw() < faults.reorder_ppm {
-            self.late = Some(b);
-            return;
-        }
         self.ready.push_back(b);
-        if let Some(l) = self.late.take() {
-            self.ready.push_back(l);
-        }
     }
 
     /// Copies what the ring holds, up to a batch, into free buffers.
@@ -445,11 +375,6 @@ impl EthPort {
         }
         for &(b, len, pkttype, cut) in &got[..n] {
             self.classify(b, len, pkttype, cut);
-        }
-        if n == 0 {
-            if let Some(l) = self.late.take() {
-                self.ready.push_back(l);
-            }
         }
     }
 
@@ -551,11 +476,6 @@ impl EthPort {
         }
         for &b in bufs[got..n].iter().rev() {
             self.free.push(b);
-        }
-        if got == 0 {
-            if let Some(l) = self.late.take() {
-                self.ready.push_back(l);
-            }
         }
     }
 

@@ -5,7 +5,7 @@
 
 use rmx_core::{Caps, PostError, RdmaOp, RegError};
 
-use super::{Completion, Counters, Events, Mr, Recv, Sge, Transport};
+use super::{Completion, Counters, Events, Faulty, Mr, Recv, Sge, Transport};
 use crate::eth::EthPort;
 use crate::loopnic::Port;
 
@@ -16,6 +16,29 @@ use crate::loopnic::Port;
 pub enum AnyPort {
     Loop(Port),
     Eth(EthPort),
+    /// Any of them with faults injected (tests and lossy benchmarks only:
+    /// the box costs an indirection).
+    Faulty(Box<Faulty<AnyPort>>),
+}
+
+impl AnyPort {
+    /// This port with `faults` injected on receive, if there are any.
+    pub fn with_faults(self, faults: super::Faults) -> AnyPort {
+        if faults.any() {
+            AnyPort::Faulty(Box::new(Faulty::new(self, faults)))
+        } else {
+            self
+        }
+    }
+
+    /// The `eth` port beneath any decorator, if this is one.
+    pub fn eth(&self) -> Option<&EthPort> {
+        match self {
+            AnyPort::Eth(p) => Some(p),
+            AnyPort::Faulty(f) => f.inner().eth(),
+            AnyPort::Loop(_) => None,
+        }
+    }
 }
 
 impl From<Port> for AnyPort {
@@ -30,12 +53,36 @@ impl From<EthPort> for AnyPort {
     }
 }
 
+/// A boxed port as the reference it was matched by, shared or not.
+trait Unbox {
+    type Port;
+    fn unbox(self) -> Self::Port;
+}
+
+impl<'a, T> Unbox for &'a Box<T> {
+    type Port = &'a T;
+    fn unbox(self) -> &'a T {
+        self
+    }
+}
+
+impl<'a, T> Unbox for &'a mut Box<T> {
+    type Port = &'a mut T;
+    fn unbox(self) -> &'a mut T {
+        self
+    }
+}
+
 /// Calls `$call` on whichever port this is.
 macro_rules! each {
     ($self:expr, $p:ident => $call:expr) => {
         match $self {
             AnyPort::Loop($p) => $call,
             AnyPort::Eth($p) => $call,
+            AnyPort::Faulty(b) => {
+                let $p = Unbox::unbox(b);
+                $call
+            }
         }
     };
 }

@@ -11,10 +11,12 @@ mod any;
 #[cfg(test)]
 pub(crate) mod delayed;
 mod events;
+mod faulty;
 pub mod registry;
 
 pub use any::AnyPort;
 pub use events::{Events, FdEvents};
+pub use faulty::{Faults, Faulty};
 
 use rmx_core::{Caps, PostError, RdmaOp, RegError, WcResult};
 
