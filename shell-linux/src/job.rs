@@ -173,6 +173,21 @@ impl Net {
         }
     }
 
+    /// The network with `faults` injected on receive; `Err` where the
+    /// transport's core runs without its reliability layer (`loop` is
+    /// reliable, so lost packets would be lost messages).
+    pub fn with_faults(&self, faults: crate::transport::Faults) -> Result<Net, String> {
+        match self {
+            Net::Eth(e) => Ok(Net::Eth(EthNet {
+                opts: EthOpts { faults, ..e.opts },
+                ..e.clone()
+            })),
+            Net::Loop(_) => {
+                Err("faults need a lossy transport's reliability layer: use --transport eth".into())
+            }
+        }
+    }
+
     /// The fence designs this network's transport carries.
     pub fn designs(&self) -> Vec<rmx_core::onesided::Design> {
         let caps = self.caps();

@@ -173,10 +173,7 @@ fn run(cli: Cli) -> Result<(), String> {
             iters,
             transport,
             iface,
-        }) => match transport.as_str() {
-            "eth" => suite_eth(&out, iters, iface),
-            t => check_transport(t).and_then(|()| suite(&out, iters)),
-        },
+        }) => suite(&out, iters, &transport, iface),
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
         Cmd::Lab(cmd) => lab(cmd),
         Cmd::Bench(BenchCmd::Spectrum {

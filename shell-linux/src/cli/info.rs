@@ -61,6 +61,7 @@ pub(crate) fn info(json_out: bool) {
         name: n,
         built: a,
         about: d,
+        ..
     } in &TRANSPORTS
     {
         println!(

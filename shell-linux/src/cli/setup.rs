@@ -103,11 +103,6 @@ pub(crate) fn two_ranks(started: &str) -> String {
     format!("this benchmark has 2 ranks, the launcher started {started}: use mpiexec.hydra -n 2")
 }
 
-/// `loop` with its default settings.
-pub(crate) fn loop_net() -> Net {
-    Net::Loop(LoopConfig::default())
-}
-
 /// The network a benchmark runs on, and the lab made for it (removed when
 /// dropped). `launchable`: the benchmark also runs as one rank per process
 /// under a PMI launcher (`mpiexec -n 2 rmx bench …`).

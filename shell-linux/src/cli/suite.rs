@@ -1,8 +1,8 @@
 //! `rmx bench suite`: every benchmark of a transport, a Markdown report with plots.
 
-use rmx_core::onesided::Design;
+use rmx_core::Caps;
 use rmx_linux::bench::{self, report::Report, Opts};
-use rmx_linux::job::{EthNet, Net};
+use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
 
 use super::*;
@@ -53,160 +53,82 @@ pub(crate) fn suite_opts(transport: &str, iters: u64) -> Opts {
     }
 }
 
-pub(crate) fn suite(out: &std::path::Path, iters: u64) -> Result<(), String> {
-    check_iters(iters)?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let o = suite_opts("loop", iters);
-    let mut md = String::from("# rmx benchmark report\n\n");
-    let cfg = rmx_linux::rank::loop_config();
-    let r = bench::pingpong::run(&o, cfg, &loop_net(), &[]);
-    record(out, &mut md, "pingpong", &r)?;
-    r.svg(
-        &out.join("pingpong.svg"),
-        &[
-            ("latency_us", "rmx latency"),
-            ("floor_us", "shared-memory floor"),
-        ],
-        "one-way latency (us)",
-    )?;
-    // One streaming run serves both the message-rate and the bandwidth plot.
-    let setups = bench::rate::Setup::PAPER;
-    let r = bench::rate::run("msgrate", &o, cfg, &loop_net(), &setups);
-    record(out, &mut md, "msgrate", &r)?;
-    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
-    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw.svg"))?;
-    md.push_str("![bw](bw.svg)\n\n");
-    let cache = [
-        bench::rate::Setup::new(5, true),
-        bench::rate::Setup {
-            header_cache: false,
-            ..bench::rate::Setup::new(5, true)
-        },
-    ];
-    let small = Opts {
-        min_size: 8,
-        max_size: 512,
-        ..o.clone()
-    };
-    let r = bench::rate::run("header-cache", &small, cfg, &loop_net(), &cache);
-    record(out, &mut md, "header-cache", &r)?;
-    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("header-cache.svg"))?;
-    large_messages(out, &mut md, &o)?;
-    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), true);
-    record(out, &mut md, "memory", &r)?;
-    memory_plot(&r, &out.join("memory.svg"))?;
-    // Zero-copy eager sends of reused buffers, where the monitor they need runs.
-    match reuse_ready() {
-        Ok(cal) => {
-            let o = Opts {
-                min_size: 128,
-                ..o.clone()
-            };
-            let cfg = rmx_linux::rank::loop_config();
-            let r = bench::eager_reuse::run(&o, cfg, &loop_net(), &cal);
-            record(out, &mut md, "eager-reuse", &r)?;
-            r.svg_linear(
-                &out.join("eager-reuse.svg"),
-                &[
-                    ("improvement_pct", "measured improvement"),
-                    ("theoretical_pct", "one copy / copy-path latency"),
-                ],
-                "latency improvement (%)",
-            )?;
-            let r = bench::spectrum::run(&o, cfg, &loop_net(), &cal, 1000);
-            record(out, &mut md, "spectrum", &r)?;
-            bench::spectrum::plot(&r, &out.join("spectrum.svg"))?;
-        }
-        Err(e) => {
-            eprintln!("rmx: skipping eager-reuse and spectrum: {e}");
-            md.push_str(&format!("## eager-reuse, spectrum\n\nNot run: {e}\n\n"));
-        }
-    }
-    // One-sided: the collectives the fences use, and the deferred fence.
-    let few = Opts {
-        iters: (iters / 10).max(100),
-        warmup: 20,
-        min_size: 16,
-        max_size: 4096,
-        ..o.clone()
-    };
-    let r = bench::collectives::run(&few, cfg, &[2, 4], |_| loop_net());
-    record(out, &mut md, "collectives", &r)?;
-    let path = out.join("collectives.svg");
-    r.svg_by_ranks(&path, "collective", "latency_us", |_| true, "latency (us)")?;
-    let all = Design::ALL;
-    let r = bench::fence::run(
-        &few,
-        cfg,
-        &[2, 4],
-        &all,
-        &bench::fence::PATTERNS,
-        &loop_net(),
-    );
-    record(out, &mut md, "fence", &r)?;
-    // One 16-byte put to the next rank (Fig. 8), beside the barrier.
-    let keep = |row: &serde_json::Value| row["pattern"] == "single" || row["design"] == "barrier";
-    r.svg_by_ranks(
-        &out.join("fence.svg"),
-        "design",
-        "fence_us",
-        keep,
-        "fence (us)",
-    )?;
-    // The shape at scale, in the model.
-    let m = bench::sim::Model::IB_DDR;
-    let sizes = group_sizes(None, 0, true)?;
-    let r = bench::sim::collectives_report(&few, &m, &sizes);
-    record(out, &mut md, "collectives-sim", &r)?;
-    let y = "latency (us)";
-    r.svg_by_ranks(
-        &out.join("collectives-sim.svg"),
-        "collective",
-        "latency_us",
-        |_| true,
-        y,
-    )?;
-    let r = bench::sim::fence_report(&few, &m, &all, &["zero", "neighbours"], &sizes);
-    record(out, &mut md, "fence-sim", &r)?;
-    for p in ["zero", "neighbours"] {
-        let path = out.join(format!("fence-sim-{p}.svg"));
-        let keep = |row: &serde_json::Value| row["pattern"] == p || row["design"] == "barrier";
-        r.svg_by_ranks(&path, "design", "fence_us", keep, "fence (us)")?;
-        md.push_str(&format!("![fence {p}](fence-sim-{p}.svg)\n\n"));
-    }
-    md.push_str("![collectives](collectives-sim.svg)\n\n");
-    let r = bench::fence::overlap(
-        &Opts {
-            iters: 20,
-            min_size: 1,
-            max_size: 1 << 20,
-            ..few.clone()
-        },
-        cfg,
-        &all,
-        &loop_net(),
-    );
-    record(out, &mut md, "fence-overlap", &r)?;
-    let (curves, names) = r.pivot("design", "overlap_ratio");
-    let series: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), n.as_str())).collect();
-    curves.svg_linear(&out.join("fence-overlap.svg"), &series, "overlap ratio")?;
-    std::fs::write(out.join("report.md"), without_missing_plots(out, &md))
-        .map_err(|e| format!("cannot write report.md: {e}"))?;
-    eprintln!("report written to {}/report.md", out.display());
-    Ok(())
+/// One benchmark of the suite, run where the transport's capabilities
+/// make it mean something.
+struct Member {
+    wants: fn(&Caps) -> bool,
+    run: fn(&mut Suite) -> Result<(), String>,
 }
 
-/// The suite on `eth`: what the wire changes, each beside its floor.
-pub(crate) fn suite_eth(
+/// What every member runs with, and the report it adds to.
+struct Suite<'a> {
+    out: &'a std::path::Path,
+    md: String,
+    /// The eager sizes, the suite's iterations per size.
+    o: Opts,
+    /// Fewer iterations, small sizes: the collectives and fences.
+    few: Opts,
+    cfg: rmx_core::Config,
+    net: Net,
+    caps: Caps,
+    /// The legend of the floor's curve.
+    floor: &'static str,
+}
+
+/// The suite, in the report's order. A new transport gets the members its
+/// [`Caps`] allow: RDMA rows where there is RDMA, lossy rows where the
+/// wire is lossy.
+const MEMBERS: [Member; 8] = [
+    Member {
+        wants: |_| true,
+        run: pingpong,
+    },
+    Member {
+        wants: |_| true,
+        run: msgrate,
+    },
+    Member {
+        wants: |_| true,
+        run: header_cache,
+    },
+    Member {
+        wants: |_| true,
+        run: large_messages,
+    },
+    // The memory of RDMA connections (queue pairs sized in WQEs).
+    Member {
+        wants: |c| c.rdma_write,
+        run: memory_member,
+    },
+    // Zero-copy eager sends pay registrations as RDMA NICs price them.
+    Member {
+        wants: |c| c.rdma_write,
+        run: eager_reuse,
+    },
+    // The fence designs (three of four need RDMA) and the collectives
+    // they are built on, measured and at scale in the model.
+    Member {
+        wants: |c| c.rdma_write,
+        run: one_sided,
+    },
+    // The same wire losing 1% of its packets and reordering 5%.
+    Member {
+        wants: |c| c.lossy,
+        run: lossy,
+    },
+];
+
+/// `rmx bench suite --transport T`: every member `T` wants, into `out`.
+pub(crate) fn suite(
     out: &std::path::Path,
     iters: u64,
+    transport: &str,
     iface: Option<String>,
 ) -> Result<(), String> {
-    use rmx_core::Protocol;
+    let entry = rmx_linux::transport::registry::find(transport)?;
     check_iters(iters)?;
-    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let args = BenchArgs {
-        transport: "eth".into(),
+        transport: transport.into(),
         iface,
         mtu: None,
         loss: None,
@@ -221,120 +143,233 @@ pub(crate) fn suite_eth(
         json: false,
     };
     let (net, _lab) = network(&args, false)?;
-    let o = suite_opts("eth", iters);
-    let cfg = rmx_linux::rank::loop_config();
-    let mut md = String::from("# rmx benchmark report: eth\n\n");
-    let latency = |md: &mut String, name: &str, o: &Opts, net: &Net| -> Result<(), String> {
-        let r = bench::pingpong::run(o, cfg, net, &[]);
-        record(out, md, name, &r)?;
-        r.svg(
-            &out.join(format!("{name}.svg")),
-            &[
-                ("latency_us", "rmx latency"),
-                ("p99_us", "rmx p99"),
-                ("floor_us", "bare-frame floor"),
-            ],
-            "one-way latency (us)",
-        )
-    };
-    // One packet and fragments, where the latency target lies.
-    let small = Opts {
-        max_size: 32 * 1024,
-        ..o.clone()
-    };
-    latency(&mut md, "pingpong", &small, &net)?;
-    let r = bench::rate::run("msgrate", &o, cfg, &net, &bench::rate::Setup::PAPER);
-    record(out, &mut md, "msgrate", &r)?;
-    bench::rate::plot(&r, "msg_per_s", "messages/s", &out.join("msgrate.svg"))?;
-    let big = Opts {
-        min_size: 65536,
-        max_size: RNDV_END,
-        ..o.clone()
-    };
-    latency(&mut md, "pingpong-pull", &big, &net)?;
-    let pull = [bench::rate::Setup::new(10, true).rndv(Protocol::Pull)];
-    let r = bench::rate::run(
-        "bw",
-        &Opts {
-            min_size: 1,
-            ..big.clone()
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let o = suite_opts(transport, iters);
+    let mut s = Suite {
+        out,
+        md: match transport {
+            "loop" => "# rmx benchmark report\n\n".into(),
+            t => format!("# rmx benchmark report: {t}\n\n"),
         },
-        cfg,
-        &net,
-        &pull,
-    );
-    record(out, &mut md, "bw", &r)?;
-    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw.svg"))?;
-    let ov = Opts {
-        min_size: 1,
-        max_size: 1 << 20,
-        iters: (iters / 100).max(20),
-        warmup: 10,
-        ..o.clone()
+        few: Opts {
+            iters: (iters / 10).max(100),
+            warmup: 20,
+            min_size: 16,
+            max_size: 4096,
+            ..o.clone()
+        },
+        o,
+        cfg: rmx_linux::rank::loop_config(),
+        caps: net.caps(),
+        net,
+        floor: entry.floor,
     };
-    for side in [bench::Side::Send, bench::Side::Recv] {
-        let name = format!("overlap-{}", side.name());
-        let r = bench::overlap::run(&ov, cfg, &net, side, &[Protocol::Pull], &[false, true]);
-        record(out, &mut md, &name, &r)?;
-        bench::overlap::plot(&r, &out.join(format!("{name}.svg")))?;
-        let name = format!("progress-{}", side.name());
-        let r = bench::progress::run(&ov, cfg, &net, side, &[Protocol::Pull], &[false, true]);
-        record(out, &mut md, &name, &r)?;
-        bench::progress::plot(&r, &out.join(format!("{name}.svg")))?;
+    let caps = s.caps;
+    for m in MEMBERS.iter().filter(|m| (m.wants)(&caps)) {
+        (m.run)(&mut s)?;
     }
-    // The same wire losing 1% of its frames and reordering 5%.
-    let lossy = match &net {
-        Net::Eth(e) => Net::Eth(EthNet {
-            opts: rmx_linux::eth::EthOpts {
-                faults: rmx_linux::eth::Faults::percent(1.0, 0.0, 5.0, 0x5eed)?,
-                ..e.opts
-            },
-            ..e.clone()
-        }),
-        n => n.clone(),
-    };
-    latency(
-        &mut md,
-        "pingpong-lossy",
-        &Opts {
-            max_size: RNDV_END,
-            ..o.clone()
-        },
-        &lossy,
-    )?;
-    let r = bench::rate::run(
-        "bw-lossy",
-        &Opts {
-            max_size: RNDV_END,
-            ..o.clone()
-        },
-        cfg,
-        &lossy,
-        &pull,
-    );
-    record(out, &mut md, "bw-lossy", &r)?;
-    bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw-lossy.svg"))?;
-    std::fs::write(out.join("report.md"), without_missing_plots(out, &md))
+    std::fs::write(out.join("report.md"), without_missing_plots(out, &s.md))
         .map_err(|e| format!("cannot write report.md: {e}"))?;
     eprintln!("report written to {}/report.md", out.display());
     Ok(())
 }
 
+/// Latency up to the largest message without a rendezvous, beside the floor.
+fn pingpong(s: &mut Suite) -> Result<(), String> {
+    let o = Opts {
+        max_size: s.net.eager_max(&s.cfg) as usize,
+        ..s.o.clone()
+    };
+    let r = bench::pingpong::run(&o, s.cfg, &s.net, &[]);
+    record(s.out, &mut s.md, "pingpong", &r)?;
+    let mut series = vec![("latency_us", "rmx latency")];
+    if r.results.iter().any(|row| row.get("p99_us").is_some()) {
+        series.push(("p99_us", "rmx p99"));
+    }
+    series.push(("floor_us", s.floor));
+    r.svg(&s.out.join("pingpong.svg"), &series, "one-way latency (us)")
+}
+
+/// One streaming run serves both the message-rate and the bandwidth plot.
+fn msgrate(s: &mut Suite) -> Result<(), String> {
+    let setups = bench::rate::Setup::PAPER;
+    let r = bench::rate::run("msgrate", &s.o, s.cfg, &s.net, &setups);
+    record(s.out, &mut s.md, "msgrate", &r)?;
+    bench::rate::plot(&r, "msg_per_s", "messages/s", &s.out.join("msgrate.svg"))?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &s.out.join("bw.svg"))?;
+    s.md.push_str("![bw](bw.svg)\n\n");
+    Ok(())
+}
+
+fn header_cache(s: &mut Suite) -> Result<(), String> {
+    let cache = [
+        bench::rate::Setup::new(5, true),
+        bench::rate::Setup {
+            header_cache: false,
+            ..bench::rate::Setup::new(5, true)
+        },
+    ];
+    let small = Opts {
+        min_size: 8,
+        max_size: 512,
+        ..s.o.clone()
+    };
+    let r = bench::rate::run("header-cache", &small, s.cfg, &s.net, &cache);
+    record(s.out, &mut s.md, "header-cache", &r)?;
+    bench::rate::plot(
+        &r,
+        "msg_per_s",
+        "messages/s",
+        &s.out.join("header-cache.svg"),
+    )
+}
+
+fn memory_member(s: &mut Suite) -> Result<(), String> {
+    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), true);
+    record(s.out, &mut s.md, "memory", &r)?;
+    memory_plot(&r, &s.out.join("memory.svg"))
+}
+
+/// Zero-copy eager sends of reused buffers, where the monitor they need runs.
+fn eager_reuse(s: &mut Suite) -> Result<(), String> {
+    match reuse_ready() {
+        Ok(cal) => {
+            let o = Opts {
+                min_size: 128,
+                ..s.o.clone()
+            };
+            let r = bench::eager_reuse::run(&o, s.cfg, &s.net, &cal);
+            record(s.out, &mut s.md, "eager-reuse", &r)?;
+            r.svg_linear(
+                &s.out.join("eager-reuse.svg"),
+                &[
+                    ("improvement_pct", "measured improvement"),
+                    ("theoretical_pct", "one copy / copy-path latency"),
+                ],
+                "latency improvement (%)",
+            )?;
+            let r = bench::spectrum::run(&o, s.cfg, &s.net, &cal, 1000);
+            record(s.out, &mut s.md, "spectrum", &r)?;
+            bench::spectrum::plot(&r, &s.out.join("spectrum.svg"))
+        }
+        Err(e) => {
+            eprintln!("rmx: skipping eager-reuse and spectrum: {e}");
+            s.md.push_str(&format!("## eager-reuse, spectrum\n\nNot run: {e}\n\n"));
+            Ok(())
+        }
+    }
+}
+
+/// The collectives the fences use, every fence design, the shape at scale
+/// in the model, and how much each design overlaps.
+fn one_sided(s: &mut Suite) -> Result<(), String> {
+    let (out, few, cfg) = (s.out, s.few.clone(), s.cfg);
+    let net = s.net.clone();
+    let r = bench::collectives::run(&few, cfg, &[2, 4], |_| net.clone());
+    record(out, &mut s.md, "collectives", &r)?;
+    let path = out.join("collectives.svg");
+    r.svg_by_ranks(&path, "collective", "latency_us", |_| true, "latency (us)")?;
+    let all = s.net.designs();
+    let r = bench::fence::run(&few, cfg, &[2, 4], &all, &bench::fence::PATTERNS, &s.net);
+    record(out, &mut s.md, "fence", &r)?;
+    // One 16-byte put to the next rank (Fig. 8), beside the barrier.
+    let keep = |row: &serde_json::Value| row["pattern"] == "single" || row["design"] == "barrier";
+    r.svg_by_ranks(
+        &out.join("fence.svg"),
+        "design",
+        "fence_us",
+        keep,
+        "fence (us)",
+    )?;
+    let m = bench::sim::Model::IB_DDR;
+    let sizes = group_sizes(None, 0, true)?;
+    let r = bench::sim::collectives_report(&few, &m, &sizes);
+    record(out, &mut s.md, "collectives-sim", &r)?;
+    let y = "latency (us)";
+    r.svg_by_ranks(
+        &out.join("collectives-sim.svg"),
+        "collective",
+        "latency_us",
+        |_| true,
+        y,
+    )?;
+    let r = bench::sim::fence_report(&few, &m, &all, &["zero", "neighbours"], &sizes);
+    record(out, &mut s.md, "fence-sim", &r)?;
+    for p in ["zero", "neighbours"] {
+        let path = out.join(format!("fence-sim-{p}.svg"));
+        let keep = |row: &serde_json::Value| row["pattern"] == p || row["design"] == "barrier";
+        r.svg_by_ranks(&path, "design", "fence_us", keep, "fence (us)")?;
+        s.md.push_str(&format!("![fence {p}](fence-sim-{p}.svg)\n\n"));
+    }
+    s.md.push_str("![collectives](collectives-sim.svg)\n\n");
+    let r = bench::fence::overlap(
+        &Opts {
+            iters: 20,
+            min_size: 1,
+            max_size: 1 << 20,
+            ..few.clone()
+        },
+        cfg,
+        &all,
+        &s.net,
+    );
+    record(out, &mut s.md, "fence-overlap", &r)?;
+    let (curves, names) = r.pivot("design", "overlap_ratio");
+    let series: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), n.as_str())).collect();
+    curves.svg_linear(&out.join("fence-overlap.svg"), &series, "overlap ratio")
+}
+
+/// Latency to 4 MiB and PULL bandwidth with 1% of packets lost and 5%
+/// reordered on receive.
+fn lossy(s: &mut Suite) -> Result<(), String> {
+    let faults = rmx_linux::transport::Faults::percent(1.0, 0.0, 5.0, 0x5eed)?;
+    let lossy = s.net.with_faults(faults)?;
+    let o = Opts {
+        max_size: RNDV_END,
+        ..s.o.clone()
+    };
+    let r = bench::pingpong::run(&o, s.cfg, &lossy, &[]);
+    record(s.out, &mut s.md, "pingpong-lossy", &r)?;
+    r.svg(
+        &s.out.join("pingpong-lossy.svg"),
+        &[
+            ("latency_us", "rmx latency"),
+            ("p99_us", "rmx p99"),
+            ("floor_us", s.floor),
+        ],
+        "one-way latency (us)",
+    )?;
+    let pull = [bench::rate::Setup::new(10, true).rndv(rmx_core::Protocol::Pull)];
+    let r = bench::rate::run("bw-lossy", &o, s.cfg, &lossy, &pull);
+    record(s.out, &mut s.md, "bw-lossy", &r)?;
+    bench::rate::plot(&r, "mb_per_s", "MB/s", &s.out.join("bw-lossy.svg"))
+}
+
+/// The rendezvous the transport offers: RDMA write and read where it has
+/// them, PULL everywhere.
+fn protocols(caps: &Caps) -> Vec<rmx_core::Protocol> {
+    use rmx_core::Protocol;
+    let mut p = Vec::new();
+    if caps.rdma_write {
+        p.push(Protocol::Rput);
+    }
+    if caps.rdma_read {
+        p.push(Protocol::Rget);
+    }
+    p.push(Protocol::Pull);
+    p
+}
+
 /// The suite's rendezvous part: latency and bandwidth to 4 MiB per
 /// rendezvous, then overlap and progress on both sides.
-pub(crate) fn large_messages(
-    out: &std::path::Path,
-    md: &mut String,
-    o: &Opts,
-) -> Result<(), String> {
-    use rmx_core::Protocol;
-    let cfg = rmx_linux::rank::loop_config();
-    let nic = &loop_net();
-    let all = [Protocol::Rput, Protocol::Rget, Protocol::Pull];
+fn large_messages(s: &mut Suite) -> Result<(), String> {
+    let (out, cfg, nic) = (s.out, s.cfg, &s.net);
+    let md = &mut s.md;
+    let all = protocols(&s.caps);
     let big = Opts {
         min_size: 65536,
         max_size: RNDV_END,
-        ..o.clone()
+        ..s.o.clone()
     };
     let r = bench::pingpong::run(&big, cfg, nic, &all);
     record(out, md, "pingpong-rndv", &r)?;
@@ -355,9 +390,9 @@ pub(crate) fn large_messages(
     let ov = Opts {
         min_size: 1,
         max_size: 1 << 20,
-        iters: (o.iters / 100).max(20),
+        iters: (s.o.iters / 100).max(20),
         warmup: 10,
-        ..o.clone()
+        ..s.o.clone()
     };
     for side in [bench::Side::Send, bench::Side::Recv] {
         let name = format!("overlap-{}", side.name());

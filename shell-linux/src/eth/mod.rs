@@ -27,6 +27,7 @@ pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry:
     name: "eth",
     about: "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
     built: true,
+    floor: "bare-frame floor",
 };
 
 /// What raw Ethernet can do, before a port knows its interface (the

@@ -38,6 +38,7 @@ pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry:
     name: "loop",
     about: "in-process software NIC with verbs semantics (default)",
     built: true,
+    floor: "shared-memory floor",
 };
 
 /// Sizes of the software NIC.

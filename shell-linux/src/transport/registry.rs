@@ -4,12 +4,14 @@
 //! module and one line here.
 
 /// One transport: its name on command lines and in reports, a line about
-/// it, and whether this build carries it.
+/// it, whether this build carries it, and what its benchmarks' floor is
+/// (the legend of the floor's curve).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub name: &'static str,
     pub about: &'static str,
     pub built: bool,
+    pub floor: &'static str,
 }
 
 /// rdma-core verbs, named so that users asking for it learn why it fails.
@@ -17,6 +19,7 @@ const VERBS: Entry = Entry {
     name: "verbs",
     about: "rdma-core verbs RC queue pairs: not in this build yet",
     built: false,
+    floor: "",
 };
 
 /// Every transport, the default first.
