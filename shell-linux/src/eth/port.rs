@@ -31,7 +31,7 @@ use rmx_core::{Caps, PostError, RegError};
 use super::local::{self, LocalError, LocalPath};
 use super::ring::RxRing;
 use super::RawSocket;
-use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport};
+use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport, Work};
 
 /// Frames one system call moves at most.
 const BATCH: usize = 32;
@@ -665,13 +665,17 @@ impl Transport for EthPort {
         self.regs_free.push(i as u32);
     }
 
-    fn post_send(
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        _solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
+        // Messages only: no RDMA, and every send is a frame the socket
+        // call gathers (nothing is sent inline).
+        let Work::Send { sges, .. } = work else {
+            return Err(PostError::Unsupported);
+        };
         let Some(&dst) = self.peers.get(peer as usize) else {
             return Err(PostError::Down);
         };

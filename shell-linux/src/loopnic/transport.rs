@@ -3,7 +3,7 @@
 use rmx_core::{Caps, PostError, RdmaOp, RegError};
 
 use super::{Port, PostErr, Wc};
-use crate::transport::{Completion, Events, Mr, Recv, Sge, Transport};
+use crate::transport::{Completion, Events, Mr, Recv, Transport, Work};
 
 /// What a refused post means to the core.
 fn post_error(e: PostErr) -> PostError {
@@ -64,67 +64,44 @@ impl Transport for Port {
     }
 
     #[inline]
-    fn post_send(
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
-        let r = if solicited {
-            self.post_send_solicited(peer, wr_id, sges)
-        } else {
-            Port::post_send(self, peer, wr_id, sges)
+        let r = match work {
+            Work::Send {
+                sges,
+                solicited: true,
+            } => self.post_send_solicited(peer, wr_id, sges),
+            Work::Send {
+                sges,
+                solicited: false,
+            } => Port::post_send(self, peer, wr_id, sges),
+            Work::Inline { head, body } => {
+                return self
+                    .post_send_inline(peer, wr_id, head, body)
+                    .map(|()| None)
+                    .map_err(post_error);
+            }
+            Work::Rdma { op, local, remote } => {
+                let Ok(raddr) = usize::try_from(remote.addr) else {
+                    return Err(PostError::Access);
+                };
+                match op {
+                    RdmaOp::Write => self.post_write(peer, wr_id, local, raddr, remote.key.0, None),
+                    RdmaOp::Read => self.post_read(peer, wr_id, local, raddr, remote.key.0),
+                }
+            }
+            Work::WriteImm { local, remote, imm } => {
+                let Ok(raddr) = usize::try_from(remote.addr) else {
+                    return Err(PostError::Access);
+                };
+                self.post_write(peer, wr_id, local, raddr, remote.key.0, Some(imm))
+            }
         };
         r.map(|w| w.map(done)).map_err(post_error)
-    }
-
-    #[inline]
-    fn post_inline(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        head: &[u8],
-        body: &[u8],
-    ) -> Result<(), PostError> {
-        self.post_send_inline(peer, wr_id, head, body)
-            .map_err(post_error)
-    }
-
-    fn post_rdma(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        op: RdmaOp,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        let Ok(raddr) = usize::try_from(remote_addr) else {
-            return Err(PostError::Access);
-        };
-        let r = match op {
-            RdmaOp::Write => self.post_write(peer, wr_id, local, raddr, rkey, None),
-            RdmaOp::Read => self.post_read(peer, wr_id, local, raddr, rkey),
-        };
-        r.map(|w| w.map(done)).map_err(post_error)
-    }
-
-    fn post_write_imm(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        let Ok(raddr) = usize::try_from(remote_addr) else {
-            return Err(PostError::Access);
-        };
-        self.post_write(peer, wr_id, local, raddr, rkey, Some(imm))
-            .map(|w| w.map(done))
-            .map_err(post_error)
     }
 
     #[inline]

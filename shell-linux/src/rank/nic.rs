@@ -3,7 +3,7 @@
 //! [`Nic`] over any [`Transport`].
 
 use crate::monitor::Monitor;
-use crate::transport::{Completion, Mr, Sge, Transport};
+use crate::transport::{Completion, Mr, Sge, Transport, Work};
 use crate::window::memory::WinMemory;
 use rmx_core::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp, RegError, Remote, RxBuf, SlotId,
@@ -193,10 +193,14 @@ impl<T: Transport> Nic for ShellNic<T> {
     #[inline]
     fn post_send(&mut self, peer: u16, slot: SlotId, len: usize) -> Result<Posted, PostError> {
         let sge = self.slot_sge(slot, len);
-        Self::sent(
-            self.port
-                .post_send(peer, WorkId::Send(slot).wr_id(), &[sge], false),
-        )
+        Self::sent(self.port.post(
+            peer,
+            WorkId::Send(slot).wr_id(),
+            Work::Send {
+                sges: &[sge],
+                solicited: false,
+            },
+        ))
     }
 
     #[inline]
@@ -215,10 +219,14 @@ impl<T: Transport> Nic for ShellNic<T> {
                 key: payload.key.0,
             },
         ];
-        Self::sent(
-            self.port
-                .post_send(peer, WorkId::Send(slot).wr_id(), &sges, false),
-        )
+        Self::sent(self.port.post(
+            peer,
+            WorkId::Send(slot).wr_id(),
+            Work::Send {
+                sges: &sges,
+                solicited: false,
+            },
+        ))
     }
 
     #[inline]
@@ -269,10 +277,15 @@ impl<T: Transport> Nic for ShellNic<T> {
             key: local.key.0,
         };
         let wr_id = WorkId::Rdma(id).wr_id();
-        Self::sent(
-            self.port
-                .post_rdma(peer, wr_id, op, sge, remote.addr, remote.key.0),
-        )
+        Self::sent(self.port.post(
+            peer,
+            wr_id,
+            Work::Rdma {
+                op,
+                local: sge,
+                remote,
+            },
+        ))
     }
 
     #[inline]
@@ -284,7 +297,11 @@ impl<T: Transport> Nic for ShellNic<T> {
     ) -> Result<Posted, PostError> {
         let sge = self.slot_sge(slot, len);
         let wr_id = WorkId::Send(slot).wr_id();
-        Self::sent(self.port.post_send(peer, wr_id, &[sge], true))
+        let work = Work::Send {
+            sges: &[sge],
+            solicited: true,
+        };
+        Self::sent(self.port.post(peer, wr_id, work))
     }
 
     #[inline]
@@ -298,8 +315,8 @@ impl<T: Transport> Nic for ShellNic<T> {
         let p = self.resolve(payload, len);
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-        self.port
-            .post_inline(peer, WorkId::Inline(peer).wr_id(), header, body)?;
+        let work = Work::Inline { head: header, body };
+        self.port.post(peer, WorkId::Inline(peer).wr_id(), work)?;
         Ok(Posted::Later)
     }
 

@@ -3,9 +3,9 @@
 //! written once per transport. A match per call, no allocation; an embedder
 //! with one transport uses its port type directly.
 
-use rmx_core::{Caps, PostError, RdmaOp, RegError};
+use rmx_core::{Caps, PostError, RegError};
 
-use super::{Completion, Counters, Events, Faulty, Mr, Recv, Sge, Transport};
+use super::{Completion, Counters, Events, Faulty, Mr, Recv, Transport, Work};
 use crate::eth::EthPort;
 use crate::loopnic::Port;
 
@@ -116,55 +116,18 @@ impl Transport for AnyPort {
     }
 
     #[inline]
-    fn post_send(
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
-        each!(self, p => Transport::post_send(p, peer, wr_id, sges, solicited))
-    }
-
-    #[inline]
-    fn post_inline(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        head: &[u8],
-        body: &[u8],
-    ) -> Result<(), PostError> {
-        each!(self, p => Transport::post_inline(p, peer, wr_id, head, body))
-    }
-
-    fn post_rdma(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        op: RdmaOp,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        each!(self, p => Transport::post_rdma(p, peer, wr_id, op, local, remote_addr, rkey))
+        each!(self, p => Transport::post(p, peer, wr_id, work))
     }
 
     #[inline]
     fn doorbell(&mut self) {
         each!(self, p => Transport::doorbell(p))
-    }
-
-    #[inline]
-    fn post_write_imm(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        each!(self, p => p.post_write_imm(peer, wr_id, local, remote_addr, rkey, imm))
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use rmx_core::{Caps, PostError, RdmaOp, RegError, WcResult};
 
-use super::{Completion, Counters, Events, Mr, Recv, Sge, Transport};
+use super::{Completion, Counters, Events, Mr, Recv, Sge, Transport, Work};
 use crate::clock::now_ns;
 
 /// A write the origin was told is complete, waiting to land.
@@ -65,13 +65,19 @@ impl<T: Transport> Delayed<T> {
                     len: h.bytes.len(),
                     key: h.mr.key,
                 };
-                let (a, k) = (h.remote_addr, h.rkey);
-                let r = match h.imm {
-                    Some(v) => self.inner.post_write_imm(peer as u16, OWN, local, a, k, v),
-                    None => self
-                        .inner
-                        .post_rdma(peer as u16, OWN, RdmaOp::Write, local, a, k),
+                let remote = rmx_core::Remote {
+                    addr: h.remote_addr,
+                    key: rmx_core::MemKey(h.rkey),
                 };
+                let work = match h.imm {
+                    Some(imm) => Work::WriteImm { local, remote, imm },
+                    None => Work::Rdma {
+                        op: RdmaOp::Write,
+                        local,
+                        remote,
+                    },
+                };
+                let r = self.inner.post(peer as u16, OWN, work);
                 match r {
                     Err(PostError::Busy) => break,
                     // Landed (or failed) during the call: small writes on
@@ -156,49 +162,28 @@ impl<T: Transport> Transport for Delayed<T> {
         self.inner.deregister(mr)
     }
 
-    fn post_send(
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
         self.release();
-        self.in_order(peer)?;
-        self.inner.post_send(peer, wr_id, sges, solicited)
-    }
-
-    fn post_rdma(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        op: RdmaOp,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        self.release();
-        match op {
-            RdmaOp::Write => self.hold(peer, wr_id, local, remote_addr, rkey, None),
-            RdmaOp::Read => {
+        match work {
+            Work::Rdma {
+                op: RdmaOp::Write,
+                local,
+                remote,
+            } => self.hold(peer, wr_id, local, remote.addr, remote.key.0, None),
+            Work::WriteImm { local, remote, imm } => {
+                self.hold(peer, wr_id, local, remote.addr, remote.key.0, Some(imm))
+            }
+            // Sends and reads wait behind the channel's delayed writes.
+            other => {
                 self.in_order(peer)?;
-                self.inner
-                    .post_rdma(peer, wr_id, op, local, remote_addr, rkey)
+                self.inner.post(peer, wr_id, other)
             }
         }
-    }
-
-    fn post_write_imm(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        self.release();
-        self.hold(peer, wr_id, local, remote_addr, rkey, Some(imm))
     }
 
     fn doorbell(&mut self) {

@@ -4,9 +4,9 @@
 //! reliability layer above it) is tested the same way, where the kernel
 //! has no netem too.
 
-use rmx_core::{Caps, PostError, RdmaOp, RegError};
+use rmx_core::{Caps, PostError, RegError};
 
-use super::{Completion, Counters, Events, Mr, Recv, Sge, Transport};
+use super::{Completion, Counters, Events, Mr, Recv, Transport, Work};
 
 /// Faults in parts per million of received packets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -142,54 +142,17 @@ impl<T: Transport> Transport for Faulty<T> {
         self.inner.deregister(mr)
     }
 
-    fn post_send(
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
-        self.inner.post_send(peer, wr_id, sges, solicited)
-    }
-
-    fn post_inline(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        head: &[u8],
-        body: &[u8],
-    ) -> Result<(), PostError> {
-        self.inner.post_inline(peer, wr_id, head, body)
-    }
-
-    fn post_rdma(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        op: RdmaOp,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        self.inner
-            .post_rdma(peer, wr_id, op, local, remote_addr, rkey)
+        self.inner.post(peer, wr_id, work)
     }
 
     fn doorbell(&mut self) {
         self.inner.doorbell()
-    }
-
-    fn post_write_imm(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        self.inner
-            .post_write_imm(peer, wr_id, local, remote_addr, rkey, imm)
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {

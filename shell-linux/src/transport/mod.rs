@@ -18,7 +18,7 @@ pub use any::AnyPort;
 pub use events::{Events, FdEvents};
 pub use faulty::{Faults, Faulty};
 
-use rmx_core::{Caps, PostError, RdmaOp, RegError, WcResult};
+use rmx_core::{Caps, PostError, RdmaOp, RegError, Remote, WcResult};
 
 /// One gather entry: a range of local memory and the key it was registered
 /// under (0 where the transport checks no key).
@@ -75,6 +75,33 @@ pub struct Counters {
     pub frames_in: u64,
 }
 
+/// One work request, as a verbs queue pair takes it: every post a rank
+/// makes is one of these, through [`Transport::post`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work<'a> {
+    /// The bytes of `sges`, in order, as one packet; `solicited` also
+    /// wakes a thread sleeping on the peer's events.
+    Send { sges: &'a [Sge], solicited: bool },
+    /// `head` then `body`, copied during the call (verbs' inline send);
+    /// completes later.
+    Inline { head: &'a [u8], body: &'a [u8] },
+    /// One RDMA read or write between `local` and the peer's memory.
+    Rdma {
+        op: RdmaOp,
+        local: Sge,
+        remote: Remote,
+    },
+    /// One RDMA write that, once its data has landed, consumes one of the
+    /// peer's receive buffers to report `imm` there ([`Recv::imm`]); a
+    /// peer out of receive buffers is [`PostError::Busy`] (receiver not
+    /// ready), with nothing written.
+    WriteImm {
+        local: Sge,
+        remote: Remote,
+        imm: u32,
+    },
+}
+
 /// A network port of one rank: posts work, reports completions and
 /// received packets, and holds the receive buffers the core names.
 ///
@@ -107,66 +134,22 @@ pub trait Transport: Send {
     /// Ends a registration; operations naming it afterwards fail.
     fn deregister(&mut self, mr: Mr);
 
-    /// Sends the bytes of `sges`, in order, as one packet to `peer`;
-    /// `solicited` also wakes a thread sleeping on the peer's events.
-    fn post_send(
+    /// Posts one work request to `peer`: done during the call (`Ok(Some)`,
+    /// or an inline send's `Ok(None)` completing later), or completing
+    /// later through [`poll_cq`](Self::poll_cq) with `wr_id` (`Ok(None)`).
+    /// A transport refuses what it cannot do with
+    /// [`PostError::Unsupported`].
+    fn post(
         &mut self,
         peer: u16,
         wr_id: u64,
-        sges: &[Sge],
-        solicited: bool,
+        work: Work<'_>,
     ) -> Result<Option<Completion>, PostError>;
-
-    /// Sends `head` then `body` copied during the call (verbs' inline send);
-    /// completes later with `wr_id`. Transports without it refuse.
-    fn post_inline(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        head: &[u8],
-        body: &[u8],
-    ) -> Result<(), PostError> {
-        let _ = (peer, wr_id, head, body);
-        Err(PostError::Unsupported)
-    }
-
-    /// One RDMA operation between `local` and the peer's memory at
-    /// `remote_addr` under `rkey`. Transports without RDMA refuse.
-    fn post_rdma(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        op: RdmaOp,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        let _ = (peer, wr_id, op, local, remote_addr, rkey);
-        Err(PostError::Unsupported)
-    }
 
     /// Hands the work posted since the last call to the hardware at once (a
     /// doorbell): a transport may hold posts to send them in one batch, and
     /// the rank rings this at the end of every call that may have posted.
     fn doorbell(&mut self) {}
-
-    /// One RDMA write of `local` into the peer's memory at `remote_addr`
-    /// under `rkey` that, once the data has landed, consumes one of the
-    /// peer's receive buffers to report `imm` there ([`Recv::imm`]).
-    /// Transports without it refuse; a peer out of receive buffers is
-    /// [`PostError::Busy`] (receiver not ready), with nothing written.
-    fn post_write_imm(
-        &mut self,
-        peer: u16,
-        wr_id: u64,
-        local: Sge,
-        remote_addr: u64,
-        rkey: u32,
-        imm: u32,
-    ) -> Result<Option<Completion>, PostError> {
-        let _ = (peer, wr_id, local, remote_addr, rkey, imm);
-        Err(PostError::Unsupported)
-    }
 
     /// The next received packet, if any.
     fn poll_recv(&mut self) -> Option<Recv>;

@@ -32,7 +32,7 @@ use super::messages::{self, recv_failed, send_failed, Outgoing};
 use super::{tag, u32_at, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Driver, Rank, Req};
-use crate::transport::{Mr, Sge, Transport};
+use crate::transport::{Mr, Sge, Transport, Work};
 
 /// Where a put's bytes come from.
 pub(super) enum Source<'a> {
@@ -188,10 +188,23 @@ impl Immediate {
     fn post<T: Transport>(&mut self, d: &mut Driver<T>, id: u16, op: Rdma) -> bool {
         let port = d.nic.port();
         let wr = wr_id(id, op.seq);
-        let res = match op.imm {
-            Some(v) => port.post_write_imm(op.target, wr, op.local, op.remote_addr, op.rkey, v),
-            None => port.post_rdma(op.target, wr, op.op, op.local, op.remote_addr, op.rkey),
+        let remote = rmx_core::Remote {
+            addr: op.remote_addr,
+            key: rmx_core::MemKey(op.rkey),
         };
+        let work = match op.imm {
+            Some(imm) => Work::WriteImm {
+                local: op.local,
+                remote,
+                imm,
+            },
+            None => Work::Rdma {
+                op: op.op,
+                local: op.local,
+                remote,
+            },
+        };
+        let res = port.post(op.target, wr, work);
         port.doorbell();
         match res {
             Ok(None) => self.later += 1,
