@@ -755,9 +755,11 @@ impl Transport for EthPort {
         true
     }
 
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
-        let n = self.done.len();
-        out.append(&mut self.done);
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+        let n = self.done.len().min(out.len());
+        for (o, c) in out.iter_mut().zip(self.done.drain(..n)) {
+            *o = c;
+        }
         n
     }
 

@@ -895,23 +895,25 @@ impl Port {
     /// and operations the NIC thread finished.
     #[inline]
     pub fn poll_cq(&mut self, out: &mut Vec<Wc>) -> usize {
-        self.poll_cq_each(|wc| out.push(wc))
+        self.poll_cq_each(usize::MAX, |wc| out.push(wc))
     }
 
-    /// As [`poll_cq`](Self::poll_cq), handing each completion to `f`.
+    /// As [`poll_cq`](Self::poll_cq), handing each of at most `max`
+    /// completions to `f`; the rest stay queued for the next poll.
     #[inline]
-    pub fn poll_cq_each(&mut self, mut f: impl FnMut(Wc)) -> usize {
+    pub fn poll_cq_each(&mut self, max: usize, mut f: impl FnMut(Wc)) -> usize {
         let mut taken = 0;
         if self.untaken_n > 0 {
-            taken = self.reap_taken(&mut f);
+            taken = self.reap_taken(max, &mut f);
         }
+        let room = max - taken;
         let hca = &self.shared.hcas[self.rank as usize];
-        if hca.cq_len.load(Ordering::Acquire) == 0 {
+        if room == 0 || hca.cq_len.load(Ordering::Acquire) == 0 {
             return taken;
         }
         let mut q = hca.cq.lock().unwrap_or_else(|e| e.into_inner());
-        let n = q.len();
-        for wc in q.drain(..) {
+        let n = q.len().min(room);
+        for wc in q.drain(..n) {
             self.outstanding[wc.qp as usize] -= 1;
             f(wc);
         }
@@ -919,9 +921,12 @@ impl Port {
         n + taken
     }
 
-    fn reap_taken(&mut self, f: &mut impl FnMut(Wc)) -> usize {
+    fn reap_taken(&mut self, max: usize, f: &mut impl FnMut(Wc)) -> usize {
         let mut n = 0;
         for (peer, q) in self.untaken.iter_mut().enumerate() {
+            if n == max {
+                break;
+            }
             let Some(&(first, ..)) = q.front() else {
                 continue;
             };
@@ -930,7 +935,7 @@ impl Port {
                 continue;
             }
             while let Some(&(pos, wr_id, len)) = q.front() {
-                if pos >= polled {
+                if pos >= polled || n == max {
                     break;
                 }
                 q.pop_front();

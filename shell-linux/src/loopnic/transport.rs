@@ -123,8 +123,12 @@ impl Transport for Port {
     }
 
     #[inline]
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
-        self.poll_cq_each(|wc| out.push(done(wc)))
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        self.poll_cq_each(out.len(), |wc| {
+            out[n] = done(wc);
+            n += 1;
+        })
     }
 
     #[inline]

@@ -23,25 +23,33 @@ pub(crate) struct Driver<T: Transport> {
     /// the clock.
     pub(super) idle: u32,
     pub(super) idle_from: u64,
-    pub(super) wcs: Vec<Completion>,
+    pub(super) wcs: [Completion; WCS],
     /// The transport may lose packets: arrivals are stamped with a fresh
     /// clock (on a reliable one no timer depends on them).
     pub(super) lossy: bool,
 }
 
+/// Completions taken from the port per poll.
+pub(super) const WCS: usize = 32;
+
 impl<T: Transport> Driver<T> {
     /// Hands the NIC's send and RDMA completions to the core.
     #[inline]
     pub(super) fn completions(&mut self) -> usize {
-        let n = self.nic.port.poll_cq(&mut self.wcs);
-        if n > 0 {
-            for c in self.wcs.drain(..) {
+        let mut total = 0;
+        loop {
+            let n = self.nic.port.poll_cq(&mut self.wcs);
+            for i in 0..n {
+                let c = self.wcs[i];
                 if !self.book.complete(c.wr_id, c.result.is_ok()) {
                     self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
                 }
             }
+            total += n;
+            if n < WCS {
+                return total;
+            }
         }
-        n
     }
 
     /// Polls the NIC once: receives, completions, and (every few idle

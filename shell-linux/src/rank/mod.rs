@@ -157,7 +157,10 @@ impl<T: Transport + 'static> Rank<T> {
             now: now_ns(),
             idle: 0,
             idle_from: 0,
-            wcs: Vec::new(),
+            wcs: [crate::transport::Completion {
+                wr_id: 0,
+                result: Ok(()),
+            }; driver::WCS],
             lossy: !cfg.reliable,
             book: Book::default(),
         };

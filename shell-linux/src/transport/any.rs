@@ -145,7 +145,7 @@ impl Transport for AnyPort {
     }
 
     #[inline]
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         each!(self, p => Transport::poll_cq(p, out))
     }
 

@@ -212,7 +212,7 @@ impl<T: Transport> Transport for Faulty<T> {
         }
     }
 
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize {
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         self.inner.poll_cq(out)
     }
 

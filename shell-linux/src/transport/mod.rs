@@ -161,8 +161,10 @@ pub trait Transport: Send {
     /// Hands a polled buffer back; `false` (nothing done) for one not held.
     fn repost(&mut self, buf: u32) -> bool;
 
-    /// Moves finished sends and RDMA operations into `out`; how many.
-    fn poll_cq(&mut self, out: &mut Vec<Completion>) -> usize;
+    /// Moves up to `out.len()` finished sends and RDMA operations into
+    /// `out`, oldest first, as `ibv_poll_cq` fills a caller's array; how
+    /// many. The rest wait for the next poll.
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize;
 
     /// Work of this port is under way on another thread of this machine (a
     /// software NIC's engine): a waiter should leave it the CPU.
