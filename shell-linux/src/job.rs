@@ -318,10 +318,7 @@ impl Wire {
                     EthPort::open(&net.iface, endpoint, net.opts)
                         .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))
                 });
-                let mine = match &opened {
-                    Ok(p) => Some(p.address()?),
-                    Err(_) => None,
-                };
+                let mine = opened.as_ref().ok().map(EthPort::address);
                 let all = swap.swap(me, k, mine);
                 let mut port = opened?;
                 port.join(me, &all?)?;

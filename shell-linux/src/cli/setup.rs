@@ -7,10 +7,6 @@ use rmx_linux::loopnic::LoopConfig;
 
 use super::*;
 
-pub(crate) fn check_transport(t: &str) -> Result<(), String> {
-    rmx_linux::transport::registry::find(t).map(|_| ())
-}
-
 /// The largest eager message: where the benchmarks' sizes end by default.
 pub(crate) const EAGER_END: usize = 8192;
 
@@ -62,7 +58,7 @@ pub(crate) fn opts(a: &BenchArgs, sizes: (usize, usize)) -> Result<Opts, String>
 
 /// [`opts`] with the benchmark's default iteration count.
 pub(crate) fn opts_iters(a: &BenchArgs, sizes: (usize, usize), iters: u64) -> Result<Opts, String> {
-    check_transport(&a.transport)?;
+    rmx_linux::transport::registry::find(&a.transport)?;
     let min_size = a.min_size.unwrap_or(sizes.0);
     let max_size = a.max_size.unwrap_or(sizes.1);
     if min_size > max_size {

@@ -135,7 +135,6 @@ pub struct EthPort {
     free: Vec<u32>,
     /// Buffers with a checked packet, not yet polled.
     ready: VecDeque<u32>,
-    /// A frame held back by injected reordering.
     /// Registered ranges by key − 1; a gather entry must lie in its key's.
     regs: Vec<Option<(usize, usize)>>,
     regs_free: Vec<u32>,
@@ -246,12 +245,13 @@ impl EthPort {
         self.max_packet
     }
 
-    /// What this port tells the job's other ranks: its address, and a key
-    /// it offers for the job's frames (the job seals under rank 0's).
-    pub fn address(&self) -> Result<Vec<u8>, String> {
+    /// What this port tells the job's other ranks: its address, and the
+    /// random key it was opened with, offered for the job's frames (the
+    /// job seals under rank 0's).
+    pub fn address(&self) -> Vec<u8> {
         let mut b = self.me.to_bytes().to_vec();
-        b.extend_from_slice(&super::new_key()?.to_bytes());
-        Ok(b)
+        b.extend_from_slice(&self.key.to_bytes());
+        b
     }
 
     /// Makes this port rank `rank` of the job whose ranks told `all` (by

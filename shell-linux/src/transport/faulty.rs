@@ -118,9 +118,10 @@ impl<T: Transport> Transport for Faulty<T> {
     }
 
     fn caps(&self) -> Caps {
+        let c = self.inner.caps();
         Caps {
-            lossy: self.inner.caps().lossy || self.faults.any(),
-            ..self.inner.caps()
+            lossy: c.lossy || self.faults.any(),
+            ..c
         }
     }
 

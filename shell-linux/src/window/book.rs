@@ -13,8 +13,6 @@ pub fn wr_id(window: u16, seq: u32) -> u64 {
     (window as u64) << 32 | seq as u64
 }
 
-pub use rmx_core::onesided::imm;
-
 /// A window's finished operations.
 #[derive(Debug, Default)]
 pub struct Done {
@@ -74,6 +72,7 @@ impl Book {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmx_core::onesided::imm;
 
     #[test]
     fn window_ids_never_pass_for_the_cores_and_are_counted_apart() {

@@ -23,10 +23,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rmx_core::collective::{Int, Op};
-use rmx_core::onesided::{Opening, Steps, TargetCompletion, HEADER};
+use rmx_core::onesided::{imm, Opening, Steps, TargetCompletion, HEADER, INLINE};
 use rmx_core::{PostError, RdmaOp, Source as From, TagSel};
 
-use super::book::{imm, wr_id};
+use super::book::wr_id;
 use super::memory::WinMemory;
 use super::messages::{self, recv_failed, send_failed, Outgoing};
 use super::{tag, u32_at, Checked, Win, WinError, FINISH, FLAG, RMA_CONTEXT};
@@ -615,7 +615,7 @@ fn immediates<T: Transport + 'static>(
     }
     let key = imm(id, epoch);
     let mut got = 0u32;
-    let mut first: Box<messages::First> = Box::new([0u8; HEADER + messages::INLINE]);
+    let mut first: Box<messages::First> = Box::new([0u8; HEADER + INLINE]);
     let mut posted = None;
     let out = loop {
         let notified = r.with(|d| d.book.notified(key));

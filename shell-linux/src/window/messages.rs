@@ -7,15 +7,13 @@
 
 use std::ops::Range;
 
-use rmx_core::onesided::{OpHeader, RmaError, HEADER};
+use rmx_core::onesided::{OpHeader, RmaError, HEADER, INLINE};
 use rmx_core::{Source, TagSel};
 
 use super::{tag, Win, WinError, DATA, HEADERS, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
-
-pub use rmx_core::onesided::INLINE;
 
 pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
     WinError::Collective(CollectiveError::Send(e))
