@@ -14,10 +14,14 @@ pub enum WorkId {
     Inline(u16),
     /// An RDMA write or read of the transfer with this wire id.
     Rdma(u32),
+    /// A one-sided operation of a window's epoch
+    /// ([`crate::onesided::Epoch`]): a put (with an immediate when `imm`)
+    /// or a get aimed at `target`.
+    Window { window: u16, target: u16, imm: bool },
 }
 
-/// The kind lives in the top two bits; 0 there is never a core id.
-const KIND_SHIFT: u32 = 62;
+/// The kind lives in the top four bits; 0 there is never a core id.
+const KIND_SHIFT: u32 = 60;
 const VALUE: u64 = (1 << KIND_SHIFT) - 1;
 
 impl WorkId {
@@ -27,6 +31,11 @@ impl WorkId {
             WorkId::Send(s) => 1 << KIND_SHIFT | s.0 as u64,
             WorkId::Inline(peer) => 2 << KIND_SHIFT | peer as u64,
             WorkId::Rdma(id) => 3 << KIND_SHIFT | id as u64,
+            WorkId::Window {
+                window,
+                target,
+                imm,
+            } => 4 << KIND_SHIFT | (window as u64) << 17 | (target as u64) << 1 | imm as u64,
         }
     }
 
@@ -37,6 +46,11 @@ impl WorkId {
             1 if v <= u16::MAX as u64 => Some(WorkId::Send(SlotId(v as u16))),
             2 if v <= u16::MAX as u64 => Some(WorkId::Inline(v as u16)),
             3 if v <= u32::MAX as u64 => Some(WorkId::Rdma(v as u32)),
+            4 if v < 1 << 33 => Some(WorkId::Window {
+                window: (v >> 17) as u16,
+                target: (v >> 1) as u16,
+                imm: v & 1 == 1,
+            }),
             _ => None,
         }
     }
@@ -68,10 +82,28 @@ mod tests {
             WorkId::Inline(7),
             WorkId::Rdma(0),
             WorkId::Rdma(u32::MAX),
+            WorkId::Window {
+                window: u16::MAX,
+                target: 0,
+                imm: true,
+            },
+            WorkId::Window {
+                window: 0,
+                target: u16::MAX,
+                imm: false,
+            },
         ] {
             assert_eq!(WorkId::from_wr_id(w.wr_id()), Some(w));
         }
-        for foreign in [0, 5, u64::MAX, 1 << 62 | 1 << 16, 3 << 62 | 1 << 32] {
+        for foreign in [
+            0,
+            5,
+            u64::MAX,
+            1 << 60 | 1 << 16,
+            3 << 60 | 1 << 32,
+            4 << 60 | 1 << 33,
+            5 << 60,
+        ] {
             assert_eq!(WorkId::from_wr_id(foreign), None, "{foreign:#x}");
         }
     }

@@ -4,6 +4,7 @@
 //! keep unexpected messages) and user buffers are named by handles; the shell resolves them and does
 //! the copies and the posts, on whatever NIC it drives.
 
+pub use crate::completion::WorkId;
 pub use crate::remote::{MemKey, RdmaError, Remote};
 
 /// A pre-registered send bounce slot owned by the endpoint (index `0..SLOTS`).
@@ -202,17 +203,34 @@ pub trait Nic {
     }
 
     /// Posts one RDMA operation of `local.len` bytes between `local` and the
-    /// peer's `remote`. `id` comes back to `Endpoint::on_rdma_complete` when
-    /// the shell sees the completion of a [`Posted::Later`] post.
+    /// peer's `remote`, with `work`'s [`WorkId::wr_id`]: the shell hands
+    /// that id back with the completion of a [`Posted::Later`] post.
     fn post_rdma(
         &mut self,
         peer: u16,
+        work: WorkId,
         op: RdmaOp,
-        id: u32,
         local: Gather,
         remote: Remote,
     ) -> Result<Posted, PostError> {
-        let _ = (peer, op, id, local, remote);
+        let _ = (peer, work, op, local, remote);
+        Err(PostError::Unsupported)
+    }
+
+    /// As [`post_rdma`](Self::post_rdma) writing, and the peer is told
+    /// `imm` once the data has landed: it consumes one of the peer's
+    /// receive buffers ([`Caps::write_imm`]; verbs'
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`). [`PostError::Busy`] when the peer
+    /// has no receive buffer now.
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        local: Gather,
+        remote: Remote,
+        imm: u32,
+    ) -> Result<Posted, PostError> {
+        let _ = (peer, work, local, remote, imm);
         Err(PostError::Unsupported)
     }
 

@@ -274,14 +274,15 @@ impl Nic for MemNic {
     fn post_rdma(
         &mut self,
         peer: u16,
+        work: WorkId,
         op: RdmaOp,
-        id: u32,
         local: Gather,
         remote: Remote,
     ) -> Result<Posted, PostError> {
-        if !(self.caps.rdma_read || self.caps.rdma_write) {
+        // The endpoint's transfers only: windows are not modelled here.
+        let (WorkId::Rdma(id), true) = (work, self.caps.rdma_read || self.caps.rdma_write) else {
             return Err(PostError::Unsupported);
-        }
+        };
         assert!(
             local.len <= self.caps.max_transfer,
             "an RDMA operation above the transport's maximum"

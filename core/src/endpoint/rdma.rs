@@ -62,7 +62,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 addr: x.remote.addr.saturating_add(at),
                 key: x.remote.key,
             };
-            let r = nic.post_rdma(x.peer, op, x.req.to_wire(), local, remote);
+            let work = WorkId::Rdma(x.req.to_wire());
+            let r = nic.post_rdma(x.peer, work, op, local, remote);
             let x = &mut self.work[i].xfer;
             match r {
                 Ok(Posted::Done) => x.posted += n,

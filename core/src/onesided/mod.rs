@@ -4,9 +4,11 @@
 //! operation meets at origin and target are in [`crate::wire::onesided`].
 
 mod design;
+mod epoch;
 
 pub use crate::wire::onesided::{
-    channel, imm, tag, Descriptor, Float, OpHeader, RmaError, RmaKind, Window, CONTEXT, HEADER,
-    INLINE, MAX_GETS,
+    channel, imm, imm_window, tag, Descriptor, Float, OpHeader, RmaError, RmaKind, Window, CONTEXT,
+    HEADER, INLINE, MAX_GETS,
 };
 pub use design::{Design, Opening, Steps, TargetCompletion};
+pub use epoch::{Arrival, Data, Epoch, EpochError, Outcome, Reduction, Step, Target};

@@ -81,6 +81,12 @@ pub const fn imm(window: u16, epoch: u16) -> u32 {
     (window as u32) << 16 | epoch as u32
 }
 
+/// The window an immediate names, so a shell hands it to that window's
+/// [`Epoch`](crate::onesided::Epoch).
+pub const fn imm_window(imm: u32) -> u16 {
+    (imm >> 16) as u16
+}
+
 /// A rank's window as creation swaps it: what peers check their accesses
 /// against, and where RDMA reaches it (immediate designs; zero otherwise).
 ///

@@ -4,8 +4,9 @@
 use crate::clock::now_ns;
 use crate::monitor::{Monitor, Queue};
 use crate::transport::{Completion, Transport};
-use crate::window::book::Book;
-use rmx_core::RxBuf;
+use crate::window::Epochs;
+use rmx_core::onesided::imm_window;
+use rmx_core::{RxBuf, WorkId};
 use std::sync::Arc;
 
 use super::*;
@@ -14,8 +15,9 @@ use super::*;
 pub(crate) struct Driver<T: Transport> {
     pub(super) ep: Box<CoreEndpoint>,
     pub(crate) nic: ShellNic<T>,
-    /// What polling found for the windows (not the core's).
-    pub(crate) book: Book,
+    /// The epochs of this rank's windows, by window number: their RDMA
+    /// completions and immediates are handed to them here.
+    pub(crate) windows: Epochs,
     /// Zero-copy on: the monitor and this rank's queue of invalidations.
     pub(super) watch: Option<(Arc<Monitor>, Arc<Queue>)>,
     pub(super) now: u64,
@@ -41,8 +43,19 @@ impl<T: Transport> Driver<T> {
             let n = self.nic.port.poll_cq(&mut self.wcs);
             for i in 0..n {
                 let c = self.wcs[i];
-                if !self.book.complete(c.wr_id, c.result.is_ok()) {
-                    self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
+                match WorkId::from_wr_id(c.wr_id) {
+                    Some(WorkId::Window {
+                        window,
+                        target,
+                        imm,
+                    }) => {
+                        let mine = self.windows.get_mut(&window);
+                        if !mine.is_some_and(|e| e.on_completion(target, imm, c.result)) {
+                            // A window freed with its operations drained: stray.
+                            self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
+                        }
+                    }
+                    _ => self.ep.on_completion(&mut self.nic, c.wr_id, c.result),
                 }
             }
             total += n;
@@ -64,7 +77,9 @@ impl<T: Transport> Driver<T> {
                 // A window's put landed; its buffer goes straight back to
                 // the shared receive queue (the paper's replenishment on
                 // each RDMA write completion).
-                self.book.notify(imm);
+                if let Some(e) = self.windows.get_mut(&imm_window(imm)) {
+                    e.on_immediate(imm);
+                }
                 self.nic.port.repost(rx.buf);
                 continue;
             }

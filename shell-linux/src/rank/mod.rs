@@ -25,7 +25,6 @@ use crate::monitor::Monitor;
 use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
 use crate::transport::{AnyPort, Events, Transport};
-use crate::window::book::Book;
 
 mod driver;
 mod nic;
@@ -162,7 +161,7 @@ impl<T: Transport + 'static> Rank<T> {
                 result: Ok(()),
             }; driver::WCS],
             lossy: !cfg.reliable,
-            book: Book::default(),
+            windows: Default::default(),
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),

@@ -211,14 +211,7 @@ impl<T: Transport> Nic for ShellNic<T> {
         header_len: usize,
         payload: Gather,
     ) -> Result<Posted, PostError> {
-        let sges = [
-            self.slot_sge(slot, header_len),
-            Sge {
-                addr: payload.addr as usize,
-                len: payload.len as usize,
-                key: payload.key.0,
-            },
-        ];
+        let sges = [self.slot_sge(slot, header_len), Sge::from(payload)];
         Self::sent(self.port.post(
             peer,
             WorkId::Send(slot).wr_id(),
@@ -266,26 +259,29 @@ impl<T: Transport> Nic for ShellNic<T> {
     fn post_rdma(
         &mut self,
         peer: u16,
+        work: WorkId,
         op: RdmaOp,
-        id: u32,
         local: Gather,
         remote: Remote,
     ) -> Result<Posted, PostError> {
-        let sge = Sge {
-            addr: local.addr as usize,
-            len: local.len as usize,
-            key: local.key.0,
-        };
-        let wr_id = WorkId::Rdma(id).wr_id();
-        Self::sent(self.port.post(
-            peer,
-            wr_id,
-            Work::Rdma {
-                op,
-                local: sge,
-                remote,
-            },
-        ))
+        let local = Sge::from(local);
+        Self::sent(
+            self.port
+                .post(peer, work.wr_id(), Work::Rdma { op, local, remote }),
+        )
+    }
+
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        local: Gather,
+        remote: Remote,
+        imm: u32,
+    ) -> Result<Posted, PostError> {
+        let local = Sge::from(local);
+        let work_req = Work::WriteImm { local, remote, imm };
+        Self::sent(self.port.post(peer, work.wr_id(), work_req))
     }
 
     #[inline]

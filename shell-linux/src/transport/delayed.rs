@@ -24,8 +24,12 @@ struct Held {
     imm: Option<u32>,
 }
 
-/// Work-request ids of the writes this device posts for itself.
-const OWN: u64 = 1 << 61;
+/// Work-request ids of the writes this device posts for itself: no id the
+/// core makes is this small ([`rmx_core::WorkId`] sets a kind in the top
+/// bits), so filtering it never hides one of the core's completions.
+const OWN: u64 = 1;
+
+const _: () = assert!(rmx_core::WorkId::from_wr_id(OWN).is_none());
 
 pub struct Delayed<T: Transport> {
     inner: T,

@@ -29,6 +29,17 @@ pub struct Sge {
     pub key: u32,
 }
 
+impl From<rmx_core::Gather> for Sge {
+    /// The core's gather entry, as the transport takes it.
+    fn from(g: rmx_core::Gather) -> Sge {
+        Sge {
+            addr: g.addr as usize,
+            len: g.len as usize,
+            key: g.key.0,
+        }
+    }
+}
+
 /// A registration: the range and the key operations name it by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mr {

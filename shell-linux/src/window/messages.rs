@@ -7,13 +7,17 @@
 
 use std::ops::Range;
 
-use rmx_core::onesided::{OpHeader, RmaError, HEADER, INLINE};
+use rmx_core::onesided::{Data, OpHeader, HEADER, INLINE};
 use rmx_core::{Source, TagSel};
 
-use super::{tag, Win, WinError, DATA, HEADERS, RMA_CONTEXT};
+use super::{Win, WinError, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
+use rmx_core::onesided::{
+    channel::{DATA, HEADERS},
+    tag,
+};
 
 pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
     WinError::Collective(CollectiveError::Send(e))
@@ -98,20 +102,20 @@ pub(super) type First = [u8; HEADER + INLINE];
 /// # Safety
 /// `first` stays in place, untouched, until the request completes.
 pub(super) unsafe fn post<T: Transport + 'static>(
-    w: &Win,
+    w: &mut Win,
     r: &mut Rank<T>,
     src: Source,
     first: &mut First,
 ) -> Result<Req, WinError> {
-    let sel = TagSel::Tag(tag(w.id, w.epoch, HEADERS));
+    let sel = TagSel::Tag(tag(w.id, w.epoch(r, |e, _| e.epoch()), HEADERS));
     // SAFETY: the caller's contract.
     unsafe { r.irecv_in(src, sel, RMA_CONTEXT, first.as_mut_ptr(), first.len()) }
         .map_err(recv_failed)
 }
 
-/// Receives the next operation of this epoch from `src` and checks it
-/// against the window (key, epoch, range); a refused one is counted, and
-/// its data taken and dropped so the next header is read as one.
+/// Receives the next operation of this epoch from `src`, as the core
+/// admits it (key, epoch, range, length); a refused one's data is taken
+/// and dropped so the next header is read as one.
 pub(super) fn recv<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
@@ -125,58 +129,40 @@ pub(super) fn recv<T: Transport + 'static>(
 }
 
 /// The rest of an operation whose first message arrived (`st`): its data
-/// if it came apart, and the window's verdict.
+/// if it came apart, and the core's verdict.
 pub(super) fn finish<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
     st: rmx_core::Status,
     first: &First,
 ) -> Result<Arrived, WinError> {
-    let (id, epoch) = (w.id, w.epoch);
     let from = st.source;
     let got = (st.len as usize).min(first.len());
-    let h = if got < HEADER {
-        Err(RmaError::Malformed)
-    } else {
-        OpHeader::decode(&first[..HEADER])
+    let (arrival, epoch) = w.epoch(r, |e, _| (e.admit(&first[..got]), e.epoch()));
+    let admitted = arrival.admitted.ok();
+    let data = match arrival.data {
+        Data::Inline(n) => match admitted {
+            Some(_) => first[HEADER..HEADER + n as usize].to_vec(),
+            None => Vec::new(),
+        },
+        Data::Apart(n) => {
+            let mut data = match admitted {
+                Some(_) => vec![0u8; n as usize],
+                None => Vec::new(),
+            };
+            r.recv_in(
+                Source::Rank(from),
+                TagSel::Tag(tag(w.id, epoch, DATA)),
+                RMA_CONTEXT,
+                &mut data,
+            )
+            .map_err(recv_failed)?;
+            data
+        }
     };
-    let carries = match h {
-        Ok(h) if h.kind.carries() => h.len as usize,
-        _ => 0,
-    };
-    let inline = carries <= INLINE;
-    let mut admitted = h.and_then(|h| {
-        if h.window != id || h.epoch != epoch {
-            return Err(RmaError::Key);
-        }
-        w.windows[w.me as usize].admit(&h).map(|range| (h, range))
-    });
-    let mut data = Vec::new();
-    if inline {
-        // The data came along: exactly as much as the header says.
-        if got - HEADER != carries {
-            admitted = admitted.and(Err(RmaError::Malformed));
-        } else if admitted.is_ok() {
-            data = first[HEADER..got].to_vec();
-        }
-    } else {
-        if admitted.is_ok() {
-            data = vec![0u8; carries];
-        }
-        r.recv_in(
-            Source::Rank(from),
-            TagSel::Tag(tag(id, epoch, DATA)),
-            RMA_CONTEXT,
-            &mut data,
-        )
-        .map_err(recv_failed)?;
-    }
-    if admitted.is_err() {
-        w.refused += 1;
-    }
     Ok(Arrived {
         from,
-        admitted: admitted.ok(),
+        admitted,
         data,
     })
 }

@@ -17,32 +17,34 @@
 //! what it carries.
 
 mod deferred;
+mod fence;
 mod float;
 #[cfg(test)]
 mod hazard;
 mod immediate;
 mod messages;
 
-pub(crate) mod book;
 pub(crate) mod memory;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmx_core::collective::{reduce, Int, Op};
-use rmx_core::onesided::{Descriptor, Design, Float, OpHeader, RmaError, RmaKind, Window};
+use rmx_core::onesided::{
+    Descriptor, Design, Epoch, EpochError, Float, OpHeader, RmaError, RmaKind, Target, Window,
+};
 use rmx_core::Remote;
 
 use crate::collective::CollectiveError;
-use crate::rank::Rank;
+use crate::rank::{Rank, ShellNic};
 use crate::transport::Transport;
 use immediate::Immediate;
 use memory::WinMemory;
 
-use rmx_core::onesided::{
-    channel::{DATA, FINISH, FLAG, HEADERS},
-    tag,
-};
 pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
+
+/// The core's epochs of a rank's windows, by window number.
+pub(crate) type Epochs = HashMap<u16, Epoch<Vec<Target>>>;
 
 /// Why a window call failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -128,6 +130,19 @@ impl From<CollectiveError> for WinError {
     }
 }
 
+impl From<EpochError> for WinError {
+    fn from(e: EpochError) -> Self {
+        match e {
+            EpochError::Rma(e) => WinError::Rma(e),
+            EpochError::TooManyGets => WinError::TooManyGets,
+            EpochError::TooLong => WinError::TooLong,
+            // A fence under way is this rank's own, finished before any
+            // call returns: only an assertion reaches the user.
+            EpochError::Assertion | EpochError::Fencing | EpochError::Busy => WinError::Assertion,
+        }
+    }
+}
+
 /// A get's result, once the fence that ends its epoch returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Get(u32);
@@ -139,8 +154,10 @@ struct Queued {
     data: Vec<u8>,
 }
 
-/// A window: this rank's memory exposed to every rank of the job, and the
-/// descriptors of every rank's.
+/// A window: this rank's memory exposed to every rank of the job. Its
+/// epochs (what is checked, counted, posted and awaited) are the core's
+/// [`Epoch`], kept by the rank so its progress can hand them completions
+/// and immediates; the window keeps the memory and the bytes.
 pub struct Win {
     id: u16,
     me: u16,
@@ -148,23 +165,17 @@ pub struct Win {
     mem: Arc<WinMemory>,
     /// The registration of `mem` (immediate designs).
     mem_key: Option<u32>,
-    windows: Vec<Window>,
-    /// Where each rank's window memory is for RDMA (immediate designs).
-    remotes: Vec<Remote>,
-    epoch: u16,
-    /// The last fence asserted that no operation would follow.
+    /// The last fence closed the window on every rank (the epoch's word,
+    /// kept here for calls that take no rank).
     closed: bool,
     queued: Vec<Queued>,
-    /// Gets issued this epoch (the next one's number).
-    gets: u32,
     got: Vec<Option<Vec<u8>>>,
+    /// Refused operations and posts retried, as of the last call that
+    /// reached the epoch; accumulates that failed to apply.
     refused: u64,
+    retries: u64,
+    misapplied: u64,
     imm: Option<Immediate>,
-}
-
-/// The `i`th native-endian u32 of a count vector a collective reduced.
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_ne_bytes(b[4 * i..4 * i + 4].try_into().expect("4 bytes"))
 }
 
 impl<T: Transport + 'static> Rank<T> {
@@ -218,42 +229,58 @@ impl<T: Transport + 'static> Rank<T> {
         let me = self.rank() as usize;
         all[Descriptor::LEN * me..Descriptor::LEN * (me + 1)].copy_from_slice(&mine.encode());
         self.allgather(&mut all)?;
-        let all = all
+        let targets = all
             .chunks_exact(Descriptor::LEN)
-            .map(Descriptor::decode)
+            .map(|b| Descriptor::decode(b).map(Target::new))
             .collect::<Result<Vec<_>, _>>()
             .map_err(WinError::Rma)?;
-        let windows = all.iter().map(|d| d.window).collect();
-        let remotes = all.iter().map(|d| d.remote).collect();
+        let epoch = Epoch::new(id, self.rank(), design, targets).expect("this rank is in the job");
+        self.with(|d| d.windows.insert(id, epoch));
         Ok(Win {
             id,
             me: self.rank(),
             design,
             mem,
             mem_key,
-            windows,
-            remotes,
-            epoch: 0,
             closed: false,
             queued: Vec::new(),
-            gets: 0,
             got: Vec::new(),
             refused: 0,
-            imm: design.immediate().then(|| Immediate::new(n)),
+            retries: 0,
+            misapplied: 0,
+            imm: design.immediate().then(Immediate::default),
         })
     }
 }
 
-/// An operation checked at the origin: where it goes and its header.
-struct Checked {
-    target: u16,
-    header: OpHeader,
+/// The epoch of window `id`, which lives as long as the window.
+fn epoch_of(windows: &mut Epochs, id: u16) -> &mut Epoch<Vec<Target>> {
+    windows
+        .get_mut(&id)
+        .expect("a window's epoch lives until it is freed")
 }
 
 impl Win {
     /// The design this window's fences follow.
     pub fn design(&self) -> Design {
         self.design
+    }
+
+    /// Runs `f` on this window's epoch and the rank's NIC, and notes what
+    /// the epoch counted.
+    fn epoch<T: Transport + 'static, R>(
+        &mut self,
+        r: &mut Rank<T>,
+        f: impl FnOnce(&mut Epoch<Vec<Target>>, &mut ShellNic<T>) -> R,
+    ) -> R {
+        let id = self.id;
+        let (out, refused, retries, closed) = r.with(|d| {
+            let e = epoch_of(&mut d.windows, id);
+            let out = f(e, &mut d.nic);
+            (out, e.refused(), e.retries(), e.closed())
+        });
+        (self.refused, self.retries, self.closed) = (refused, retries, closed);
+        out
     }
 
     /// This rank's window memory as a slice. Always for the deferred
@@ -310,50 +337,29 @@ impl Win {
     /// Operations from the wire that the window refused (bad key, out of
     /// bounds, malformed) since it was created.
     pub fn refused(&self) -> u64 {
-        self.refused
+        self.refused + self.misapplied
     }
 
     /// RDMA operations the NIC could not take at once (its send queue
     /// full, or a target out of receive buffers for an immediate) and
-    /// posted again later, since the window was created.
+    /// posted again after progress, since the window was created.
     pub fn retries(&self) -> u64 {
-        self.imm.as_ref().map_or(0, |i| i.retries)
+        self.retries
     }
 
-    /// The origin's checks: the epoch is open, the target exists, the range
-    /// lies in its window, an accumulate is whole elements.
-    fn check(
-        &self,
+    /// The origin's checks (the core's): the epoch is open, the target
+    /// exists, the range lies in its window, an accumulate is whole
+    /// elements.
+    fn check<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
         target: u16,
         disp: u64,
         len: usize,
         kind: RmaKind,
-    ) -> Result<Checked, WinError> {
-        if self.closed {
-            return Err(WinError::Assertion);
-        }
-        let w = *self.windows.get(target as usize).ok_or(RmaError::Target)?;
-        let len32 = u32::try_from(len).map_err(|_| WinError::TooLong)?;
-        let range = w.range(disp, len as u64)?;
-        if let Some(s) = kind.element_size() {
-            let s = s as u64;
-            if !range.start.is_multiple_of(s) || !(len as u64).is_multiple_of(s) {
-                return Err(RmaError::Misaligned.into());
-            }
-        }
-        Ok(Checked {
-            target,
-            header: OpHeader {
-                kind,
-                last: false,
-                window: self.id,
-                epoch: self.epoch,
-                key: w.key,
-                len: len32,
-                offset: range.start,
-                id: 0,
-            },
-        })
+    ) -> Result<OpHeader, WinError> {
+        let len = u64::try_from(len).map_err(|_| WinError::TooLong)?;
+        Ok(self.epoch(r, |e, _| e.check(target, disp, len, kind))?)
     }
 
     /// Writes `data` at displacement `disp` of `target`'s window: at once
@@ -367,10 +373,10 @@ impl Win {
         disp: u64,
         data: &[u8],
     ) -> Result<(), WinError> {
-        let c = self.check(target, disp, data.len(), RmaKind::Put)?;
+        let h = self.check(r, target, disp, data.len(), RmaKind::Put)?;
         match self.imm.is_some() {
-            true => immediate::put(self, r, c, immediate::Source::Copy(data)),
-            false => self.defer(c, data.to_vec()),
+            true => immediate::put(self, r, target, h, immediate::Source::Copy(data)),
+            false => self.defer(r, target, h, data.to_vec()),
         }
     }
 
@@ -389,13 +395,13 @@ impl Win {
         ptr: *const u8,
         len: usize,
     ) -> Result<(), WinError> {
-        let c = self.check(target, disp, len, RmaKind::Put)?;
+        let h = self.check(r, target, disp, len, RmaKind::Put)?;
         match self.imm.is_some() {
-            true => immediate::put(self, r, c, immediate::Source::Raw(ptr, len)),
+            true => immediate::put(self, r, target, h, immediate::Source::Raw(ptr, len)),
             false => {
                 // SAFETY: the caller's contract covers this call.
                 let data = unsafe { std::slice::from_raw_parts(ptr, len) };
-                self.defer(c, data.to_vec())
+                self.defer(r, target, h, data.to_vec())
             }
         }
     }
@@ -440,10 +446,10 @@ impl Win {
         data: &[u8],
         kind: RmaKind,
     ) -> Result<(), WinError> {
-        let c = self.check(target, disp, data.len(), kind)?;
+        let h = self.check(r, target, disp, data.len(), kind)?;
         match self.imm.is_some() {
-            true => immediate::accumulate(self, r, c, data),
-            false => self.defer(c, data.to_vec()),
+            true => immediate::accumulate(self, r, target, h, data),
+            false => self.defer(r, target, h, data.to_vec()),
         }
     }
 
@@ -456,24 +462,36 @@ impl Win {
         disp: u64,
         len: usize,
     ) -> Result<Get, WinError> {
-        let gid = self.gets;
-        if gid >= MAX_GETS {
+        let mut h = self.check(r, target, disp, len, RmaKind::Get)?;
+        if self.epoch(r, |e, _| e.gets()) >= MAX_GETS {
             return Err(WinError::TooManyGets);
         }
-        let mut c = self.check(target, disp, len, RmaKind::Get)?;
-        c.header.id = gid;
         match self.imm.is_some() {
-            true => immediate::get(self, r, c)?,
-            false => self.defer(c, Vec::new())?,
+            true => immediate::get(self, r, target, &mut h)?,
+            false => {
+                self.epoch(r, |e, _| e.number_get(&mut h))?;
+                self.defer(r, target, h, Vec::new())?;
+            }
         }
-        self.gets += 1;
-        Ok(Get(gid))
+        Ok(Get(h.id))
     }
 
-    fn defer(&mut self, c: Checked, data: Vec<u8>) -> Result<(), WinError> {
+    /// Queues an operation for the deferred design's fence.
+    fn defer<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
+        target: u16,
+        header: OpHeader,
+        data: Vec<u8>,
+    ) -> Result<(), WinError> {
+        let me = self.me;
+        self.epoch(r, |e, _| match target == me {
+            true => e.local(),
+            false => e.message(target),
+        });
         self.queued.push(Queued {
-            target: c.target,
-            header: c.header,
+            target,
+            header,
             data,
         });
         Ok(())
@@ -502,27 +520,12 @@ impl Win {
         r: &mut Rank<T>,
         assert: Assert,
     ) -> Result<(), WinError> {
-        let (no_precede, no_succeed) = (
+        fence::run(
+            self,
+            r,
             assert.has(Assert::NO_PRECEDE),
             assert.has(Assert::NO_SUCCEED),
-        );
-        let issued = !self.queued.is_empty()
-            || self.gets > 0
-            || self.imm.as_ref().is_some_and(|i| i.issued());
-        if no_precede && issued {
-            return Err(WinError::Assertion);
-        }
-        let steps = self.design.steps(no_precede, no_succeed);
-        let done = match self.imm.is_some() {
-            true => immediate::fence(self, r, steps, no_succeed),
-            false => {
-                // Nothing reaches a deferred window outside its own fence.
-                self.closed = no_succeed;
-                deferred::fence(self, r, steps)
-            }
-        };
-        self.epoch = self.epoch.wrapping_add(1);
-        done
+        )
     }
 
     /// Ends a window: collective; an epoch still open is closed first, as
@@ -545,7 +548,11 @@ impl Win {
             .into_iter()
             .chain(self.imm.as_mut().map(|i| i.keys()).unwrap_or_default())
             .collect();
-        r.with(|d| keys.iter().for_each(|&k| d.nic.unpin(k)));
+        let id = self.id;
+        r.with(|d| {
+            keys.iter().for_each(|&k| d.nic.unpin(k));
+            d.windows.remove(&id);
+        });
         Ok(())
     }
 
@@ -565,7 +572,7 @@ impl Win {
                     _ => false,
                 };
                 // Checked at admission: a failure here is a bug, counted.
-                self.refused += !done as u64;
+                self.misapplied += !done as u64;
                 self.mem.write(at, &acc);
             }
             _ => {}
@@ -590,24 +597,25 @@ mod tests {
             let mut w = r.win_create(32, 1).expect("window");
             w.fence(r).unwrap();
             if r.rank() == 0 {
-                let good = w.windows[1];
-                let forged = |key: u32, offset: u64, len: u32| Queued {
-                    target: 1,
-                    header: OpHeader {
-                        kind: RmaKind::Put,
-                        last: false,
-                        window: w.id,
-                        epoch: w.epoch,
-                        key,
-                        len,
-                        offset,
-                        id: 0,
-                    },
-                    data: vec![0xAB; len as usize],
+                let good = w.epoch(r, |e, _| e.descriptor(1)).unwrap().window;
+                let epoch = w.epoch(r, |e, _| e.epoch());
+                let forged = |key: u32, offset: u64, len: u32| OpHeader {
+                    kind: RmaKind::Put,
+                    last: false,
+                    window: w.id,
+                    epoch,
+                    key,
+                    len,
+                    offset,
+                    id: 0,
                 };
-                w.queued.push(forged(good.key ^ 1, 0, 4)); // stale key
-                w.queued.push(forged(good.key, 30, 4)); // past the end
-                w.queued.push(forged(good.key, u64::MAX - 1, 4)); // wraps
+                for h in [
+                    forged(good.key ^ 1, 0, 4),        // stale key
+                    forged(good.key, 30, 4),           // past the end
+                    forged(good.key, u64::MAX - 1, 4), // wraps
+                ] {
+                    w.defer(r, 1, h, vec![0xAB; 4]).unwrap();
+                }
                 w.put(r, 1, 8, &[7; 4]).unwrap();
             }
             w.fence(r).unwrap();
@@ -632,15 +640,32 @@ mod tests {
                 w.fence(r).unwrap();
                 let mut res = Ok(());
                 if r.rank() == 0 {
-                    let good = w.remotes[1];
-                    w.remotes[1].key = rmx_core::MemKey(good.key.0 ^ 0x55);
-                    w.put(r, 1, 0, &[0xAB; 4]).unwrap();
-                    w.remotes[1] = Remote {
-                        addr: good.addr + (1 << 20),
-                        key: good.key,
+                    let good = w.epoch(r, |e, _| e.descriptor(1)).unwrap();
+                    let set = |w: &mut Win, r: &mut Rank<_>, remote: Remote| {
+                        let d = Descriptor { remote, ..good };
+                        w.epoch(r, |e, _| e.set_descriptor(1, d));
                     };
+                    let forged_key = rmx_core::MemKey(good.remote.key.0 ^ 0x55);
+                    set(
+                        &mut w,
+                        r,
+                        Remote {
+                            key: forged_key,
+                            ..good.remote
+                        },
+                    );
                     w.put(r, 1, 0, &[0xAB; 4]).unwrap();
-                    w.remotes[1] = good;
+                    let far = good.remote.addr + (1 << 20);
+                    set(
+                        &mut w,
+                        r,
+                        Remote {
+                            addr: far,
+                            ..good.remote
+                        },
+                    );
+                    w.put(r, 1, 0, &[0xAB; 4]).unwrap();
+                    set(&mut w, r, good.remote);
                     w.put(r, 1, 8, &[7; 4]).unwrap();
                     res = w.fence_with(r, Assert::NO_SUCCEED);
                 } else {

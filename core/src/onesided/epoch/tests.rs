@@ -1,0 +1,412 @@
+//! The fence's steps in every design, counted against a recording NIC.
+
+use super::*;
+use crate::nic::{MemKey, RxBuf, SlotId};
+use crate::wire::onesided::Window;
+
+/// A NIC that records RDMA posts and answers as told.
+struct Rec {
+    answer: Result<Posted, PostError>,
+    posts: [Option<(u16, WorkId, Option<u32>)>; 8],
+    n: usize,
+}
+
+impl Rec {
+    fn new(answer: Result<Posted, PostError>) -> Rec {
+        Rec {
+            answer,
+            posts: [None; 8],
+            n: 0,
+        }
+    }
+}
+
+impl Nic for Rec {
+    fn slot_mut(&mut self, _: SlotId) -> &mut [u8] {
+        &mut []
+    }
+    fn rx(&self, _: RxBuf) -> &[u8] {
+        &[]
+    }
+    fn copy(&mut self, _: crate::nic::Loc, _: crate::nic::Loc, _: usize) {}
+    fn post_send(&mut self, _: u16, _: SlotId, _: usize) -> Result<Posted, PostError> {
+        Err(PostError::Unsupported)
+    }
+    fn repost(&mut self, _: RxBuf) {}
+    fn post_rdma(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        _: RdmaOp,
+        _: Gather,
+        _: Remote,
+    ) -> Result<Posted, PostError> {
+        self.posts[self.n] = Some((peer, work, None));
+        self.n += 1;
+        self.answer
+    }
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        _: Gather,
+        _: Remote,
+        imm: u32,
+    ) -> Result<Posted, PostError> {
+        self.posts[self.n] = Some((peer, work, Some(imm)));
+        self.n += 1;
+        self.answer
+    }
+}
+
+fn targets() -> [Target; 3] {
+    let d = |r: u32| Descriptor {
+        window: Window {
+            len: 64,
+            disp_unit: 1,
+            key: 100 + r,
+        },
+        remote: Remote {
+            addr: 0x1000 * (r as u64 + 1),
+            key: MemKey(r),
+        },
+    };
+    [Target::new(d(0)), Target::new(d(1)), Target::new(d(2))]
+}
+
+fn epoch(design: Design) -> Epoch<[Target; 3]> {
+    Epoch::new(7, 0, design, targets()).unwrap()
+}
+
+fn local(len: u32) -> Gather {
+    Gather {
+        addr: 0x9000,
+        len,
+        key: MemKey(9),
+    }
+}
+
+fn put(e: &mut Epoch<[Target; 3]>, nic: &mut Rec, to: u16) -> Result<(), EpochError> {
+    let h = e.check(to, 8, 4, RmaKind::Put)?;
+    e.post(nic, to, &h, local(4))
+}
+
+fn ne(v: &[u32]) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    for (i, x) in v.iter().enumerate() {
+        b[4 * i..4 * i + 4].copy_from_slice(&x.to_ne_bytes());
+    }
+    b
+}
+
+const CLEAN: Outcome = Outcome {
+    failed: 0,
+    disagree: false,
+};
+
+#[test]
+fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
+    let mut e = epoch(Design::ImmOpt);
+    let mut nic = Rec::new(Ok(Posted::Later));
+    put(&mut e, &mut nic, 1).unwrap();
+    let mut g = e.check(2, 0, 16, RmaKind::Get).unwrap();
+    assert_eq!(e.number_get(&mut g), Ok(0));
+    e.post(&mut nic, 2, &g, local(16)).unwrap();
+    e.message(1); // an accumulate
+    let work = |t| WorkId::Window {
+        window: 7,
+        target: t,
+        imm: false,
+    };
+    assert_eq!(nic.posts[0], Some((1, work(1), None)));
+    assert_eq!(nic.posts[1], Some((2, work(2), None)));
+    e.fence(false, false).unwrap();
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::Flush);
+    assert_eq!(e.in_flight(), 2);
+    assert!(e.on_completion(1, false, Ok(())));
+    assert!(e.on_completion(2, false, Ok(())));
+    assert!(!e.on_completion(2, false, Ok(())), "nothing left in flight");
+    let len = Epoch::<[Target; 3]>::reduce_len(Design::ImmOpt, 3);
+    assert_eq!(
+        e.step(&mut c),
+        Step::Reduce {
+            collective: Reduction::ReduceScatter,
+            len
+        }
+    );
+    // Used, closing: per target.
+    assert_eq!(&c[..24], &ne(&[0, 0, 1, 0, 1, 0])[..24]);
+    // Rank 0 learns one finish message comes, nobody closes.
+    e.reduced(&ne(&[1, 0, 0, 0, 0, 0]));
+    assert_eq!(
+        e.step(&mut c),
+        Step::SendFinish {
+            to: 1,
+            body: 1u32.to_le_bytes()
+        }
+    );
+    assert_eq!(
+        e.step(&mut c),
+        Step::SendFinish {
+            to: 2,
+            body: 0u32.to_le_bytes()
+        }
+    );
+    assert_eq!(e.step(&mut c), Step::RecvFinish);
+    e.finished(2, 2u32.to_le_bytes());
+    assert_eq!(e.step(&mut c), Step::Await { from: Some(2) });
+    e.arrived();
+    assert!(!e.satisfied());
+    assert_eq!(e.step(&mut c), Step::Await { from: Some(2) });
+    e.arrived();
+    assert_eq!(e.step(&mut c), Step::Barrier);
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    assert_eq!((e.epoch(), e.issued(), e.closed()), (1, false, false));
+}
+
+#[test]
+fn ri_counts_immediates_including_the_next_epochs_early_ones() {
+    let mut e = epoch(Design::ImmRi);
+    let mut nic = Rec::new(Ok(Posted::Done));
+    put(&mut e, &mut nic, 2).unwrap();
+    assert_eq!(nic.posts[0].unwrap().2, Some(imm(7, 0)));
+    e.fence(false, false).unwrap();
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::Flush);
+    let len = Epoch::<[Target; 3]>::reduce_len(Design::ImmRi, 3);
+    assert_eq!(
+        e.step(&mut c),
+        Step::Reduce {
+            collective: Reduction::Allreduce,
+            len
+        }
+    );
+    assert_eq!(&c[..16], &ne(&[0, 0, 1, 0])[..16]);
+    // Three operations come to rank 0: one message, two immediates.
+    e.reduced(&ne(&[3, 0, 1, 0]));
+    assert!(e.on_immediate(imm(7, 0)));
+    assert!(e.on_immediate(imm(7, 1)), "a peer already in epoch 1");
+    assert!(!e.on_immediate(imm(8, 0)), "another window's");
+    assert_eq!(e.step(&mut c), Step::Await { from: None });
+    e.arrived();
+    assert!(!e.satisfied());
+    assert!(e.on_immediate(imm(7, 0)));
+    assert!(e.satisfied());
+    assert_eq!(e.step(&mut c), Step::Barrier);
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    // The early immediate counts toward epoch 1.
+    e.fence(false, false).unwrap();
+    e.step(&mut c);
+    e.step(&mut c);
+    e.reduced(&ne(&[1, 0, 0, 0]));
+    assert!(e.satisfied());
+}
+
+#[test]
+fn a_quiet_ri_epoch_skips_its_barrier_and_closing_by_all_closes() {
+    let mut e = epoch(Design::ImmRi);
+    let mut c = [0u8; 64];
+    e.fence(false, true).unwrap();
+    assert_eq!(e.step(&mut c), Step::Flush);
+    e.step(&mut c);
+    e.reduced(&ne(&[0, 0, 0, 3]));
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    assert!(e.closed());
+    assert_eq!(e.check(1, 0, 1, RmaKind::Put), Err(EpochError::Assertion));
+}
+
+#[test]
+fn ranks_closing_apart_disagree_and_the_window_stays_open() {
+    for design in [Design::ImmNaive, Design::ImmOpt, Design::ImmRi] {
+        let mut e = epoch(design);
+        let mut c = [0u8; 64];
+        e.fence(true, true).unwrap();
+        assert_eq!(e.step(&mut c), Step::Flush);
+        assert_eq!(
+            e.step(&mut c),
+            Step::Reduce {
+                collective: Reduction::Allreduce,
+                len: 4
+            }
+        );
+        assert_eq!(&c[..4], &1u32.to_ne_bytes());
+        e.reduced(&ne(&[2]));
+        let out = e.step(&mut c);
+        assert_eq!(
+            out,
+            Step::Done(Outcome {
+                failed: 0,
+                disagree: true
+            }),
+            "{design:?}"
+        );
+        assert!(!e.closed());
+    }
+}
+
+#[test]
+fn a_failed_put_with_immediate_is_reported_and_not_awaited() {
+    let mut e = epoch(Design::ImmRi);
+    let mut nic = Rec::new(Ok(Posted::Later));
+    put(&mut e, &mut nic, 1).unwrap();
+    put(&mut e, &mut nic, 1).unwrap();
+    nic.answer = Err(PostError::Access);
+    put(&mut e, &mut nic, 2).unwrap();
+    e.on_completion(1, true, Err(crate::nic::RdmaError::Access));
+    e.on_completion(1, true, Ok(()));
+    e.fence(false, false).unwrap();
+    let mut c = [0u8; 64];
+    e.step(&mut c);
+    e.step(&mut c);
+    assert_eq!(&c[..16], &ne(&[0, 1, 0, 0])[..16], "only the one landed");
+    e.reduced(&ne(&[0, 1, 0, 0]));
+    assert_eq!(e.step(&mut c), Step::Barrier);
+    assert_eq!(
+        e.step(&mut c),
+        Step::Done(Outcome {
+            failed: 2,
+            disagree: false
+        })
+    );
+}
+
+#[test]
+fn a_busy_nic_counts_nothing_but_a_retry() {
+    let mut e = epoch(Design::ImmRi);
+    let mut nic = Rec::new(Err(PostError::Busy));
+    assert_eq!(put(&mut e, &mut nic, 1), Err(EpochError::Busy));
+    assert_eq!((e.retries(), e.issued(), e.in_flight()), (1, false, 0));
+    e.fence(false, false).unwrap();
+    let mut c = [0u8; 64];
+    e.step(&mut c);
+    e.step(&mut c);
+    assert_eq!(&c[..16], &ne(&[0, 0, 0, 0])[..16]);
+}
+
+#[test]
+fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
+    let mut e = epoch(Design::Def);
+    let h = e.check(1, 0, 4, RmaKind::Put).unwrap();
+    let mut nic = Rec::new(Ok(Posted::Done));
+    assert!(e.post(&mut nic, 1, &h, local(4)).is_err(), "no RDMA");
+    e.message(1);
+    e.message(1);
+    e.fence(false, true).unwrap();
+    assert!(
+        e.closed(),
+        "nothing reaches a deferred window outside its fence"
+    );
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::SendQueued);
+    assert!(matches!(
+        e.step(&mut c),
+        Step::Reduce {
+            collective: Reduction::ReduceScatter,
+            len: 12
+        }
+    ));
+    assert_eq!(&c[..12], &ne(&[0, 2, 0])[..12]);
+    e.reduced(&ne(&[1, 0, 0]));
+    assert_eq!(e.step(&mut c), Step::Await { from: None });
+    e.arrived();
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    // Closed: nothing is issued until the next fence reopens it.
+    assert_eq!(e.check(1, 0, 4, RmaKind::Put), Err(EpochError::Assertion));
+    e.fence(true, false).unwrap();
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    assert!(e.check(1, 0, 4, RmaKind::Put).is_ok());
+}
+
+#[test]
+fn assertions_and_fences_under_way_refuse_operations() {
+    let mut e = epoch(Design::ImmOpt);
+    e.local();
+    assert_eq!(e.fence(true, false), Err(EpochError::Assertion));
+    e.fence(false, false).unwrap();
+    assert_eq!(e.check(1, 0, 4, RmaKind::Put), Err(EpochError::Fencing));
+    assert_eq!(e.fence(false, false), Err(EpochError::Fencing));
+    assert_eq!(
+        e.check(0, 0, 4, RmaKind::Put).err(),
+        Some(EpochError::Fencing)
+    );
+}
+
+#[test]
+fn the_origin_checks_target_range_alignment_and_get_numbers() {
+    use crate::collective::{Int, Op};
+    let mut e = epoch(Design::Def);
+    assert_eq!(
+        e.check(3, 0, 1, RmaKind::Put),
+        Err(EpochError::Rma(RmaError::Target))
+    );
+    assert!(matches!(
+        e.check(1, 60, 8, RmaKind::Put),
+        Err(EpochError::Rma(RmaError::OutOfBounds { .. }))
+    ));
+    assert!(matches!(
+        e.check(1, u64::MAX, 8, RmaKind::Put),
+        Err(EpochError::Rma(RmaError::OutOfBounds { .. }))
+    ));
+    assert_eq!(
+        e.check(1, 2, 8, RmaKind::Accumulate(Op::Sum, Int::U32)),
+        Err(EpochError::Rma(RmaError::Misaligned))
+    );
+    assert_eq!(
+        e.check(1, 0, 1 << 32, RmaKind::Put),
+        Err(EpochError::TooLong)
+    );
+    let h = e.check(2, 4, 8, RmaKind::Put).unwrap();
+    assert_eq!((h.key, h.offset, h.window, h.epoch), (102, 4, 7, 0));
+    let mut g = e.check(1, 0, 1, RmaKind::Get).unwrap();
+    for i in 0..MAX_GETS {
+        assert_eq!(e.number_get(&mut g), Ok(i));
+    }
+    assert_eq!(e.number_get(&mut g), Err(EpochError::TooManyGets));
+}
+
+#[test]
+fn the_target_admits_only_its_own_epoch_key_and_lengths() {
+    let mut e = epoch(Design::Def);
+    let good = OpHeader {
+        kind: RmaKind::Put,
+        last: false,
+        window: 7,
+        epoch: 0,
+        key: 100,
+        len: 4,
+        offset: 8,
+        id: 0,
+    };
+    let msg = |h: OpHeader, data: usize| {
+        let mut b = [0u8; HEADER + INLINE];
+        b[..HEADER].copy_from_slice(&h.encode());
+        (b, HEADER + data)
+    };
+    let (b, n) = msg(good, 4);
+    let a = e.admit(&b[..n]);
+    assert_eq!(a.admitted, Ok((good, 8..12)));
+    assert_eq!(a.data, Data::Inline(4));
+    for bad in [
+        OpHeader { epoch: 1, ..good },
+        OpHeader { window: 8, ..good },
+        OpHeader { key: 101, ..good },
+        OpHeader { offset: 62, ..good },
+    ] {
+        let (b, n) = msg(bad, 4);
+        assert!(e.admit(&b[..n]).admitted.is_err(), "{bad:?}");
+    }
+    let (b, n) = msg(good, 3);
+    assert_eq!(e.admit(&b[..n]).admitted, Err(RmaError::Malformed));
+    let big = OpHeader {
+        len: 1000,
+        offset: 0,
+        ..good
+    };
+    let (b, _) = msg(big, 0);
+    let a = e.admit(&b[..HEADER]);
+    assert_eq!(a.data, Data::Apart(1000));
+    assert!(a.admitted.is_err(), "past the window's 64 bytes");
+    assert!(e.admit(&b[..5]).admitted.is_err(), "short");
+    assert_eq!(e.refused(), 7);
+}

@@ -1,0 +1,225 @@
+//! A fence, carried out: the core's [`Epoch`] says each step (what to
+//! send, sum, receive and wait for, in the window's design); this file
+//! does it with the rank's messages and collectives and hands the results
+//! back. The bytes every request names live in [`Io`] until the fence
+//! has waited for them.
+
+use rmx_core::collective::{Int, Op};
+use rmx_core::onesided::{
+    channel::{FINISH, FLAG},
+    tag, Epoch, Outcome, Reduction, Step, Target,
+};
+use rmx_core::{RecvFault, Source, TagSel};
+
+use super::messages::{self, recv_failed, send_failed, Outgoing};
+use super::{deferred, epoch_of, immediate, Win, WinError, RMA_CONTEXT};
+use crate::collective::CollectiveError;
+use crate::rank::{Rank, Req};
+use crate::transport::Transport;
+
+/// The buffers of one fence's requests, and the requests.
+#[derive(Default)]
+pub(super) struct Io {
+    pub pending: Vec<Req>,
+    /// Operations sent (deferred design).
+    pub outgoing: Vec<Outgoing>,
+    /// Finish messages' bodies (each on the heap, where its request reads
+    /// it, however `bodies` grows).
+    bodies: Vec<Vec<u8>>,
+    /// Answers to gets, and replies to this rank's gets with their numbers.
+    pub answers: Vec<Vec<u8>>,
+    pub replies: Vec<(u32, Vec<u8>)>,
+}
+
+/// Ends the epoch of `w` (and opens the next) as the core's steps say.
+pub(super) fn run<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    no_precede: bool,
+    no_succeed: bool,
+) -> Result<(), WinError> {
+    let (epoch, gets) = w.epoch(r, |e, _| {
+        let started = e.fence(no_precede, no_succeed);
+        started.map(|()| (e.epoch(), e.gets()))
+    })?;
+    let mut io = Io::default();
+    // SAFETY: every buffer a request names lives in `io` until the
+    // requests are waited for or abandoned below.
+    let steps = unsafe { steps(w, r, epoch, &mut io) };
+    let end = |w: &mut Win, io: &mut Io| match w.design.immediate() {
+        true => immediate::end_epoch(w, gets),
+        false => deferred::end_epoch(w, gets, io),
+    };
+    match steps {
+        Ok((outcome, fault)) => {
+            end(w, &mut io);
+            if let Some(f) = fault {
+                return Err(WinError::Collective(CollectiveError::Failed(f)));
+            }
+            if outcome.failed > 0 {
+                return Err(WinError::Transfer {
+                    failed: outcome.failed.into(),
+                });
+            }
+            if outcome.disagree {
+                return Err(WinError::Disagree);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            r.abandon(io.pending.drain(..));
+            w.epoch(r, |e, _| e.abort());
+            end(w, &mut io);
+            Err(e)
+        }
+    }
+}
+
+/// Carries out the steps until the core says the fence is done; the
+/// first fault of a request the fence waited for.
+///
+/// # Safety
+/// `io` stays in place, untouched, until every request on `io.pending`
+/// completed.
+unsafe fn steps<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    epoch: u16,
+    io: &mut Io,
+) -> Result<(Outcome, Option<RecvFault>), WinError> {
+    let id = w.id;
+    let n = r.size() as usize;
+    let mut counts = vec![0u8; Epoch::<Vec<Target>>::reduce_len(w.design, n)];
+    let mut fault = None;
+    loop {
+        let step = w.epoch(r, |e, _| e.step(&mut counts));
+        match step {
+            // SAFETY: the caller's contract.
+            Step::SendQueued => unsafe { deferred::send_queued(w, r, epoch, io)? },
+            Step::Flush => fault = fault.or(immediate::flush(w, r)),
+            Step::Reduce { collective, len } => {
+                let v = &mut counts[..len];
+                match collective {
+                    Reduction::ReduceScatter => r.reduce_scatter(v, Int::U32, Op::Sum)?,
+                    Reduction::Allreduce => r.allreduce(v, Int::U32, Op::Sum)?,
+                }
+                w.epoch(r, |e, _| e.reduced(&counts[..len]));
+            }
+            Step::SendFinish { to, body } => {
+                let b = body.to_vec();
+                let t = tag(id, epoch, FINISH);
+                // SAFETY: the body is on the heap, kept in `io`.
+                let q = unsafe { r.isend_in(to, t, RMA_CONTEXT, b.as_ptr(), 4) };
+                io.bodies.push(b);
+                io.pending.push(q.map_err(send_failed)?);
+            }
+            Step::RecvFinish => {
+                let mut b = [0u8; 4];
+                let sel = TagSel::Tag(tag(id, epoch, FINISH));
+                let st = r
+                    .recv_in(Source::Any, sel, RMA_CONTEXT, &mut b)
+                    .map_err(recv_failed)?;
+                w.epoch(r, |e, _| e.finished(st.source, b));
+            }
+            Step::Await { from: Some(src) } => {
+                let a = messages::recv(w, r, Source::Rank(src))?;
+                // SAFETY: the caller's contract.
+                unsafe { deferred::take(w, r, epoch, a, io)? };
+                w.epoch(r, |e, _| e.arrived());
+            }
+            // SAFETY: the caller's contract.
+            Step::Await { from: None } => unsafe { await_any(w, r, epoch, io)? },
+            Step::Flags => {
+                fault = fault.or(r.wait_all(io.pending.drain(..)));
+                all_pairs(w, r, epoch)?;
+            }
+            Step::Barrier => {
+                fault = fault.or(r.wait_all(io.pending.drain(..)));
+                r.barrier()?;
+            }
+            Step::Done(outcome) => {
+                fault = fault.or(r.wait_all(io.pending.drain(..)));
+                return Ok((outcome, fault));
+            }
+        }
+    }
+}
+
+/// Receives one operation from any rank, unless the core is satisfied
+/// first (the rest came as immediates): then the receive is cancelled.
+///
+/// # Safety
+/// As [`steps`].
+unsafe fn await_any<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    epoch: u16,
+    io: &mut Io,
+) -> Result<(), WinError> {
+    let id = w.id;
+    let mut first: Box<messages::First> =
+        Box::new([0u8; rmx_core::onesided::HEADER + rmx_core::onesided::INLINE]);
+    // SAFETY: `first` is on the heap and kept until this request
+    // completes or is cancelled and waited for below.
+    let q = unsafe { messages::post(w, r, Source::Any, &mut first)? };
+    match r.wait_or(q, |d| epoch_of(&mut d.windows, id).satisfied()) {
+        Ok(st) => {
+            let a = messages::finish(w, r, st, &first)?;
+            // SAFETY: the caller's contract.
+            unsafe { deferred::take(w, r, epoch, a, io)? };
+            w.epoch(r, |e, _| e.arrived());
+        }
+        Err(q) => {
+            let cancelled = r.cancel(&q);
+            let st = r.wait(q);
+            if !cancelled {
+                // A message nobody counted (a faulty or hostile origin).
+                messages::finish(w, r, st, &first)?;
+                w.epoch(r, |e, _| e.refuse());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Naive's opening: a flag from every rank to every other.
+fn all_pairs<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    epoch: u16,
+) -> Result<(), WinError> {
+    let flags = vec![0u8; r.size() as usize];
+    let mut got = vec![0u8; r.size() as usize];
+    let mut pending = Vec::new();
+    let t = tag(w.id, epoch, FLAG);
+    let posted = (|| {
+        for p in (0..r.size()).filter(|&p| p != w.me) {
+            // SAFETY: `flags` and `got` outlive the wait (or abandonment)
+            // below.
+            let q = unsafe {
+                r.irecv_in(
+                    Source::Rank(p),
+                    TagSel::Tag(t),
+                    RMA_CONTEXT,
+                    got[p as usize..].as_mut_ptr(),
+                    1,
+                )
+            };
+            pending.push(q.map_err(recv_failed)?);
+            // SAFETY: as above.
+            let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, flags[p as usize..].as_ptr(), 1) };
+            pending.push(q.map_err(send_failed)?);
+        }
+        Ok(())
+    })();
+    match posted {
+        Ok(()) => match r.wait_all(pending) {
+            Some(f) => Err(WinError::Collective(CollectiveError::Failed(f))),
+            None => Ok(()),
+        },
+        Err(e) => {
+            r.abandon(pending);
+            Err(e)
+        }
+    }
+}
