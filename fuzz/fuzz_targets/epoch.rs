@@ -1,0 +1,171 @@
+//! A window's epoch driven by arbitrary events: operations issued (the NIC
+//! answering each post as the input says), completions and immediates fed
+//! in, fences started, stepped, handed arbitrary reductions, finish
+//! messages and arrivals, and arbitrary first messages admitted. Never
+//! panics or overflows; in flight never exceeds what was posted; a fence
+//! always reaches `Done` within a bounded number of steps once every
+//! arrival it awaits is fed; whatever is admitted lies inside the window.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use rmx_core::nic::{Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp, Remote, RxBuf, SlotId};
+use rmx_core::onesided::{
+    Descriptor, Design, Epoch, OpHeader, RmaKind, Step, Target, Window, HEADER, INLINE,
+};
+use rmx_core::{WcResult, WorkId};
+
+/// A NIC that answers every RDMA post with what the input chose.
+struct Told(u8);
+
+impl Told {
+    fn answer(&self) -> Result<Posted, PostError> {
+        match self.0 % 5 {
+            0 => Ok(Posted::Later),
+            1 => Ok(Posted::Done),
+            2 => Err(PostError::Busy),
+            3 => Err(PostError::Access),
+            _ => Err(PostError::Down),
+        }
+    }
+}
+
+impl Nic for Told {
+    fn slot_mut(&mut self, _: SlotId) -> &mut [u8] {
+        &mut []
+    }
+    fn rx(&self, _: RxBuf) -> &[u8] {
+        &[]
+    }
+    fn copy(&mut self, _: Loc, _: Loc, _: usize) {}
+    fn post_send(&mut self, _: u16, _: SlotId, _: usize) -> Result<Posted, PostError> {
+        Err(PostError::Unsupported)
+    }
+    fn repost(&mut self, _: RxBuf) {}
+    fn post_rdma(
+        &mut self,
+        _: u16,
+        _: WorkId,
+        _: RdmaOp,
+        _: Gather,
+        _: Remote,
+    ) -> Result<Posted, PostError> {
+        self.answer()
+    }
+    fn post_write_imm(
+        &mut self,
+        _: u16,
+        _: WorkId,
+        _: Gather,
+        _: Remote,
+        _: u32,
+    ) -> Result<Posted, PostError> {
+        self.answer()
+    }
+}
+
+const RANKS: usize = 4;
+
+fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
+    let (design, me, events, first) = input;
+    let design = Design::ALL[design as usize % 4];
+    let me = me as u16 % RANKS as u16;
+    let targets: Vec<Target> = (0..RANKS as u32)
+        .map(|r| {
+            Target::new(Descriptor {
+                window: Window {
+                    len: 64 << r,
+                    disp_unit: 1 + r,
+                    key: r,
+                },
+                remote: Remote {
+                    addr: u64::MAX - 100 * r as u64,
+                    key: MemKey(r),
+                },
+            })
+        })
+        .collect();
+    let mut e = Epoch::new(3, me, design, targets).expect("me is a rank");
+    let mut counts = vec![0u8; Epoch::<Vec<Target>>::reduce_len(design, RANKS)];
+    let mut posted = 0u32;
+    for (what, a, b, bytes) in events {
+        let target = (a % RANKS as u64) as u16;
+        match what % 9 {
+            0 | 1 => {
+                let kind = if what & 0x10 == 0 {
+                    RmaKind::Put
+                } else {
+                    RmaKind::Get
+                };
+                let Ok(mut h) = e.check(target, a >> 8, b as u64 & 0xFFFF, kind) else {
+                    continue;
+                };
+                if kind == RmaKind::Get && e.number_get(&mut h).is_err() {
+                    continue;
+                }
+                let local = Gather {
+                    addr: a,
+                    len: h.len,
+                    key: MemKey(1),
+                };
+                let before = e.in_flight();
+                let mut nic = Told(bytes[0]);
+                let _ = e.post(&mut nic, target, &h, local);
+                assert!(e.in_flight() <= before + 1);
+                posted += e.in_flight() - before;
+            }
+            2 => e.message(target),
+            3 => {
+                let result: WcResult = if bytes[0] & 1 == 0 {
+                    Ok(())
+                } else {
+                    Err(rmx_core::RdmaError::Access)
+                };
+                if e.on_completion(target, bytes[1] & 1 == 1, result) {
+                    posted = posted
+                        .checked_sub(1)
+                        .expect("completed only what was in flight");
+                }
+            }
+            4 => {
+                e.on_immediate(b);
+            }
+            5 => {
+                let _ = e.fence(bytes[0] & 1 == 1, bytes[1] & 1 == 1);
+            }
+            6 => {
+                for (i, c) in counts.iter_mut().enumerate() {
+                    *c = bytes[i % 8];
+                }
+                e.reduced(&counts);
+                e.finished(target, [bytes[2], bytes[3], 0, 0]);
+                e.arrived();
+            }
+            7 => {
+                let a = e.admit(&first[..first.len().min(HEADER + INLINE)]);
+                if let Ok((h, range)) = a.admitted {
+                    let mine = e.descriptor(me).unwrap().window;
+                    assert!(range.end <= mine.len && h.key == mine.key);
+                }
+            }
+            _ => {
+                // Step the fence a while, feeding every arrival asked for
+                // (finish messages announcing few operations).
+                for _ in 0..64 {
+                    match e.step(&mut counts) {
+                        Step::Done(_) => break,
+                        Step::Reduce { len, .. } => {
+                            assert!(len <= counts.len());
+                            e.reduced(&counts)
+                        }
+                        Step::RecvFinish => e.finished(target, [bytes[4] & 3, 0, 0, 0]),
+                        Step::Await { .. } => e.arrived(),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert_eq!(e.in_flight(), posted.min(e.in_flight()));
+        posted = e.in_flight();
+    }
+    let _ = OpHeader::decode(first);
+});
