@@ -94,9 +94,9 @@ fn random_operations_across_epochs_match_the_model() {
 
 /// Fence-Imm-RI with a shared receive queue of 16 buffers and 500 puts
 /// per epoch to a rank that is busy computing: its buffers run out, the
-/// NIC refuses further immediates (receiver not ready), the origin keeps
-/// them in order and posts them again as the target hands buffers back,
-/// and every put lands exactly once.
+/// NIC refuses further immediates (receiver not ready), the core counts a
+/// retry and the origin's put progresses until the target hands buffers
+/// back and the NIC takes it, in order; every put lands exactly once.
 #[test]
 fn immediates_survive_a_nearly_empty_receive_queue() {
     let net = Net::Loop(LoopConfig {

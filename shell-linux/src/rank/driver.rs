@@ -49,7 +49,7 @@ impl<T: Transport> Driver<T> {
                         target,
                         imm,
                     }) => {
-                        let mine = self.windows.get_mut(&window);
+                        let mine = self.windows.get_mut(window);
                         if !mine.is_some_and(|e| e.on_completion(target, imm, c.result)) {
                             // A window freed with its operations drained: stray.
                             self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
@@ -77,7 +77,7 @@ impl<T: Transport> Driver<T> {
                 // A window's put landed; its buffer goes straight back to
                 // the shared receive queue (the paper's replenishment on
                 // each RDMA write completion).
-                if let Some(e) = self.windows.get_mut(&imm_window(imm)) {
+                if let Some(e) = self.windows.get_mut(imm_window(imm)) {
                     e.on_immediate(imm);
                 }
                 self.nic.port.repost(rx.buf);

@@ -26,7 +26,6 @@ mod messages;
 
 pub(crate) mod memory;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rmx_core::collective::{reduce, Int, Op};
@@ -43,8 +42,31 @@ use memory::WinMemory;
 
 pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
 
-/// The core's epochs of a rank's windows, by window number.
-pub(crate) type Epochs = HashMap<u16, Epoch<Vec<Target>>>;
+/// The core's epochs of a rank's windows, by window number (numbers are
+/// given in order, so a table indexed by them stays as long as the
+/// windows a rank ever made, and a lookup on the data path costs an index).
+#[derive(Default)]
+pub(crate) struct Epochs(Vec<Option<Epoch<Vec<Target>>>>);
+
+impl Epochs {
+    pub(crate) fn get_mut(&mut self, id: u16) -> Option<&mut Epoch<Vec<Target>>> {
+        self.0.get_mut(id as usize)?.as_mut()
+    }
+
+    fn insert(&mut self, id: u16, e: Epoch<Vec<Target>>) {
+        let i = id as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i] = Some(e);
+    }
+
+    fn remove(&mut self, id: u16) {
+        if let Some(e) = self.0.get_mut(id as usize) {
+            *e = None;
+        }
+    }
+}
 
 /// Why a window call failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -256,7 +278,7 @@ impl<T: Transport + 'static> Rank<T> {
 /// The epoch of window `id`, which lives as long as the window.
 fn epoch_of(windows: &mut Epochs, id: u16) -> &mut Epoch<Vec<Target>> {
     windows
-        .get_mut(&id)
+        .get_mut(id)
         .expect("a window's epoch lives until it is freed")
 }
 
@@ -551,7 +573,7 @@ impl Win {
         let id = self.id;
         r.with(|d| {
             keys.iter().for_each(|&k| d.nic.unpin(k));
-            d.windows.remove(&id);
+            d.windows.remove(id);
         });
         Ok(())
     }
