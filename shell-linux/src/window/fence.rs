@@ -121,14 +121,17 @@ unsafe fn steps<T: Transport + 'static>(
                     .map_err(recv_failed)?;
                 w.epoch(r, |e, _| e.finished(st.source, b));
             }
-            Step::Await { from: Some(src) } => {
-                let a = messages::recv(w, r, Source::Rank(src))?;
+            // Only immediates can satisfy the core without a message: a
+            // design that has none simply receives.
+            Step::Await { from } if from.is_some() || !w.design.immediate() => {
+                let src = from.map_or(Source::Any, Source::Rank);
+                let a = messages::recv(w, r, src)?;
                 // SAFETY: the caller's contract.
                 unsafe { deferred::take(w, r, epoch, a, io)? };
                 w.epoch(r, |e, _| e.arrived());
             }
             // SAFETY: the caller's contract.
-            Step::Await { from: None } => unsafe { await_any(w, r, epoch, io)? },
+            Step::Await { .. } => unsafe { await_any(w, r, epoch, io)? },
             Step::Flags => {
                 fault = fault.or(r.wait_all(io.pending.drain(..)));
                 all_pairs(w, r, epoch)?;
