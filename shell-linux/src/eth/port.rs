@@ -6,7 +6,7 @@
 //! Sends are gathered by the socket call straight from the memory the core
 //! names (a bounce slot's header, a user buffer). A post queues the frame;
 //! the queued frames leave together when the rank rings
-//! [`Transport::doorbell`] (at the end of a progress round, in a wait or
+//! [`Port::doorbell`](crate::transport::Port::doorbell) (at the end of a progress round, in a wait or
 //! test) or when the batch is full: one `sendmsg(2)` for a lone frame, one
 //! `sendmmsg(2)` for more. Each completes at the completion poll after it
 //! left, so a window of sends holds the connection's send entries meanwhile
@@ -614,21 +614,13 @@ impl EthPort {
     }
 }
 
-impl Transport for EthPort {
-    fn rank(&self) -> u16 {
-        self.rank
-    }
-
+impl rmx_driver::Port for EthPort {
     fn caps(&self) -> Caps {
         Caps {
             rx_buffers: self.opts.rx_buffers,
             mtu: self.max_packet,
             ..super::CAPS
         }
-    }
-
-    fn events(&self) -> Events {
-        Events::Fd(self.events.clone())
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
@@ -651,7 +643,7 @@ impl Transport for EthPort {
 
     unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
         // SAFETY: the caller's contract; the socket only reads.
-        unsafe { Transport::register(self, addr, len) }
+        unsafe { rmx_driver::Port::register(self, addr, len) }
     }
 
     fn deregister(&mut self, mr: Mr) {
@@ -793,6 +785,16 @@ impl Transport for EthPort {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
+    }
+}
+
+impl Transport for EthPort {
+    fn rank(&self) -> u16 {
+        self.rank
+    }
+
+    fn events(&self) -> Events {
+        Events::Fd(self.events.clone())
     }
 
     fn counters(&self) -> Counters {

@@ -350,7 +350,7 @@ fn an_armed_nic_raises_one_event_for_a_plain_packet_or_a_taken_send() {
 /// oldest first; the rest wait for the next poll (as `ibv_poll_cq`).
 #[test]
 fn a_completion_poll_fills_at_most_the_callers_array() {
-    use crate::transport::{Completion, Transport};
+    use crate::transport::Completion;
     let (mut a, mut b) = fabric(1 << 16);
     let mut d = *b"data";
     let s = sge(&a, &mut d, 0);
@@ -375,7 +375,7 @@ fn a_completion_poll_fills_at_most_the_callers_array() {
         assert!(b.poll_recv().is_none());
         let mut out = [none; 1];
         for _ in 0..1_000_000 {
-            let n = Transport::poll_cq(&mut a, &mut out);
+            let n = rmx_driver::Port::poll_cq(&mut a, &mut out);
             ids.extend(out[..n].iter().map(|c| c.wr_id));
             if ids.len() == first as usize + 2 {
                 break;
@@ -384,5 +384,5 @@ fn a_completion_poll_fills_at_most_the_callers_array() {
         }
     }
     assert_eq!(ids, [0, 1, 2, 3], "one at a time, oldest first");
-    assert_eq!(Transport::poll_cq(&mut a, &mut [none; 4]), 0);
+    assert_eq!(rmx_driver::Port::poll_cq(&mut a, &mut [none; 4]), 0);
 }

@@ -21,12 +21,7 @@ fn done(wc: Wc) -> Completion {
     }
 }
 
-impl Transport for Port {
-    #[inline]
-    fn rank(&self) -> u16 {
-        Port::rank(self)
-    }
-
+impl rmx_driver::Port for Port {
     fn caps(&self) -> Caps {
         let c = self.config();
         let clamp = |v: usize| v.min(u32::MAX as usize) as u32;
@@ -42,10 +37,6 @@ impl Transport for Port {
             lossy: false,
             cheap_gather: false,
         }
-    }
-
-    fn events(&self) -> Events {
-        Events::Loop(Port::events(self))
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
@@ -131,12 +122,23 @@ impl Transport for Port {
         })
     }
 
+    fn drain(&mut self) {
+        Port::drain(self)
+    }
+}
+
+impl Transport for Port {
+    #[inline]
+    fn rank(&self) -> u16 {
+        Port::rank(self)
+    }
+
+    fn events(&self) -> Events {
+        Events::Loop(Port::events(self))
+    }
+
     #[inline]
     fn busy(&self) -> bool {
         self.nic_working()
-    }
-
-    fn drain(&mut self) {
-        Port::drain(self)
     }
 }

@@ -3,10 +3,10 @@
 
 use crate::clock::now_ns;
 use crate::monitor::{Monitor, Queue};
-use crate::transport::{Completion, Transport};
+use crate::transport::{Completion, Mr, Transport};
+use crate::window::memory::WinMemory;
 use crate::window::Epochs;
-use rmx_core::onesided::imm_window;
-use rmx_core::{RxBuf, WorkId};
+use rmx_core::RegError;
 use std::sync::Arc;
 
 use super::*;
@@ -29,40 +29,25 @@ pub(crate) struct Driver<T: Transport> {
     /// The transport may lose packets: arrivals are stamped with a fresh
     /// clock (on a reliable one no timer depends on them).
     pub(super) lossy: bool,
+    /// Memory of windows and their operations, registered for remote
+    /// access: kept alive here until deregistered, whatever became of the
+    /// window, so no NIC operation reaches freed memory.
+    pub(super) pinned: Vec<(Mr, Arc<WinMemory>)>,
 }
 
 /// Completions taken from the port per poll.
 pub(super) const WCS: usize = 32;
 
 impl<T: Transport> Driver<T> {
-    /// Hands the NIC's send and RDMA completions to the core.
+    /// Hands the NIC's send and RDMA completions to the core and windows.
     #[inline]
     pub(super) fn completions(&mut self) -> usize {
-        let mut total = 0;
-        loop {
-            let n = self.nic.port.poll_cq(&mut self.wcs);
-            for i in 0..n {
-                let c = self.wcs[i];
-                match WorkId::from_wr_id(c.wr_id) {
-                    Some(WorkId::Window {
-                        window,
-                        target,
-                        imm,
-                    }) => {
-                        let mine = self.windows.get_mut(window);
-                        if !mine.is_some_and(|e| e.on_completion(target, imm, c.result)) {
-                            // A window freed with its operations drained: stray.
-                            self.ep.on_completion(&mut self.nic, c.wr_id, c.result);
-                        }
-                    }
-                    _ => self.ep.on_completion(&mut self.nic, c.wr_id, c.result),
-                }
-            }
-            total += n;
-            if n < WCS {
-                return total;
-            }
-        }
+        rmx_driver::complete(
+            &mut self.ep,
+            &mut self.nic,
+            &mut self.windows,
+            &mut self.wcs,
+        )
     }
 
     /// Polls the NIC once: receives, completions, and (every few idle
@@ -70,29 +55,16 @@ impl<T: Transport> Driver<T> {
     /// completions handled.
     #[inline]
     pub(super) fn progress(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(rx) = self.nic.port.poll_recv() {
-            n += 1;
-            if let Some(imm) = rx.imm {
-                // A window's put landed; its buffer goes straight back to
-                // the shared receive queue (the paper's replenishment on
-                // each RDMA write completion).
-                if let Some(e) = self.windows.get_mut(imm_window(imm)) {
-                    e.on_immediate(imm);
-                }
-                self.nic.port.repost(rx.buf);
-                continue;
-            }
-            if n == 1 && self.lossy {
-                // The core times retransmissions from when packets came:
-                // a clock read per batch, not the idle poll's stale one.
-                self.now = now_ns();
-            }
-            self.ep.on_receive(self.now, &mut self.nic, RxBuf(rx.buf));
-        }
-        n += self.completions();
-        // What the core posted while handling them leaves now, in one batch.
-        self.nic.port.doorbell();
+        let round = rmx_driver::progress(
+            &mut self.ep,
+            &mut self.nic,
+            &mut self.windows,
+            &mut self.wcs,
+            &mut self.now,
+            self.lossy,
+            now_ns,
+        );
+        let n = round.packets + round.completions;
         self.idle = if n > 0 { 0 } else { self.idle + 1 };
         // Timers are coarse (tens of microseconds): read the clock only every
         // CLOCK_POLLS empty polls, never in the spin right after a packet,
@@ -111,6 +83,25 @@ impl<T: Transport> Driver<T> {
         n
     }
 
+    /// Registers `mem` for local and remote access and keeps it alive
+    /// until [`unpin`](Self::unpin) or the end of the rank.
+    pub(crate) fn pin(&mut self, mem: &Arc<WinMemory>) -> Result<Mr, RegError> {
+        // SAFETY: `mem` is kept alive in `pinned` until deregistered, and
+        // `Drop` drains the port first.
+        let mr = unsafe { self.nic.port().register_user(mem.addr(), mem.reserved()) }?;
+        self.pinned.push((mr, Arc::clone(mem)));
+        Ok(mr)
+    }
+
+    /// Ends the registration with `key`; the memory goes once its last
+    /// holder lets go. The caller knows that no operation names it.
+    pub(crate) fn unpin(&mut self, key: u32) {
+        if let Some(i) = self.pinned.iter().position(|(mr, _)| mr.key == key) {
+            let (mr, _) = self.pinned.swap_remove(i);
+            self.nic.port().deregister(mr);
+        }
+    }
+
     /// How long polls have found nothing (0 until the clock is first read).
     pub(super) fn idle_ns(&self) -> u64 {
         if self.idle < CLOCK_POLLS - 1 {
@@ -126,14 +117,20 @@ impl<T: Transport> Driver<T> {
         self.now = now_ns();
         if self.ep.poll_timeout().is_some_and(|t| t <= self.now) {
             self.ep.poll(self.now, &mut self.nic);
-            self.nic.port.doorbell();
+            self.nic.port().doorbell();
         }
         self.ep.poll_timeout().map(|t| t.saturating_sub(self.now))
     }
 }
 
 impl<T: Transport> Drop for Driver<T> {
+    /// Window memory is deregistered once the port is quiet, before it
+    /// can go; the adapter then ends the rest.
     fn drop(&mut self) {
+        self.nic.port().drain();
+        for (mr, _) in self.pinned.drain(..) {
+            self.nic.port().deregister(mr);
+        }
         if let Some((m, q)) = &self.watch {
             m.unsubscribe(q);
         }

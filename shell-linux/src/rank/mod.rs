@@ -125,7 +125,7 @@ impl<T: Transport + 'static> Rank<T> {
         let mut r =
             Self::build(port, nranks, cfg, Some(policy), None).map_err(|e| format!("{e:?}"))?;
         r.with(|d| {
-            d.nic.monitor = Some(Arc::clone(&monitor));
+            d.nic.host().monitor = Some(Arc::clone(&monitor));
             d.watch = Some((Arc::clone(&monitor), monitor.subscribe()));
         });
         Ok(r)
@@ -151,7 +151,13 @@ impl<T: Transport + 'static> Rank<T> {
         let events = port.events();
         let d = Driver {
             ep,
-            nic: ShellNic::new(port, cfg.eager_threshold as usize, sizes.slots),
+            nic: nic::shell_nic(
+                port,
+                cfg.eager_threshold as usize,
+                sizes.slots,
+                sizes.requests,
+                2 * sizes.requests,
+            ),
             watch: None,
             now: now_ns(),
             idle: 0,
@@ -162,6 +168,7 @@ impl<T: Transport + 'static> Rank<T> {
             }; driver::WCS],
             lossy: !cfg.reliable,
             windows: Default::default(),
+            pinned: Vec::new(),
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),
@@ -197,7 +204,7 @@ impl<T: Transport + 'static> Rank<T> {
         let home = std::mem::replace(&mut self.home, Home::Moving);
         self.home = match (home, on) {
             (Home::Own(d), true) => {
-                let events = d.nic.port.events();
+                let events = d.nic.port_ref().events();
                 let d = Arc::new(Mutex::new(*d));
                 let t = ProgressThread::start(Arc::clone(&d), events, self.me);
                 Home::Shared(d, t)
@@ -250,18 +257,27 @@ impl<T: Transport + 'static> Rank<T> {
     /// What the transport dropped or refused below the core (bad frames on
     /// `eth`, injected faults).
     pub fn transport_counters(&self) -> crate::transport::Counters {
-        self.with_ref(|d| d.nic.port.counters())
+        self.with_ref(|d| d.nic.port_ref().counters())
     }
 
     /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
     /// handle for the core, and gives the handle back if the core refuses.
-    fn start<E>(
+    /// `full` if every handle is in use (as many as requests).
+    ///
+    /// # Safety
+    /// The bytes stay valid until the request completes.
+    unsafe fn start<E>(
         d: &mut Driver<T>,
         ptr: usize,
         len: usize,
+        full: E,
         op: impl FnOnce(&mut CoreEndpoint, &mut ShellNic<T>, u64, UserBuf) -> Result<Request, E>,
     ) -> Result<Req, E> {
-        let buf = d.nic.add_user(ptr, len);
+        // SAFETY: the caller's contract; the handle goes back when the
+        // request completes (`test_in`) or is refused below.
+        let Some(buf) = (unsafe { d.nic.add_user(ptr, len) }) else {
+            return Err(full);
+        };
         match op(&mut d.ep, &mut d.nic, d.now, buf) {
             Ok(req) => Ok(Req { req, buf }),
             Err(e) => {
@@ -309,9 +325,13 @@ impl<T: Transport + 'static> Rank<T> {
                 m.settle();
                 d.ep.apply_invalidations(&mut d.nic, q);
             }
-            let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                ep.isend(now, nic, dest, tag, context, buf, len32)
-            });
+            let full = SendError::RequestTableFull;
+            // SAFETY: the caller's contract.
+            let r = unsafe {
+                Self::start(d, ptr as usize, len, full, |ep, nic, now, buf| {
+                    ep.isend(now, nic, dest, tag, context, buf, len32)
+                })
+            };
             // Sends wait for free send entries: take the completions the NIC
             // has, so they leave now rather than at the next wait.
             if !d.ep.flushed() {
@@ -352,13 +372,17 @@ impl<T: Transport + 'static> Rank<T> {
         len: usize,
     ) -> Result<Req, RecvError> {
         self.with(|d| {
-            let r = Self::start(d, ptr as usize, len, |ep, nic, now, buf| {
-                // A buffer past 4 GiB takes any message whole.
-                let len = len.min(u32::MAX as usize) as u32;
-                ep.irecv(now, nic, src, tag, context, buf, len)
-            });
+            let full = RecvError::RequestTableFull;
+            // SAFETY: the caller's contract.
+            let r = unsafe {
+                Self::start(d, ptr as usize, len, full, |ep, nic, now, buf| {
+                    // A buffer past 4 GiB takes any message whole.
+                    let len = len.min(u32::MAX as usize) as u32;
+                    ep.irecv(now, nic, src, tag, context, buf, len)
+                })
+            };
             // A matched rendezvous may have asked for its data.
-            d.nic.port.doorbell();
+            d.nic.port().doorbell();
             r
         })
     }
@@ -379,7 +403,7 @@ impl<T: Transport + 'static> Rank<T> {
     /// but sends still batched in the transport leave.
     pub fn test(&mut self, req: Req) -> Result<Status, Req> {
         self.with(|d| {
-            d.nic.port.doorbell();
+            d.nic.port().doorbell();
             Self::test_in(d, req)
         })
     }
@@ -395,7 +419,7 @@ impl<T: Transport + 'static> Rank<T> {
                     d.progress();
                 } else {
                     // A completed eager send may still sit in the batch.
-                    d.nic.port.doorbell();
+                    d.nic.port().doorbell();
                 }
                 (Self::test_in(d, req), d.idle)
             });
@@ -490,7 +514,7 @@ impl<T: Transport + 'static> Rank<T> {
         let sleeping = armed.is_some();
         let (idle_ns, nic_working, next) = self.with(|d| {
             let next = if sleeping { d.timers() } else { None };
-            (d.idle_ns(), d.nic.port.busy(), next)
+            (d.idle_ns(), d.nic.port_ref().busy(), next)
         });
         if nic_working {
             std::thread::yield_now();
@@ -585,6 +609,6 @@ impl Rank<AnyPort> {
     /// This rank's address on an `eth` network (the interface's MAC and
     /// the endpoint number the job gave it); `None` on other transports.
     pub fn eth_addr(&self) -> Option<rmx_core::wire::frame::EthAddr> {
-        self.with_ref(|d| d.nic.port.eth().map(EthPort::addr))
+        self.with_ref(|d| d.nic.port_ref().eth().map(EthPort::addr))
     }
 }

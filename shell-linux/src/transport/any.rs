@@ -87,32 +87,23 @@ macro_rules! each {
     };
 }
 
-impl Transport for AnyPort {
-    #[inline]
-    fn rank(&self) -> u16 {
-        each!(self, p => p.rank())
-    }
-
+impl rmx_driver::Port for AnyPort {
     fn caps(&self) -> Caps {
-        each!(self, p => Transport::caps(p))
-    }
-
-    fn events(&self) -> Events {
-        each!(self, p => Transport::events(p))
+        each!(self, p => rmx_driver::Port::caps(p))
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
         // SAFETY: the caller's contract is the port's.
-        each!(self, p => unsafe { Transport::register(p, addr, len) })
+        each!(self, p => unsafe { rmx_driver::Port::register(p, addr, len) })
     }
 
     unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
         // SAFETY: the caller's contract is the port's.
-        each!(self, p => unsafe { Transport::register_user(p, addr, len) })
+        each!(self, p => unsafe { rmx_driver::Port::register_user(p, addr, len) })
     }
 
     fn deregister(&mut self, mr: Mr) {
-        each!(self, p => Transport::deregister(p, mr))
+        each!(self, p => rmx_driver::Port::deregister(p, mr))
     }
 
     #[inline]
@@ -122,40 +113,51 @@ impl Transport for AnyPort {
         wr_id: u64,
         work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
-        each!(self, p => Transport::post(p, peer, wr_id, work))
+        each!(self, p => rmx_driver::Port::post(p, peer, wr_id, work))
     }
 
     #[inline]
     fn doorbell(&mut self) {
-        each!(self, p => Transport::doorbell(p))
+        each!(self, p => rmx_driver::Port::doorbell(p))
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {
-        each!(self, p => Transport::poll_recv(p))
+        each!(self, p => rmx_driver::Port::poll_recv(p))
     }
 
     #[inline]
     fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
-        each!(self, p => Transport::rx_bytes(p, buf))
+        each!(self, p => rmx_driver::Port::rx_bytes(p, buf))
     }
 
     #[inline]
     fn repost(&mut self, buf: u32) -> bool {
-        each!(self, p => Transport::repost(p, buf))
+        each!(self, p => rmx_driver::Port::repost(p, buf))
     }
 
     #[inline]
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-        each!(self, p => Transport::poll_cq(p, out))
+        each!(self, p => rmx_driver::Port::poll_cq(p, out))
+    }
+
+    fn drain(&mut self) {
+        each!(self, p => rmx_driver::Port::drain(p))
+    }
+}
+
+impl Transport for AnyPort {
+    #[inline]
+    fn rank(&self) -> u16 {
+        each!(self, p => p.rank())
+    }
+
+    fn events(&self) -> Events {
+        each!(self, p => Transport::events(p))
     }
 
     #[inline]
     fn busy(&self) -> bool {
         each!(self, p => Transport::busy(p))
-    }
-
-    fn drain(&mut self) {
-        each!(self, p => Transport::drain(p))
     }
 
     fn counters(&self) -> Counters {

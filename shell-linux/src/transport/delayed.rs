@@ -136,20 +136,12 @@ impl<T: Transport> Delayed<T> {
     }
 }
 
-impl<T: Transport> Transport for Delayed<T> {
-    fn rank(&self) -> u16 {
-        self.inner.rank()
-    }
-
+impl<T: Transport> rmx_driver::Port for Delayed<T> {
     fn caps(&self) -> Caps {
         Caps {
             inline_max: 0,
             ..self.inner.caps()
         }
-    }
-
-    fn events(&self) -> Events {
-        self.inner.events()
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
@@ -221,16 +213,26 @@ impl<T: Transport> Transport for Delayed<T> {
         kept
     }
 
-    fn busy(&self) -> bool {
-        self.inner.busy() || self.held.iter().any(|q| !q.is_empty())
-    }
-
     fn drain(&mut self) {
         while self.held.iter().any(|q| !q.is_empty()) {
             self.release();
             std::thread::yield_now();
         }
         self.inner.drain()
+    }
+}
+
+impl<T: Transport> Transport for Delayed<T> {
+    fn rank(&self) -> u16 {
+        self.inner.rank()
+    }
+
+    fn events(&self) -> Events {
+        self.inner.events()
+    }
+
+    fn busy(&self) -> bool {
+        self.inner.busy() || self.held.iter().any(|q| !q.is_empty())
     }
 
     fn counters(&self) -> Counters {

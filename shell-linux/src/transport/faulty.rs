@@ -112,21 +112,13 @@ impl<T: Transport> Faulty<T> {
     }
 }
 
-impl<T: Transport> Transport for Faulty<T> {
-    fn rank(&self) -> u16 {
-        self.inner.rank()
-    }
-
+impl<T: Transport> rmx_driver::Port for Faulty<T> {
     fn caps(&self) -> Caps {
         let c = self.inner.caps();
         Caps {
             lossy: c.lossy || self.faults.any(),
             ..c
         }
-    }
-
-    fn events(&self) -> Events {
-        self.inner.events()
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
@@ -217,12 +209,22 @@ impl<T: Transport> Transport for Faulty<T> {
         self.inner.poll_cq(out)
     }
 
-    fn busy(&self) -> bool {
-        self.inner.busy()
-    }
-
     fn drain(&mut self) {
         self.inner.drain()
+    }
+}
+
+impl<T: Transport> Transport for Faulty<T> {
+    fn rank(&self) -> u16 {
+        self.inner.rank()
+    }
+
+    fn events(&self) -> Events {
+        self.inner.events()
+    }
+
+    fn busy(&self) -> bool {
+        self.inner.busy()
     }
 
     fn counters(&self) -> Counters {

@@ -53,7 +53,7 @@ impl Staging {
         } else {
             let size = len.max(CHUNK);
             let mem = Arc::new(WinMemory::new(size).ok_or(WinError::Memory { len: size })?);
-            let mr = r.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
+            let mr = r.with(|d| d.pin(&mem)).map_err(WinError::Register)?;
             self.chunks.push((mem, mr.key));
             (self.cur, self.off) = (self.chunks.len() - 1, 0);
         }
@@ -178,7 +178,7 @@ pub(super) fn put<T: Transport + 'static>(
             // SAFETY: the caller of `put_raw` keeps the bytes valid until
             // the fence, which ends this registration.
             let mr = r
-                .with(|d| unsafe { d.nic.register_user(p as usize, n) })
+                .with(|d| unsafe { d.nic.port().register_user(p as usize, n) })
                 .map_err(WinError::Register)?;
             s.raw.push(mr);
             Ok(Sge {
@@ -255,7 +255,7 @@ pub(super) fn flush<T: Transport + 'static>(w: &mut Win, r: &mut Rank<T>) -> Opt
         s.sent.clear();
         if !s.raw.is_empty() {
             let raw = std::mem::take(&mut s.raw);
-            r.with(|d| raw.into_iter().for_each(|mr| d.nic.deregister_user(mr)));
+            r.with(|d| raw.into_iter().for_each(|mr| d.nic.port().deregister(mr)));
         }
         fault
     })

@@ -68,6 +68,25 @@ impl Epochs {
     }
 }
 
+impl rmx_driver::Windows for Epochs {
+    fn on_completion(
+        &mut self,
+        window: u16,
+        target: u16,
+        imm: bool,
+        result: rmx_core::WcResult,
+    ) -> bool {
+        self.get_mut(window)
+            .is_some_and(|e| e.on_completion(target, imm, result))
+    }
+
+    fn on_immediate(&mut self, window: u16, imm: u32) {
+        if let Some(e) = self.get_mut(window) {
+            e.on_immediate(imm);
+        }
+    }
+}
+
 /// Why a window call failed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WinError {
@@ -229,7 +248,7 @@ impl<T: Transport + 'static> Rank<T> {
         let n = self.size() as usize;
         let mem = Arc::new(WinMemory::new(len).ok_or(WinError::Memory { len })?);
         let mem_key = if design.immediate() {
-            let mr = self.with(|d| d.nic.pin(&mem)).map_err(WinError::Register)?;
+            let mr = self.with(|d| d.pin(&mem)).map_err(WinError::Register)?;
             Some(mr.key)
         } else {
             None
@@ -572,7 +591,7 @@ impl Win {
             .collect();
         let id = self.id;
         r.with(|d| {
-            keys.iter().for_each(|&k| d.nic.unpin(k));
+            keys.iter().for_each(|&k| d.unpin(k));
             d.windows.remove(id);
         });
         Ok(())

@@ -1,0 +1,18 @@
+//! rmx-driver: the layer between the core and a network, shared by every
+//! shell. A transport implements [`Port`], shaped as a verbs queue pair
+//! is (one post per work request with a gather list, a completion queue
+//! polled into the caller's array, a shared receive pool, memory keys), so
+//! that rdma-core, a kernel driver and rmx's software transports plug in
+//! the same way. [`Adapter`] is the core's `Nic` over any port, with
+//! fixed tables the embedder supplies, and [`progress`] one polling round.
+//! `no_std` and allocation-free: a Linux kernel module links it as it
+//! links `rmx-core`; the std shell adds threads, locks and sleeping.
+#![no_std]
+
+mod adapter;
+mod port;
+mod progress;
+
+pub use adapter::{Adapter, AdapterError, Host, Plain, Storage, UserEntry};
+pub use port::{Completion, Mr, Port, Recv, Sge, Work};
+pub use progress::{complete, progress, receive, Round, Windows};
