@@ -45,11 +45,13 @@ pub struct Launch {
     pmi: Arc<Mutex<Option<Pmi>>>,
     rank: u16,
     size: u16,
+    /// "PMI" (PMI-1) or "PMIx", as reports show it.
+    protocol: &'static str,
 }
 
 impl std::fmt::Debug for Launch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "rank {} of {} (PMI)", self.rank, self.size)
+        write!(f, "rank {} of {} ({})", self.rank, self.size, self.protocol)
     }
 }
 
@@ -58,6 +60,7 @@ impl Launch {
         Launch {
             rank: pmi.rank(),
             size: pmi.size(),
+            protocol: pmi.protocol(),
             pmi: Arc::new(Mutex::new(Some(pmi))),
         }
     }

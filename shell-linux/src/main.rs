@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             2
         }
     };
-    if std::env::var_os("PMI_RANK").is_some() {
+    if rmx_linux::pmi::env_rank().is_some() {
         // A launcher kills the other ranks once one exits, and may drop
         // what they still had to say: give it time to pass this on first.
         std::thread::sleep(std::time::Duration::from_secs(1));
@@ -54,7 +54,7 @@ static STOPPED: std::sync::Mutex<Vec<(std::thread::ThreadId, String)>> =
 fn one_line_panics() {
     let full = std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0");
     let report = std::panic::take_hook();
-    let pmi_rank = std::env::var("PMI_RANK").ok();
+    let pmi_rank = rmx_linux::pmi::env_rank();
     std::panic::set_hook(Box::new(move |info| {
         if full {
             report(info);

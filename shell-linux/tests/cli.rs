@@ -1078,25 +1078,47 @@ fn every_benchmark_has_its_own_description() {
     }
 }
 
-/// Started by a launcher that offers no PMI-1 (Open MPI's mpirun, PMIx, a
-/// multi-task Slurm step without pmi2), rmx says which launchers work and
-/// exits 2 (before, each process ran the whole job alone on `lo` and a
-/// rank thread panicked); a one-task Slurm step is a plain command.
+/// Started by a launcher that offers neither PMI-1 nor PMIx (Open MPI's
+/// mpirun without PMIx, a multi-task Slurm step without pmi2 or pmix),
+/// rmx says which launchers work and exits 2 (before, each process ran
+/// the whole job alone on `lo` and a rank thread panicked); a one-task
+/// Slurm step is a plain command.
 #[test]
-fn a_launcher_without_pmi_1_is_named_and_refused() {
+fn a_launcher_without_pmi_is_named_and_refused() {
     let bench = ["bench", "pingpong", "--max-size", "8", "--iters", "10"];
-    for (var, value) in [
-        ("OMPI_COMM_WORLD_SIZE", "2"),
-        ("PMIX_RANK", "0"),
-        ("SLURM_STEP_NUM_TASKS", "2"),
-    ] {
+    for (var, value) in [("OMPI_COMM_WORLD_SIZE", "2"), ("SLURM_STEP_NUM_TASKS", "2")] {
         let (code, _, err) = rmx_env(&bench, &[(var, value)]);
         assert_eq!(code, 2, "{var}: {err}");
         assert!(err.contains(var) && err.contains("mpiexec.hydra"), "{err}");
+        assert!(
+            err.contains("mpirun") && err.contains("--mpi=pmix"),
+            "{err}"
+        );
         assert_eq!(err.lines().count(), 1, "one line: {err}");
     }
     let (code, _, err) = rmx_env(&["info"], &[("SLURM_STEP_NUM_TASKS", "1")]);
     assert_eq!(code, 0, "{err}");
+}
+
+/// A PMIx environment is a launch: threads-only benchmarks and the loop
+/// transport are refused as under PMI-1, and a PMIx server that does not
+/// answer (here none at all) is one line naming PMIx's refusal, exit 2,
+/// whether or not the PMIx library is installed.
+#[test]
+fn a_pmix_launch_without_its_server_fails_with_one_line() {
+    let pmix = [("PMIX_RANK", "0"), ("RUST_BACKTRACE", "0")];
+    let bench = ["bench", "pingpong", "--max-size", "8", "--iters", "10"];
+    let (code, _, err) = rmx_env(&bench, &pmix);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--transport eth --iface"), "{err}");
+    if !raw_on_lo() {
+        return;
+    }
+    let eth = [&bench[..], &["--transport", "eth", "--iface", "lo"]].concat();
+    let (code, _, err) = rmx_env(&eth, &pmix);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("PMIx"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
 }
 
 /// A job whose network drops every frame stops with one line naming the

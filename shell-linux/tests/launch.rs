@@ -1,7 +1,8 @@
 //! `rmx bench` as one rank per process under MPICH's hydra `mpiexec`, over
 //! the `eth` transport: on loopback, and in lab namespaces through hydra's
-//! MPMD form; and under Slurm's `srun --mpi=pmi2` on a private one-node
-//! Slurm. Needs root (raw sockets) and mpiexec (Slurm for its test);
+//! MPMD form; under Open MPI's `mpirun` (PMIx); and under Slurm's
+//! `srun --mpi=pmi2` and `--mpi=pmix` on a private one-node Slurm. Needs
+//! root (raw sockets) and mpiexec (Open MPI, Slurm for their tests);
 //! skipped with the reason otherwise.
 
 mod slurm;
@@ -93,8 +94,48 @@ fn pingpong_runs_as_two_processes_on_loopback() {
     assert_eq!(r["results"].as_array().unwrap().len(), 15);
 }
 
-/// Slurm's pmi2 plugin answers the PMI-1 client on PMI_FD: `srun` starts
-/// the ranks as it would an MPI job's.
+/// Open MPI's `mpirun` bootstraps through PMIx: rmx loads the PMIx
+/// library and swaps addresses through it.
+#[test]
+fn pingpong_runs_as_two_processes_under_open_mpis_mpirun() {
+    if !ready() {
+        return;
+    }
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Open MPI"));
+    if !found {
+        eprintln!("skipped: no Open MPI mpirun; install Debian's openmpi-bin, as .ci/test does");
+        return;
+    }
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .args([
+            RMX,
+            "bench",
+            "pingpong",
+            "--transport",
+            "eth",
+            "--iface",
+            "lo",
+        ])
+        .args(["--iters", "300", "--max-size", "16384", "--json"])
+        .output()
+        .expect("run mpirun");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = one_report(&stdout, "latency_us");
+    assert_eq!(r["results"].as_array().unwrap().len(), 15, "1 B to 16 KiB");
+    assert_eq!(r["config"]["nic"]["launch"], "rank 0 of 2 (PMIx)");
+}
+
+/// Slurm's pmi2 plugin answers the PMI-1 client on PMI_FD, and its pmix
+/// plugin serves PMIx: `srun` starts the ranks as it would an MPI job's.
 #[test]
 fn pingpong_runs_as_two_processes_under_slurm_srun() {
     if !ready() {
@@ -107,9 +148,15 @@ fn pingpong_runs_as_two_processes_under_slurm_srun() {
             return;
         }
     };
+    for (mpi, protocol) in [("--mpi=pmi2", "PMI"), ("--mpi=pmix", "PMIx")] {
+        srun_pingpong(&slurm, mpi, protocol);
+    }
+}
+
+fn srun_pingpong(slurm: &slurm::Slurm, mpi: &str, protocol: &str) {
     let out = slurm
         .command("srun")
-        .args(["--mpi=pmi2", "-n", "2", RMX, "bench", "pingpong"])
+        .args([mpi, "-n", "2", RMX, "bench", "pingpong"])
         .args(["--transport", "eth", "--iface", "lo", "--iters", "500"])
         .args(["--max-size", "16384", "--json"])
         .output()
@@ -121,10 +168,15 @@ fn pingpong_runs_as_two_processes_under_slurm_srun() {
         String::from_utf8_lossy(&out.stderr)
     );
     let r = one_report(&stdout, "latency_us");
-    assert_eq!(r["results"].as_array().unwrap().len(), 15, "1 B to 16 KiB");
-    assert!(
-        r["config"]["nic"]["launch"].is_string(),
-        "ranks were launched"
+    assert_eq!(
+        r["results"].as_array().unwrap().len(),
+        15,
+        "{mpi}: 1 B to 16 KiB"
+    );
+    assert_eq!(
+        r["config"]["nic"]["launch"],
+        format!("rank 0 of 2 ({protocol})").as_str(),
+        "{mpi}"
     );
 }
 

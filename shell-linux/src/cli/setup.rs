@@ -105,7 +105,7 @@ pub(crate) fn two_ranks(started: &str) -> String {
 pub(crate) fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<TempLab>), String> {
     // Checked before PMI is touched: a rank that connected and then left
     // makes the launcher kill the others at once, message or not.
-    let launched = std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some();
+    let launched = rmx_linux::pmi::launched();
     if launched {
         if !launchable {
             return Err("this benchmark runs its ranks as threads of one process; start it without a launcher (pingpong, msgrate and bw run under a launcher)".into());

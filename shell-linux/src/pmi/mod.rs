@@ -1,12 +1,15 @@
 //! Bootstrapping ranks that are processes through the launcher users
 //! already run: the PMI-1 protocol, served by MPICH's hydra (`mpiexec`) and
-//! by Slurm's pmi2 plugin (`srun --mpi=pmi2` answers PMI-1 clients). No C
-//! library: the protocol is a few text lines over a socket the launcher
-//! hands over (`PMI_FD`, or `PMI_PORT` and `PMI_ID`).
+//! by Slurm's pmi2 plugin (`srun --mpi=pmi2` answers PMI-1 clients), a few
+//! text lines over a socket the launcher hands over (`PMI_FD`, or
+//! `PMI_PORT` and `PMI_ID`); and PMIx, served by Open MPI's `mpirun` and
+//! Slurm's pmix plugin (`srun --mpi=pmix`), through the PMIx library,
+//! loaded only when a PMIx launcher started the process ([`pmix`]).
 //!
 //! A rank puts its address into the job's key-value space, passes the
 //! barrier, and gets every peer's ([`Pmi::exchange`]).
 
+pub mod pmix;
 pub mod protocol;
 
 use std::io::{BufReader, Read, Write};
@@ -21,13 +24,23 @@ impl<T: Read + Write + Send> Stream for T {}
 
 /// A connection to the launcher's PMI server.
 pub struct Pmi {
-    conn: BufReader<Box<dyn Stream>>,
+    conn: Conn,
     rank: u16,
     size: u16,
     kvsname: String,
     keylen_max: usize,
     vallen_max: usize,
 }
+
+/// Which protocol the launcher speaks.
+enum Conn {
+    One(BufReader<Box<dyn Stream>>),
+    X(Box<pmix::Client>),
+}
+
+/// The longest value rmx puts through PMIx (which sets no limit of its
+/// own that a client can ask).
+const PMIX_VALLEN: usize = 1 << 16;
 
 /// MPICH's launcher by its unambiguous name: where Open MPI is installed
 /// too, Debian's alternatives may make plain `mpiexec` Open MPI's, which
@@ -83,21 +96,20 @@ fn rank_and_size(rank: u64, size: u64) -> Result<(u16, u16), PmiError> {
 
 /// Launchers whose environment shows without PMI-1: the variable that
 /// tells, and who set it.
-const FOREIGN: [(&str, &str); 3] = [
+const FOREIGN: [(&str, &str); 2] = [
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun without PMIx"),
     (
-        "OMPI_COMM_WORLD_SIZE",
-        "Open MPI's mpirun, which speaks PMIx",
+        "SLURM_STEP_NUM_TASKS",
+        "srun without --mpi=pmi2 or --mpi=pmix",
     ),
-    ("PMIX_RANK", "a PMIx launcher"),
-    ("SLURM_STEP_NUM_TASKS", "srun without --mpi=pmi2"),
 ];
 
 /// Why this process cannot be a rank of the job its launcher started: the
-/// environment is a launcher's (Open MPI, PMIx, a multi-task Slurm step)
-/// but offers no PMI-1 connection, so every process would run the whole
-/// job alone. `None` when PMI-1 is there or no launcher is seen.
+/// environment is a launcher's (Open MPI, a multi-task Slurm step) but
+/// offers neither a PMI-1 connection nor PMIx, so every process would run
+/// the whole job alone. `None` when either is there or no launcher is seen.
 pub fn foreign_launcher() -> Option<String> {
-    if std::env::var_os("PMI_FD").is_some() || std::env::var_os("PMI_PORT").is_some() {
+    if launched() {
         return None;
     }
     let (var, who) = FOREIGN.iter().find(|(var, _)| match std::env::var(var) {
@@ -107,14 +119,44 @@ pub fn foreign_launcher() -> Option<String> {
         Err(_) => false,
     })?;
     Some(format!(
-        "started by {who} ({var} is set) with no PMI-1 connection, so each process would run the whole job alone: start rmx with MPICH's `{HYDRA} -n 2 rmx …` or `srun --mpi=pmi2`"
+        "started by {who} ({var} is set) with neither PMI-1 nor PMIx, so each process would run the whole job alone: start rmx with MPICH's `{HYDRA} -n 2 rmx …`, Open MPI's `mpirun -n 2 rmx …`, or `srun --mpi=pmi2` or `--mpi=pmix`"
     ))
+}
+
+/// Whether a launcher that rmx bootstraps through (PMI-1 or PMIx)
+/// started this process.
+pub fn launched() -> bool {
+    std::env::var_os("PMI_FD").is_some()
+        || std::env::var_os("PMI_PORT").is_some()
+        || pmix::launched()
+}
+
+/// This process's rank as its launcher's environment says (PMI-1's
+/// `PMI_RANK`, PMIx's `PMIX_RANK`), for messages before PMI is reached.
+pub fn env_rank() -> Option<String> {
+    std::env::var("PMI_RANK")
+        .or_else(|_| std::env::var("PMIX_RANK"))
+        .ok()
 }
 
 impl Pmi {
     /// Connects as the launcher's environment says. `Ok(None)`: this
     /// process was not started by a PMI launcher (no `PMI_FD`, no `PMI_PORT`).
     pub fn from_env() -> Result<Option<Pmi>, PmiError> {
+        if std::env::var_os("PMI_FD").is_none()
+            && std::env::var_os("PMI_PORT").is_none()
+            && pmix::launched()
+        {
+            let c = pmix::Client::connect()?;
+            return Ok(Some(Pmi {
+                rank: c.rank(),
+                size: c.size(),
+                conn: Conn::X(Box::new(c)),
+                kvsname: String::new(),
+                keylen_max: 0,
+                vallen_max: PMIX_VALLEN,
+            }));
+        }
         if let Some(fd) = env_number("PMI_FD")? {
             let fd = i32::try_from(fd).map_err(|_| PmiError::Env(format!("PMI_FD={fd}")))?;
             let (rank, size) = match (env_number("PMI_RANK")?, env_number("PMI_SIZE")?) {
@@ -190,7 +232,7 @@ impl Pmi {
         let kvsname = m.required("kvsname")?.to_string();
         check_word("kvsname", &kvsname, protocol::MAX_LINE)?;
         Ok(Pmi {
-            conn,
+            conn: Conn::One(conn),
             rank,
             size,
             kvsname,
@@ -201,6 +243,14 @@ impl Pmi {
 
     pub fn rank(&self) -> u16 {
         self.rank
+    }
+
+    /// The launcher's protocol as reports name it: "PMI" (PMI-1) or "PMIx".
+    pub fn protocol(&self) -> &'static str {
+        match self.conn {
+            Conn::One(_) => "PMI",
+            Conn::X(_) => "PMIx",
+        }
     }
 
     pub fn size(&self) -> u16 {
@@ -215,27 +265,50 @@ impl Pmi {
     /// Stores `value` under `key` in the job's key-value space (visible to
     /// the others after the next barrier).
     pub fn put(&mut self, key: &str, value: &str) -> Result<(), PmiError> {
+        let conn = match &mut self.conn {
+            Conn::X(c) => {
+                if value.len() > self.vallen_max {
+                    return Err(PmiError::BadArgument(format!(
+                        "a value of {} bytes: at most {}",
+                        value.len(),
+                        self.vallen_max
+                    )));
+                }
+                return c.put(key, value);
+            }
+            Conn::One(conn) => conn,
+        };
         check_word("key", key, self.keylen_max)?;
         check_word("value", value, self.vallen_max)?;
         let line = format!("cmd=put kvsname={} key={key} value={value}", self.kvsname);
-        send(&mut self.conn, &line)?;
-        read_message(&mut self.conn)?.expect("put_result")?;
+        send(conn, &line)?;
+        read_message(conn)?.expect("put_result")?;
         Ok(())
     }
 
-    /// Waits until every rank has entered the barrier.
+    /// Waits until every rank has entered the barrier (and, over PMIx,
+    /// published what it put).
     pub fn barrier(&mut self) -> Result<(), PmiError> {
-        send(&mut self.conn, "cmd=barrier_in")?;
-        read_message(&mut self.conn)?.expect("barrier_out")?;
+        let conn = match &mut self.conn {
+            Conn::X(c) => return c.barrier(),
+            Conn::One(conn) => conn,
+        };
+        send(conn, "cmd=barrier_in")?;
+        read_message(conn)?.expect("barrier_out")?;
         Ok(())
     }
 
-    /// The value stored under `key`.
-    pub fn get(&mut self, key: &str) -> Result<String, PmiError> {
+    /// The value rank `rank` stored under `key` (PMI-1's key space is the
+    /// job's, PMIx's each rank's).
+    pub fn get(&mut self, rank: u16, key: &str) -> Result<String, PmiError> {
+        let conn = match &mut self.conn {
+            Conn::X(c) => return c.get(rank, key),
+            Conn::One(conn) => conn,
+        };
         check_word("key", key, self.keylen_max)?;
         let line = format!("cmd=get kvsname={} key={key}", self.kvsname);
-        send(&mut self.conn, &line)?;
-        let m = read_message(&mut self.conn)?.expect("get_result")?;
+        send(conn, &line)?;
+        let m = read_message(conn)?.expect("get_result")?;
         Ok(m.required("value")?.to_string())
     }
 
@@ -249,16 +322,20 @@ impl Pmi {
                 if r == self.rank {
                     Ok(mine.to_string())
                 } else {
-                    self.get(&format!("{what}-{r}"))
+                    self.get(r, &format!("{what}-{r}"))
                 }
             })
             .collect()
     }
 
     /// Tells the launcher this rank is done with PMI.
-    pub fn finalize(mut self) -> Result<(), PmiError> {
-        send(&mut self.conn, "cmd=finalize")?;
-        read_message(&mut self.conn)?.expect("finalize_ack")?;
+    pub fn finalize(self) -> Result<(), PmiError> {
+        let mut conn = match self.conn {
+            Conn::X(c) => return c.finalize(),
+            Conn::One(conn) => conn,
+        };
+        send(&mut conn, "cmd=finalize")?;
+        read_message(&mut conn)?.expect("finalize_ack")?;
         Ok(())
     }
 }
@@ -437,7 +514,7 @@ mod tests {
         script.push(("cmd=barrier_in", Some("cmd=barrier_o")));
         let mut p = Pmi::over(Box::new(launcher(script)), 0, 2).unwrap();
         assert_eq!(
-            p.get("nobody"),
+            p.get(0, "nobody"),
             Err(PmiError::Failed {
                 rc: "-1".into(),
                 msg: "key_nobody_not_found".into()
