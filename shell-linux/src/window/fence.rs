@@ -23,9 +23,10 @@ pub(super) struct Io {
     pub pending: Vec<Req>,
     /// Operations sent (deferred design).
     pub outgoing: Vec<Outgoing>,
-    /// Finish messages' bodies (each on the heap, where its request reads
-    /// it, however `bodies` grows).
-    bodies: Vec<Vec<u8>>,
+    /// Finish messages' bodies: at most one per rank, so the vector,
+    /// reserved for all of them before the first is sent, never moves
+    /// what a request reads.
+    bodies: Vec<[u8; 4]>,
     /// Answers to gets, and replies to this rank's gets with their numbers.
     pub answers: Vec<Vec<u8>>,
     pub replies: Vec<(u32, Vec<u8>)>,
@@ -91,8 +92,19 @@ unsafe fn steps<T: Transport + 'static>(
     let n = r.size() as usize;
     let mut counts = vec![0u8; Epoch::<Vec<Target>>::reduce_len(w.design, n)];
     let mut fault = None;
+    // What the last step brought back: handed to the core with the next.
+    let mut input = Input::Nothing;
     loop {
-        let step = w.epoch(r, |e, _| e.step(&mut counts));
+        let step = w.epoch(r, |e, _| {
+            match input {
+                Input::Nothing => {}
+                Input::Reduced(len) => e.reduced(&counts[..len]),
+                Input::Finished(src, body) => e.finished(src, body),
+                Input::Arrived => e.arrived(),
+            }
+            e.step(&mut counts)
+        });
+        input = Input::Nothing;
         match step {
             // SAFETY: the caller's contract.
             Step::SendQueued => unsafe { deferred::send_queued(w, r, epoch, io)? },
@@ -103,14 +115,22 @@ unsafe fn steps<T: Transport + 'static>(
                     Reduction::ReduceScatter => r.reduce_scatter(v, Int::U32, Op::Sum)?,
                     Reduction::Allreduce => r.allreduce(v, Int::U32, Op::Sum)?,
                 }
-                w.epoch(r, |e, _| e.reduced(&counts[..len]));
+                input = Input::Reduced(len);
             }
             Step::SendFinish { to, body } => {
-                let b = body.to_vec();
+                if io.bodies.capacity() == 0 {
+                    io.bodies.reserve_exact(n);
+                }
+                assert!(
+                    io.bodies.len() < io.bodies.capacity(),
+                    "one finish per rank"
+                );
+                io.bodies.push(body);
+                let b = io.bodies.last().expect("just pushed");
                 let t = tag(id, epoch, FINISH);
-                // SAFETY: the body is on the heap, kept in `io`.
+                // SAFETY: the body stays in place in `io` (its vector never
+                // grows past what was reserved).
                 let q = unsafe { r.isend_in(to, t, RMA_CONTEXT, b.as_ptr(), 4) };
-                io.bodies.push(b);
                 io.pending.push(q.map_err(send_failed)?);
             }
             Step::RecvFinish => {
@@ -119,19 +139,23 @@ unsafe fn steps<T: Transport + 'static>(
                 let st = r
                     .recv_in(Source::Any, sel, RMA_CONTEXT, &mut b)
                     .map_err(recv_failed)?;
-                w.epoch(r, |e, _| e.finished(st.source, b));
+                input = Input::Finished(st.source, b);
             }
             // Only immediates can satisfy the core without a message: a
             // design that has none simply receives.
             Step::Await { from } if from.is_some() || !w.design.immediate() => {
                 let src = from.map_or(Source::Any, Source::Rank);
-                let a = messages::recv(w, r, src)?;
+                let a = messages::recv(w, r, epoch, src)?;
                 // SAFETY: the caller's contract.
                 unsafe { deferred::take(w, r, epoch, a, io)? };
-                w.epoch(r, |e, _| e.arrived());
+                input = Input::Arrived;
             }
-            // SAFETY: the caller's contract.
-            Step::Await { .. } => unsafe { await_any(w, r, epoch, io)? },
+            Step::Await { .. } => {
+                // SAFETY: the caller's contract.
+                if unsafe { await_any(w, r, epoch, io)? } {
+                    input = Input::Arrived;
+                }
+            }
             Step::Flags => {
                 fault = fault.or(r.wait_all(io.pending.drain(..)));
                 all_pairs(w, r, epoch)?;
@@ -148,8 +172,18 @@ unsafe fn steps<T: Transport + 'static>(
     }
 }
 
+/// What a step brought back for the core.
+#[derive(Clone, Copy)]
+enum Input {
+    Nothing,
+    Reduced(usize),
+    Finished(u16, [u8; 4]),
+    Arrived,
+}
+
 /// Receives one operation from any rank, unless the core is satisfied
 /// first (the rest came as immediates): then the receive is cancelled.
+/// Whether an operation the core awaited arrived.
 ///
 /// # Safety
 /// As [`steps`].
@@ -158,31 +192,31 @@ unsafe fn await_any<T: Transport + 'static>(
     r: &mut Rank<T>,
     epoch: u16,
     io: &mut Io,
-) -> Result<(), WinError> {
+) -> Result<bool, WinError> {
     let id = w.id;
     let mut first: Box<messages::First> =
         Box::new([0u8; rmx_core::onesided::HEADER + rmx_core::onesided::INLINE]);
     // SAFETY: `first` is on the heap and kept until this request
     // completes or is cancelled and waited for below.
-    let q = unsafe { messages::post(w, r, Source::Any, &mut first)? };
+    let q = unsafe { messages::post(w.id, r, epoch, Source::Any, &mut first)? };
     match r.wait_or(q, |d| epoch_of(&mut d.windows, id).satisfied()) {
         Ok(st) => {
-            let a = messages::finish(w, r, st, &first)?;
+            let a = messages::finish(w, r, epoch, st, &first)?;
             // SAFETY: the caller's contract.
             unsafe { deferred::take(w, r, epoch, a, io)? };
-            w.epoch(r, |e, _| e.arrived());
+            Ok(true)
         }
         Err(q) => {
             let cancelled = r.cancel(&q);
             let st = r.wait(q);
             if !cancelled {
                 // A message nobody counted (a faulty or hostile origin).
-                messages::finish(w, r, st, &first)?;
+                messages::finish(w, r, epoch, st, &first)?;
                 w.epoch(r, |e, _| e.refuse());
             }
+            Ok(false)
         }
     }
-    Ok(())
 }
 
 /// Naive's opening: a flag from every rank to every other.

@@ -110,12 +110,9 @@ impl Drop for Immediate {
     }
 }
 
-/// Runs `f` on the window's immediate state, taken out of it meanwhile.
-fn with_state<R>(w: &mut Win, f: impl FnOnce(&mut Win, &mut Immediate) -> R) -> R {
-    let mut s = w.imm.take().expect("an immediate design's window");
-    let out = f(w, &mut s);
-    w.imm = Some(s);
-    out
+/// The window's immediate state.
+fn state(w: &mut Win) -> &mut Immediate {
+    w.imm.as_mut().expect("an immediate design's window")
 }
 
 /// Has the core post `h`'s RDMA from `local`; while the NIC is busy (its
@@ -168,11 +165,12 @@ pub(super) fn put<T: Transport + 'static>(
         w.epoch(r, |e, _| e.local());
         return Ok(());
     }
-    let local = with_state(w, |_, s| match src {
+    let s = state(w);
+    let local = match src {
         Source::Copy(d) => {
             let place = s.staging.alloc(r, len)?;
             s.staging.chunks[place.0].0.write(place.1, d);
-            Ok::<_, WinError>(s.staging.sge(place, len))
+            s.staging.sge(place, len)
         }
         Source::Raw(p, n) => {
             // SAFETY: the caller of `put_raw` keeps the bytes valid until
@@ -181,13 +179,13 @@ pub(super) fn put<T: Transport + 'static>(
                 .with(|d| unsafe { d.nic.port().register_user(p as usize, n) })
                 .map_err(WinError::Register)?;
             s.raw.push(mr);
-            Ok(Sge {
+            Sge {
                 addr: p as usize,
                 len: n,
                 key: mr.key,
-            })
+            }
         }
-    })?;
+    };
     post(w, r, target, &h, local)
 }
 
@@ -205,15 +203,14 @@ pub(super) fn get<T: Transport + 'static>(
             w.mem.read(h.offset as usize, &mut b);
         }
         let gid = h.id;
-        with_state(w, |_, s| s.local_gets.push((gid, b)));
+        state(w).local_gets.push((gid, b));
         return Ok(());
     }
     let gid = h.id;
-    let local = with_state(w, |_, s| {
-        let place = s.staging.alloc(r, len)?;
-        s.gets.push((gid, place, len));
-        Ok::<_, WinError>(s.staging.sge(place, len))
-    })?;
+    let s = state(w);
+    let place = s.staging.alloc(r, len)?;
+    s.gets.push((gid, place, len));
+    let local = s.staging.sge(place, len);
     post(w, r, target, h, local)
 }
 
@@ -229,16 +226,15 @@ pub(super) fn accumulate<T: Transport + 'static>(
         w.epoch(r, |e, _| e.local());
         return Ok(());
     }
-    with_state(w, |_, s| {
-        let out = Outgoing::new(target, &h, data.to_vec());
-        // SAFETY: the messages' bytes are on the heap, kept in `sent` until
-        // the fence has waited for `pending` (also when the data's send
-        // is refused after the header's left: it is not counted, and the
-        // target drops the header with the epoch).
-        let sent = unsafe { out.send(r, &mut s.pending) };
-        s.sent.push(out);
-        sent
-    })?;
+    let s = state(w);
+    let out = Outgoing::new(target, &h, data.to_vec());
+    // SAFETY: the messages' bytes are on the heap, kept in `sent` until
+    // the fence has waited for `pending` (also when the data's send is
+    // refused after the header's left: it is not counted, and the target
+    // drops the header with the epoch).
+    let sent = unsafe { out.send(r, &mut s.pending) };
+    s.sent.push(out);
+    sent?;
     w.epoch(r, |e, _| e.message(target));
     Ok(())
 }
@@ -250,32 +246,31 @@ pub(super) fn accumulate<T: Transport + 'static>(
 pub(super) fn flush<T: Transport + 'static>(w: &mut Win, r: &mut Rank<T>) -> Option<RecvFault> {
     let id = w.id;
     r.wait_until(|d| epoch_of(&mut d.windows, id).in_flight() == 0);
-    with_state(w, |_, s| {
-        let fault = r.wait_all(s.pending.drain(..));
-        s.sent.clear();
-        if !s.raw.is_empty() {
-            let raw = std::mem::take(&mut s.raw);
-            r.with(|d| raw.into_iter().for_each(|mr| d.nic.port().deregister(mr)));
-        }
-        fault
-    })
+    let s = w.imm.as_mut().expect("an immediate design's window");
+    let fault = r.wait_all(s.pending.drain(..));
+    s.sent.clear();
+    if !s.raw.is_empty() {
+        let raw = std::mem::take(&mut s.raw);
+        r.with(|d| raw.into_iter().for_each(|mr| d.nic.port().deregister(mr)));
+    }
+    fault
 }
 
 /// Hands out the epoch's gets (landed in staging, or answered here) and
 /// reuses the staging memory.
 pub(super) fn end_epoch(w: &mut Win, gets: u32) {
-    w.got = vec![None; gets as usize];
-    with_state(w, |w, s| {
-        for (gid, b) in s.local_gets.drain(..) {
-            w.got[gid as usize] = Some(b);
-        }
-        for (gid, place, len) in s.gets.drain(..) {
-            let mut b = vec![0u8; len];
-            s.staging.chunks[place.0].0.read(place.1, &mut b);
-            w.got[gid as usize] = Some(b);
-        }
-        s.staging.reset();
-    });
+    let got = &mut w.got;
+    *got = vec![None; gets as usize];
+    let s = w.imm.as_mut().expect("an immediate design's window");
+    for (gid, b) in s.local_gets.drain(..) {
+        got[gid as usize] = Some(b);
+    }
+    for (gid, place, len) in s.gets.drain(..) {
+        let mut b = vec![0u8; len];
+        s.staging.chunks[place.0].0.read(place.1, &mut b);
+        got[gid as usize] = Some(b);
+    }
+    s.staging.reset();
 }
 
 /// The strawman of the fence paper's section 3.2 ("wait for local

@@ -102,12 +102,13 @@ pub(super) type First = [u8; HEADER + INLINE];
 /// # Safety
 /// `first` stays in place, untouched, until the request completes.
 pub(super) unsafe fn post<T: Transport + 'static>(
-    w: &mut Win,
+    window: u16,
     r: &mut Rank<T>,
+    epoch: u16,
     src: Source,
     first: &mut First,
 ) -> Result<Req, WinError> {
-    let sel = TagSel::Tag(tag(w.id, w.epoch(r, |e, _| e.epoch()), HEADERS));
+    let sel = TagSel::Tag(tag(window, epoch, HEADERS));
     // SAFETY: the caller's contract.
     unsafe { r.irecv_in(src, sel, RMA_CONTEXT, first.as_mut_ptr(), first.len()) }
         .map_err(recv_failed)
@@ -119,13 +120,14 @@ pub(super) unsafe fn post<T: Transport + 'static>(
 pub(super) fn recv<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
+    epoch: u16,
     src: Source,
 ) -> Result<Arrived, WinError> {
     let mut first: First = [0u8; HEADER + INLINE];
     // SAFETY: waited for at once.
-    let q = unsafe { post(w, r, src, &mut first)? };
+    let q = unsafe { post(w.id, r, epoch, src, &mut first)? };
     let st = r.wait(q);
-    finish(w, r, st, &first)
+    finish(w, r, epoch, st, &first)
 }
 
 /// The rest of an operation whose first message arrived (`st`): its data
@@ -133,12 +135,13 @@ pub(super) fn recv<T: Transport + 'static>(
 pub(super) fn finish<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
+    epoch: u16,
     st: rmx_core::Status,
     first: &First,
 ) -> Result<Arrived, WinError> {
     let from = st.source;
     let got = (st.len as usize).min(first.len());
-    let (arrival, epoch) = w.epoch(r, |e, _| (e.admit(&first[..got]), e.epoch()));
+    let arrival = w.epoch(r, |e, _| e.admit(&first[..got]));
     let admitted = arrival.admitted.ok();
     let data = match arrival.data {
         Data::Inline(n) => match admitted {
