@@ -62,7 +62,7 @@ pub(crate) fn info(json_out: bool) {
         built: a,
         about: d,
         ..
-    } in &TRANSPORTS
+    } in TRANSPORTS
     {
         println!(
             "  {n:<6} {:<12} {d}",

@@ -4,12 +4,14 @@
 
 pub mod local;
 pub mod netns;
+mod network;
 pub mod port;
 pub mod qdisc;
 pub mod ring;
 pub mod socket;
 
 pub use crate::transport::Faults;
+pub use network::EthNet;
 pub use port::{EthOpts, EthPort};
 pub use socket::RawSocket;
 

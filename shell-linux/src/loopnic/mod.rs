@@ -15,6 +15,7 @@
 // The engine copies whatever its jobs name and the ring hands raw buffers
 // between threads: both stay inside this module, behind the checks of `Port`.
 mod engine;
+mod network;
 pub mod pagemap;
 pub mod region;
 mod ring;

@@ -7,16 +7,17 @@
 //! Ethernet ([`crate::eth::EthPort`]). No protocol decision lives here:
 //! the core makes them from [`Caps`](rmx_core::Caps).
 
-mod any;
 #[cfg(test)]
 pub(crate) mod delayed;
 mod events;
 mod faulty;
+pub mod network;
 pub mod registry;
 
-pub use any::AnyPort;
 pub use events::{Events, FdEvents};
 pub use faulty::{Faults, Faulty};
+pub use network::{Network, Swap, Wire};
+pub use registry::{AnyPort, Net};
 
 pub use rmx_driver::{Completion, Mr, Port, Recv, Sge, Work};
 

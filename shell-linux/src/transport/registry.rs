@@ -1,7 +1,236 @@
 //! The transports rmx knows, in one table: what `--transport` accepts,
-//! what `rmx info` lists, and what a command refuses with a reason. Each
-//! transport's module defines its own entry; a new transport adds its
-//! module and one line here.
+//! what `rmx info` lists, what a command refuses with a reason, and the
+//! types a job holds whatever its transport ([`Net`], its settings;
+//! [`AnyPort`], a rank's port). Each transport's module implements
+//! [`Network`] and defines its entry; a new transport is its module and
+//! one line in the `transports!` list below.
+
+use rmx_core::{Caps, Config, PostError, RegError};
+
+use super::network::{Network, Wire};
+use super::{Completion, Counters, Events, Faults, Faulty, Mr, Recv, Transport, Work};
+use crate::job::Launch;
+
+/// A boxed port as the reference it was matched by, shared or not.
+trait Unbox {
+    type Port;
+    fn unbox(self) -> Self::Port;
+}
+
+impl<'a, T> Unbox for &'a Box<T> {
+    type Port = &'a T;
+    fn unbox(self) -> &'a T {
+        self
+    }
+}
+
+impl<'a, T> Unbox for &'a mut Box<T> {
+    type Port = &'a mut T;
+    fn unbox(self) -> &'a mut T {
+        self
+    }
+}
+
+/// Calls `$call` on whichever port `$self` is, of the transports `$v`.
+macro_rules! each {
+    ($self:expr, [$($v:ident),+], $p:ident => $call:expr) => {
+        match $self {
+            $(AnyPort::$v($p) => $call,)+
+            AnyPort::Faulty(b) => {
+                let $p = Unbox::unbox(b);
+                $call
+            }
+        }
+    };
+}
+
+/// Defines the table and the two types every job holds from the list of
+/// transports: [`TRANSPORTS`], [`Net`] (one transport's settings) and
+/// [`AnyPort`] (one port of any transport, matched per call: the ports
+/// stay inline, since a box would put an indirection on every post and
+/// poll).
+macro_rules! transports {
+    ($($v:ident($net:ty)),+ $(,)?) => {
+        /// Every transport, the default first.
+        pub const TRANSPORTS: &[Entry] = &[$(<$net as Network>::ENTRY,)+ VERBS];
+
+        /// The network a job's ranks talk over: one transport's settings.
+        #[derive(Clone, Debug)]
+        pub enum Net {
+            $($v($net),)+
+        }
+
+        impl Net {
+            /// The transport's name, as `--transport` takes it.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(Net::$v(_) => <$net as Network>::ENTRY.name,)+
+                }
+            }
+
+            /// The network's settings, for a report's `config` block.
+            pub fn json(&self) -> serde_json::Value {
+                match self {
+                    $(Net::$v(n) => n.json(),)+
+                }
+            }
+
+            /// The launch this process is one rank of, if a launcher started it.
+            pub fn launch(&self) -> Option<&Launch> {
+                match self {
+                    $(Net::$v(n) => n.launch(),)+
+                }
+            }
+
+            /// What this network's transport can do, as far as protocol
+            /// choices go (limits such as the MTU are known once a port opens).
+            pub fn caps(&self) -> Caps {
+                match self {
+                    $(Net::$v(n) => n.caps(),)+
+                }
+            }
+
+            /// The network with `faults` injected on receive; `Err` where
+            /// the transport's core runs without its reliability layer.
+            pub fn with_faults(&self, faults: Faults) -> Result<Net, String> {
+                match self {
+                    $(Net::$v(n) => n.with_faults(faults).map(Net::$v),)+
+                }
+            }
+
+            /// Receive buffers per rank: what a benchmark keeps in flight at most.
+            pub fn rx_buffers(&self) -> usize {
+                match self {
+                    $(Net::$v(n) => n.rx_buffers(),)+
+                }
+            }
+
+            /// The network as one connection's send queue must be for `cfg`.
+            pub(crate) fn for_config(&self, cfg: Config) -> Net {
+                match self {
+                    $(Net::$v(n) => Net::$v(n.for_config(&cfg)),)+
+                }
+            }
+
+            /// The namespace rank `me`'s thread enters first, if any.
+            pub(crate) fn netns(&self, me: u16) -> Option<&str> {
+                match self {
+                    $(Net::$v(n) => n.netns(me),)+
+                }
+            }
+
+            /// Sets the network up for a job of `ranks` ranks.
+            pub(crate) fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+                match self {
+                    $(Net::$v(n) => n.wire(ranks),)+
+                }
+            }
+        }
+
+        /// A port of any transport of this shell. One per rank, made once.
+        #[allow(clippy::large_enum_variant)]
+        pub enum AnyPort {
+            $($v(<$net as Network>::Port),)+
+            /// Any of them with faults injected (tests and lossy
+            /// benchmarks only: the box costs an indirection).
+            Faulty(Box<Faulty<AnyPort>>),
+        }
+
+        $(impl From<<$net as Network>::Port> for AnyPort {
+            fn from(p: <$net as Network>::Port) -> AnyPort {
+                AnyPort::$v(p)
+            }
+        })+
+
+        impl AnyPort {
+            /// The port of type `P` beneath any decorator, if this is one.
+            pub fn inner<P: 'static>(&self) -> Option<&P> {
+                match self {
+                    $(AnyPort::$v(p) => (p as &dyn std::any::Any).downcast_ref::<P>(),)+
+                    AnyPort::Faulty(f) => f.inner().inner::<P>(),
+                }
+            }
+        }
+
+        impl rmx_driver::Port for AnyPort {
+            fn caps(&self) -> Caps {
+                each!(self, [$($v),+], p => rmx_driver::Port::caps(p))
+            }
+
+            unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+                // SAFETY: the caller's contract is the port's.
+                each!(self, [$($v),+], p => unsafe { rmx_driver::Port::register(p, addr, len) })
+            }
+
+            unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+                // SAFETY: the caller's contract is the port's.
+                each!(self, [$($v),+], p => unsafe { rmx_driver::Port::register_user(p, addr, len) })
+            }
+
+            fn deregister(&mut self, mr: Mr) {
+                each!(self, [$($v),+], p => rmx_driver::Port::deregister(p, mr))
+            }
+
+            #[inline]
+            fn post(
+                &mut self,
+                peer: u16,
+                wr_id: u64,
+                work: Work<'_>,
+            ) -> Result<Option<Completion>, PostError> {
+                each!(self, [$($v),+], p => rmx_driver::Port::post(p, peer, wr_id, work))
+            }
+
+            #[inline]
+            fn doorbell(&mut self) {
+                each!(self, [$($v),+], p => rmx_driver::Port::doorbell(p))
+            }
+
+            fn poll_recv(&mut self) -> Option<Recv> {
+                each!(self, [$($v),+], p => rmx_driver::Port::poll_recv(p))
+            }
+
+            #[inline]
+            fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+                each!(self, [$($v),+], p => rmx_driver::Port::rx_bytes(p, buf))
+            }
+
+            #[inline]
+            fn repost(&mut self, buf: u32) -> bool {
+                each!(self, [$($v),+], p => rmx_driver::Port::repost(p, buf))
+            }
+
+            #[inline]
+            fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+                each!(self, [$($v),+], p => rmx_driver::Port::poll_cq(p, out))
+            }
+
+            fn drain(&mut self) {
+                each!(self, [$($v),+], p => rmx_driver::Port::drain(p))
+            }
+        }
+
+        impl Transport for AnyPort {
+            #[inline]
+            fn rank(&self) -> u16 {
+                each!(self, [$($v),+], p => p.rank())
+            }
+
+            fn events(&self) -> Events {
+                each!(self, [$($v),+], p => Transport::events(p))
+            }
+
+            #[inline]
+            fn busy(&self) -> bool {
+                each!(self, [$($v),+], p => Transport::busy(p))
+            }
+
+            fn counters(&self) -> Counters {
+                each!(self, [$($v),+], p => Transport::counters(p))
+            }
+        }
+    };
+}
 
 /// One transport: its name on command lines and in reports, a line about
 /// it, whether this build carries it, and what its benchmarks' floor is
@@ -22,8 +251,13 @@ const VERBS: Entry = Entry {
     floor: "",
 };
 
-/// Every transport, the default first.
-pub const TRANSPORTS: [Entry; 3] = [crate::loopnic::ENTRY, crate::eth::ENTRY, VERBS];
+// Every transport this build carries, one line each, the default first:
+// the variant that names it in `Net` and `AnyPort`, and its settings type
+// (a `Network`, which names its port and its registry entry).
+transports! {
+    Loop(crate::loopnic::LoopConfig),
+    Eth(crate::eth::EthNet),
+}
 
 /// The transport `name` names, if this build carries it; else what to do.
 pub fn find(name: &str) -> Result<&'static Entry, String> {
@@ -40,6 +274,41 @@ pub fn find(name: &str) -> Result<&'static Entry, String> {
                 names.join(", ")
             ))
         }
+    }
+}
+
+impl Net {
+    /// The largest message ranks on this network send without a
+    /// rendezvous ([`Config::eager_max`] of `cfg` fitted to what the
+    /// transport can do). An interface's MTU is known only once a port
+    /// opens, so the one-packet threshold is the configured one.
+    pub fn eager_max(&self, cfg: &Config) -> u32 {
+        cfg.fit(&self.caps()).eager_max()
+    }
+
+    /// The fence designs this network's transport carries.
+    pub fn designs(&self) -> Vec<rmx_core::onesided::Design> {
+        let caps = self.caps();
+        rmx_core::onesided::Design::ALL
+            .into_iter()
+            .filter(|d| d.offered(&caps))
+            .collect()
+    }
+}
+
+impl AnyPort {
+    /// This port with `faults` injected on receive, if there are any.
+    pub fn with_faults(self, faults: Faults) -> AnyPort {
+        if faults.any() {
+            AnyPort::Faulty(Box::new(Faulty::new(self, faults)))
+        } else {
+            self
+        }
+    }
+
+    /// The `eth` port beneath any decorator, if this is one.
+    pub fn eth(&self) -> Option<&crate::eth::EthPort> {
+        self.inner()
     }
 }
 

@@ -1,0 +1,54 @@
+//! The `loop` transport as a job opens it: one fabric of software NICs in
+//! this process, a port per rank. No addresses to swap: a rank's number is
+//! its address on the fabric.
+
+use rmx_core::{Caps, Config};
+
+use super::{Fabric, LoopConfig, Port, ENTRY};
+use crate::transport::network::{Network, Wire};
+use crate::transport::registry::Entry;
+use crate::transport::AnyPort;
+
+impl Network for LoopConfig {
+    type Port = Port;
+    const ENTRY: Entry = ENTRY;
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!(self)
+    }
+
+    /// RDMA read, write and write with immediate (the engine moves the
+    /// bytes); the limits come with the port.
+    fn caps(&self) -> Caps {
+        Caps {
+            rdma_read: true,
+            rdma_write: true,
+            write_imm: true,
+            ..Caps::default()
+        }
+    }
+
+    fn rx_buffers(&self) -> usize {
+        self.srq_depth
+    }
+
+    /// `send_wqes` entries per connection, as a verbs queue pair is
+    /// created with them.
+    fn for_config(&self, cfg: &Config) -> LoopConfig {
+        LoopConfig {
+            sq_depth: cfg.send_wqes as u32,
+            ..*self
+        }
+    }
+
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+        let f = Fabric::new(ranks as usize, *self).map_err(|e| e.to_string())?;
+        Ok(Box::new(f))
+    }
+}
+
+impl Wire for Fabric {
+    fn port(&self, me: u16, _: usize, _: usize, _: &Result<(), String>) -> Result<AnyPort, String> {
+        Ok(Fabric::port(self, me).into())
+    }
+}
