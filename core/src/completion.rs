@@ -16,8 +16,14 @@ pub enum WorkId {
     Rdma(u32),
     /// A one-sided operation of a window's epoch
     /// ([`crate::onesided::Epoch`]): a put (with an immediate when `imm`)
-    /// or a get aimed at `target`.
-    Window { window: u16, target: u16, imm: bool },
+    /// or a get aimed at `target`, posted in `epoch` (a completion of an
+    /// epoch that ended without it is told apart).
+    Window {
+        window: u16,
+        target: u16,
+        epoch: u16,
+        imm: bool,
+    },
 }
 
 /// The kind lives in the top four bits; 0 there is never a core id.
@@ -34,8 +40,15 @@ impl WorkId {
             WorkId::Window {
                 window,
                 target,
+                epoch,
                 imm,
-            } => 4 << KIND_SHIFT | (window as u64) << 17 | (target as u64) << 1 | imm as u64,
+            } => {
+                4 << KIND_SHIFT
+                    | (epoch as u64) << 33
+                    | (window as u64) << 17
+                    | (target as u64) << 1
+                    | imm as u64
+            }
         }
     }
 
@@ -46,9 +59,10 @@ impl WorkId {
             1 if v <= u16::MAX as u64 => Some(WorkId::Send(SlotId(v as u16))),
             2 if v <= u16::MAX as u64 => Some(WorkId::Inline(v as u16)),
             3 if v <= u32::MAX as u64 => Some(WorkId::Rdma(v as u32)),
-            4 if v < 1 << 33 => Some(WorkId::Window {
+            4 if v < 1 << 49 => Some(WorkId::Window {
                 window: (v >> 17) as u16,
                 target: (v >> 1) as u16,
+                epoch: (v >> 33) as u16,
                 imm: v & 1 == 1,
             }),
             _ => None,
@@ -85,11 +99,13 @@ mod tests {
             WorkId::Window {
                 window: u16::MAX,
                 target: 0,
+                epoch: 1,
                 imm: true,
             },
             WorkId::Window {
                 window: 0,
                 target: u16::MAX,
+                epoch: u16::MAX,
                 imm: false,
             },
         ] {
@@ -101,7 +117,7 @@ mod tests {
             u64::MAX,
             1 << 60 | 1 << 16,
             3 << 60 | 1 << 32,
-            4 << 60 | 1 << 33,
+            4 << 60 | 1 << 49,
             5 << 60,
         ] {
             assert_eq!(WorkId::from_wr_id(foreign), None, "{foreign:#x}");

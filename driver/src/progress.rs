@@ -13,16 +13,16 @@ use crate::port::{Completion, Port};
 /// Where a rank's progress hands one-sided events: the epochs of its
 /// windows ([`rmx_core::onesided::Epoch`]), by window number.
 pub trait Windows {
-    /// Window `window`'s RDMA to `target` completed; `false` if no window
-    /// of that number awaits one.
-    fn on_completion(&mut self, window: u16, target: u16, imm: bool, result: WcResult) -> bool;
+    /// Window `window`'s RDMA (`work`, a [`WorkId::Window`]) completed;
+    /// `false` if no window of that number awaits it.
+    fn on_completion(&mut self, window: u16, work: WorkId, result: WcResult) -> bool;
     /// An immediate for window `window` arrived.
     fn on_immediate(&mut self, window: u16, imm: u32);
 }
 
 /// A rank without windows.
 impl Windows for () {
-    fn on_completion(&mut self, _: u16, _: u16, _: bool, _: WcResult) -> bool {
+    fn on_completion(&mut self, _: u16, _: WorkId, _: WcResult) -> bool {
         false
     }
     fn on_immediate(&mut self, _: u16, _: u32) {}
@@ -94,11 +94,9 @@ where
         let n = nic.port().poll_cq(wcs);
         for c in &wcs[..n] {
             let taken = match WorkId::from_wr_id(c.wr_id) {
-                Some(WorkId::Window {
-                    window,
-                    target,
-                    imm,
-                }) => windows.on_completion(window, target, imm, c.result),
+                Some(w @ WorkId::Window { window, .. }) => {
+                    windows.on_completion(window, w, c.result)
+                }
                 _ => false,
             };
             if !taken {

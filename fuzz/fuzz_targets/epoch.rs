@@ -120,7 +120,13 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
                 } else {
                     Err(rmx_core::RdmaError::Access)
                 };
-                if e.on_completion(target, bytes[1] & 1 == 1, result) {
+                let work = WorkId::Window {
+                    window: 3,
+                    target,
+                    epoch: e.epoch().wrapping_sub(u16::from(bytes[2] & 1)),
+                    imm: bytes[1] & 1 == 1,
+                };
+                if e.on_completion(work, result) {
                     posted = posted
                         .checked_sub(1)
                         .expect("completed only what was in flight");

@@ -36,6 +36,12 @@ fn mpiexec(args: &[String]) -> String {
         .args(args)
         .output()
         .expect("run mpiexec");
+    succeeded(out)
+}
+
+/// A launcher's stdout, after checking it succeeded (both streams shown
+/// if not).
+fn succeeded(out: std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -123,12 +129,7 @@ fn pingpong_runs_as_two_processes_under_open_mpis_mpirun() {
         .args(["--iters", "300", "--max-size", "16384", "--json"])
         .output()
         .expect("run mpirun");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(out);
     let r = one_report(&stdout, "latency_us");
     assert_eq!(r["results"].as_array().unwrap().len(), 15, "1 B to 16 KiB");
     assert_eq!(r["config"]["nic"]["launch"], "rank 0 of 2 (PMIx)");
@@ -161,12 +162,7 @@ fn srun_pingpong(slurm: &slurm::Slurm, mpi: &str, protocol: &str) {
         .args(["--max-size", "16384", "--json"])
         .output()
         .expect("run srun");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(out);
     let r = one_report(&stdout, "latency_us");
     assert_eq!(
         r["results"].as_array().unwrap().len(),

@@ -428,6 +428,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         let work = WorkId::Window {
             window: self.window,
             target,
+            epoch: self.epoch,
             imm: with_imm,
         };
         let r = if with_imm {
@@ -453,11 +454,21 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         Ok(())
     }
 
-    /// The NIC finished a work request this epoch posted (the shell routes
-    /// [`WorkId::Window`] completions here). `false` if none was in flight
-    /// (a duplicate or foreign completion), which changes nothing.
-    pub fn on_completion(&mut self, target: u16, with_imm: bool, result: WcResult) -> bool {
-        if self.in_flight == 0 {
+    /// The NIC finished work request `work`, one of this window's (the
+    /// shell routes [`WorkId::Window`] completions here). `false` if it
+    /// is no operation in flight in this epoch (another window's, an
+    /// epoch that ended without it, a duplicate), which changes nothing.
+    pub fn on_completion(&mut self, work: WorkId, result: WcResult) -> bool {
+        let WorkId::Window {
+            window,
+            target,
+            epoch,
+            imm: with_imm,
+        } = work
+        else {
+            return false;
+        };
+        if window != self.window || epoch != self.epoch || self.in_flight == 0 {
             return false;
         }
         self.in_flight -= 1;

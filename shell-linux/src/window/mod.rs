@@ -72,12 +72,11 @@ impl rmx_driver::Windows for Epochs {
     fn on_completion(
         &mut self,
         window: u16,
-        target: u16,
-        imm: bool,
+        work: rmx_core::WorkId,
         result: rmx_core::WcResult,
     ) -> bool {
         self.get_mut(window)
-            .is_some_and(|e| e.on_completion(target, imm, result))
+            .is_some_and(|e| e.on_completion(work, result))
     }
 
     fn on_immediate(&mut self, window: u16, imm: u32) {

@@ -116,6 +116,7 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
     let work = |t| WorkId::Window {
         window: 7,
         target: t,
+        epoch: 0,
         imm: false,
     };
     assert_eq!(nic.posts[0], Some((1, work(1), None)));
@@ -124,9 +125,24 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
     let mut c = [0u8; 64];
     assert_eq!(e.step(&mut c), Step::Flush);
     assert_eq!(e.in_flight(), 2);
-    assert!(e.on_completion(1, false, Ok(())));
-    assert!(e.on_completion(2, false, Ok(())));
-    assert!(!e.on_completion(2, false, Ok(())), "nothing left in flight");
+    let other = WorkId::Window {
+        window: 8,
+        target: 1,
+        epoch: 0,
+        imm: false,
+    };
+    assert!(!e.on_completion(other, Ok(())), "another window's");
+    let stale = WorkId::Window {
+        window: 7,
+        target: 1,
+        epoch: 9,
+        imm: false,
+    };
+    assert!(!e.on_completion(stale, Ok(())), "an epoch long over");
+    assert_eq!(e.in_flight(), 2);
+    assert!(e.on_completion(work(1), Ok(())));
+    assert!(e.on_completion(work(2), Ok(())));
+    assert!(!e.on_completion(work(2), Ok(())), "nothing left in flight");
     let len = Epoch::<[Target; 3]>::reduce_len(Design::ImmOpt, 3);
     assert_eq!(
         e.step(&mut c),
@@ -253,8 +269,9 @@ fn a_failed_put_with_immediate_is_reported_and_not_awaited() {
     put(&mut e, &mut nic, 1).unwrap();
     nic.answer = Err(PostError::Access);
     put(&mut e, &mut nic, 2).unwrap();
-    e.on_completion(1, true, Err(crate::nic::RdmaError::Access));
-    e.on_completion(1, true, Ok(()));
+    let w = nic.posts[0].unwrap().1;
+    assert!(e.on_completion(w, Err(crate::nic::RdmaError::Access)));
+    assert!(e.on_completion(w, Ok(())));
     e.fence(false, false).unwrap();
     let mut c = [0u8; 64];
     e.step(&mut c);
@@ -269,6 +286,24 @@ fn a_failed_put_with_immediate_is_reported_and_not_awaited() {
             disagree: false
         })
     );
+}
+
+/// A fence that failed part way ends its epoch with RDMA still in flight:
+/// the late completions are told apart and never count for the next
+/// epoch's operations, which the next fence still waits for.
+#[test]
+fn completions_of_an_aborted_epoch_never_count_for_the_next() {
+    let mut e = epoch(Design::ImmOpt);
+    let mut nic = Rec::new(Ok(Posted::Later));
+    put(&mut e, &mut nic, 1).unwrap();
+    let late = nic.posts[0].unwrap().1;
+    e.abort();
+    put(&mut e, &mut nic, 1).unwrap();
+    assert_eq!(e.in_flight(), 1);
+    assert!(!e.on_completion(late, Ok(())), "the aborted epoch's");
+    assert_eq!(e.in_flight(), 1, "the new put is still awaited");
+    assert!(e.on_completion(nic.posts[1].unwrap().1, Ok(())));
+    assert_eq!(e.in_flight(), 0);
 }
 
 #[test]
