@@ -17,7 +17,8 @@
 //!         Step::Reduce { collective, len } => run it over counts[..len], then reduced(&counts),
 //!         Step::SendFinish { to, body } => send body (tag FINISH) to `to`,
 //!         Step::RecvFinish => receive one (tag FINISH, any source), then finished(src, body),
-//!         Step::Await { from } => receive one operation unless satisfied() first, then arrived(),
+//!         Step::Await { from, immediates } => receive one operation (unless satisfied()
+//!             first, with immediates), then arrived(),
 //!         Step::Flags => all-pairs flags, Step::Barrier => a barrier,
 //!         Step::Done(outcome) => break,
 //!     }
@@ -126,10 +127,11 @@ pub enum Step {
     /// [`Epoch::finished`].
     RecvFinish,
     /// Receive one operation's messages from `from` (any rank if `None`)
-    /// and apply it ([`Epoch::admit`]), then call [`Epoch::arrived`];
-    /// unless [`Epoch::satisfied`] becomes true first (the rest came as
-    /// immediates): then cancel the receive.
-    Await { from: Option<u16> },
+    /// and apply it ([`Epoch::admit`]), then call [`Epoch::arrived`].
+    /// With `immediates`, the rest may come as immediates instead: receive
+    /// unless [`Epoch::satisfied`] becomes true first, then cancel the
+    /// receive; without, only a message satisfies the fence.
+    Await { from: Option<u16>, immediates: bool },
     /// Send a flag to every other rank and receive one from each.
     Flags,
     /// A barrier.
@@ -557,27 +559,20 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
                     _ => Step::Flush,
                 }
             }
-            Stage::Reduce => {
+            // `reduced` moves the fence on; stepping again repeats the ask.
+            Stage::Reduce | Stage::Reduced => {
                 self.fence.stage = Stage::Reduced;
-                let len = self.fill(counts);
                 let collective = match f.completion {
                     Some(TargetCompletion::FinishMessages | TargetCompletion::CountedMessages) => {
                         Reduction::ReduceScatter
                     }
                     _ => Reduction::Allreduce,
                 };
-                Step::Reduce { collective, len }
+                Step::Reduce {
+                    collective,
+                    len: self.fill(counts),
+                }
             }
-            // `reduced` moves the fence on; stepping again repeats the ask.
-            Stage::Reduced => Step::Reduce {
-                collective: match f.completion {
-                    Some(TargetCompletion::FinishMessages | TargetCompletion::CountedMessages) => {
-                        Reduction::ReduceScatter
-                    }
-                    _ => Reduction::Allreduce,
-                },
-                len: self.fill(counts),
-            },
             Stage::SendFinish(from) => {
                 let next = (from as usize..self.ranks()).find(|&t| self.targets.as_ref()[t].used);
                 match next {
@@ -606,13 +601,19 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
                 self.fence.stage = Stage::RecvFinish;
                 self.step(counts)
             }
-            Stage::AwaitFrom(src, _) => Step::Await { from: Some(src) },
+            Stage::AwaitFrom(src, _) => Step::Await {
+                from: Some(src),
+                immediates: false,
+            },
             Stage::AwaitAny => {
                 if self.satisfied() {
                     self.fence.stage = Stage::Open;
                     self.step(counts)
                 } else {
-                    Step::Await { from: None }
+                    Step::Await {
+                        from: None,
+                        immediates: f.completion == Some(TargetCompletion::Immediates),
+                    }
                 }
             }
             Stage::Open => {

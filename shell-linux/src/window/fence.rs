@@ -141,16 +141,21 @@ unsafe fn steps<T: Transport + 'static>(
                     .map_err(recv_failed)?;
                 input = Input::Finished(st.source, b);
             }
-            // Only immediates can satisfy the core without a message: a
-            // design that has none simply receives.
-            Step::Await { from } if from.is_some() || !w.design.immediate() => {
+            // Only immediates satisfy the core without a message: where
+            // none can come, the operation is simply received.
+            Step::Await {
+                from,
+                immediates: false,
+            } => {
                 let src = from.map_or(Source::Any, Source::Rank);
                 let a = messages::recv(w, r, epoch, src)?;
                 // SAFETY: the caller's contract.
                 unsafe { deferred::take(w, r, epoch, a, io)? };
                 input = Input::Arrived;
             }
-            Step::Await { .. } => {
+            Step::Await {
+                immediates: true, ..
+            } => {
                 // SAFETY: the caller's contract.
                 if unsafe { await_any(w, r, epoch, io)? } {
                     input = Input::Arrived;

@@ -503,9 +503,6 @@ impl Win {
         len: usize,
     ) -> Result<Get, WinError> {
         let mut h = self.check(r, target, disp, len, RmaKind::Get)?;
-        if self.epoch(r, |e, _| e.gets()) >= MAX_GETS {
-            return Err(WinError::TooManyGets);
-        }
         match self.imm.is_some() {
             true => immediate::get(self, r, target, &mut h)?,
             false => {
@@ -666,6 +663,32 @@ mod tests {
         assert_eq!(&mem[8..12], &[7; 4]);
         assert!(mem.iter().all(|&b| b != 0xAB), "nothing forged was written");
         assert_eq!(out[0].0, 0);
+    }
+
+    /// One get past [`MAX_GETS`] in an epoch is refused with a typed error
+    /// in every design (the core numbers gets; their replies' tags carry
+    /// the number), and nothing of it is queued or posted.
+    #[test]
+    fn one_get_too_many_is_refused() {
+        for design in [Design::Def, Design::ImmOpt] {
+            let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+                let mut w = r.win_create_with(8, 1, design).expect("window");
+                w.fence(r).unwrap();
+                let me = r.rank();
+                let ok = (0..MAX_GETS).all(|_| w.get(r, me, 0, 0).is_ok());
+                (ok, w.get(r, me, 0, 0), w.queued.len())
+            });
+            for (ok, last, queued) in out {
+                assert!(ok, "{design:?}");
+                assert_eq!(last, Err(WinError::TooManyGets), "{design:?}");
+                let expect = if design == Design::Def {
+                    MAX_GETS as usize
+                } else {
+                    0
+                };
+                assert_eq!(queued, expect, "{design:?}");
+            }
+        }
     }
 
     /// An immediate design's RDMA with a forged memory key or an address

@@ -171,10 +171,22 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
     );
     assert_eq!(e.step(&mut c), Step::RecvFinish);
     e.finished(2, 2u32.to_le_bytes());
-    assert_eq!(e.step(&mut c), Step::Await { from: Some(2) });
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: Some(2),
+            immediates: false
+        }
+    );
     e.arrived();
     assert!(!e.satisfied());
-    assert_eq!(e.step(&mut c), Step::Await { from: Some(2) });
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: Some(2),
+            immediates: false
+        }
+    );
     e.arrived();
     assert_eq!(e.step(&mut c), Step::Barrier);
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
@@ -204,7 +216,13 @@ fn ri_counts_immediates_including_the_next_epochs_early_ones() {
     assert!(e.on_immediate(imm(7, 0)));
     assert!(e.on_immediate(imm(7, 1)), "a peer already in epoch 1");
     assert!(!e.on_immediate(imm(8, 0)), "another window's");
-    assert_eq!(e.step(&mut c), Step::Await { from: None });
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: None,
+            immediates: true
+        }
+    );
     e.arrived();
     assert!(!e.satisfied());
     assert!(e.on_immediate(imm(7, 0)));
@@ -343,7 +361,13 @@ fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
     ));
     assert_eq!(&c[..12], &ne(&[0, 2, 0])[..12]);
     e.reduced(&ne(&[1, 0, 0]));
-    assert_eq!(e.step(&mut c), Step::Await { from: None });
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: None,
+            immediates: false
+        }
+    );
     e.arrived();
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
     // Closed: nothing is issued until the next fence reopens it.
