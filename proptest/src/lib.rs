@@ -1,9 +1,10 @@
-//! Test harnesses for rmx-core: an in-memory NIC ([`memnic`]) and a deterministic
-//! network simulator ([`sim`]) with virtual time and seeded faults.
+//! Test harnesses for rmx-core: a deterministic network simulator of
+//! two-sided traffic ([`sim`]) with virtual time and seeded faults, and
+//! reference models. The in-memory NIC, heap tables and generator are
+//! the simulator crate's ([`rmx_sim`]), re-exported under their old paths.
 
-pub mod heap;
+pub use rmx_sim::{heap, memnic, rng};
+
 pub mod linear;
-pub mod memnic;
 pub mod reuse;
-pub mod rng;
 pub mod sim;

@@ -51,6 +51,8 @@ pub struct MemNic {
     pub rdma_out: Vec<RdmaPost>,
     /// Refuse RDMA posts with `Busy` while set.
     pub rdma_busy: bool,
+    /// Take windows' RDMA (`WorkId::Window`) too, not only the endpoint's.
+    pub windows: bool,
 }
 
 /// A posted RDMA operation, waiting for the test or simulator to run it.
@@ -58,7 +60,12 @@ pub struct MemNic {
 pub struct RdmaPost {
     pub peer: u16,
     pub op: RdmaOp,
+    /// The endpoint's number for its transfers (`WorkId::Rdma`); 0 for a window's.
     pub id: u32,
+    /// The work request's id, as its completion reports it.
+    pub work: WorkId,
+    /// A write with immediate: the value the target's receive queue reports.
+    pub imm: Option<u32>,
     pub local: Gather,
     pub remote: Remote,
 }
@@ -66,15 +73,8 @@ pub struct RdmaPost {
 /// Carries out `p`, posted by `me` to `peer`, checking both keys and bounds
 /// as a NIC does; the result is what the completion reports.
 pub fn execute_rdma(me: &mut MemNic, peer: &mut MemNic, p: &RdmaPost) -> Result<(), RdmaError> {
-    let covers = |n: &MemNic, key: MemKey, addr: u64, len: u32| {
-        n.regs.get(&key.0).is_some_and(|&(s, l)| {
-            // Addresses come from the wire: a range that wraps covers nothing.
-            addr.checked_add(u64::from(len))
-                .is_some_and(|end| s <= addr && end <= s + l)
-        })
-    };
-    if !covers(me, p.local.key, p.local.addr, p.local.len)
-        || !covers(peer, p.remote.key, p.remote.addr, p.local.len)
+    if !me.covers(p.local.key, p.local.addr, p.local.len)
+        || !peer.covers(p.remote.key, p.remote.addr, p.local.len)
     {
         return Err(RdmaError::Access);
     }
@@ -93,6 +93,16 @@ pub fn execute_rdma(me: &mut MemNic, peer: &mut MemNic, p: &RdmaPost) -> Result<
 }
 
 impl MemNic {
+    /// Whether registration `key` covers `[addr, addr+len)`, as a NIC checks
+    /// a key before it reads or writes.
+    pub fn covers(&self, key: MemKey, addr: u64, len: u32) -> bool {
+        self.regs.get(&key.0).is_some_and(|&(s, l)| {
+            // Addresses come from the wire: a range that wraps covers nothing.
+            addr.checked_add(u64::from(len))
+                .is_some_and(|end| s <= addr && end <= s + l)
+        })
+    }
+
     pub fn new(slots: usize, slot_size: usize) -> MemNic {
         MemNic {
             slots: vec![vec![0; slot_size]; slots],
@@ -119,6 +129,7 @@ impl MemNic {
             caps: Caps::default(),
             rdma_out: Vec::new(),
             rdma_busy: false,
+            windows: false,
         }
     }
 
@@ -145,7 +156,8 @@ impl MemNic {
         (i, (addr - self.user_addr[i]) as usize)
     }
 
-    fn write_at(&mut self, addr: u64, data: &[u8]) {
+    /// Writes `data` at simulated address `addr` (inside one user buffer).
+    pub fn write_at(&mut self, addr: u64, data: &[u8]) {
         let (i, o) = self.find(addr, data.len());
         self.user[i][o..o + data.len()].copy_from_slice(data);
     }
@@ -188,7 +200,7 @@ impl MemNic {
     }
 
     /// The bytes at simulated `[addr, addr+len)`, from the newest buffer there.
-    fn read_at(&self, addr: u64, len: usize) -> Vec<u8> {
+    pub fn read_at(&self, addr: u64, len: usize) -> Vec<u8> {
         let (i, o) = self.find(addr, len);
         self.user[i][o..o + len].to_vec()
     }
@@ -201,6 +213,46 @@ impl MemNic {
         }
         self.rx.push(Some(bytes));
         RxBuf(self.rx.len() as u32 - 1)
+    }
+
+    fn rdma(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        op: RdmaOp,
+        local: Gather,
+        remote: Remote,
+        imm: Option<u32>,
+    ) -> Result<Posted, PostError> {
+        let id = match work {
+            WorkId::Rdma(id) => id,
+            // A window's operation, where windows are modelled.
+            WorkId::Window { .. } if self.windows => 0,
+            _ => return Err(PostError::Unsupported),
+        };
+        if !(self.caps.rdma_read || self.caps.rdma_write) {
+            return Err(PostError::Unsupported);
+        }
+        assert!(
+            local.len <= self.caps.max_transfer,
+            "an RDMA operation above the transport's maximum"
+        );
+        if self.down.contains(&peer) {
+            return Err(PostError::Down);
+        }
+        if self.rdma_busy {
+            return Err(PostError::Busy);
+        }
+        self.rdma_out.push(RdmaPost {
+            peer,
+            op,
+            id,
+            work,
+            imm,
+            local,
+            remote,
+        });
+        Ok(Posted::Later)
     }
 
     fn place(&mut self, l: Loc) -> (&mut [u8], usize) {
@@ -279,25 +331,20 @@ impl Nic for MemNic {
         local: Gather,
         remote: Remote,
     ) -> Result<Posted, PostError> {
-        // The endpoint's transfers only: windows are not modelled here.
-        let (WorkId::Rdma(id), true) = (work, self.caps.rdma_read || self.caps.rdma_write) else {
+        self.rdma(peer, work, op, local, remote, None)
+    }
+    fn post_write_imm(
+        &mut self,
+        peer: u16,
+        work: WorkId,
+        local: Gather,
+        remote: Remote,
+        imm: u32,
+    ) -> Result<Posted, PostError> {
+        if !self.caps.write_imm {
             return Err(PostError::Unsupported);
-        };
-        assert!(
-            local.len <= self.caps.max_transfer,
-            "an RDMA operation above the transport's maximum"
-        );
-        if self.rdma_busy {
-            return Err(PostError::Busy);
         }
-        self.rdma_out.push(RdmaPost {
-            peer,
-            op,
-            id,
-            local,
-            remote,
-        });
-        Ok(Posted::Later)
+        self.rdma(peer, work, RdmaOp::Write, local, remote, Some(imm))
     }
     fn post_send_gather(
         &mut self,

@@ -1,0 +1,471 @@
+//! Windows of a simulated rank and their fences, carried out as the core's
+//! [`Epoch`] says: the same steps the std shell's `window/fence.rs` takes,
+//! without blocking (a step that waits returns, and the job wakes the rank
+//! when something arrives).
+
+use rmx_core::collective::{reduce, Collective, Int, Op};
+use rmx_core::onesided::{
+    channel::{DATA, FINISH, FLAG, HEADERS},
+    tag, Arrival, Data, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, Reduction,
+    RmaKind, Step, Target, Window, CONTEXT, HEADER, INLINE,
+};
+use rmx_core::{Gather, MemKey, Remote, Source, TagSel, UserBuf};
+
+use crate::collective::CollTask;
+use crate::node::{Node, Req};
+
+/// What an operation does to its target's window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Writes its bytes (RDMA in the immediate designs).
+    Put,
+    /// Adds its bytes, as u32s (a message in every design).
+    Add,
+}
+
+/// One operation of an epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RmaOp {
+    pub target: u16,
+    /// Byte offset in the target's window.
+    pub disp: u64,
+    pub kind: Kind,
+    pub data: Vec<u8>,
+}
+
+/// Applies `op` to a window's bytes, as the target does (and the
+/// reference model).
+pub fn apply(mem: &mut [u8], kind: Kind, at: usize, data: &[u8]) {
+    let to = &mut mem[at..at + data.len()];
+    match kind {
+        Kind::Put => to.copy_from_slice(data),
+        Kind::Add => reduce(Op::Sum, Int::U32, to, data).expect("whole u32s"),
+    }
+}
+
+/// An operation's messages, composed as the std shell composes them: the
+/// header with up to [`INLINE`] bytes of data, then larger data apart.
+struct Outgoing {
+    target: u16,
+    first: Vec<u8>,
+    rest: Vec<u8>,
+}
+
+impl Outgoing {
+    fn new(target: u16, h: &OpHeader, data: &[u8]) -> Outgoing {
+        let mut first = h.encode().to_vec();
+        let rest = if data.len() <= INLINE {
+            first.extend_from_slice(data);
+            Vec::new()
+        } else {
+            data.to_vec()
+        };
+        Outgoing {
+            target,
+            first,
+            rest,
+        }
+    }
+}
+
+/// One window of a rank: its memory in the NIC, the core's epoch, the
+/// deferred design's queue, and registered memory RDMA puts read from.
+pub struct Win {
+    pub id: u16,
+    pub epoch: Epoch<Vec<Target>>,
+    pub mem: UserBuf,
+    pub len: usize,
+    queued: Vec<Outgoing>,
+    /// Source of this epoch's RDMA puts: buffer, address, key, bytes used.
+    src: (UserBuf, u64, MemKey),
+    src_used: usize,
+}
+
+/// The key a rank's window `id` shows (what accesses must carry).
+fn key(id: u16, rank: u16) -> u32 {
+    0x5EED_0000 ^ (u32::from(id) << 16) ^ u32::from(rank)
+}
+
+impl Win {
+    /// Every rank's window `id` of `len` bytes under `design`, each able
+    /// to put `src_len` bytes per epoch: one per node, descriptors
+    /// swapped.
+    pub fn create(nodes: &mut [Node], id: u16, len: usize, design: Design, src_len: usize) -> Result<(), String> {
+        let mut descs = Vec::new();
+        let mut mems = Vec::new();
+        for n in nodes.iter_mut() {
+            let mem = n.nic.user_buf(vec![0; len]);
+            let addr = n.nic.user_addr[mem.0 as usize];
+            let remote = if design.immediate() {
+                let k = rmx_core::Nic::register(&mut n.nic, addr, len as u64).map_err(|e| format!("{e:?}"))?;
+                Remote { addr, key: k }
+            } else {
+                Remote { addr: 0, key: MemKey(0) }
+            };
+            descs.push(Descriptor {
+                window: Window {
+                    len: len as u64,
+                    disp_unit: 1,
+                    key: key(id, n.me),
+                },
+                remote,
+            });
+            mems.push(mem);
+        }
+        let targets: Vec<Target> = descs.iter().map(|d| Target::new(*d)).collect();
+        for (n, mem) in nodes.iter_mut().zip(mems) {
+            let epoch = Epoch::new(id, n.me, design, targets.clone()).ok_or("a rank outside its window")?;
+            let s = n.nic.user_buf(vec![0; src_len.max(1)]);
+            let sa = n.nic.user_addr[s.0 as usize];
+            let sk = match design.immediate() {
+                true => rmx_core::Nic::register(&mut n.nic, sa, src_len.max(1) as u64).map_err(|e| format!("{e:?}"))?,
+                false => MemKey(0),
+            };
+            if n.windows.len() != id as usize {
+                return Err(format!("window {id} created out of order"));
+            }
+            n.windows.push(Win {
+                id,
+                epoch,
+                mem,
+                len,
+                queued: Vec::new(),
+                src: (s, sa, sk),
+                src_used: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// The window's bytes.
+    pub fn bytes<'a>(&self, node: &'a Node) -> &'a [u8] {
+        &node.nic.user[self.mem.0 as usize]
+    }
+}
+
+/// Issues `op` on window `w` of `node`: an RDMA put, or the operation's
+/// messages now (immediate designs), queued for the fence (deferred), or
+/// applied here (its own window). Message requests go on `sends`.
+pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Result<(), String> {
+    let me = node.me;
+    let win = &mut node.windows[w as usize];
+    let kind = match op.kind {
+        Kind::Put => RmaKind::Put,
+        Kind::Add => RmaKind::Accumulate(Op::Sum, Int::U32),
+    };
+    let h = win
+        .epoch
+        .check(op.target, op.disp, op.data.len() as u64, kind)
+        .map_err(|e| format!("rank {me}: {op:?} refused: {e:?}"))?;
+    if op.target == me {
+        win.epoch.local();
+        let mem = win.mem.0 as usize;
+        apply(&mut node.nic.user[mem], op.kind, h.offset as usize, &op.data);
+        return Ok(());
+    }
+    let design = win.epoch.design();
+    if op.kind == Kind::Put && design.immediate() {
+        let (buf, addr, key) = win.src;
+        let at = win.src_used;
+        win.src_used += op.data.len();
+        node.nic.user[buf.0 as usize][at..at + op.data.len()].copy_from_slice(&op.data);
+        let local = Gather {
+            addr: addr + at as u64,
+            key,
+            len: op.data.len() as u32,
+        };
+        let Node { windows, nic, .. } = node;
+        match windows[w as usize].epoch.post(nic, op.target, &h, local) {
+            Ok(()) => {}
+            Err(EpochError::Busy) => return Err(format!("rank {me}: the NIC refused an RDMA post")),
+            Err(e) => return Err(format!("rank {me}: {op:?}: {e:?}")),
+        }
+        node.collect();
+        return Ok(());
+    }
+    win.epoch.message(op.target);
+    let out = Outgoing::new(op.target, &h, &op.data);
+    if design.immediate() {
+        send(node, w, &out, sends)
+    } else {
+        node.windows[w as usize].queued.push(out);
+        Ok(())
+    }
+}
+
+/// Starts an operation's messages.
+fn send(node: &mut Node, w: u16, out: &Outgoing, sends: &mut Vec<Req>) -> Result<(), String> {
+    let epoch = node.windows[w as usize].epoch.epoch();
+    for (what, b) in [(HEADERS, &out.first), (DATA, &out.rest)] {
+        if what == DATA && b.is_empty() {
+            break;
+        }
+        let q = node
+            .isend(out.target, tag(w, epoch, what), CONTEXT, b)
+            .map_err(|e| format!("rank {}: operation message: {e:?}", node.me))?;
+        sends.push(q);
+    }
+    Ok(())
+}
+
+/// What a fence waits for now.
+enum Wait {
+    /// Nothing: ask the core for the next step.
+    Step,
+    /// The epoch's RDMA to complete.
+    Flush,
+    /// The fence's reduction (its length), or a barrier.
+    Collective(Box<CollTask>, Option<usize>),
+    /// A finish message.
+    Finish(Req),
+    /// An operation's first message (unless immediates satisfy first).
+    First { q: Req, immediates: bool, cancelled: bool },
+    /// An admitted (or refused) operation's data, sent apart.
+    Rest(Arrival, Req),
+    /// All-pairs flags.
+    Flags(Vec<Req>),
+    /// The messages this fence sent, before the fence is done.
+    Sent(Outcome),
+}
+
+/// What the last step brought back, for the core with the next.
+enum Input {
+    Nothing,
+    Reduced(usize),
+    Finished(u16, [u8; 4]),
+    Arrived,
+}
+
+/// One rank's fence of one window.
+pub struct FenceTask {
+    w: u16,
+    ranks: u16,
+    epoch: u16,
+    counts: Vec<u8>,
+    input: Input,
+    wait: Wait,
+    /// Requests of messages sent this epoch.
+    pub sends: Vec<Req>,
+    /// The strawman ("local completion, then a barrier"): not a design.
+    strawman: bool,
+}
+
+impl FenceTask {
+    /// Starts the fence of window `w` that ends this epoch, with the
+    /// requests of operations' messages already sent in it.
+    pub fn new(node: &mut Node, w: u16, ranks: u16, strawman: bool, sends: Vec<Req>) -> Result<FenceTask, String> {
+        let e = &mut node.windows[w as usize].epoch;
+        let epoch = e.epoch();
+        if !strawman {
+            e.fence(false, false).map_err(|x| format!("fence: {x:?}"))?;
+        }
+        let design = e.design();
+        Ok(FenceTask {
+            w,
+            ranks,
+            epoch,
+            counts: vec![0; Epoch::<Vec<Target>>::reduce_len(design, ranks as usize)],
+            input: Input::Nothing,
+            wait: if strawman { Wait::Flush } else { Wait::Step },
+            sends,
+            strawman,
+        })
+    }
+
+    /// Moves the fence on as far as it goes now: its outcome once done.
+    pub fn poll(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
+        let me = node.me;
+        let fail = |what: &str, e: &dyn std::fmt::Debug| format!("rank {me}: {what}: {e:?}");
+        loop {
+            let w = self.w as usize;
+            match &mut self.wait {
+                Wait::Step => {}
+                Wait::Flush => {
+                    if node.windows[w].epoch.in_flight() > 0 {
+                        return Ok(None);
+                    }
+                    if self.strawman {
+                        let c = CollTask::new(node, self.ranks, Collective::Barrier, Vec::new())?;
+                        self.wait = Wait::Collective(Box::new(c), None);
+                        continue;
+                    }
+                }
+                Wait::Collective(c, len) => {
+                    if !c.poll(node)? {
+                        return Ok(None);
+                    }
+                    if let Some(len) = *len {
+                        self.counts[..len].copy_from_slice(&c.data);
+                        self.input = Input::Reduced(len);
+                    } else if self.strawman {
+                        node.windows[w].epoch.abort();
+                        node.windows[w].src_used = 0;
+                        self.wait = Wait::Sent(Outcome {
+                            failed: 0,
+                            disagree: false,
+                        });
+                        continue;
+                    }
+                }
+                Wait::Finish(q) => {
+                    let Some((st, b)) = node.test(q).map_err(|e| fail("finish", &e))? else {
+                        return Ok(None);
+                    };
+                    let body: [u8; 4] = b.try_into().map_err(|b| fail("finish body", &b))?;
+                    self.input = Input::Finished(st.source, body);
+                }
+                Wait::First {
+                    q,
+                    immediates,
+                    cancelled,
+                } => {
+                    if *immediates && !*cancelled && node.windows[w].epoch.satisfied() {
+                        *cancelled = node.cancel(q);
+                    }
+                    let Some((st, first)) = node.test(q).map_err(|e| fail("operation", &e))? else {
+                        return Ok(None);
+                    };
+                    if *cancelled {
+                        // The rest came as immediates.
+                        self.wait = Wait::Step;
+                        continue;
+                    }
+                    let arrival = node.windows[w].epoch.admit(&first);
+                    match arrival.data {
+                        Data::Inline(n) => {
+                            if let Ok((h, range)) = &arrival.admitted {
+                                let kind = kind_of(h);
+                                let mem = node.windows[w].mem.0 as usize;
+                                apply(&mut node.nic.user[mem], kind, range.start as usize, &first[HEADER..HEADER + n as usize]);
+                            }
+                            self.input = Input::Arrived;
+                        }
+                        Data::Apart(n) => {
+                            let sel = TagSel::Tag(tag(self.w, self.epoch, DATA));
+                            let q = node
+                                .irecv(Source::Rank(st.source), sel, CONTEXT, n as usize)
+                                .map_err(|e| fail("operation data", &e))?;
+                            self.wait = Wait::Rest(arrival, q);
+                            continue;
+                        }
+                    }
+                }
+                Wait::Rest(arrival, q) => {
+                    let Some((_, data)) = node.test(q).map_err(|e| fail("operation data", &e))? else {
+                        return Ok(None);
+                    };
+                    if let Ok((h, range)) = &arrival.admitted {
+                        let mem = node.windows[w].mem.0 as usize;
+                        apply(&mut node.nic.user[mem], kind_of(h), range.start as usize, &data);
+                    }
+                    self.input = Input::Arrived;
+                }
+                Wait::Flags(reqs) => {
+                    while let Some(q) = reqs.first() {
+                        if node.test(q).map_err(|e| fail("flag", &e))?.is_none() {
+                            return Ok(None);
+                        }
+                        reqs.remove(0);
+                    }
+                }
+                Wait::Sent(outcome) => {
+                    while let Some(q) = self.sends.first() {
+                        match node.test(q).map_err(|e| fail("send", &e))? {
+                            None => return Ok(None),
+                            Some((st, _)) if st.fault.is_some() => return Err(fail("send", &st.fault)),
+                            Some(_) => {}
+                        }
+                        self.sends.remove(0);
+                    }
+                    return Ok(Some(*outcome));
+                }
+            }
+            self.wait = Wait::Step;
+            let step = {
+                let e = &mut node.windows[w].epoch;
+                match std::mem::replace(&mut self.input, Input::Nothing) {
+                    Input::Nothing => {}
+                    Input::Reduced(len) => e.reduced(&self.counts[..len]),
+                    Input::Finished(src, body) => e.finished(src, body),
+                    Input::Arrived => e.arrived(),
+                }
+                e.step(&mut self.counts)
+            };
+            self.wait = self.start(node, step)?;
+        }
+    }
+
+    /// Starts carrying out `step`.
+    fn start(&mut self, node: &mut Node, step: Step) -> Result<Wait, String> {
+        let me = node.me;
+        let fail = |what: &str, e: &dyn std::fmt::Debug| format!("rank {me}: {what}: {e:?}");
+        let w = self.w;
+        Ok(match step {
+            Step::SendQueued => {
+                let queued = std::mem::take(&mut node.windows[w as usize].queued);
+                for out in &queued {
+                    send(node, w, out, &mut self.sends)?;
+                }
+                Wait::Step
+            }
+            Step::Flush => Wait::Flush,
+            Step::Reduce { collective, len } => {
+                let n = self.ranks as usize;
+                let what = match collective {
+                    Reduction::ReduceScatter => Collective::ReduceScatter { block: len / n },
+                    Reduction::Allreduce => Collective::Allreduce { len },
+                };
+                let c = CollTask::new(node, self.ranks, what, self.counts[..len].to_vec())?;
+                Wait::Collective(Box::new(c), Some(len))
+            }
+            Step::SendFinish { to, body } => {
+                let q = node
+                    .isend(to, tag(w, self.epoch, FINISH), CONTEXT, &body)
+                    .map_err(|e| fail("finish", &e))?;
+                self.sends.push(q);
+                Wait::Step
+            }
+            Step::RecvFinish => {
+                let sel = TagSel::Tag(tag(w, self.epoch, FINISH));
+                let q = node.irecv(Source::Any, sel, CONTEXT, 4).map_err(|e| fail("finish", &e))?;
+                Wait::Finish(q)
+            }
+            Step::Await { from, immediates } => {
+                let src = from.map_or(Source::Any, Source::Rank);
+                let sel = TagSel::Tag(tag(w, self.epoch, HEADERS));
+                let q = node
+                    .irecv(src, sel, CONTEXT, HEADER + INLINE)
+                    .map_err(|e| fail("operation", &e))?;
+                Wait::First {
+                    q,
+                    immediates,
+                    cancelled: false,
+                }
+            }
+            Step::Flags => {
+                let t = tag(w, self.epoch, FLAG);
+                let mut reqs = Vec::new();
+                for p in (0..self.ranks).filter(|&p| p != me) {
+                    reqs.push(node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1).map_err(|e| fail("flag", &e))?);
+                    reqs.push(node.isend(p, t, CONTEXT, &[0]).map_err(|e| fail("flag", &e))?);
+                }
+                Wait::Flags(reqs)
+            }
+            Step::Barrier => {
+                let c = CollTask::new(node, self.ranks, Collective::Barrier, Vec::new())?;
+                Wait::Collective(Box::new(c), None)
+            }
+            Step::Done(outcome) => {
+                node.windows[w as usize].src_used = 0;
+                Wait::Sent(outcome)
+            }
+        })
+    }
+}
+
+fn kind_of(h: &OpHeader) -> Kind {
+    match h.kind {
+        RmaKind::Put => Kind::Put,
+        _ => Kind::Add,
+    }
+}

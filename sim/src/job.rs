@@ -1,0 +1,508 @@
+//! A job in virtual time: one program per rank (collectives and epochs
+//! of one-sided operations, the same sequence on every rank), run by
+//! simulated ranks over the virtual network until every rank has finished,
+//! with every collective's result and every window after every fence
+//! checked against a reference computed here from the programs.
+
+use std::collections::HashMap;
+
+use rmx_core::collective::{reduce, Collective, Int, Op, Plan};
+use rmx_core::onesided::Design;
+
+use crate::collective::CollTask;
+use crate::fence::{apply, issue, FenceTask, Kind, RmaOp, Win};
+use crate::model::{Faults, Model};
+use crate::net::{Net, What};
+use crate::node::{Node, Rx};
+
+/// One one-sided operation of a program; its bytes are made from where
+/// it stands in the job, so the reference can make them again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpSpec {
+    pub target: u16,
+    /// Byte offset in the target's window.
+    pub disp: u64,
+    pub kind: Kind,
+    pub len: u32,
+}
+
+/// One step of a rank's program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A collective summing u32s, over data made from the rank and step.
+    Collective(Collective),
+    /// An epoch of window `window`: these operations, `compute_ns` of
+    /// work, then a fence (or, for the hazard's sake, the strawman:
+    /// local completion, then a barrier).
+    Epoch {
+        window: u16,
+        ops: Vec<OpSpec>,
+        compute_ns: u64,
+        strawman: bool,
+    },
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub ranks: u16,
+    pub model: Model,
+    pub faults: Faults,
+    pub seed: u64,
+    /// The windows, created before the programs start: bytes and design.
+    pub windows: Vec<(usize, Design)>,
+    /// Count windows unlike the reference after a fence (the strawman's
+    /// hazard) rather than fail at the first.
+    pub count_late: bool,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// For each step of the programs, when the last rank finished it.
+    pub ends: Vec<u64>,
+    /// Fences after which a rank's window was not what the reference says.
+    pub late: u64,
+    pub packets: u64,
+    pub rdma: u64,
+}
+
+/// A rank's place in its program.
+enum Task {
+    Collective(Box<CollTask>),
+    Fence(Box<FenceTask>),
+}
+
+struct Place {
+    step: usize,
+    task: Option<Task>,
+    /// Epochs of each window ended here.
+    epochs: Vec<u32>,
+    wake_at: Option<u64>,
+}
+
+/// The bytes of operation `i` of rank `origin` in step `step`: u32s small
+/// enough that a sum of a thousand ranks' never wraps.
+fn op_bytes(step: usize, origin: u16, i: usize, s: &OpSpec) -> Vec<u8> {
+    let mut x = (step as u64) << 40 ^ (origin as u64) << 20 ^ i as u64 ^ s.disp << 8;
+    (0..s.len as usize)
+        .map(|k| {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            match s.kind {
+                Kind::Put => (x >> 56) as u8,
+                // Each u32's low byte only: small addends.
+                Kind::Add => ((k % 4 == 0) as u8) * ((x >> 60) as u8),
+            }
+        })
+        .collect()
+}
+
+/// Rank `r`'s contribution to collective step `step`.
+fn contribution(what: Collective, step: usize, r: u16, n: u16) -> Vec<u8> {
+    let plan = Plan::new(what, n, r).expect("checked");
+    let mut d = vec![0u8; plan.data_len()];
+    let fill = |d: &mut [u8]| {
+        for (k, b) in d.iter_mut().enumerate() {
+            *b = if k % 4 == 0 { ((step * 7 + r as usize * 13 + k) % 61) as u8 } else { 0 };
+        }
+    };
+    match what {
+        Collective::Allgather { block } => fill(&mut d[r as usize * block..(r as usize + 1) * block]),
+        _ => fill(&mut d),
+    }
+    d
+}
+
+/// What every rank holds after collective step `step`.
+fn collective_result(what: Collective, step: usize, n: u16) -> Vec<u8> {
+    let mut acc = contribution(what, step, 0, n);
+    for r in 1..n {
+        let c = contribution(what, step, r, n);
+        match what {
+            Collective::Allgather { .. } => {
+                for (a, b) in acc.iter_mut().zip(&c) {
+                    *a |= b;
+                }
+            }
+            _ => reduce(Op::Sum, Int::U32, &mut acc, &c).expect("whole u32s"),
+        }
+    }
+    acc
+}
+
+/// The job: ranks, network, programs and the reference.
+pub struct Job {
+    spec: Spec,
+    nodes: Vec<Node>,
+    net: Net,
+    programs: Vec<Vec<Action>>,
+    places: Vec<Place>,
+    /// For each epoch step, each target's incoming operations: (origin, index).
+    incoming: HashMap<usize, Vec<Vec<(u16, u32)>>>,
+    /// Each rank's windows as the reference has them after its last fence.
+    reference: Vec<Vec<Vec<u8>>>,
+    /// Each collective step's result, once computed.
+    results: HashMap<usize, Vec<u8>>,
+    /// When each rank finished each step.
+    ends: Vec<Vec<u64>>,
+    late: u64,
+}
+
+impl Job {
+    /// A job of `programs` (one per rank, the same sequence of steps).
+    pub fn new(spec: Spec, programs: Vec<Vec<Action>>) -> Result<Job, String> {
+        let n = spec.ranks;
+        if programs.len() != n as usize || n < 1 {
+            return Err(format!("{} programs for {n} ranks", programs.len()));
+        }
+        let shape = |p: &[Action]| -> Vec<(u8, u16)> {
+            p.iter()
+                .map(|a| match a {
+                    Action::Collective(_) => (0, 0),
+                    Action::Epoch { window, .. } => (1, *window),
+                })
+                .collect()
+        };
+        if programs.iter().any(|p| shape(p) != shape(&programs[0])) {
+            return Err("every rank's program must have the same steps".into());
+        }
+        let lossy = spec.faults.lossy();
+        let mut nodes = (0..n)
+            .map(|me| Node::new(me, n, spec.model, lossy))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut incoming = HashMap::new();
+        for (step, a) in programs[0].iter().enumerate() {
+            let Action::Epoch { window, .. } = a else { continue };
+            let (len, design) = *spec
+                .windows
+                .get(*window as usize)
+                .ok_or(format!("step {step}: no window {window}"))?;
+            if lossy && design.immediate() {
+                return Err(format!("{} needs RDMA, which a lossy wire lacks", design.name()));
+            }
+            let mut to: Vec<Vec<(u16, u32)>> = vec![Vec::new(); n as usize];
+            for (o, p) in programs.iter().enumerate() {
+                let Action::Epoch { ops, .. } = &p[step] else { unreachable!() };
+                for (i, s) in ops.iter().enumerate() {
+                    if s.target >= n || s.disp.saturating_add(s.len as u64) > len as u64 {
+                        return Err(format!("rank {o} step {step}: {s:?} is outside the window"));
+                    }
+                    to[s.target as usize].push((o as u16, i as u32));
+                }
+            }
+            incoming.insert(step, to);
+        }
+        for (id, &(len, design)) in spec.windows.iter().enumerate() {
+            let src = programs
+                .iter()
+                .flat_map(|p| p.iter())
+                .filter_map(|a| match a {
+                    Action::Epoch { window, ops, .. } if *window as usize == id => {
+                        Some(ops.iter().map(|s| s.len as usize).sum::<usize>())
+                    }
+                    _ => None,
+                })
+                .max()
+                .unwrap_or(0);
+            Win::create(&mut nodes, id as u16, len, design, src)?;
+        }
+        let reference = (0..n)
+            .map(|_| spec.windows.iter().map(|&(len, _)| vec![0u8; len]).collect())
+            .collect();
+        let places = (0..n)
+            .map(|_| Place {
+                step: 0,
+                task: None,
+                epochs: vec![0; spec.windows.len()],
+                wake_at: None,
+            })
+            .collect();
+        let steps = programs[0].len();
+        Ok(Job {
+            net: Net::new(n, spec.model, spec.faults, spec.seed),
+            spec,
+            nodes,
+            programs,
+            places,
+            incoming,
+            reference,
+            results: HashMap::new(),
+            ends: vec![vec![0; steps]; n as usize],
+            late: 0,
+        })
+    }
+
+    /// Runs every program to its end.
+    pub fn run(mut self) -> Result<Outcome, String> {
+        let n = self.spec.ranks;
+        for r in 0..n {
+            self.net.wake(0, r);
+        }
+        let mut now = 0;
+        while let Some(ev) = self.net.pop() {
+            now = ev.at;
+            let r = ev.rank;
+            let ri = r as usize;
+            let run = match ev.what {
+                What::Packet(b) => {
+                    self.nodes[ri].inbox.push_back(Rx::Packet(b));
+                    true
+                }
+                What::Land {
+                    from,
+                    post,
+                    data,
+                    early,
+                } => {
+                    let nic = &mut self.nodes[ri].nic;
+                    let ok = nic.covers(post.remote.key, post.remote.addr, post.local.len);
+                    if ok {
+                        nic.write_at(post.remote.addr, &data);
+                    }
+                    let result = if ok { Ok(()) } else { Err(rmx_core::RdmaError::Access) };
+                    self.net.landed(now, from, &post, early, result);
+                    match post.imm {
+                        Some(imm) if ok => {
+                            self.nodes[ri].inbox.push_back(Rx::Immediate(imm));
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+                What::Read { from, post } => {
+                    let nic = &self.nodes[ri].nic;
+                    let len = post.local.len;
+                    let bytes = match nic.covers(post.remote.key, post.remote.addr, len) {
+                        true => Ok(nic.read_at(post.remote.addr, len as usize)),
+                        false => Err(rmx_core::RdmaError::Access),
+                    };
+                    self.net.read_back(now, r, from, post, bytes);
+                    false
+                }
+                What::Complete {
+                    wr_id,
+                    mut result,
+                    place,
+                } => {
+                    if let Some((post, b)) = place {
+                        let nic = &mut self.nodes[ri].nic;
+                        match nic.covers(post.local.key, post.local.addr, post.local.len) {
+                            true => nic.write_at(post.local.addr, &b),
+                            false => result = Err(rmx_core::RdmaError::Access),
+                        }
+                    }
+                    self.nodes[ri].inbox.push_back(Rx::Done(wr_id, result));
+                    true
+                }
+                What::Wake => {
+                    if self.places[ri].wake_at == Some(now) {
+                        self.places[ri].wake_at = None;
+                    }
+                    true
+                }
+            };
+            if !run {
+                continue;
+            }
+            let cpu = self.nodes[ri].cpu;
+            if cpu > now {
+                self.wake(r, cpu);
+                continue;
+            }
+            self.nodes[ri].cpu = now;
+            self.run_rank(r)?;
+        }
+        let unfinished: Vec<usize> = (0..n as usize)
+            .filter(|&r| self.places[r].step < self.programs[r].len())
+            .collect();
+        if !unfinished.is_empty() {
+            let r = unfinished[0];
+            return Err(format!(
+                "stalled at {now} ns: {} ranks unfinished, rank {r} at step {} of {}; its endpoint {:?}",
+                unfinished.len(),
+                self.places[r].step,
+                self.programs[r].len(),
+                self.nodes[r].ep.stats()
+            ));
+        }
+        let steps = self.programs[0].len();
+        Ok(Outcome {
+            ends: (0..steps)
+                .map(|s| self.ends.iter().map(|e| e[s]).max().unwrap_or(0))
+                .collect(),
+            late: self.late,
+            packets: self.net.packets,
+            rdma: self.net.rdma,
+        })
+    }
+
+    fn wake(&mut self, r: u16, at: u64) {
+        let p = &mut self.places[r as usize];
+        if p.wake_at != Some(at) {
+            p.wake_at = Some(at);
+            self.net.wake(at, r);
+        }
+    }
+
+    /// Runs rank `r` at its time as far as it goes, then hands the
+    /// network what it posted.
+    fn run_rank(&mut self, r: u16) -> Result<(), String> {
+        let ri = r as usize;
+        let n = self.spec.ranks;
+        self.nodes[ri].progress();
+        loop {
+            let step = self.places[ri].step;
+            if step == self.programs[ri].len() {
+                break;
+            }
+            let node = &mut self.nodes[ri];
+            let task = match self.places[ri].task.take() {
+                Some(t) => t,
+                None => match &self.programs[ri][step] {
+                    Action::Collective(what) => {
+                        let data = contribution(*what, step, r, n);
+                        Task::Collective(Box::new(CollTask::new(node, n, *what, data)?))
+                    }
+                    Action::Epoch {
+                        window,
+                        ops,
+                        compute_ns,
+                        strawman,
+                    } => {
+                        let mut sends = Vec::new();
+                        for (i, s) in ops.iter().enumerate() {
+                            let op = RmaOp {
+                                target: s.target,
+                                disp: s.disp,
+                                kind: s.kind,
+                                data: op_bytes(step, r, i, s),
+                            };
+                            issue(node, *window, &op, &mut sends)?;
+                        }
+                        node.spend(*compute_ns);
+                        let f = FenceTask::new(node, *window, n, *strawman, sends)?;
+                        Task::Fence(Box::new(f))
+                    }
+                },
+            };
+            let done = match task {
+                Task::Collective(mut c) => match c.poll(node)? {
+                    true => {
+                        self.check_collective(r, step, &c.data)?;
+                        true
+                    }
+                    false => {
+                        self.places[ri].task = Some(Task::Collective(c));
+                        false
+                    }
+                },
+                Task::Fence(mut f) => match f.poll(node)? {
+                    Some(o) => {
+                        if o.failed > 0 || o.disagree {
+                            return Err(format!("rank {r} step {step}: the fence ended with {o:?}"));
+                        }
+                        self.check_window(r, step)?;
+                        true
+                    }
+                    None => {
+                        self.places[ri].task = Some(Task::Fence(f));
+                        false
+                    }
+                },
+            };
+            if !done {
+                break;
+            }
+            self.ends[ri][step] = self.nodes[ri].cpu;
+            self.places[ri].step += 1;
+        }
+        let node = &mut self.nodes[ri];
+        for p in std::mem::take(&mut node.posted) {
+            match p {
+                crate::node::Posted::Packet { at, to, bytes } => self.net.send(at, r, to, bytes),
+                crate::node::Posted::Rdma { at, post } => {
+                    let t = &self.nodes[post.peer as usize].nic;
+                    let ok = t.covers(post.remote.key, post.remote.addr, post.local.len);
+                    self.net.rdma(at, r, &self.nodes[ri].nic, post, ok);
+                }
+            }
+        }
+        let node = &self.nodes[ri];
+        let cpu = node.cpu;
+        if let Some(t) = node.ep.poll_timeout() {
+            self.wake(r, t.max(cpu));
+        } else if !node.inbox.is_empty() {
+            self.wake(r, cpu);
+        }
+        Ok(())
+    }
+
+    fn check_collective(&mut self, r: u16, step: usize, data: &[u8]) -> Result<(), String> {
+        let Action::Collective(what) = self.programs[r as usize][step] else {
+            unreachable!()
+        };
+        let n = self.spec.ranks;
+        let want = self
+            .results
+            .entry(step)
+            .or_insert_with(|| collective_result(what, step, n));
+        let span = Plan::new(what, n, r).expect("checked").result();
+        if data[span.range()] != want[span.range()] {
+            return Err(format!("rank {r} step {step}: {what:?} gave a wrong result"));
+        }
+        Ok(())
+    }
+
+    /// The reference's window after this epoch, against the rank's.
+    fn check_window(&mut self, r: u16, step: usize) -> Result<(), String> {
+        let ri = r as usize;
+        let Action::Epoch { window, .. } = self.programs[ri][step] else {
+            unreachable!()
+        };
+        let w = window as usize;
+        let apply_step = |programs: &[Vec<Action>], inc: &[(u16, u32)], s: usize, mem: &mut [u8], puts_only: bool| {
+            for &(o, i) in inc {
+                let Action::Epoch { ops, .. } = &programs[o as usize][s] else { unreachable!() };
+                let op = &ops[i as usize];
+                if puts_only && op.kind != Kind::Put {
+                    continue;
+                }
+                apply(mem, op.kind, op.disp as usize, &op_bytes(s, o, i as usize, op));
+            }
+        };
+        let mut want = std::mem::take(&mut self.reference[ri][w]);
+        apply_step(&self.programs, &self.incoming[&step][ri], step, &mut want, false);
+        let got = self.nodes[ri].windows[w].bytes(&self.nodes[ri]);
+        let (len, design) = self.spec.windows[w];
+        let mut ok = got == want.as_slice();
+        if !ok && design.immediate() {
+            // A rank that left this fence first may already have put for
+            // the next epoch of the window: those bytes may be there too.
+            let next = self.programs[ri]
+                .iter()
+                .enumerate()
+                .skip(step + 1)
+                .find(|(_, a)| matches!(a, Action::Epoch { window: x, .. } if *x == window))
+                .map(|(s, _)| s);
+            if let Some(s) = next {
+                let mut ahead = want.clone();
+                apply_step(&self.programs, &self.incoming[&s][ri], s, &mut ahead, true);
+                ok = (0..len).all(|k| got[k] == want[k] || got[k] == ahead[k]);
+            }
+        }
+        self.places[ri].epochs[w] += 1;
+        if !ok {
+            if !self.spec.count_late {
+                let k = (0..len).find(|&k| got[k] != want[k]).unwrap_or(0);
+                return Err(format!(
+                    "rank {r} step {step}: after the fence window {w} differs from the reference at byte {k} ({} there, {} expected)",
+                    got[k], want[k]
+                ));
+            }
+            self.late += 1;
+        }
+        // The reference goes on from what should be there.
+        self.reference[ri][w] = want;
+        Ok(())
+    }
+}

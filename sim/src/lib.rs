@@ -1,0 +1,22 @@
+//! rmx-core's protocols in virtual time, for group sizes no machine here
+//! can run and for networks harsher than any real one.
+//!
+//! Every simulated rank ([`node::Node`]) runs the shipped core: an
+//! [`Endpoint`](rmx_core::Endpoint) over an in-memory NIC ([`memnic`]), a
+//! one-sided [`Epoch`](rmx_core::onesided::Epoch) per window, collectives
+//! by their [`Run`](rmx_core::collective::Run)s. What the simulator adds
+//! is what a shell adds (memory, the steps carried out, the bytes of
+//! messages) and a network ([`net`]) timed by the LogGP model ([`model`])
+//! with seeded loss, duplication, reordering and late RDMA landings. A
+//! [`job::Job`] runs one program per rank and checks every window against
+//! a reference after every fence.
+
+pub mod collective;
+pub mod fence;
+pub mod heap;
+pub mod job;
+pub mod memnic;
+pub mod model;
+pub mod net;
+pub mod node;
+pub mod rng;
