@@ -23,7 +23,12 @@ pub struct CollTask {
 
 impl CollTask {
     /// Rank `node`'s run of `what` (its next collective) over `data`.
-    pub fn new(node: &mut Node, ranks: u16, what: Collective, data: Vec<u8>) -> Result<CollTask, String> {
+    pub fn new(
+        node: &mut Node,
+        ranks: u16,
+        what: Collective,
+        data: Vec<u8>,
+    ) -> Result<CollTask, String> {
         let run = Run::new(what, ranks, node.me, node.collectives).map_err(|e| format!("{e:?}"))?;
         node.collectives = node.collectives.wrapping_add(1);
         if data.len() != run.plan().data_len() {
@@ -48,11 +53,18 @@ impl CollTask {
         loop {
             while let Some(&(recv, p)) = self.to_post.first() {
                 let q = if recv {
-                    let q = node.irecv(Source::Rank(p.peer), TagSel::Tag(p.tag), CONTEXT, p.span.len);
+                    let q = node.irecv(
+                        Source::Rank(p.peer),
+                        TagSel::Tag(p.tag),
+                        CONTEXT,
+                        p.span.len,
+                    );
                     match q {
                         Ok(q) => (q, Some((p.buffer, p.span))),
                         Err(rmx_core::RecvError::RequestTableFull) => return Ok(false),
-                        Err(e) => return Err(format!("rank {}: collective receive: {e:?}", node.me)),
+                        Err(e) => {
+                            return Err(format!("rank {}: collective receive: {e:?}", node.me))
+                        }
                     }
                 } else {
                     match node.isend(p.peer, p.tag, CONTEXT, &self.data[p.span.range()]) {
@@ -69,7 +81,10 @@ impl CollTask {
                     return Ok(false);
                 };
                 if let Some(f) = st.fault {
-                    return Err(format!("rank {}: collective message from {}: {f:?}", node.me, st.source));
+                    return Err(format!(
+                        "rank {}: collective message from {}: {f:?}",
+                        node.me, st.source
+                    ));
                 }
                 if let Some((buffer, span)) = *into {
                     let to = match buffer {
@@ -77,7 +92,12 @@ impl CollTask {
                         Buffer::Scratch => &mut self.scratch,
                     };
                     if bytes.len() != span.len {
-                        return Err(format!("rank {}: collective message of {} bytes, {} expected", node.me, bytes.len(), span.len));
+                        return Err(format!(
+                            "rank {}: collective message of {} bytes, {} expected",
+                            node.me,
+                            bytes.len(),
+                            span.len
+                        ));
                     }
                     to[span.range()].copy_from_slice(&bytes);
                 }
@@ -85,8 +105,10 @@ impl CollTask {
             }
             match self.run.step() {
                 Step::Exchange { recvs, sends } => {
-                    self.to_post.extend(recvs.into_iter().flatten().map(|p| (true, p)));
-                    self.to_post.extend(sends.into_iter().flatten().map(|p| (false, p)));
+                    self.to_post
+                        .extend(recvs.into_iter().flatten().map(|p| (true, p)));
+                    self.to_post
+                        .extend(sends.into_iter().flatten().map(|p| (false, p)));
                 }
                 Step::Reduce { spans } => {
                     let bytes: usize = spans.iter().flatten().map(|s| s.len).sum();

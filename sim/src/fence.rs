@@ -90,17 +90,27 @@ impl Win {
     /// Every rank's window `id` of `len` bytes under `design`, each able
     /// to put `src_len` bytes per epoch: one per node, descriptors
     /// swapped.
-    pub fn create(nodes: &mut [Node], id: u16, len: usize, design: Design, src_len: usize) -> Result<(), String> {
+    pub fn create(
+        nodes: &mut [Node],
+        id: u16,
+        len: usize,
+        design: Design,
+        src_len: usize,
+    ) -> Result<(), String> {
         let mut descs = Vec::new();
         let mut mems = Vec::new();
         for n in nodes.iter_mut() {
             let mem = n.nic.user_buf(vec![0; len]);
             let addr = n.nic.user_addr[mem.0 as usize];
             let remote = if design.immediate() {
-                let k = rmx_core::Nic::register(&mut n.nic, addr, len as u64).map_err(|e| format!("{e:?}"))?;
+                let k = rmx_core::Nic::register(&mut n.nic, addr, len as u64)
+                    .map_err(|e| format!("{e:?}"))?;
                 Remote { addr, key: k }
             } else {
-                Remote { addr: 0, key: MemKey(0) }
+                Remote {
+                    addr: 0,
+                    key: MemKey(0),
+                }
             };
             descs.push(Descriptor {
                 window: Window {
@@ -114,11 +124,13 @@ impl Win {
         }
         let targets: Vec<Target> = descs.iter().map(|d| Target::new(*d)).collect();
         for (n, mem) in nodes.iter_mut().zip(mems) {
-            let epoch = Epoch::new(id, n.me, design, targets.clone()).ok_or("a rank outside its window")?;
+            let epoch =
+                Epoch::new(id, n.me, design, targets.clone()).ok_or("a rank outside its window")?;
             let s = n.nic.user_buf(vec![0; src_len.max(1)]);
             let sa = n.nic.user_addr[s.0 as usize];
             let sk = match design.immediate() {
-                true => rmx_core::Nic::register(&mut n.nic, sa, src_len.max(1) as u64).map_err(|e| format!("{e:?}"))?,
+                true => rmx_core::Nic::register(&mut n.nic, sa, src_len.max(1) as u64)
+                    .map_err(|e| format!("{e:?}"))?,
                 false => MemKey(0),
             };
             if n.windows.len() != id as usize {
@@ -160,7 +172,12 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
     if op.target == me {
         win.epoch.local();
         let mem = win.mem.0 as usize;
-        apply(&mut node.nic.user[mem], op.kind, h.offset as usize, &op.data);
+        apply(
+            &mut node.nic.user[mem],
+            op.kind,
+            h.offset as usize,
+            &op.data,
+        );
         return Ok(());
     }
     let design = win.epoch.design();
@@ -177,7 +194,9 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
         let Node { windows, nic, .. } = node;
         match windows[w as usize].epoch.post(nic, op.target, &h, local) {
             Ok(()) => {}
-            Err(EpochError::Busy) => return Err(format!("rank {me}: the NIC refused an RDMA post")),
+            Err(EpochError::Busy) => {
+                return Err(format!("rank {me}: the NIC refused an RDMA post"))
+            }
             Err(e) => return Err(format!("rank {me}: {op:?}: {e:?}")),
         }
         node.collect();
@@ -219,7 +238,11 @@ enum Wait {
     /// A finish message.
     Finish(Req),
     /// An operation's first message (unless immediates satisfy first).
-    First { q: Req, immediates: bool, cancelled: bool },
+    First {
+        q: Req,
+        immediates: bool,
+        cancelled: bool,
+    },
     /// An admitted (or refused) operation's data, sent apart.
     Rest(Arrival, Req),
     /// All-pairs flags.
@@ -253,7 +276,13 @@ pub struct FenceTask {
 impl FenceTask {
     /// Starts the fence of window `w` that ends this epoch, with the
     /// requests of operations' messages already sent in it.
-    pub fn new(node: &mut Node, w: u16, ranks: u16, strawman: bool, sends: Vec<Req>) -> Result<FenceTask, String> {
+    pub fn new(
+        node: &mut Node,
+        w: u16,
+        ranks: u16,
+        strawman: bool,
+        sends: Vec<Req>,
+    ) -> Result<FenceTask, String> {
         let e = &mut node.windows[w as usize].epoch;
         let epoch = e.epoch();
         if !strawman {
@@ -336,7 +365,12 @@ impl FenceTask {
                             if let Ok((h, range)) = &arrival.admitted {
                                 let kind = kind_of(h);
                                 let mem = node.windows[w].mem.0 as usize;
-                                apply(&mut node.nic.user[mem], kind, range.start as usize, &first[HEADER..HEADER + n as usize]);
+                                apply(
+                                    &mut node.nic.user[mem],
+                                    kind,
+                                    range.start as usize,
+                                    &first[HEADER..HEADER + n as usize],
+                                );
                             }
                             self.input = Input::Arrived;
                         }
@@ -351,12 +385,18 @@ impl FenceTask {
                     }
                 }
                 Wait::Rest(arrival, q) => {
-                    let Some((_, data)) = node.test(q).map_err(|e| fail("operation data", &e))? else {
+                    let Some((_, data)) = node.test(q).map_err(|e| fail("operation data", &e))?
+                    else {
                         return Ok(None);
                     };
                     if let Ok((h, range)) = &arrival.admitted {
                         let mem = node.windows[w].mem.0 as usize;
-                        apply(&mut node.nic.user[mem], kind_of(h), range.start as usize, &data);
+                        apply(
+                            &mut node.nic.user[mem],
+                            kind_of(h),
+                            range.start as usize,
+                            &data,
+                        );
                     }
                     self.input = Input::Arrived;
                 }
@@ -372,7 +412,9 @@ impl FenceTask {
                     while let Some(q) = self.sends.first() {
                         match node.test(q).map_err(|e| fail("send", &e))? {
                             None => return Ok(None),
-                            Some((st, _)) if st.fault.is_some() => return Err(fail("send", &st.fault)),
+                            Some((st, _)) if st.fault.is_some() => {
+                                return Err(fail("send", &st.fault))
+                            }
                             Some(_) => {}
                         }
                         self.sends.remove(0);
@@ -427,7 +469,9 @@ impl FenceTask {
             }
             Step::RecvFinish => {
                 let sel = TagSel::Tag(tag(w, self.epoch, FINISH));
-                let q = node.irecv(Source::Any, sel, CONTEXT, 4).map_err(|e| fail("finish", &e))?;
+                let q = node
+                    .irecv(Source::Any, sel, CONTEXT, 4)
+                    .map_err(|e| fail("finish", &e))?;
                 Wait::Finish(q)
             }
             Step::Await { from, immediates } => {
@@ -446,8 +490,14 @@ impl FenceTask {
                 let t = tag(w, self.epoch, FLAG);
                 let mut reqs = Vec::new();
                 for p in (0..self.ranks).filter(|&p| p != me) {
-                    reqs.push(node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1).map_err(|e| fail("flag", &e))?);
-                    reqs.push(node.isend(p, t, CONTEXT, &[0]).map_err(|e| fail("flag", &e))?);
+                    reqs.push(
+                        node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1)
+                            .map_err(|e| fail("flag", &e))?,
+                    );
+                    reqs.push(
+                        node.isend(p, t, CONTEXT, &[0])
+                            .map_err(|e| fail("flag", &e))?,
+                    );
                 }
                 Wait::Flags(reqs)
             }

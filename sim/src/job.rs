@@ -87,7 +87,9 @@ fn op_bytes(step: usize, origin: u16, i: usize, s: &OpSpec) -> Vec<u8> {
     let mut x = (step as u64) << 40 ^ (origin as u64) << 20 ^ i as u64 ^ s.disp << 8;
     (0..s.len as usize)
         .map(|k| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             match s.kind {
                 Kind::Put => (x >> 56) as u8,
                 // Each u32's low byte only: small addends.
@@ -103,11 +105,17 @@ fn contribution(what: Collective, step: usize, r: u16, n: u16) -> Vec<u8> {
     let mut d = vec![0u8; plan.data_len()];
     let fill = |d: &mut [u8]| {
         for (k, b) in d.iter_mut().enumerate() {
-            *b = if k % 4 == 0 { ((step * 7 + r as usize * 13 + k) % 61) as u8 } else { 0 };
+            *b = if k % 4 == 0 {
+                ((step * 7 + r as usize * 13 + k) % 61) as u8
+            } else {
+                0
+            };
         }
     };
     match what {
-        Collective::Allgather { block } => fill(&mut d[r as usize * block..(r as usize + 1) * block]),
+        Collective::Allgather { block } => {
+            fill(&mut d[r as usize * block..(r as usize + 1) * block])
+        }
         _ => fill(&mut d),
     }
     d
@@ -167,22 +175,26 @@ impl Job {
             return Err("every rank's program must have the same steps".into());
         }
         let lossy = spec.faults.lossy();
+        if let Some((_, d)) = spec.windows.iter().find(|(_, d)| lossy && d.immediate()) {
+            return Err(format!("{} needs RDMA, which a lossy wire lacks", d.name()));
+        }
         let mut nodes = (0..n)
             .map(|me| Node::new(me, n, spec.model, lossy))
             .collect::<Result<Vec<_>, _>>()?;
         let mut incoming = HashMap::new();
         for (step, a) in programs[0].iter().enumerate() {
-            let Action::Epoch { window, .. } = a else { continue };
-            let (len, design) = *spec
+            let Action::Epoch { window, .. } = a else {
+                continue;
+            };
+            let (len, _) = *spec
                 .windows
                 .get(*window as usize)
                 .ok_or(format!("step {step}: no window {window}"))?;
-            if lossy && design.immediate() {
-                return Err(format!("{} needs RDMA, which a lossy wire lacks", design.name()));
-            }
             let mut to: Vec<Vec<(u16, u32)>> = vec![Vec::new(); n as usize];
             for (o, p) in programs.iter().enumerate() {
-                let Action::Epoch { ops, .. } = &p[step] else { unreachable!() };
+                let Action::Epoch { ops, .. } = &p[step] else {
+                    unreachable!()
+                };
                 for (i, s) in ops.iter().enumerate() {
                     if s.target >= n || s.disp.saturating_add(s.len as u64) > len as u64 {
                         return Err(format!("rank {o} step {step}: {s:?} is outside the window"));
@@ -207,7 +219,12 @@ impl Job {
             Win::create(&mut nodes, id as u16, len, design, src)?;
         }
         let reference = (0..n)
-            .map(|_| spec.windows.iter().map(|&(len, _)| vec![0u8; len]).collect())
+            .map(|_| {
+                spec.windows
+                    .iter()
+                    .map(|&(len, _)| vec![0u8; len])
+                    .collect()
+            })
             .collect();
         let places = (0..n)
             .map(|_| Place {
@@ -259,7 +276,11 @@ impl Job {
                     if ok {
                         nic.write_at(post.remote.addr, &data);
                     }
-                    let result = if ok { Ok(()) } else { Err(rmx_core::RdmaError::Access) };
+                    let result = if ok {
+                        Ok(())
+                    } else {
+                        Err(rmx_core::RdmaError::Access)
+                    };
                     self.net.landed(now, from, &post, early, result);
                     match post.imm {
                         Some(imm) if ok => {
@@ -399,7 +420,9 @@ impl Job {
                 Task::Fence(mut f) => match f.poll(node)? {
                     Some(o) => {
                         if o.failed > 0 || o.disagree {
-                            return Err(format!("rank {r} step {step}: the fence ended with {o:?}"));
+                            return Err(format!(
+                                "rank {r} step {step}: the fence ended with {o:?}"
+                            ));
                         }
                         self.check_window(r, step)?;
                         true
@@ -448,7 +471,9 @@ impl Job {
             .or_insert_with(|| collective_result(what, step, n));
         let span = Plan::new(what, n, r).expect("checked").result();
         if data[span.range()] != want[span.range()] {
-            return Err(format!("rank {r} step {step}: {what:?} gave a wrong result"));
+            return Err(format!(
+                "rank {r} step {step}: {what:?} gave a wrong result"
+            ));
         }
         Ok(())
     }
@@ -460,18 +485,35 @@ impl Job {
             unreachable!()
         };
         let w = window as usize;
-        let apply_step = |programs: &[Vec<Action>], inc: &[(u16, u32)], s: usize, mem: &mut [u8], puts_only: bool| {
+        let apply_step = |programs: &[Vec<Action>],
+                          inc: &[(u16, u32)],
+                          s: usize,
+                          mem: &mut [u8],
+                          puts_only: bool| {
             for &(o, i) in inc {
-                let Action::Epoch { ops, .. } = &programs[o as usize][s] else { unreachable!() };
+                let Action::Epoch { ops, .. } = &programs[o as usize][s] else {
+                    unreachable!()
+                };
                 let op = &ops[i as usize];
                 if puts_only && op.kind != Kind::Put {
                     continue;
                 }
-                apply(mem, op.kind, op.disp as usize, &op_bytes(s, o, i as usize, op));
+                apply(
+                    mem,
+                    op.kind,
+                    op.disp as usize,
+                    &op_bytes(s, o, i as usize, op),
+                );
             }
         };
         let mut want = std::mem::take(&mut self.reference[ri][w]);
-        apply_step(&self.programs, &self.incoming[&step][ri], step, &mut want, false);
+        apply_step(
+            &self.programs,
+            &self.incoming[&step][ri],
+            step,
+            &mut want,
+            false,
+        );
         let got = self.nodes[ri].windows[w].bytes(&self.nodes[ri]);
         let (len, design) = self.spec.windows[w];
         let mut ok = got == want.as_slice();

@@ -160,7 +160,11 @@ impl Net {
         if self.rng.chance(self.faults.loss_ppm) {
             return;
         }
-        let copies = if self.rng.chance(self.faults.dup_ppm) { 2 } else { 1 };
+        let copies = if self.rng.chance(self.faults.dup_ppm) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let mut at = left + self.model.latency_ns + self.jitter();
             if self.faults.reorder_ns > 0 && self.rng.chance(self.faults.reorder_ppm) {
@@ -180,11 +184,15 @@ impl Net {
         let wr_id = post.work.wr_id();
         if !nic.covers(post.local.key, post.local.addr, len) {
             let at = self.leave(at, from, 0);
-            self.push(at, from, What::Complete {
-                wr_id,
-                result: Err(RdmaError::Access),
-                place: None,
-            });
+            self.push(
+                at,
+                from,
+                What::Complete {
+                    wr_id,
+                    result: Err(RdmaError::Access),
+                    place: None,
+                },
+            );
             return;
         }
         match post.op {
@@ -198,20 +206,32 @@ impl Net {
                 };
                 let land = self.arrive(left, from, post.peer, late);
                 if early {
-                    let result = if remote_ok { Ok(()) } else { Err(RdmaError::Access) };
-                    self.push(left, from, What::Complete {
-                        wr_id,
-                        result,
-                        place: None,
-                    });
+                    let result = if remote_ok {
+                        Ok(())
+                    } else {
+                        Err(RdmaError::Access)
+                    };
+                    self.push(
+                        left,
+                        from,
+                        What::Complete {
+                            wr_id,
+                            result,
+                            place: None,
+                        },
+                    );
                 }
                 let to = post.peer;
-                self.push(land, to, What::Land {
-                    from,
-                    post,
-                    data,
-                    early,
-                });
+                self.push(
+                    land,
+                    to,
+                    What::Land {
+                        from,
+                        post,
+                        data,
+                        early,
+                    },
+                );
             }
             RdmaOp::Read => {
                 let left = self.leave(at, from, READ_REQUEST);
@@ -226,16 +246,27 @@ impl Net {
     /// latency later, unless it already did.
     pub fn landed(&mut self, at: u64, from: u16, post: &RdmaPost, early: bool, result: WcResult) {
         if !early {
-            self.push(at + self.model.latency_ns, from, What::Complete {
-                wr_id: post.work.wr_id(),
-                result,
-                place: None,
-            });
+            self.push(
+                at + self.model.latency_ns,
+                from,
+                What::Complete {
+                    wr_id: post.work.wr_id(),
+                    result,
+                    place: None,
+                },
+            );
         }
     }
 
     /// A read reached `target` at `at`: `bytes` (or the refusal) return.
-    pub fn read_back(&mut self, at: u64, target: u16, from: u16, post: RdmaPost, bytes: Result<Vec<u8>, RdmaError>) {
+    pub fn read_back(
+        &mut self,
+        at: u64,
+        target: u16,
+        from: u16,
+        post: RdmaPost,
+        bytes: Result<Vec<u8>, RdmaError>,
+    ) {
         let n = bytes.as_ref().map_or(0, Vec::len);
         let left = self.leave(at, target, n);
         let back = self.arrive(left, target, from, 0);
@@ -243,10 +274,14 @@ impl Net {
             Ok(b) => (Ok(()), Some((post, b))),
             Err(e) => (Err(e), None),
         };
-        self.push(back, from, What::Complete {
-            wr_id: post.work.wr_id(),
-            result,
-            place,
-        });
+        self.push(
+            back,
+            from,
+            What::Complete {
+                wr_id: post.work.wr_id(),
+                result,
+                place,
+            },
+        );
     }
 }

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use rmx_core::onesided::imm_window;
 use rmx_core::reuse::NoReuse;
 use rmx_core::{
-    Config, Endpoint, RecvError, Request, RequestError, SendError, Source, Status, TagSel,
-    UserBuf, WcResult, WorkId,
+    Config, Endpoint, RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf,
+    WcResult, WorkId,
 };
 
 use crate::fence::Win;
@@ -47,11 +47,11 @@ pub struct Req {
 }
 
 /// Slots of the NIC's send bounce buffers.
-const SLOTS: usize = 64;
+const SLOTS: usize = 16;
 
 /// Eager messages up to this many bytes; larger ones go by the core's
 /// rendezvous.
-pub const EAGER: u32 = 1024;
+pub const EAGER: u32 = 8192;
 
 /// One simulated rank.
 pub struct Node {
@@ -90,7 +90,7 @@ impl Node {
         cfg.rx_buffers = (4 * n as u32).max(512);
         cfg.rx_reserve = cfg.rx_buffers / 8;
         cfg.rx_low_water = cfg.rx_buffers / 4;
-        let tables = rmx_core::Tables::new(&sizes(n, n + 64, 2 * n + 128, SLOTS, 2 * n + 256));
+        let tables = rmx_core::Tables::new(&sizes(n, n + 64, n + 128, SLOTS, 2 * n + 64));
         let ep = SimEndpoint::new(cfg, me, ranks, tables).map_err(|e| format!("config: {e:?}"))?;
         let mut nic = MemNic::new(SLOTS, EAGER as usize + 64);
         if !lossy {
@@ -192,7 +192,9 @@ impl Node {
         let buf = self.buffer(bytes.len());
         self.nic.user[buf.0 as usize][..bytes.len()].copy_from_slice(bytes);
         let len = bytes.len() as u32;
-        let r = self.ep.isend(self.cpu, &mut self.nic, to, tag, ctx, buf, len);
+        let r = self
+            .ep
+            .isend(self.cpu, &mut self.nic, to, tag, ctx, buf, len);
         self.collect();
         match r {
             Ok(req) => Ok(Req { req, buf }),
@@ -204,9 +206,17 @@ impl Node {
     }
 
     /// Receives up to `len` bytes.
-    pub fn irecv(&mut self, src: Source, tag: TagSel, ctx: u16, len: usize) -> Result<Req, RecvError> {
+    pub fn irecv(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        ctx: u16,
+        len: usize,
+    ) -> Result<Req, RecvError> {
         let buf = self.buffer(len);
-        let r = self.ep.irecv(self.cpu, &mut self.nic, src, tag, ctx, buf, len as u32);
+        let r = self
+            .ep
+            .irecv(self.cpu, &mut self.nic, src, tag, ctx, buf, len as u32);
         self.collect();
         match r {
             Ok(req) => Ok(Req { req, buf }),

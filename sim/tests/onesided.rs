@@ -1,0 +1,247 @@
+//! The shipped fence designs in virtual time, against the reference model:
+//! random epochs of puts and accumulates on random groups, over a perfect
+//! wire, a jittery one whose channels overtake each other, a lossy one
+//! (the deferred design, the only one without RDMA), at a thousand ranks,
+//! and the hazard of the fence paper's Fig. 2.
+
+use rmx_core::collective::Collective;
+use rmx_core::onesided::Design;
+use rmx_sim::fence::Kind;
+use rmx_sim::job::{Action, Job, OpSpec, Outcome, Spec};
+use rmx_sim::model::{Faults, Model};
+use rmx_sim::rng::Rng;
+
+/// Bytes of the window each origin may put to, in every target.
+const REGION: u64 = 96;
+
+/// A jittery reliable wire: channels in order, independent of each other.
+const JITTER: Faults = Faults {
+    jitter_ns: 20_000,
+    ..Faults::NONE
+};
+
+fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
+    Spec {
+        ranks: n,
+        model: Model::IB_DDR,
+        faults,
+        seed,
+        windows: vec![(REGION as usize * n as usize + 64, design)],
+        count_late: false,
+    }
+}
+
+/// Random epochs: each rank puts into its own region of random targets
+/// (puts never overlap, so the result is the same in any order) and adds
+/// u32s in a part of the window no put touches (or, in some epochs,
+/// nothing but adds anywhere), sometimes computes, sometimes runs a collective between.
+fn random_programs(n: u16, epochs: usize, rng: &mut Rng) -> Vec<Vec<Action>> {
+    // Per epoch: a collective before it; only adds, anywhere (so the
+    // next epoch's puts land on bytes this one adds to: a fence that let
+    // them in early would be seen).
+    let mut shape = Vec::new();
+    for _ in 0..epochs {
+        shape.push((rng.below(4) == 0, rng.below(3) == 0));
+    }
+    (0..n)
+        .map(|r| {
+            let mut p = Vec::new();
+            for &(coll, adds_only) in &shape {
+                if coll {
+                    p.push(Action::Collective(Collective::Allreduce { len: 32 }));
+                }
+                let mut ops = Vec::new();
+                let mut used = 0;
+                for _ in 0..rng.below(5) {
+                    let target = rng.below(n as u64) as u16;
+                    if adds_only {
+                        let disp = 4 * rng.below(REGION * n as u64 / 4 - 4);
+                        ops.push(OpSpec {
+                            target,
+                            disp,
+                            kind: Kind::Add,
+                            len: 16,
+                        });
+                    } else if rng.below(3) == 0 {
+                        // The last 64 bytes are for adds alone.
+                        let at = 4 * rng.below(12);
+                        let disp = REGION * n as u64 + at;
+                        let len = 4 * (1 + rng.below(4) as u32);
+                        ops.push(OpSpec {
+                            target,
+                            disp,
+                            kind: Kind::Add,
+                            len,
+                        });
+                    } else if used < REGION {
+                        let len = 1 + rng.below(REGION - used);
+                        let disp = REGION * r as u64 + used;
+                        used += len;
+                        ops.push(OpSpec {
+                            target,
+                            disp,
+                            kind: Kind::Put,
+                            len: len as u32,
+                        });
+                    }
+                }
+                p.push(Action::Epoch {
+                    window: 0,
+                    ops,
+                    compute_ns: rng.below(3) * 5_000,
+                    strawman: false,
+                });
+            }
+            p
+        })
+        .collect()
+}
+
+fn run(n: u16, design: Design, faults: Faults, seed: u64, epochs: usize) -> Outcome {
+    let mut rng = Rng::new(seed);
+    let progs = random_programs(n, epochs, &mut rng);
+    Job::new(spec(n, design, faults, seed), progs)
+        .expect("a valid job")
+        .run()
+        .unwrap_or_else(|e| panic!("{design:?} on {n} ranks, seed {seed}: {e}"))
+}
+
+#[test]
+fn every_design_leaves_windows_as_the_reference_says() {
+    for seed in 0..24 {
+        let n = 2 + (seed % 7) as u16;
+        for d in Design::ALL {
+            let o = run(n, d, Faults::NONE, seed, 6);
+            assert_eq!(o.late, 0);
+        }
+    }
+}
+
+#[test]
+fn channels_that_overtake_each_other_change_nothing() {
+    for seed in 100..116 {
+        let n = 3 + (seed % 6) as u16;
+        for d in Design::ALL {
+            run(n, d, JITTER, seed, 6);
+        }
+    }
+}
+
+#[test]
+fn the_deferred_design_survives_a_lossy_wire() {
+    for seed in 200..212 {
+        let n = 2 + (seed % 6) as u16;
+        let o = run(n, Design::Def, Faults::LOSSY, seed, 5);
+        assert!(o.packets > 0);
+    }
+}
+
+#[test]
+fn a_lossy_wire_refuses_the_designs_that_need_rdma() {
+    let progs = vec![Vec::new(), Vec::new()];
+    let e = Job::new(spec(2, Design::ImmRi, Faults::LOSSY, 0), progs).err();
+    assert!(e.is_some_and(|e| e.contains("RDMA")));
+}
+
+/// Fig. 2: RDMA writes complete at their origin when they leave and land
+/// up to 50 µs later; every rank puts to the rank before it (a channel
+/// the dissemination barrier never uses) and the target looks at its
+/// window when its fence returns.
+fn late_puts(design: Design, strawman: bool, seed: u64) -> u64 {
+    let n = 8u16;
+    let faults = Faults {
+        land_late_ns: 50_000,
+        ..Faults::NONE
+    };
+    let progs = (0..n)
+        .map(|r| {
+            (0..12)
+                .map(|_| Action::Epoch {
+                    window: 0,
+                    ops: vec![OpSpec {
+                        target: (r + n - 1) % n,
+                        disp: REGION * r as u64,
+                        kind: Kind::Put,
+                        len: 8,
+                    }],
+                    compute_ns: 0,
+                    strawman,
+                })
+                .collect()
+        })
+        .collect();
+    let spec = Spec {
+        count_late: true,
+        ..spec(n, design, faults, seed)
+    };
+    Job::new(spec, progs)
+        .expect("a valid job")
+        .run()
+        .expect("the run ends")
+        .late
+}
+
+#[test]
+fn the_strawman_lets_a_target_leave_its_fence_before_a_put_lands() {
+    assert!(
+        late_puts(Design::ImmOpt, true, 1) > 0,
+        "no put was late: the delays did not bite"
+    );
+}
+
+#[test]
+fn the_immediate_designs_never_leave_a_fence_before_their_puts_land() {
+    for design in [Design::ImmNaive, Design::ImmOpt, Design::ImmRi] {
+        for seed in 0..4 {
+            assert_eq!(late_puts(design, false, seed), 0, "{design:?}");
+        }
+    }
+}
+
+/// A thousand ranks, each putting to the next: every design (but the
+/// all-pairs one, whose million flags per fence take minutes unoptimised)
+/// ends every epoch with every window as the reference says.
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a thousand ranks take minutes unoptimised: run with --release"
+)]
+fn a_thousand_ranks_fence_in_every_design() {
+    let n = 1024u16;
+    for design in [Design::Def, Design::ImmOpt, Design::ImmRi] {
+        let progs = (0..n)
+            .map(|r| {
+                (0..2)
+                    .map(|_| Action::Epoch {
+                        window: 0,
+                        ops: vec![
+                            OpSpec {
+                                target: (r + 1) % n,
+                                disp: 0,
+                                kind: Kind::Put,
+                                len: 16,
+                            },
+                            OpSpec {
+                                target: (r + 7) % n,
+                                disp: 16,
+                                kind: Kind::Add,
+                                len: 8,
+                            },
+                        ],
+                        compute_ns: 0,
+                        strawman: false,
+                    })
+                    .collect()
+            })
+            .collect();
+        let spec = Spec {
+            windows: vec![(64, design)],
+            ..spec(n, design, JITTER, 3)
+        };
+        let o = Job::new(spec, progs)
+            .expect("a valid job")
+            .run()
+            .expect("the run ends");
+        assert_eq!((o.late, o.ends.len()), (0, 2));
+    }
+}
