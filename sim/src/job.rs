@@ -48,6 +48,9 @@ pub struct Spec {
     pub ranks: u16,
     pub model: Model,
     pub faults: Faults,
+    /// Every rank's endpoint settings: reliable exactly when the wire is
+    /// not lossy ([`crate::node::config`] gives the usual ones).
+    pub config: rmx_core::Config,
     pub seed: u64,
     /// The windows, created before the programs start: bytes and design.
     pub windows: Vec<(usize, Design)>,
@@ -175,11 +178,17 @@ impl Job {
             return Err("every rank's program must have the same steps".into());
         }
         let lossy = spec.faults.lossy();
+        if spec.config.reliable == lossy {
+            return Err(
+                "a lossy wire needs the reliability layer (config.reliable false), and only it"
+                    .into(),
+            );
+        }
         if let Some((_, d)) = spec.windows.iter().find(|(_, d)| lossy && d.immediate()) {
             return Err(format!("{} needs RDMA, which a lossy wire lacks", d.name()));
         }
         let mut nodes = (0..n)
-            .map(|me| Node::new(me, n, spec.model, lossy))
+            .map(|me| Node::new(me, n, spec.model, spec.config))
             .collect::<Result<Vec<_>, _>>()?;
         let mut incoming = HashMap::new();
         for (step, a) in programs[0].iter().enumerate() {
@@ -338,11 +347,19 @@ impl Job {
             .collect();
         if !unfinished.is_empty() {
             let r = unfinished[0];
+            let mut at: Vec<(usize, usize)> = Vec::new();
+            for p in &self.places {
+                match at.iter_mut().find(|(s, _)| *s == p.step) {
+                    Some(x) => x.1 += 1,
+                    None => at.push((p.step, 1)),
+                }
+            }
             return Err(format!(
-                "stalled at {now} ns: {} ranks unfinished, rank {r} at step {} of {}; its endpoint {:?}",
+                "stalled at {now} ns: {} ranks unfinished (ranks at each step: {at:?}), rank {r} at step {} of {}; its endpoint: {:?}, {:?}",
                 unfinished.len(),
                 self.places[r].step,
                 self.programs[r].len(),
+                self.nodes[r].ep.stall(),
                 self.nodes[r].ep.stats()
             ));
         }

@@ -9,12 +9,12 @@ use std::collections::VecDeque;
 use rmx_core::onesided::imm_window;
 use rmx_core::reuse::NoReuse;
 use rmx_core::{
-    Config, Endpoint, RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf,
-    WcResult, WorkId,
+    Config, Endpoint, RecvError, Request, RequestError, SendError, Sizes, Source, Status, TagSel,
+    UserBuf, WcResult, WorkId,
 };
 
 use crate::fence::Win;
-use crate::heap::{sizes, Heap};
+use crate::heap::Heap;
 use crate::memnic::{MemNic, RdmaPost};
 use crate::model::Model;
 
@@ -49,9 +49,19 @@ pub struct Req {
 /// Slots of the NIC's send bounce buffers.
 const SLOTS: usize = 16;
 
-/// Eager messages up to this many bytes; larger ones go by the core's
-/// rendezvous.
-pub const EAGER: u32 = 8192;
+/// The settings of the std shell's `loop` transport (a reliable wire with
+/// RDMA), or of a lossy wire with the reliability layer's timers scaled to
+/// the model's microseconds.
+pub fn config(lossy: bool) -> Config {
+    match lossy {
+        false => Config::reliable(8192, 64),
+        true => Config {
+            rto_ns: 50_000,
+            ack_delay_ns: 5_000,
+            ..Config::unreliable(8192, 16)
+        },
+    }
+}
 
 /// One simulated rank.
 pub struct Node {
@@ -74,25 +84,25 @@ pub struct Node {
 }
 
 impl Node {
-    /// Rank `me` of `ranks`, over a reliable wire with RDMA, or a lossy
-    /// one without.
-    pub fn new(me: u16, ranks: u16, model: Model, lossy: bool) -> Result<Node, String> {
-        let mut cfg = if lossy {
-            let mut c = Config::unreliable(EAGER, 16);
-            c.rto_ns = 50_000;
-            c.ack_delay_ns = 5_000;
-            c
-        } else {
-            Config::reliable(EAGER, 16)
-        };
-        // All-pairs flags put a message from every rank in every queue.
+    /// Rank `me` of `ranks` under `cfg`: over a reliable wire with RDMA,
+    /// or (`cfg.reliable` false) a lossy one without. Its tables are the
+    /// ones the std shell sizes ([`Sizes::for_job`]), with room for a
+    /// request to and from every rank (all-pairs flags) and fewer send
+    /// bounce slots (a thousand ranks in one process).
+    pub fn new(me: u16, ranks: u16, model: Model, cfg: Config) -> Result<Node, String> {
         let n = ranks as usize;
-        cfg.rx_buffers = (4 * n as u32).max(512);
-        cfg.rx_reserve = cfg.rx_buffers / 8;
-        cfg.rx_low_water = cfg.rx_buffers / 4;
-        let tables = rmx_core::Tables::new(&sizes(n, n + 64, n + 128, SLOTS, 2 * n + 64));
-        let ep = SimEndpoint::new(cfg, me, ranks, tables).map_err(|e| format!("config: {e:?}"))?;
-        let mut nic = MemNic::new(SLOTS, EAGER as usize + 64);
+        let job = Sizes::for_job(ranks, &cfg);
+        let sizes = Sizes {
+            posted: job.posted.max(n + 64),
+            requests: job.requests.max(2 * n + 64),
+            slots: SLOTS,
+            ..job
+        };
+        let lossy = !cfg.reliable;
+        let ep = SimEndpoint::new(cfg, me, ranks, rmx_core::Tables::new(&sizes))
+            .map_err(|e| format!("config: {e:?}"))?;
+        let eager = cfg.eager_threshold as usize;
+        let mut nic = MemNic::new(SLOTS, eager + 64);
         if !lossy {
             nic = nic.with_rdma(1 << 24);
             nic.caps.write_imm = true;

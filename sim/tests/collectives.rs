@@ -28,6 +28,7 @@ fn run(n: u16, faults: Faults, seed: u64) -> Vec<u64> {
         ranks: n,
         model: Model::IB_DDR,
         faults,
+        config: rmx_sim::node::config(faults.lossy()),
         seed,
         windows: Vec::new(),
         count_late: false,

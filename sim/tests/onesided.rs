@@ -25,6 +25,7 @@ fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
         ranks: n,
         model: Model::IB_DDR,
         faults,
+        config: rmx_sim::node::config(faults.lossy()),
         seed,
         windows: vec![(REGION as usize * n as usize + 64, design)],
         count_late: false,

@@ -103,6 +103,11 @@ impl Report {
         }
     }
 
+    /// The rows, as the JSON document's `results` holds them.
+    pub fn rows(&self) -> &[Value] {
+        &self.results
+    }
+
     pub fn json(&self) -> String {
         serde_json::to_string_pretty(self).expect("serializable")
     }

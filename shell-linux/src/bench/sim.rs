@@ -1,358 +1,319 @@
-//! Collectives and fence designs in virtual time, for group sizes this
-//! machine cannot run (to 1024 ranks and more): a LogGP-style model of the
-//! network — latency `L`, per-message CPU overhead `o` at each end, time per
-//! byte `G`, reduction time per byte — driven by the core's own collective
-//! schedules ([`Plan`]), round by round, each rank at its own time. The
-//! fence designs are composed as the fence paper describes them (section
-//! 3): their collectives are these schedules, their other messages are
-//! modelled directly. A model shows how designs scale against each other
-//! (the paper's shape), not this machine's microseconds.
+//! `rmx bench collectives --sim` and `rmx bench fence --sim`: the shipped
+//! collectives and fence designs run in virtual time by [`rmx_sim`], for
+//! group sizes this machine cannot run (to 1024 ranks and more). Every
+//! simulated rank runs rmx-core's endpoint, epochs and collective runs;
+//! the network is a LogGP model of an InfiniBand DDR cluster (latency,
+//! per-message CPU overhead, time per byte, reduction time per byte), so
+//! the figures show how designs scale against each other (the paper's
+//! shape), not this machine's microseconds. Every window is checked
+//! against the reference after every fence, every collective's result on
+//! every rank: a row is only reported from a run that was right.
 
-use rmx_core::collective::{Collective, Plan};
+use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
+use rmx_core::Config;
+use rmx_sim::fence::Kind;
+use rmx_sim::job::{Action, Job, OpSpec, Spec};
+use rmx_sim::model::{Faults, Model};
+use serde_json::{json, Value};
 
-/// The network and CPU costs of the model, in nanoseconds.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct Model {
-    /// Wire latency of a message.
-    pub latency_ns: f64,
-    /// CPU time to send or to receive one message.
-    pub overhead_ns: f64,
-    /// Time per byte on the wire.
-    pub per_byte_ns: f64,
-    /// Time per byte of a reduction.
-    pub reduce_per_byte_ns: f64,
-    /// CPU time to poll one RDMA-write-with-immediate completion.
-    pub immediate_ns: f64,
+use super::report::{Column, Report};
+use super::Opts;
+
+/// The network every `--sim` row is simulated on.
+pub const MODEL: Model = Model::IB_DDR;
+
+/// The model's parameters and the endpoints' settings, as the reports
+/// give them.
+fn model_json(m: &Model, cfg: &Config) -> Value {
+    json!({
+        "eager_threshold": cfg.eager_threshold,
+        "credits": cfg.credits,
+        "rx_buffers": cfg.rx_buffers,
+        "credits_per_peer_at_start": SHARE,
+        "latency_ns": m.latency_ns as f64,
+        "overhead_ns": m.overhead_ns as f64,
+        "per_byte_ns": m.byte_ps as f64 / 1000.0,
+        "reduce_per_byte_ns": m.reduce_byte_ps as f64 / 1000.0,
+        "immediate_ns": m.immediate_ns as f64,
+        "simulator": "rmx-core's endpoints, epochs and collective runs in virtual time (rmx-sim)",
+    })
 }
 
-impl Model {
-    /// An InfiniBand DDR cluster of the paper's era: 1.5 µs latency,
-    /// 0.3 µs per message, 1.5 GB/s.
-    pub const IB_DDR: Model = Model {
-        latency_ns: 1_500.0,
-        overhead_ns: 300.0,
-        per_byte_ns: 0.67,
-        reduce_per_byte_ns: 0.5,
-        immediate_ns: 100.0,
-    };
+/// Runs a job of `programs` (a barrier first); for each group of timed
+/// steps (first, how many), the mean virtual µs per step, from when the
+/// last rank finished the step before to when the last finished each.
+fn run_job(
+    spec: Spec,
+    programs: Vec<Vec<Action>>,
+    groups: &[(usize, usize)],
+) -> Result<Vec<f64>, String> {
+    let ends = Job::new(spec, programs)?.run()?.ends;
+    Ok(groups
+        .iter()
+        .map(|&(first, count)| {
+            let span = ends[first + count - 1] - ends[first - 1];
+            span as f64 / count as f64 / 1000.0
+        })
+        .collect())
+}
 
-    fn wire(&self, bytes: usize) -> f64 {
-        self.latency_ns + bytes as f64 * self.per_byte_ns
+/// Credits each peer starts with in a simulated job (see [`pooled`]).
+const SHARE: u32 = 2;
+
+/// `cfg` with a receive pool that starts every peer of `ranks` with
+/// [`SHARE`] credits, as an MPI library sizes its buffers to the job.
+/// With the 256-buffer default, from 64 ranks each first message borrows
+/// credit (a round trip more), and the naive design's all-pairs flags fill
+/// the lender's budget with unexpected flags while finish messages wait
+/// for credit: at 512 ranks every rank stalls (the endpoint's
+/// [`stall`](rmx_core::Endpoint::stall) says so).
+pub fn pooled(cfg: Config, ranks: u16) -> Config {
+    let peers = u32::from(ranks.max(2)) - 1;
+    let need = cfg.rx_reserve + 2 * peers * SHARE.min(u32::from(cfg.credits));
+    if cfg.rx_buffers >= need {
+        return cfg;
+    }
+    Config {
+        rx_buffers: need,
+        rx_low_water: cfg.rx_reserve + (need - cfg.rx_reserve) / 4,
+        ..cfg
     }
 }
 
-/// Each rank's time after running `what` from `start` (one entry per rank).
-pub fn collective(m: &Model, what: Collective, start: &[f64]) -> Vec<f64> {
-    let n = start.len() as u16;
-    let plans: Vec<Plan> = (0..n)
-        .map(|me| Plan::new(what, n, me).expect("a valid group"))
-        .collect();
-    let mut t = start.to_vec();
-    for i in 0..plans.first().map_or(0, |p| p.rounds()) {
-        let rounds: Vec<_> = plans.iter().map(|p| p.round(i)).collect();
-        // When each rank's messages of this round leave (one after another).
-        let mut arrive = std::collections::HashMap::new();
-        for (me, r) in rounds.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let mut at = t[me];
-            for s in r.sends.iter().flatten() {
-                at += m.overhead_ns;
-                arrive.insert((me as u16, s.peer, s.part), at + m.wire(s.span.len));
-            }
-        }
-        let mut next = t.clone();
-        for (me, r) in rounds.iter().enumerate() {
-            let Some(r) = r else { continue };
-            let sent = t[me] + m.overhead_ns * r.sends.iter().flatten().count() as f64;
-            let mut done = sent;
-            for v in r.recvs.iter().flatten() {
-                let a = arrive[&(v.peer, me as u16, v.part)];
-                done = done.max(a) + m.overhead_ns;
-                if r.reduce {
-                    done += v.span.len as f64 * m.reduce_per_byte_ns;
-                }
-            }
-            next[me] = done;
-        }
-        t = next;
+/// A job's settings: `ranks` ranks under `cfg` (its pool [`pooled`]) on
+/// the model's perfect wire.
+fn spec(ranks: u16, cfg: Config, windows: Vec<(usize, Design)>) -> Spec {
+    Spec {
+        ranks,
+        model: MODEL,
+        faults: Faults::NONE,
+        config: pooled(cfg, ranks),
+        seed: 1,
+        windows,
+        count_late: false,
     }
-    t
 }
 
-/// Each rank's puts of one epoch: `targets[r]` are the ranks rank r puts
-/// `size` bytes to.
-pub struct Epoch {
-    pub targets: Vec<Vec<u16>>,
-    pub size: usize,
-    /// Computation between the puts (issued at time 0) and the fence.
-    pub compute_ns: f64,
-}
-
-/// When the slowest rank leaves each design's closing fence, for an epoch
-/// whose puts were issued at time 0 and whose fence begins after the
-/// computation. The deferred design moves the data inside the fence; the
-/// immediate ones while the computation runs.
-pub fn fence(m: &Model, design: Design, e: &Epoch) -> f64 {
-    let n = e.targets.len();
-    let zero = vec![e.compute_ns; n];
-    let counts = Collective::ReduceScatter { block: 4 };
-    // Who puts to whom.
-    let mut from: Vec<Vec<u16>> = vec![Vec::new(); n];
-    for (o, ts) in e.targets.iter().enumerate() {
-        for &t in ts {
-            from[t as usize].push(o as u16);
+/// `warmup` untimed then `iters` timed copies of `a`, appended to every
+/// program; the timed group, for [`run_job`].
+fn repeat(programs: &mut [Vec<Action>], opts: &Opts, a: impl Fn(u16) -> Action) -> (usize, usize) {
+    let iters = opts.iters.max(1) as usize;
+    for (r, p) in programs.iter_mut().enumerate() {
+        for _ in 0..opts.warmup as usize + iters {
+            p.push(a(r as u16));
         }
     }
-    // Puts issued at once as RDMA writes: when each lands at its target.
-    let landed = |k: usize| (k + 1) as f64 * m.overhead_ns + m.wire(e.size);
-    let end = match design {
-        Design::Def => {
-            // Counts, then the operations as messages inside the fence.
-            let t = collective(m, counts, &zero);
-            (0..n)
-                .map(|r| {
-                    let sent = t[r] + e.targets[r].len() as f64 * m.overhead_ns;
-                    let mut done = sent;
-                    for (j, &o) in from[r].iter().enumerate() {
-                        let k = e.targets[o as usize]
-                            .iter()
-                            .position(|&x| x as usize == r)
-                            .unwrap_or(j);
-                        let arrive =
-                            t[o as usize] + (k + 1) as f64 * m.overhead_ns + m.wire(32 + e.size);
-                        done = done.max(arrive) + m.overhead_ns;
-                    }
-                    done
-                })
-                .collect::<Vec<f64>>()
-        }
-        Design::ImmNaive | Design::ImmOpt => {
-            // Counts, then a finish message on every channel used; a target
-            // waits for the finishes of the ranks that put to it.
-            let t = collective(m, counts, &zero);
-            let finished: Vec<f64> = (0..n)
-                .map(|r| {
-                    let puts_done = e.targets[r].len() as f64 * m.overhead_ns;
-                    // The puts left before the computation began.
-                    let sent = t[r].max(puts_done) + e.targets[r].len() as f64 * m.overhead_ns;
-                    let mut done = sent;
-                    for &o in &from[r] {
-                        let k = e.targets[o as usize]
-                            .iter()
-                            .position(|&x| x as usize == r)
-                            .unwrap_or(0);
-                        let after_puts = landed(k);
-                        let finish = t[o as usize] + (k + 1) as f64 * m.overhead_ns + m.wire(8);
-                        done = done.max(finish.max(after_puts)) + m.overhead_ns;
-                    }
-                    done
-                })
-                .collect();
-            if design == Design::ImmOpt {
-                collective(m, Collective::Barrier, &finished)
-            } else {
-                // Every rank flags every other one that the next epoch may
-                // begin, and waits for all of theirs.
-                (0..n)
-                    .map(|r| {
-                        let sent = finished[r] + (n - 1) as f64 * m.overhead_ns;
-                        let last_in = (0..n)
-                            .filter(|&o| o != r)
-                            .map(|o| finished[o] + n as f64 * m.overhead_ns / 2.0 + m.wire(8))
-                            .fold(0.0f64, f64::max);
-                        sent.max(last_in) + (n - 1) as f64 * m.overhead_ns
-                    })
-                    .collect()
-            }
-        }
-        Design::ImmRi => {
-            // Puts as RDMA writes with immediate; an allreduce of the
-            // per-target counts; each target polls that many immediates;
-            // then a barrier, unless the allreduce showed no operation
-            // anywhere.
-            let t = collective(m, Collective::Allreduce { len: 4 * n }, &zero);
-            if e.targets.iter().all(Vec::is_empty) {
-                return t.into_iter().fold(0.0, f64::max);
-            }
-            let polled: Vec<f64> = (0..n)
-                .map(|r| {
-                    let mut done = t[r];
-                    for &o in &from[r] {
-                        let k = e.targets[o as usize]
-                            .iter()
-                            .position(|&x| x as usize == r)
-                            .unwrap_or(0);
-                        done = done.max(landed(k)) + m.immediate_ns;
-                    }
-                    done
-                })
-                .collect();
-            collective(m, Collective::Barrier, &polled)
-        }
-    };
-    end.into_iter().fold(0.0, f64::max)
+    (programs[0].len() - iters, iters)
 }
 
-/// `rmx bench collectives --sim`: each collective's time (the slowest
-/// rank's) at each group size, in the model.
-pub fn collectives_report(opts: &super::Opts, m: &Model, ranks: &[u16]) -> super::report::Report {
-    use super::collectives::{COLLECTIVES, SIZE};
+/// The collective a `bench collectives` row names at `n` ranks, and the
+/// size its row reports.
+fn collective(what: &str, n: u16) -> (Collective, usize) {
+    use super::collectives::SIZE;
+    let block = (SIZE / n as usize).max(8) / 8 * 8;
+    match what {
+        "barrier" => (Collective::Barrier, 0),
+        "allreduce" => (Collective::Allreduce { len: SIZE }, SIZE),
+        "reduce_scatter" => (Collective::ReduceScatter { block }, block * n as usize),
+        _ => (Collective::Allgather { block: SIZE }, SIZE),
+    }
+}
+
+/// `rmx bench collectives --sim`: each collective's time at each group
+/// size, `opts.iters` runs after `opts.warmup`, every rank's endpoint
+/// under `cfg` (a reliable transport's).
+pub fn collectives_report(opts: &Opts, cfg: Config, ranks: &[u16]) -> Result<Report, String> {
+    use super::collectives::COLLECTIVES;
+    let pb = opts.progress("collectives", ranks.len());
     let mut rows = Vec::new();
     for &n in ranks {
-        let zero = vec![0.0; n as usize];
-        for what in COLLECTIVES {
-            let block = (SIZE / n as usize).max(8) / 8 * 8;
-            let (c, size) = match what {
-                "barrier" => (Collective::Barrier, 0),
-                "allreduce" => (Collective::Allreduce { len: SIZE }, SIZE),
-                "reduce_scatter" => (Collective::ReduceScatter { block }, block * n as usize),
-                _ => (Collective::Allgather { block: SIZE }, SIZE),
-            };
-            let t = collective(m, c, &zero).into_iter().fold(0.0, f64::max);
-            rows.push(
-                serde_json::json!({"collective": what, "ranks": n, "size": size,
-                "latency_us": t / 1000.0, "model": true}),
-            );
+        let mut programs = vec![vec![Action::Collective(Collective::Barrier)]; n as usize];
+        let groups: Vec<_> = COLLECTIVES
+            .iter()
+            .map(|w| {
+                repeat(&mut programs, opts, |_| {
+                    Action::Collective(collective(w, n).0)
+                })
+            })
+            .collect();
+        let times = run_job(spec(n, cfg, Vec::new()), programs, &groups)?;
+        for (what, us) in COLLECTIVES.iter().zip(times) {
+            let size = collective(what, n).1;
+            rows.push(json!({"collective": what, "ranks": n, "size": size,
+                "latency_us": us, "model": true, "rx_buffers": pooled(cfg, n).rx_buffers}));
         }
+        pb.inc(1);
     }
-    super::report::Report::new(
+    pb.finish_and_clear();
+    Ok(Report::new(
         "collectives",
         opts,
-        serde_json::json!({"model": m}),
+        json!({"model": model_json(&MODEL, &cfg)}),
         rows,
         vec![
-            super::report::Column::new("ranks", "ranks", 0),
-            super::report::Column::new("size", "size", 0),
-            super::report::Column::new("latency_us", "latency_us", 2),
+            Column::new("ranks", "ranks", 0),
+            Column::new("size", "size", 0),
+            Column::new("latency_us", "latency_us", 2),
         ],
     )
     .keyed_by("collective", "collective")
-    .modelled()
+    .modelled())
 }
 
 /// `rmx bench fence --sim`: each design's epoch for each pattern and group
-/// size in the model, beside a bare barrier.
+/// size, beside a bare barrier, as the threads' benchmark runs them: each
+/// rank puts to its pattern's targets (slot k of the window for its k-th
+/// target), computes in the halo patterns, and fences; every endpoint
+/// under `cfg` (a reliable transport's).
 pub fn fence_report(
-    opts: &super::Opts,
-    m: &Model,
+    opts: &Opts,
+    cfg: Config,
     designs: &[Design],
     patterns: &[&str],
     ranks: &[u16],
-) -> super::report::Report {
-    use super::fence::HALO_COMPUTE_NS;
+) -> Result<Report, String> {
+    use super::fence::{pattern_sizes, pattern_targets, HALO_COMPUTE_NS, PUT};
+    let pb = opts.progress("fence", ranks.len() * (designs.len() + 1));
     let mut rows = Vec::new();
+    let sizes = opts.sizes();
     for &n in ranks {
-        let bar = collective(m, Collective::Barrier, &vec![0.0; n as usize]);
-        let bar = bar.into_iter().fold(0.0, f64::max);
+        let mut programs = vec![vec![Action::Collective(Collective::Barrier)]; n as usize];
+        let g = repeat(&mut programs, opts, |_| {
+            Action::Collective(Collective::Barrier)
+        });
+        let bar = run_job(spec(n, cfg, Vec::new()), programs, &[g])?[0];
+        let rx_buffers = pooled(cfg, n).rx_buffers;
         rows.push(
-            serde_json::json!({"design": "barrier", "pattern": "-", "ranks": n, "size": 0,
-            "fence_us": bar / 1000.0, "model": true}),
+            json!({"design": "barrier", "pattern": "-", "ranks": n, "size": 0,
+            "fence_us": bar, "model": true, "rx_buffers": rx_buffers}),
         );
-        for &p in patterns {
-            let (sizes, halo) = super::fence::pattern_sizes(p, &opts.sizes());
-            for size in sizes {
-                let targets = (0..n)
-                    .map(|r| super::fence::pattern_targets(p, r, n))
-                    .collect();
-                let compute_ns = if halo { HALO_COMPUTE_NS as f64 } else { 0.0 };
-                let e = Epoch {
-                    targets,
-                    size,
-                    compute_ns,
-                };
-                for &d in designs {
-                    let t = fence(m, d, &e) / 1000.0;
-                    let key = if halo { "iteration_us" } else { "fence_us" };
-                    let mut row = serde_json::json!({"design": d.name(), "pattern": p, "ranks": n,
-                        "size": size, "model": true});
-                    row[key] = serde_json::json!(t);
-                    rows.push(row);
+        pb.inc(1);
+        for &design in designs {
+            let len = PUT.max(opts.max_size) * 8;
+            let mut programs = vec![vec![Action::Collective(Collective::Barrier)]; n as usize];
+            let mut groups = Vec::new();
+            for &p in patterns {
+                let (put_sizes, halo) = pattern_sizes(p, &sizes);
+                for size in put_sizes {
+                    let epoch = |r: u16| Action::Epoch {
+                        window: 0,
+                        ops: pattern_targets(p, r, n)
+                            .into_iter()
+                            .enumerate()
+                            .map(|(slot, target)| OpSpec {
+                                target,
+                                disp: (slot * size) as u64,
+                                kind: Kind::Put,
+                                len: size as u32,
+                            })
+                            .collect(),
+                        compute_ns: if halo { HALO_COMPUTE_NS } else { 0 },
+                        strawman: false,
+                    };
+                    groups.push((p, size, halo, repeat(&mut programs, opts, epoch)));
                 }
             }
+            let spans: Vec<_> = groups.iter().map(|g| g.3).collect();
+            let times = run_job(spec(n, cfg, vec![(len, design)]), programs, &spans)?;
+            for ((p, size, halo, _), us) in groups.into_iter().zip(times) {
+                let key = if halo { "iteration_us" } else { "fence_us" };
+                let mut row = json!({"design": design.name(), "pattern": p, "ranks": n,
+                    "size": size, "model": true, "rx_buffers": rx_buffers});
+                row[key] = json!(us);
+                rows.push(row);
+            }
+            pb.inc(1);
         }
     }
-    super::report::Report::new(
+    pb.finish_and_clear();
+    Ok(Report::new(
         "fence",
         opts,
-        serde_json::json!({"model": m, "halo_compute_ns": HALO_COMPUTE_NS}),
+        json!({"model": model_json(&MODEL, &cfg), "halo_compute_ns": HALO_COMPUTE_NS}),
         rows,
         vec![
-            super::report::Column::new("pattern", "pattern", 0),
-            super::report::Column::new("ranks", "ranks", 0),
-            super::report::Column::new("size", "size", 0),
-            super::report::Column::new("fence_us", "fence_us", 2),
-            super::report::Column::new("iteration_us", "iteration_us", 2),
+            Column::new("pattern", "pattern", 0),
+            Column::new("ranks", "ranks", 0),
+            Column::new("size", "size", 0),
+            Column::new("fence_us", "fence_us", 2),
+            Column::new("iteration_us", "iteration_us", 2),
         ],
     )
     .keyed_by("design", "design")
-    .modelled()
+    .modelled())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const M: Model = Model::IB_DDR;
+    fn opts() -> Opts {
+        Opts {
+            iters: 2,
+            warmup: 1,
+            min_size: 16,
+            max_size: 64,
+            ..Opts::tool(true)
+        }
+    }
+
+    fn fence_us(r: &Report, design: &str, pattern: &str, n: u16) -> f64 {
+        let row = r
+            .results
+            .iter()
+            .find(|x| x["design"] == design && x["pattern"] == pattern && x["ranks"] == n)
+            .expect("a row");
+        row["fence_us"].as_f64().expect("a time")
+    }
 
     #[test]
     fn a_two_rank_barrier_costs_one_message_each_way() {
-        let t = collective(&M, Collective::Barrier, &[0.0, 0.0]);
-        let one = 2.0 * M.overhead_ns + M.latency_ns;
-        assert_eq!(t, vec![one, one]);
+        let r = collectives_report(&opts(), crate::rank::loop_config(), &[2]).expect("runs");
+        let row = &r.results[0];
+        assert_eq!(row["collective"], "barrier");
+        let header = rmx_core::wire::HEADER_LEN;
+        let one = 2 * MODEL.overhead_ns + MODEL.latency_ns + MODEL.wire_ns(header);
+        assert_eq!(row["latency_us"].as_f64(), Some(one as f64 / 1000.0));
     }
 
     #[test]
     fn collectives_grow_with_the_logarithm_of_the_group() {
-        let at = |n: usize| {
-            let t = collective(&M, Collective::Allreduce { len: 256 }, &vec![0.0; n]);
-            t.into_iter().fold(0.0, f64::max)
+        let r = collectives_report(&opts(), crate::rank::loop_config(), &[2, 4, 64, 128]);
+        let r = r.expect("runs");
+        let at = |n: u16| {
+            r.results
+                .iter()
+                .find(|x| x["collective"] == "allreduce" && x["ranks"] == n)
+                .and_then(|x| x["latency_us"].as_f64())
+                .expect("a row")
         };
-        assert!(at(4) > at(2) && at(1024) > at(512));
+        assert!(at(4) > at(2) && at(128) > at(64));
         // Doubling the group adds about one round, not twice the time.
-        assert!(at(1024) < at(512) * 1.3, "{} {}", at(512), at(1024));
+        assert!(at(128) < at(64) * 1.3, "{} {}", at(64), at(128));
     }
 
     #[test]
     fn designs_order_as_the_paper_finds_at_scale() {
-        let n = 256;
-        let zero = Epoch {
-            targets: vec![Vec::new(); n],
-            size: 16,
-            compute_ns: 0.0,
-        };
-        let f = |d| fence(&M, d, &zero);
+        let n = 128;
+        let r = fence_report(
+            &opts(),
+            crate::rank::loop_config(),
+            &Design::ALL,
+            &["zero", "neighbours"],
+            &[n],
+        )
+        .expect("runs");
+        let z = |d| fence_us(&r, d, "zero", n);
+        assert!(z("naive") > z("opt"), "all-pairs flags cost the most");
+        assert!(z("def") < z("opt"), "no second collective");
         assert!(
-            f(Design::ImmNaive) > f(Design::ImmOpt),
-            "all-pairs flags cost the most"
+            z("ri") < z("opt"),
+            "no barrier after an allreduce showing nothing in flight"
         );
-        assert!(f(Design::Def) < f(Design::ImmOpt), "no second collective");
-        assert!(
-            f(Design::ImmRi) < f(Design::ImmOpt),
-            "no barrier after an allreduce that shows nothing in flight"
-        );
-        let eight = Epoch {
-            targets: (0..n as u16)
-                .map(|r| (1..=8).map(|d| (r + d) % n as u16).collect())
-                .collect(),
-            size: 16,
-            compute_ns: 0.0,
-        };
-        let g = |d| fence(&M, d, &eight);
-        assert!(g(Design::ImmRi) < g(Design::ImmOpt), "no finish messages");
-        // With computation the immediate designs' data has landed; the
-        // deferred design still moves it.
-        let busy = Epoch {
-            compute_ns: 50_000.0,
-            size: 65536,
-            ..eight
-        };
-        let h = |d| fence(&M, d, &busy) - 50_000.0;
-        assert!(
-            h(Design::ImmRi) < h(Design::Def),
-            "{} {}",
-            h(Design::ImmRi),
-            h(Design::Def)
-        );
+        let e = |d| fence_us(&r, d, "neighbours", n);
+        assert!(e("ri") < e("opt"), "no finish messages");
+        let bar = fence_us(&r, "barrier", "-", n);
+        assert!(z("def") > bar, "a fence is at least a collective");
     }
 }

@@ -85,8 +85,9 @@ pub(crate) enum BenchCmd {
         /// The largest group [default: 8; 1024 with --sim].
         #[arg(long)]
         ranks: Option<u16>,
-        /// In virtual time: the core's schedules over a LogGP model of an
-        /// InfiniBand DDR network, for groups this machine cannot run.
+        /// In virtual time: the core's collectives run by simulated ranks over
+        /// a LogGP model of an InfiniBand DDR network, for groups this
+        /// machine cannot run (--iters defaults to 2, --warmup to 1).
         #[arg(long)]
         sim: bool,
     },
@@ -119,9 +120,10 @@ pub(crate) enum BenchCmd {
         /// The largest group [default: 4; 1024 with --sim].
         #[arg(long)]
         ranks: Option<u16>,
-        /// In virtual time: all four designs as the paper composes them, the
-        /// core's collective schedules over a LogGP model of an InfiniBand
-        /// DDR network, for groups this machine cannot run.
+        /// In virtual time: all four designs and their collectives run by
+        /// simulated ranks of rmx-core over a LogGP model of an InfiniBand
+        /// DDR network, for groups this machine cannot run (--iters
+        /// defaults to 2, --warmup to 1).
         #[arg(long)]
         sim: bool,
     },

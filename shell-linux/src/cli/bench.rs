@@ -10,8 +10,21 @@ use super::*;
 /// The most ranks `bench collectives` runs as threads of one process.
 pub(crate) const RANKS_LIMIT: u16 = 64;
 
-/// The most ranks a `--sim` run models.
-pub(crate) const SIM_RANKS_LIMIT: u16 = 16384;
+/// The most ranks a `--sim` run simulates: each holds a whole endpoint
+/// (a thousand ranks take about 1.5 GB).
+pub(crate) const SIM_RANKS_LIMIT: u16 = 4096;
+
+/// Timed runs of each row in virtual time, unless `--iters` says: a
+/// perfect network repeats itself, so two show the steady state.
+pub(crate) const SIM_ITERS: u64 = 2;
+
+/// A `--sim` run's options: one untimed run first unless `--warmup` says.
+pub(crate) fn sim_warmup(a: &BenchArgs, o: bench::Opts) -> bench::Opts {
+    bench::Opts {
+        warmup: a.warmup.unwrap_or(1),
+        ..o
+    }
+}
 
 /// Group sizes 2, 4, 8, … below `ranks`, and `ranks`: threads of this
 /// process, or (`sim`) ranks of the model.
@@ -22,7 +35,7 @@ pub(crate) fn group_sizes(ranks: Option<u16>, default: u16, sim: bool) -> Result
     };
     if !(2..=limit).contains(&ranks) {
         let why = if sim {
-            "the model's table grows with it"
+            "every simulated rank holds a whole endpoint (a thousand take about 1.5 GB)"
         } else {
             "the ranks are threads of this process; --sim models larger groups"
         };
@@ -49,11 +62,14 @@ pub(crate) fn threads_network(a: &BenchArgs, what: &str) -> Result<(Net, Option<
 
 /// `rmx bench collectives`.
 pub(crate) fn collectives(a: &BenchArgs, ranks: Option<u16>, sim: bool) -> Result<(), String> {
-    let o = opts_iters(a, (0, 0), 1000)?;
+    let o = opts_iters(a, (0, 0), if sim { SIM_ITERS } else { 1000 })?;
     let sizes = group_sizes(ranks, 8, sim)?;
     if sim {
-        let m = bench::sim::Model::IB_DDR;
-        emit(&bench::sim::collectives_report(&o, &m, &sizes), a.json);
+        let o = sim_warmup(a, o);
+        emit(
+            &bench::sim::collectives_report(&o, bench_config(a), &sizes)?,
+            a.json,
+        );
         return Ok(());
     }
     let (net, _lab) = threads_network(a, "collectives")?;
@@ -104,7 +120,7 @@ pub(crate) fn fence(
             ))
         }
     };
-    let o = opts_iters(a, (16, 16384), 1000)?;
+    let o = opts_iters(a, (16, 16384), if sim { SIM_ITERS } else { 1000 })?;
     if o.max_size > 1 << 20 {
         return Err(format!(
             "--max-size {} is above 1 MiB: every rank's window holds 8 puts of it",
@@ -114,8 +130,13 @@ pub(crate) fn fence(
     let sizes = group_sizes(ranks, 4, sim)?;
     if sim {
         let designs = designs(design, None)?;
-        let m = bench::sim::Model::IB_DDR;
-        let r = bench::sim::fence_report(&o, &m, &designs, &patterns, &sizes);
+        let r = bench::sim::fence_report(
+            &sim_warmup(a, o),
+            bench_config(a),
+            &designs,
+            &patterns,
+            &sizes,
+        )?;
         emit(&r, a.json);
         return Ok(());
     }

@@ -281,9 +281,13 @@ fn one_sided(s: &mut Suite) -> Result<(), String> {
         keep,
         "fence (us)",
     )?;
-    let m = bench::sim::Model::IB_DDR;
     let sizes = group_sizes(None, 0, true)?;
-    let r = bench::sim::collectives_report(&few, &m, &sizes);
+    let sim = Opts {
+        iters: SIM_ITERS,
+        warmup: 1,
+        ..few.clone()
+    };
+    let r = bench::sim::collectives_report(&sim, rmx_linux::rank::loop_config(), &sizes)?;
     record(out, &mut s.md, "collectives-sim", &r)?;
     let y = "latency (us)";
     r.svg_by_ranks(
@@ -293,7 +297,13 @@ fn one_sided(s: &mut Suite) -> Result<(), String> {
         |_| true,
         y,
     )?;
-    let r = bench::sim::fence_report(&few, &m, &all, &["zero", "neighbours"], &sizes);
+    let r = bench::sim::fence_report(
+        &sim,
+        rmx_linux::rank::loop_config(),
+        &all,
+        &["zero", "neighbours"],
+        &sizes,
+    )?;
     record(out, &mut s.md, "fence-sim", &r)?;
     for p in ["zero", "neighbours"] {
         let path = out.join(format!("fence-sim-{p}.svg"));
