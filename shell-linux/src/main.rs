@@ -173,7 +173,8 @@ fn run(cli: Cli) -> Result<(), String> {
             iters,
             transport,
             iface,
-        }) => suite(&out, iters, &transport, iface),
+            sim_ranks,
+        }) => suite(&out, iters, &transport, iface, sim_ranks),
         Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
         Cmd::Lab(cmd) => lab(cmd),
         Cmd::Bench(BenchCmd::Spectrum {

@@ -532,6 +532,8 @@ fn suite_writes_a_report_with_plots() {
         dir.to_str().unwrap(),
         "--iters",
         "200",
+        "--sim-ranks",
+        "64",
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("pingpong") && out.contains("msgrate"));

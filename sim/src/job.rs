@@ -68,6 +68,8 @@ pub struct Outcome {
     pub late: u64,
     pub packets: u64,
     pub rdma: u64,
+    /// Packets the ranks' reliability layers sent again (a lossy wire).
+    pub retransmits: u64,
 }
 
 /// A rank's place in its program.
@@ -371,6 +373,7 @@ impl Job {
             late: self.late,
             packets: self.net.packets,
             rdma: self.net.rdma,
+            retransmits: self.nodes.iter().map(|n| n.ep.stats().retransmits).sum(),
         })
     }
 

@@ -132,9 +132,10 @@ fn channels_that_overtake_each_other_change_nothing() {
 fn the_deferred_design_survives_a_lossy_wire() {
     for seed in 200..212 {
         let n = 2 + (seed % 6) as u16;
-        let o = run(n, Design::Def, Faults::LOSSY, seed, 5);
-        assert!(o.packets > 0);
+        run(n, Design::Def, Faults::LOSSY, seed, 5);
     }
+    let o = run(64, Design::Def, Faults::LOSSY, 300, 3);
+    assert!(o.retransmits > 0, "nothing was lost: {o:?}");
 }
 
 #[test]

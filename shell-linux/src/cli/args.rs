@@ -180,6 +180,10 @@ pub(crate) enum BenchCmd {
         /// eth: use this interface instead of a lab.
         #[arg(long)]
         iface: Option<String>,
+        /// The largest group of the simulated collectives and fences
+        /// (2, 4, ... up to it; at most 4096).
+        #[arg(long, default_value_t = 1024)]
+        sim_ranks: u16,
     },
 }
 

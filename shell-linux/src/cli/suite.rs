@@ -73,6 +73,8 @@ struct Suite<'a> {
     caps: Caps,
     /// The legend of the floor's curve.
     floor: &'static str,
+    /// The simulated group sizes.
+    sim_sizes: Vec<u16>,
 }
 
 /// The suite, in the report's order. A new transport gets the members its
@@ -124,9 +126,12 @@ pub(crate) fn suite(
     iters: u64,
     transport: &str,
     iface: Option<String>,
+    sim_ranks: u16,
 ) -> Result<(), String> {
     let entry = rmx_linux::transport::registry::find(transport)?;
     check_iters(iters)?;
+    let sim_sizes =
+        group_sizes(Some(sim_ranks), 0, true).map_err(|e| e.replace("--ranks", "--sim-ranks"))?;
     let args = BenchArgs {
         transport: transport.into(),
         iface,
@@ -163,6 +168,7 @@ pub(crate) fn suite(
         caps: net.caps(),
         net,
         floor: entry.floor,
+        sim_sizes,
     };
     let caps = s.caps;
     for m in MEMBERS.iter().filter(|m| (m.wants)(&caps)) {
@@ -281,7 +287,7 @@ fn one_sided(s: &mut Suite) -> Result<(), String> {
         keep,
         "fence (us)",
     )?;
-    let sizes = group_sizes(None, 0, true)?;
+    let sizes = s.sim_sizes.clone();
     let sim = Opts {
         iters: SIM_ITERS,
         warmup: 1,
