@@ -59,7 +59,7 @@ fn run_job(
 }
 
 /// Credits each peer starts with in a simulated job (see [`pooled`]).
-const SHARE: u32 = 2;
+pub const SHARE: u32 = 2;
 
 /// `cfg` with a receive pool that starts every peer of `ranks` with
 /// [`SHARE`] credits, as an MPI library sizes its buffers to the job.
