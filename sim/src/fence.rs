@@ -245,7 +245,8 @@ enum Wait {
     },
     /// An admitted (or refused) operation's data, sent apart.
     Rest(Arrival, Req),
-    /// All-pairs flags.
+    /// All-pairs flags: the receives posted first and the sends, or the
+    /// receives cancelled.
     Flags(Vec<Req>),
     /// The messages this fence sent, before the fence is done.
     Sent(Outcome),
@@ -269,6 +270,8 @@ pub struct FenceTask {
     wait: Wait,
     /// Requests of messages sent this epoch.
     pub sends: Vec<Req>,
+    /// Receives of every other rank's flag (naive), posted first.
+    flags: Vec<Req>,
     /// The strawman ("local completion, then a barrier"): not a design.
     strawman: bool,
 }
@@ -297,6 +300,7 @@ impl FenceTask {
             input: Input::Nothing,
             wait: if strawman { Wait::Flush } else { Wait::Step },
             sends,
+            flags: Vec::new(),
             strawman,
         })
     }
@@ -486,18 +490,27 @@ impl FenceTask {
                     cancelled: false,
                 }
             }
+            Step::ExpectFlags => {
+                let t = tag(w, self.epoch, FLAG);
+                for p in (0..self.ranks).filter(|&p| p != me) {
+                    let q = node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1);
+                    self.flags.push(q.map_err(|e| fail("flag", &e))?);
+                }
+                Wait::Step
+            }
             Step::Flags => {
                 let t = tag(w, self.epoch, FLAG);
-                let mut reqs = Vec::new();
+                let mut reqs = std::mem::take(&mut self.flags);
                 for p in (0..self.ranks).filter(|&p| p != me) {
-                    reqs.push(
-                        node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1)
-                            .map_err(|e| fail("flag", &e))?,
-                    );
-                    reqs.push(
-                        node.isend(p, t, CONTEXT, &[0])
-                            .map_err(|e| fail("flag", &e))?,
-                    );
+                    let q = node.isend(p, t, CONTEXT, &[0]);
+                    reqs.push(q.map_err(|e| fail("flag", &e))?);
+                }
+                Wait::Flags(reqs)
+            }
+            Step::DropFlags => {
+                let reqs = std::mem::take(&mut self.flags);
+                for q in &reqs {
+                    node.cancel(q);
                 }
                 Wait::Flags(reqs)
             }

@@ -247,3 +247,45 @@ fn a_thousand_ranks_fence_in_every_design() {
         assert_eq!((o.late, o.ends.len()), (0, 2));
     }
 }
+
+/// The naive design's flags on a pool far smaller than the group: each
+/// rank's whole credit budget lent to early flags once left a finish
+/// message waiting for credit that never came, and every rank stalled
+/// (at 512 ranks on the default 256 buffers). Flags' receives are now
+/// posted before anything else of the fence, so flags are never held.
+#[test]
+fn naive_flags_never_starve_a_finish_message_of_credit() {
+    let n = 128u16;
+    let progs = (0..n)
+        .map(|r| {
+            (0..3)
+                .map(|_| Action::Epoch {
+                    window: 0,
+                    ops: (1..=4u16)
+                        .map(|k| OpSpec {
+                            target: (r + k) % n,
+                            disp: 16 * k as u64,
+                            kind: Kind::Put,
+                            len: 16,
+                        })
+                        .collect(),
+                    compute_ns: 0,
+                    strawman: false,
+                })
+                .collect()
+        })
+        .collect();
+    let config = rmx_core::Config {
+        rx_buffers: 32,
+        rx_reserve: 4,
+        rx_low_water: 8,
+        ..rmx_sim::node::config(false)
+    };
+    let spec = Spec {
+        config,
+        windows: vec![(128, Design::ImmNaive)],
+        ..spec(n, Design::ImmNaive, Faults::NONE, 5)
+    };
+    let o = Job::new(spec, progs).expect("a valid job").run();
+    assert_eq!(o.map(|o| o.late), Ok(0));
+}

@@ -12,6 +12,7 @@
 //! epoch.fence(assert)?;
 //! loop {
 //!     match epoch.step(&mut counts) {
+//!         Step::ExpectFlags => post a receive for the flag of every other rank,
 //!         Step::SendQueued => send the deferred design's queued operations,
 //!         Step::Flush => wait until in_flight() == 0,
 //!         Step::Reduce { collective, len } => run it over counts[..len], then reduced(&counts),
@@ -19,7 +20,8 @@
 //!         Step::RecvFinish => receive one (tag FINISH, any source), then finished(src, body),
 //!         Step::Await { from, immediates } => receive one operation (unless satisfied()
 //!             first, with immediates), then arrived(),
-//!         Step::Flags => all-pairs flags, Step::Barrier => a barrier,
+//!         Step::Flags => send every other rank its flag, wait for the receives,
+//!         Step::DropFlags => cancel those receives, Step::Barrier => a barrier,
 //!         Step::Done(outcome) => break,
 //!     }
 //! }
@@ -110,6 +112,14 @@ pub struct Outcome {
 /// [`Step::Done`] are carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// Naive design, first: post a receive for the
+    /// [`FLAG`](crate::wire::onesided::channel::FLAG) of every other rank
+    /// now, so flags never wait as unexpected messages. Otherwise a
+    /// receiver still waiting for a finish message may have lent its whole
+    /// credit budget to peers' flags, and the finish message waits for
+    /// credit that never comes (from some hundreds of ranks on a default
+    /// receive pool).
+    ExpectFlags,
     /// Deferred design: send the operations queued this epoch now (each
     /// counted by [`Epoch::message`]); they travel while counts are summed.
     SendQueued,
@@ -132,8 +142,12 @@ pub enum Step {
     /// unless [`Epoch::satisfied`] becomes true first, then cancel the
     /// receive; without, only a message satisfies the fence.
     Await { from: Option<u16>, immediates: bool },
-    /// Send a flag to every other rank and receive one from each.
+    /// Send a flag to every other rank; then wait for the receives
+    /// [`Step::ExpectFlags`] posted.
     Flags,
+    /// The opening is skipped (every rank closed the window): cancel the
+    /// receives [`Step::ExpectFlags`] posted.
+    DropFlags,
     /// A barrier.
     Barrier,
     /// The fence is over; the next epoch is open (unless the window closed).
@@ -144,6 +158,8 @@ pub enum Step {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
     Idle,
+    /// Naive: flags' receives are posted first.
+    Expect,
     /// Queued operations leave (deferred) or RDMA completes (immediate).
     Flush,
     Reduce,
@@ -174,6 +190,8 @@ struct Fencing {
     /// Every rank's count was zero: nothing is left to order, the opening
     /// is skipped.
     quiet: bool,
+    /// Flags' receives were posted ([`Step::ExpectFlags`]).
+    expecting: bool,
 }
 
 impl Fencing {
@@ -185,6 +203,7 @@ impl Fencing {
         got: 0,
         closers: 0,
         quiet: false,
+        expecting: false,
     };
 }
 
@@ -515,8 +534,12 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             return Err(EpochError::Assertion);
         }
         let steps = self.design.steps(no_precede, no_succeed);
+        // Whatever this rank asserts, the others may open with flags
+        // (their assertion differs): only without a completion step does
+        // no rank send one.
+        let flags = self.design.opening() == Opening::AllPairs && steps.completion.is_some();
         self.fence = Fencing {
-            stage: Stage::Flush,
+            stage: if flags { Stage::Expect } else { Stage::Flush },
             completion: steps.completion,
             closing: no_succeed,
             ..Fencing::IDLE
@@ -552,6 +575,11 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
                 failed: 0,
                 disagree: false,
             }),
+            Stage::Expect => {
+                self.fence.stage = Stage::Flush;
+                self.fence.expecting = true;
+                Step::ExpectFlags
+            }
             Stage::Flush => {
                 self.fence.stage = Stage::Reduce;
                 match self.design {
@@ -627,6 +655,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
                 match opening {
                     Opening::Barrier => Step::Barrier,
                     Opening::AllPairs => Step::Flags,
+                    Opening::None if f.expecting => Step::DropFlags,
                     Opening::None => self.step(counts),
                 }
             }

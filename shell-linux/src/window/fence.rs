@@ -30,6 +30,12 @@ pub(super) struct Io {
     /// Answers to gets, and replies to this rank's gets with their numbers.
     pub answers: Vec<Vec<u8>>,
     pub replies: Vec<(u32, Vec<u8>)>,
+    /// Naive: the flag every other rank sends, received here (one byte a
+    /// rank, allocated once before the receives are posted), the
+    /// receives, and the one byte every flag sent carries.
+    flags: Vec<u8>,
+    flag_recvs: Vec<Req>,
+    flag: [u8; 1],
 }
 
 /// Ends the epoch of `w` (and opens the next) as the core's steps say.
@@ -68,7 +74,7 @@ pub(super) fn run<T: Transport + 'static>(
             Ok(())
         }
         Err(e) => {
-            r.abandon(io.pending.drain(..));
+            r.abandon(io.pending.drain(..).chain(io.flag_recvs.drain(..)));
             w.epoch(r, |e, _| e.abort());
             end(w, &mut io);
             Err(e)
@@ -161,9 +167,21 @@ unsafe fn steps<T: Transport + 'static>(
                     input = Input::Arrived;
                 }
             }
+            // SAFETY: the caller's contract.
+            Step::ExpectFlags => unsafe { expect_flags(w, r, epoch, io)? },
             Step::Flags => {
                 fault = fault.or(r.wait_all(io.pending.drain(..)));
-                all_pairs(w, r, epoch)?;
+                // SAFETY: the caller's contract.
+                fault = fault.or(unsafe { send_flags(w, r, epoch, io)? });
+            }
+            Step::DropFlags => {
+                let recvs: Vec<Req> = io.flag_recvs.drain(..).collect();
+                for q in &recvs {
+                    r.cancel(q);
+                }
+                // Cancelled, or (a rank that did not close after all) a
+                // flag that came: either ends them.
+                r.wait_all(recvs);
             }
             Step::Barrier => {
                 fault = fault.or(r.wait_all(io.pending.drain(..)));
@@ -224,44 +242,63 @@ unsafe fn await_any<T: Transport + 'static>(
     }
 }
 
-/// Naive's opening: a flag from every rank to every other.
-fn all_pairs<T: Transport + 'static>(
+/// Naive, before anything else of its fence: a receive for every other
+/// rank's flag, so no flag waits as an unexpected message holding credit
+/// a finish message needs. A fence that fails abandons them with the
+/// rest of its requests.
+///
+/// # Safety
+/// As [`steps`].
+unsafe fn expect_flags<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
     epoch: u16,
+    io: &mut Io,
 ) -> Result<(), WinError> {
-    let flags = vec![0u8; r.size() as usize];
-    let mut got = vec![0u8; r.size() as usize];
-    let mut pending = Vec::new();
+    let n = r.size() as usize;
+    io.flags = vec![0u8; n];
     let t = tag(w.id, epoch, FLAG);
-    let posted = (|| {
-        for p in (0..r.size()).filter(|&p| p != w.me) {
-            // SAFETY: `flags` and `got` outlive the wait (or abandonment)
-            // below.
-            let q = unsafe {
-                r.irecv_in(
-                    Source::Rank(p),
-                    TagSel::Tag(t),
-                    RMA_CONTEXT,
-                    got[p as usize..].as_mut_ptr(),
-                    1,
-                )
-            };
-            pending.push(q.map_err(recv_failed)?);
-            // SAFETY: as above.
-            let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, flags[p as usize..].as_ptr(), 1) };
-            pending.push(q.map_err(send_failed)?);
-        }
-        Ok(())
-    })();
-    match posted {
-        Ok(()) => match r.wait_all(pending) {
-            Some(f) => Err(WinError::Collective(CollectiveError::Failed(f))),
-            None => Ok(()),
-        },
-        Err(e) => {
-            r.abandon(pending);
-            Err(e)
+    for p in (0..r.size()).filter(|&p| p != w.me) {
+        // SAFETY: `io.flags` is never resized while its receives run (the
+        // caller's contract keeps `io` in place).
+        let q = unsafe {
+            r.irecv_in(
+                Source::Rank(p),
+                TagSel::Tag(t),
+                RMA_CONTEXT,
+                io.flags[p as usize..].as_mut_ptr(),
+                1,
+            )
+        };
+        io.flag_recvs.push(q.map_err(recv_failed)?);
+    }
+    Ok(())
+}
+
+/// Naive's opening: a flag to every other rank, then every flag's receive
+/// [`expect_flags`] posted; the first fault among them.
+///
+/// # Safety
+/// As [`steps`].
+unsafe fn send_flags<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    epoch: u16,
+    io: &mut Io,
+) -> Result<Option<RecvFault>, WinError> {
+    let t = tag(w.id, epoch, FLAG);
+    let mut sends = Vec::new();
+    for p in (0..r.size()).filter(|&p| p != w.me) {
+        // SAFETY: `io.flag` stays in place (the caller's contract).
+        let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, io.flag.as_ptr(), 1) };
+        match q {
+            Ok(q) => sends.push(q),
+            Err(e) => {
+                r.abandon(sends);
+                return Err(send_failed(e));
+            }
         }
     }
+    let recvs: Vec<Req> = io.flag_recvs.drain(..).collect();
+    Ok(r.wait_all(sends.into_iter().chain(recvs)))
 }

@@ -193,6 +193,42 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
     assert_eq!((e.epoch(), e.issued(), e.closed()), (1, false, false));
 }
 
+/// Naive posts every flag's receive before anything else of its fence,
+/// sends the flags at the opening, and cancels the receives when every
+/// rank closed the window (no flag comes).
+#[test]
+fn naive_expects_every_flag_first_and_drops_them_when_all_close() {
+    for all_close in [false, true] {
+        let mut e = epoch(Design::ImmNaive);
+        let mut c = [0u8; 64];
+        e.fence(false, all_close).unwrap();
+        assert_eq!(e.step(&mut c), Step::ExpectFlags);
+        assert_eq!(e.step(&mut c), Step::Flush);
+        let len = Epoch::<[Target; 3]>::reduce_len(Design::ImmNaive, 3);
+        let reduce = Step::Reduce {
+            collective: Reduction::ReduceScatter,
+            len,
+        };
+        assert_eq!(e.step(&mut c), reduce);
+        // Nothing was used; three closers, or none.
+        let closers = if all_close { 3 } else { 0 };
+        e.reduced(&ne(&[0, closers, 0, 0, 0, 0]));
+        let opening = if all_close {
+            Step::DropFlags
+        } else {
+            Step::Flags
+        };
+        assert_eq!(e.step(&mut c), opening);
+        assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+        assert_eq!(e.closed(), all_close);
+    }
+    // A fence with no completion step sends no flags: none is expected.
+    let mut e = epoch(Design::ImmNaive);
+    let mut c = [0u8; 64];
+    e.fence(true, false).unwrap();
+    assert_eq!(e.step(&mut c), Step::Flush);
+}
+
 #[test]
 fn ri_counts_immediates_including_the_next_epochs_early_ones() {
     let mut e = epoch(Design::ImmRi);
