@@ -63,11 +63,9 @@ pub const SHARE: u32 = 2;
 
 /// `cfg` with a receive pool that starts every peer of `ranks` with
 /// [`SHARE`] credits, as an MPI library sizes its buffers to the job.
-/// With the 256-buffer default, from 64 ranks each first message borrows
-/// credit (a round trip more), and the naive design's all-pairs flags fill
-/// the lender's budget with unexpected flags while finish messages wait
-/// for credit: at 512 ranks every rank stalls (the endpoint's
-/// [`stall`](rmx_core::Endpoint::stall) says so).
+/// With the 256-buffer default, from 64 ranks a peer's share is at most
+/// one credit and from 128 none: most messages first borrow credit, a
+/// round trip more (a barrier of 1024 ranks takes three times as long).
 pub fn pooled(cfg: Config, ranks: u16) -> Config {
     let peers = u32::from(ranks.max(2)) - 1;
     let need = cfg.rx_reserve + 2 * peers * SHARE.min(u32::from(cfg.credits));
