@@ -1023,6 +1023,14 @@ fn sim_runs_collectives_and_every_fence_design_to_hundreds_of_ranks() {
     let (code, _, err) = rmx(&["bench", "fence", "--sim", "--ranks", "65535"]);
     assert_eq!(code, 2);
     assert!(err.contains("--ranks must be between 2 and 4096"), "{err}");
+    // A thousand ranks of 8 MiB windows, three copies each: refused, not
+    // swapped to death.
+    let (code, _, err) = rmx(&["bench", "fence", "--sim", "--max-size", "1048576"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("give fewer --ranks or a smaller --max-size"),
+        "{err}"
+    );
 }
 
 /// `RMX_CALIBRATION` naming a FIFO nobody writes (before: every command,

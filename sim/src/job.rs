@@ -143,6 +143,10 @@ fn collective_result(what: Collective, step: usize, n: u16) -> Vec<u8> {
     acc
 }
 
+/// Virtual time a job may take: past it, the job has stopped moving (a
+/// rank's timers alone keep the clock going).
+pub const LIMIT_NS: u64 = 60_000_000_000;
+
 /// The job: ranks, network, programs and the reference.
 pub struct Job {
     spec: Spec,
@@ -269,6 +273,9 @@ impl Job {
         let mut now = 0;
         while let Some(ev) = self.net.pop() {
             now = ev.at;
+            if now > LIMIT_NS {
+                break;
+            }
             let r = ev.rank;
             let ri = r as usize;
             let run = match ev.what {
@@ -357,7 +364,7 @@ impl Job {
                 }
             }
             return Err(format!(
-                "stalled at {now} ns: {} ranks unfinished (ranks at each step: {at:?}), rank {r} at step {} of {}; its endpoint: {:?}, {:?}",
+                "stalled at {now} ns (nothing in flight, or past {LIMIT_NS} ns): {} ranks unfinished (ranks at each step: {at:?}), rank {r} at step {} of {}; its endpoint: {:?}, {:?}",
                 unfinished.len(),
                 self.places[r].step,
                 self.programs[r].len(),

@@ -14,6 +14,9 @@ pub(crate) const RANKS_LIMIT: u16 = 64;
 /// (a thousand ranks take about 1.5 GB).
 pub(crate) const SIM_RANKS_LIMIT: u16 = 4096;
 
+/// The most window memory a `--sim` fence run holds, over all its ranks.
+pub(crate) const SIM_WINDOWS_LIMIT: usize = 4 << 30;
+
 /// Timed runs of each row in virtual time, unless `--iters` says: a
 /// perfect network repeats itself, so two show the steady state.
 pub(crate) const SIM_ITERS: u64 = 2;
@@ -129,6 +132,18 @@ pub(crate) fn fence(
     }
     let sizes = group_sizes(ranks, 4, sim)?;
     if sim {
+        // Each simulated rank holds its window, the bytes it puts from, and
+        // the reference's copy: eight puts of the largest size each.
+        let most = sizes.last().copied().unwrap_or(2) as usize;
+        let bytes = most * 3 * 8 * o.max_size.max(16);
+        if bytes > SIM_WINDOWS_LIMIT {
+            return Err(format!(
+                "--sim with {most} ranks and --max-size {} needs {} MiB of windows (above {} MiB): give fewer --ranks or a smaller --max-size",
+                o.max_size,
+                bytes >> 20,
+                SIM_WINDOWS_LIMIT >> 20
+            ));
+        }
         let designs = designs(design, None)?;
         let r = bench::sim::fence_report(
             &sim_warmup(a, o),
