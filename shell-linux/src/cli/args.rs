@@ -344,49 +344,22 @@ pub(crate) struct RateArgs {
     pub(crate) rndv: Option<RndvSel>,
 }
 
-/// How the eth transport receives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum RxSel {
-    Ring,
-    Recvmmsg,
-}
-
 #[derive(Args, Clone)]
 pub(crate) struct BenchArgs {
     /// Transport to measure: loop (in-process software NIC) or eth (raw
     /// Ethernet frames; needs root or CAP_NET_RAW).
     #[arg(long, default_value = "loop")]
     pub(crate) transport: String,
-    /// eth: the interface every rank opens. Without it rmx makes a lab of
-    /// two network namespaces joined by a veth pair for the run, one rank
-    /// in each, and removes it afterwards (also on failure and Ctrl-C).
-    /// Ranks on one interface of one host (threads, or processes of a
-    /// launcher) talk through rmx's local path; on `lo` through the wire.
-    #[arg(long)]
-    pub(crate) iface: Option<String>,
-    /// eth, lab made for the run: its interfaces' MTU [default: 9000].
-    #[arg(long)]
-    pub(crate) mtu: Option<u32>,
-    /// eth: per cent of received frames the transport drops (injected on
-    /// receive, seeded, so it works where the kernel has no netem).
-    #[arg(long)]
-    pub(crate) loss: Option<f64>,
-    /// eth: per cent of received frames the transport delivers twice.
-    #[arg(long)]
-    pub(crate) dup: Option<f64>,
-    /// eth: per cent of received frames delivered after the next one.
-    #[arg(long)]
-    pub(crate) reorder: Option<f64>,
+    /// Each transport's own options (eth: --iface, --mtu, --loss, --dup,
+    /// --reorder, --rx), from the transport registry.
+    #[command(flatten)]
+    pub(crate) net: rmx_linux::transport::registry::Options,
     /// Largest message sent eagerly as fragments of one packet each
     /// (Open-MX's medium messages), above it by rendezvous; 0 turns them
     /// off [default: 32768 on eth, 0 on loop, whose RDMA rendezvous
     /// copies nothing].
     #[arg(long, value_name = "BYTES")]
     pub(crate) medium_max: Option<u32>,
-    /// eth: how frames come in: a PACKET_MMAP ring (no system call to
-    /// poll) or batched recvmmsg [default: ring].
-    #[arg(long, value_enum)]
-    pub(crate) rx: Option<RxSel>,
     /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
     /// spectrum, where copies below it are too cheap to save].
     #[arg(long)]

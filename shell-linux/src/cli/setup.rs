@@ -1,9 +1,8 @@
 //! What every benchmark command sets up from its arguments: the transport and its network (a lab, a launcher's PMI), the options, and where the report goes.
 
 use rmx_linux::bench::{report::Report, Opts};
-use rmx_linux::job::{EthNet, Launch, Net};
-use rmx_linux::lab::{LabSpec, TempLab};
-use rmx_linux::loopnic::LoopConfig;
+use rmx_linux::job::Net;
+use rmx_linux::lab::TempLab;
 
 use super::*;
 
@@ -110,9 +109,6 @@ pub(crate) fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<Te
         if !launchable {
             return Err("this benchmark runs its ranks as threads of one process; start it without a launcher (pingpong, msgrate and bw run under a launcher)".into());
         }
-        if a.transport != "eth" || a.iface.is_none() {
-            return Err("under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)".into());
-        }
         // PMI_SIZE is set in PMI_FD mode; with PMI_PORT the size comes
         // with the handshake and is checked below.
         if let Ok(size) = std::env::var("PMI_SIZE") {
@@ -121,74 +117,13 @@ pub(crate) fn network(a: &BenchArgs, launchable: bool) -> Result<(Net, Option<Te
             }
         }
     }
-    let eth_only = [
-        ("--iface", a.iface.is_some()),
-        ("--mtu", a.mtu.is_some()),
-        ("--loss", a.loss.is_some()),
-        ("--dup", a.dup.is_some()),
-        ("--reorder", a.reorder.is_some()),
-        ("--rx", a.rx.is_some()),
-    ];
-    if a.transport != "eth" {
-        if let Some((name, _)) = eth_only.iter().find(|x| x.1) {
-            return Err(format!("{name} applies to --transport eth only"));
+    let (net, lab) = a.net.open(&a.transport, launched)?;
+    if let Some(l) = net.launch() {
+        if l.size() != 2 {
+            return Err(two_ranks(&l.size().to_string()));
         }
-        return Ok((Net::Loop(LoopConfig::default()), None));
     }
-    let faults = rmx_linux::eth::Faults::percent(
-        a.loss.unwrap_or(0.0),
-        a.dup.unwrap_or(0.0),
-        a.reorder.unwrap_or(0.0),
-        0x5eed,
-    )?;
-    let opts = rmx_linux::eth::EthOpts {
-        faults,
-        rx_ring: a.rx != Some(RxSel::Recvmmsg),
-        ..Default::default()
-    };
-    if let Some(iface) = &a.iface {
-        if a.mtu.is_some() {
-            return Err("--mtu sets the MTU of a lab rmx makes; with --iface the interface's own MTU is used".into());
-        }
-        // Opened once here so that a wrong name or missing privilege is a
-        // sentence, not a failed rank thread (and before PMI is touched).
-        rmx_linux::eth::RawSocket::open(iface, rmx_core::wire::frame::ETHERTYPE, false).map_err(|e| {
-            format!("cannot open interface {iface:?} for raw frames: {e} (it needs root or CAP_NET_RAW; `ip link` lists the interfaces)")
-        })?;
-        let launch = rmx_linux::pmi::Pmi::from_env()
-            .map_err(|e| format!("started by a launcher, but its PMI failed: {e}"))?
-            .map(Launch::new);
-        if let Some(l) = &launch {
-            if l.size() != 2 {
-                return Err(two_ranks(&l.size().to_string()));
-            }
-        }
-        let net = EthNet {
-            iface: iface.clone(),
-            netns: Vec::new(),
-            opts,
-            launch,
-        };
-        return Ok((Net::Eth(net), None));
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("--transport eth without --iface makes a lab of network namespaces, which needs root: run with sudo, or give --iface IF on an interface you may open (e.g. --iface lo with CAP_NET_RAW)".into());
-    }
-    let spec = LabSpec {
-        prefix: format!("rmxb{}", std::process::id()),
-        mtu: a.mtu.unwrap_or(9000),
-        ..LabSpec::default()
-    };
-    spec.check()?;
-    let lab = TempLab::up(spec)?;
-    let net = EthNet {
-        iface: rmx_linux::lab::IFACE.into(),
-        netns: (0..2).map(|r| lab.spec().netns(r)).collect(),
-        opts,
-        launch: None,
-    };
-    Ok((Net::Eth(net), Some(lab)))
+    Ok((net, lab))
 }
 
 /// The calibration zero-copy runs with, once the monitor it needs is up.

@@ -134,12 +134,13 @@ pub(crate) fn suite(
         group_sizes(Some(sim_ranks), 0, true).map_err(|e| e.replace("--ranks", "--sim-ranks"))?;
     let args = BenchArgs {
         transport: transport.into(),
-        iface,
-        mtu: None,
-        loss: None,
-        dup: None,
-        reorder: None,
-        rx: None,
+        net: rmx_linux::transport::registry::Options {
+            eth: rmx_linux::eth::EthOptions {
+                iface,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
         medium_max: None,
         min_size: None,
         max_size: None,

@@ -5,6 +5,7 @@
 pub mod local;
 pub mod netns;
 mod network;
+mod options;
 pub mod port;
 pub mod qdisc;
 pub mod ring;
@@ -12,6 +13,7 @@ pub mod socket;
 
 pub use crate::transport::Faults;
 pub use network::EthNet;
+pub use options::{EthOptions, RxSel};
 pub use port::{EthOpts, EthPort};
 pub use socket::RawSocket;
 

@@ -26,7 +26,19 @@ pub struct EthNet {
 }
 impl Network for EthNet {
     type Port = EthPort;
+    type Options = super::EthOptions;
     const ENTRY: Entry = ENTRY;
+
+    fn given(o: &super::EthOptions) -> Option<&'static str> {
+        o.given()
+    }
+
+    fn open(
+        o: &super::EthOptions,
+        launched: bool,
+    ) -> Result<(EthNet, Option<crate::lab::TempLab>), String> {
+        o.open(launched)
+    }
 
     fn json(&self) -> serde_json::Value {
         serde_json::json!({

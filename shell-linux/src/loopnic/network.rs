@@ -9,9 +9,28 @@ use crate::transport::network::{Network, Wire};
 use crate::transport::registry::Entry;
 use crate::transport::AnyPort;
 
+/// loop has no options of its own: its ranks are threads of one process.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct LoopOptions {}
+
 impl Network for LoopConfig {
     type Port = Port;
+    type Options = LoopOptions;
     const ENTRY: Entry = ENTRY;
+
+    fn given(_: &LoopOptions) -> Option<&'static str> {
+        None
+    }
+
+    fn open(
+        _: &LoopOptions,
+        launched: bool,
+    ) -> Result<(LoopConfig, Option<crate::lab::TempLab>), String> {
+        match launched {
+            true => Err(crate::transport::network::LAUNCHED.into()),
+            false => Ok((LoopConfig::default(), None)),
+        }
+    }
 
     fn json(&self) -> serde_json::Value {
         serde_json::json!(self)

@@ -12,13 +12,33 @@ use super::registry::Entry;
 use super::{AnyPort, Faults, Transport};
 use crate::job::Launch;
 
+/// What a benchmark started by a launcher on a transport that cannot run
+/// one rank per process is told.
+pub const LAUNCHED: &str = "under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)";
+
 /// A transport's settings for a job, and what follows from them.
-pub trait Network: Clone + std::fmt::Debug {
+pub trait Network: Clone + std::fmt::Debug + Sized {
     /// The port each rank of a job on this network drives.
     type Port: Transport;
 
+    /// The transport's command-line options; the registry flattens them
+    /// into every benchmark's.
+    type Options: clap::Args + Clone + std::fmt::Debug + Default;
+
     /// The transport's line in the registry.
     const ENTRY: Entry;
+
+    /// The first of this transport's options given (its flag), so that a
+    /// job on another transport refuses it.
+    fn given(options: &Self::Options) -> Option<&'static str>;
+
+    /// The network `options` make, and the lab made for it if any (kept
+    /// by the caller until the job is over). `launched`: a launcher
+    /// started this process as one rank.
+    fn open(
+        options: &Self::Options,
+        launched: bool,
+    ) -> Result<(Self, Option<crate::lab::TempLab>), String>;
 
     /// The settings, for a report's `config` block.
     fn json(&self) -> serde_json::Value;

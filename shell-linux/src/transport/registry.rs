@@ -50,9 +50,47 @@ macro_rules! each {
 /// stay inline, since a box would put an indirection on every post and
 /// poll).
 macro_rules! transports {
-    ($($v:ident($net:ty)),+ $(,)?) => {
+    ($($v:ident($net:ty, $opt:ident)),+ $(,)?) => {
         /// Every transport, the default first.
         pub const TRANSPORTS: &[Entry] = &[$(<$net as Network>::ENTRY,)+ VERBS];
+
+        /// Every transport's command-line options, flattened into every
+        /// benchmark's.
+        #[derive(clap::Args, Clone, Debug, Default)]
+        pub struct Options {
+            $(
+                #[command(flatten)]
+                pub $opt: <$net as Network>::Options,
+            )+
+        }
+
+        impl Options {
+            /// The network transport `name` opens from its options, and the
+            /// lab made for it if any; another transport's option given is
+            /// refused by its flag. `launched`: a launcher started this
+            /// process as one rank.
+            pub fn open(
+                &self,
+                name: &str,
+                launched: bool,
+            ) -> Result<(Net, Option<crate::lab::TempLab>), String> {
+                $(
+                    let n = <$net as Network>::ENTRY.name;
+                    if n != name {
+                        if let Some(flag) = <$net as Network>::given(&self.$opt) {
+                            return Err(format!("{flag} applies to --transport {n} only"));
+                        }
+                    }
+                )+
+                $(
+                    if <$net as Network>::ENTRY.name == name {
+                        let (net, lab) = <$net as Network>::open(&self.$opt, launched)?;
+                        return Ok((Net::$v(net), lab));
+                    }
+                )+
+                find(name).and_then(|t| Err(format!("transport `{}` opens no network in this build", t.name)))
+            }
+        }
 
         /// The network a job's ranks talk over: one transport's settings.
         #[derive(Clone, Debug)]
@@ -255,8 +293,8 @@ const VERBS: Entry = Entry {
 // the variant that names it in `Net` and `AnyPort`, and its settings type
 // (a `Network`, which names its port and its registry entry).
 transports! {
-    Loop(crate::loopnic::LoopConfig),
-    Eth(crate::eth::EthNet),
+    Loop(crate::loopnic::LoopConfig, looped),
+    Eth(crate::eth::EthNet, eth),
 }
 
 /// The transport `name` names, if this build carries it; else what to do.
