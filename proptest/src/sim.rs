@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rmx_core::reuse::{NoReuse, SendReuse};
 use rmx_core::{
-    Config, Endpoint, Protocol, Request, Sizes, Source, Stats, Tables, TagSel, UserBuf, WorkId,
+    Config, Endpoint, Protocol, Request, Sizes, Source, Stats, Tables, TagSel, UserBuf,
 };
 
 use crate::heap::{sizes, Heap};
@@ -471,7 +471,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                     execute_rdma(&mut y[0].nic, &mut x[b].nic, &post)
                 };
                 let r = &mut ranks[a];
-                let wr_id = WorkId::Rdma(post.id).wr_id();
+                let wr_id = post.work.wr_id();
                 r.ep.on_completion(&mut r.nic, wr_id, result);
                 continue;
             }

@@ -43,7 +43,10 @@ fn rdma(ep: &mut Ep, me: &mut MemNic, peer: &mut MemNic) -> usize {
     let posts: Vec<_> = me.rdma_out.drain(..).collect();
     for p in &posts {
         let r = execute_rdma(me, peer, p);
-        ep.on_rdma_complete(me, p.id, r);
+        let rmx_core::WorkId::Rdma(id) = p.work else {
+            panic!("the endpoint posted {:?}", p.work)
+        };
+        ep.on_rdma_complete(me, id, r);
     }
     posts.len()
 }

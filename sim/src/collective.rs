@@ -112,7 +112,7 @@ impl CollTask {
                 }
                 Step::Reduce { spans } => {
                     let bytes: usize = spans.iter().flatten().map(|s| s.len).sum();
-                    node.spend(node_model_reduce(node, bytes));
+                    node.spend(node.model().reduce_ns(bytes));
                     Run::reduce(spans, Op::Sum, Int::U32, &mut self.data, &self.scratch)
                         .map_err(|e| format!("{e:?}"))?;
                 }
@@ -120,8 +120,4 @@ impl CollTask {
             }
         }
     }
-}
-
-fn node_model_reduce(node: &Node, bytes: usize) -> u64 {
-    node.model().reduce_ns(bytes)
 }

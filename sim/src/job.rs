@@ -81,8 +81,6 @@ enum Task {
 struct Place {
     step: usize,
     task: Option<Task>,
-    /// Epochs of each window ended here.
-    epochs: Vec<u32>,
     wake_at: Option<u64>,
 }
 
@@ -245,7 +243,6 @@ impl Job {
             .map(|_| Place {
                 step: 0,
                 task: None,
-                epochs: vec![0; spec.windows.len()],
                 wake_at: None,
             })
             .collect();
@@ -469,8 +466,8 @@ impl Job {
         let node = &mut self.nodes[ri];
         for p in std::mem::take(&mut node.posted) {
             match p {
-                crate::node::Posted::Packet { at, to, bytes } => self.net.send(at, r, to, bytes),
-                crate::node::Posted::Rdma { at, post } => {
+                crate::node::ToWire::Packet { at, to, bytes } => self.net.send(at, r, to, bytes),
+                crate::node::ToWire::Rdma { at, post } => {
                     let t = &self.nodes[post.peer as usize].nic;
                     let ok = t.covers(post.remote.key, post.remote.addr, post.local.len);
                     self.net.rdma(at, r, &self.nodes[ri].nic, post, ok);
@@ -559,7 +556,6 @@ impl Job {
                 ok = (0..len).all(|k| got[k] == want[k] || got[k] == ahead[k]);
             }
         }
-        self.places[ri].epochs[w] += 1;
         if !ok {
             if !self.spec.count_late {
                 let k = (0..len).find(|&k| got[k] != want[k]).unwrap_or(0);

@@ -60,9 +60,8 @@ pub struct MemNic {
 pub struct RdmaPost {
     pub peer: u16,
     pub op: RdmaOp,
-    /// The endpoint's number for its transfers (`WorkId::Rdma`); 0 for a window's.
-    pub id: u32,
-    /// The work request's id, as its completion reports it.
+    /// The work request (an endpoint's transfer, or a window's operation),
+    /// as its completion reports it.
     pub work: WorkId,
     /// A write with immediate: the value the target's receive queue reports.
     pub imm: Option<u32>,
@@ -224,12 +223,12 @@ impl MemNic {
         remote: Remote,
         imm: Option<u32>,
     ) -> Result<Posted, PostError> {
-        let id = match work {
-            WorkId::Rdma(id) => id,
+        match work {
+            WorkId::Rdma(_) => {}
             // A window's operation, where windows are modelled.
-            WorkId::Window { .. } if self.windows => 0,
+            WorkId::Window { .. } if self.windows => {}
             _ => return Err(PostError::Unsupported),
-        };
+        }
         if !(self.caps.rdma_read || self.caps.rdma_write) {
             return Err(PostError::Unsupported);
         }
@@ -246,7 +245,6 @@ impl MemNic {
         self.rdma_out.push(RdmaPost {
             peer,
             op,
-            id,
             work,
             imm,
             local,

@@ -34,7 +34,7 @@ pub enum Rx {
 /// What a rank posted, for the network: a packet or an RDMA operation,
 /// and when it left the CPU.
 #[derive(Debug)]
-pub enum Posted {
+pub enum ToWire {
     Packet { at: u64, to: u16, bytes: Vec<u8> },
     Rdma { at: u64, post: RdmaPost },
 }
@@ -75,12 +75,10 @@ pub struct Node {
     /// Collectives this rank started (the next one's number).
     pub collectives: u16,
     /// What the core posted, not yet handed to the network.
-    pub posted: Vec<Posted>,
+    pub posted: Vec<ToWire>,
     /// Buffers free for requests' bytes.
     free: Vec<UserBuf>,
     model: Model,
-    /// Received packets, immediates and CPU time spent on them.
-    pub busy_ns: u64,
 }
 
 impl Node {
@@ -119,7 +117,6 @@ impl Node {
             posted: Vec::new(),
             free: Vec::new(),
             model,
-            busy_ns: 0,
         })
     }
 
@@ -131,7 +128,6 @@ impl Node {
     /// Spends `ns` of CPU.
     pub fn spend(&mut self, ns: u64) {
         self.cpu += ns;
-        self.busy_ns += ns;
     }
 
     /// Takes what the NIC holds for the network, each post costing `o`.
@@ -139,7 +135,7 @@ impl Node {
         let o = self.model.overhead_ns;
         for (to, bytes) in std::mem::take(&mut self.nic.outbox) {
             self.spend(o);
-            self.posted.push(Posted::Packet {
+            self.posted.push(ToWire::Packet {
                 at: self.cpu,
                 to,
                 bytes,
@@ -147,7 +143,7 @@ impl Node {
         }
         for post in std::mem::take(&mut self.nic.rdma_out) {
             self.spend(o);
-            self.posted.push(Posted::Rdma { at: self.cpu, post });
+            self.posted.push(ToWire::Rdma { at: self.cpu, post });
         }
     }
 

@@ -63,7 +63,7 @@ impl EthOptions {
     /// job is over. `launched`: a launcher started this process as one rank.
     pub fn open(&self, launched: bool) -> Result<(EthNet, Option<TempLab>), String> {
         if launched && self.iface.is_none() {
-            return Err(super::super::transport::network::LAUNCHED.into());
+            return Err(crate::transport::network::LAUNCHED.into());
         }
         let faults = Faults::percent(
             self.loss.unwrap_or(0.0),
