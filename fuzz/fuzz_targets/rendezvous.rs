@@ -137,7 +137,7 @@ fuzz_target!(|data: &[u8]| {
                     } else {
                         Err(rmx_core::RdmaError::Access)
                     };
-                    let wr_id = rmx_core::WorkId::Rdma(post.id).wr_id();
+                    let wr_id = post.work.wr_id();
                     me.ep.on_completion(&mut me.nic, wr_id, r);
                 }
             }
