@@ -369,7 +369,7 @@ impl Fabric {
             head: 0,
             told: 0,
             seen: vec![0; n],
-            reposts: Reposts::new(self.shared.cfg.srq_depth),
+            reposts: Reposts::default(),
             held: vec![false; self.shared.hcas[rank as usize].ring.depth()],
             keys: region::KeyCache::default(),
             outstanding: vec![0; n],
@@ -888,7 +888,7 @@ impl Port {
             _ => return false,
         }
         let ring = &self.shared.hcas[self.rank as usize].ring;
-        self.reposts.repost(ring, buf);
+        self.reposts.repost(ring, buf, self.head);
         true
     }
 

@@ -1,18 +1,22 @@
-//! The shared receive queue of one rank: a ring of fixed-size receive buffers,
-//! each headed by a completion stamp, so that a small message and its completion
-//! share one cache line.
+//! The shared receive queue of one rank: a ring of `D` slots, each holding one
+//! of `D` fixed-size receive buffers, every buffer headed by a completion
+//! stamp, so that a small message and its completion share one cache line.
 //!
-//! Buffer `i` of a ring of depth `D` serves positions `i, i+D, i+2D, ...`. Its stamp
-//! reads `k+1` once position `k` is filled. The receiver publishes `released`:
-//! every position below it has been reposted. A sender may claim position `t`
-//! (a CAS on `tail`) only while `t < released + D` (else the receiver is not
-//! ready: RNR); it caches `released` and re-reads it only when the ring looks
-//! full, so in steady state a send touches no line the receiver writes. It then
-//! writes the data and publishes the stamp with release ordering; the receiver
-//! polls the stamp at its own `head`.
+//! Slot `i` serves positions `i, i+D, i+2D, ...`; the buffer in it reads
+//! stamp `k+1` once position `k` is filled. The receiver refills slots in
+//! position order with whichever buffers come back ([`Reposts`]), as a
+//! verbs SRQ takes buffers reposted in any order: a buffer the receiver
+//! keeps (an unexpected message nobody has received yet) blocks none of
+//! the others. It publishes `released`: every position below it has been
+//! polled and its slot refilled. A sender may claim position `t` (a CAS on
+//! `tail`) only while `t < released + D` (else the receiver is not ready:
+//! RNR); it caches `released` and re-reads it only when the ring looks full,
+//! so in steady state a send touches no line the receiver writes. It then
+//! writes the data into the slot's buffer and publishes the stamp with
+//! release ordering; the receiver polls the stamp at its own `head`.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -39,6 +43,10 @@ pub struct RecvRing {
     mask: u64,
     stride: usize,
     buf_size: usize,
+    /// The buffer in each slot. Written by the receiver before `released`
+    /// passes the slot's last position (so a sender that saw that
+    /// `released` reads the new buffer); read by senders and the receiver.
+    slots: Box<[AtomicU32]>,
     tail: CachePadded<AtomicU64>,
     released: CachePadded<AtomicU64>,
 }
@@ -74,6 +82,7 @@ impl RecvRing {
             mask: depth as u64 - 1,
             stride,
             buf_size,
+            slots: (0..depth as u32).map(AtomicU32::new).collect(),
             tail: CachePadded::new(AtomicU64::new(0)),
             released: CachePadded::new(AtomicU64::new(0)),
         })
@@ -118,15 +127,22 @@ impl RecvRing {
         }
     }
 
+    /// The buffer in the slot serving `pos` (a claimed or published one).
+    fn buf_at(&self, pos: u64) -> usize {
+        // Ordered by `released` (see `slots`): relaxed suffices.
+        self.slots[(pos & self.mask) as usize].load(Ordering::Relaxed) as usize
+    }
+
     /// Data area of the buffer serving `pos`.
     pub fn data_ptr(&self, pos: u64) -> *mut u8 {
         // SAFETY: PREFIX < stride.
-        unsafe { self.base((pos & self.mask) as usize).add(PREFIX) }
+        unsafe { self.base(self.buf_at(pos)).add(PREFIX) }
     }
 
     /// Completes a claimed position: `len` bytes were written at `data_ptr(pos)`.
     pub fn publish(&self, pos: u64, len: u32, imm: Option<u32>, src: u16) {
-        let b = self.base((pos & self.mask) as usize);
+        let i = self.buf_at(pos);
+        let b = self.base(i);
         let info = len | if imm.is_some() { IMM_FLAG } else { 0 };
         // SAFETY: this thread claimed `pos`; nobody reads the prefix before the stamp.
         unsafe {
@@ -134,13 +150,12 @@ impl RecvRing {
             (b.add(12) as *mut u32).write(imm.unwrap_or(0));
         }
         let stamp = ((src as u64) << 48) | ((pos + 1) & MASK);
-        self.stamp((pos & self.mask) as usize)
-            .store(stamp, Ordering::Release);
+        self.stamp(i).store(stamp, Ordering::Release);
     }
 
     /// The completion at `head`, if it has been published.
     pub fn poll(&self, head: u64) -> Option<RecvWc> {
-        let i = (head & self.mask) as usize;
+        let i = self.buf_at(head);
         let s = self.stamp(i).load(Ordering::Acquire);
         if s & MASK != (head + 1) & MASK {
             return None;
@@ -181,30 +196,31 @@ impl RecvRing {
     }
 }
 
-/// The receiver's side of reposting: buffers may come back in any order, but
-/// `released` only advances over a contiguous run of them.
-#[derive(Debug)]
+/// The receiver's side of reposting: buffers come back in any order and
+/// refill the slots of the positions polled, oldest first.
+#[derive(Debug, Default)]
 pub struct Reposts {
-    back: Vec<bool>,
+    /// Buffers back from the receiver, in no slot yet.
+    spare: Vec<u32>,
+    /// Positions below this are polled and their slots refilled.
     upto: u64,
 }
 
 impl Reposts {
-    pub fn new(depth: usize) -> Reposts {
-        Reposts {
-            back: vec![false; depth.next_power_of_two()],
-            upto: 0,
-        }
-    }
-
-    /// Buffer `buf` of `ring` is free again.
+    /// Buffer `buf` of `ring` is free again; `polled` positions have been
+    /// polled.
     #[inline]
-    pub fn repost(&mut self, ring: &RecvRing, buf: u32) {
-        let m = self.back.len() as u64 - 1;
-        self.back[buf as usize] = true;
+    pub fn repost(&mut self, ring: &RecvRing, buf: u32, polled: u64) {
+        self.spare.push(buf);
         let before = self.upto;
-        while self.back[(self.upto & m) as usize] {
-            self.back[(self.upto & m) as usize] = false;
+        while self.upto < polled {
+            let Some(b) = self.spare.pop() else { break };
+            // Buffers reposted in order refill their own slots: the line
+            // senders read stays unwritten.
+            let slot = &ring.slots[(self.upto & ring.mask) as usize];
+            if slot.load(Ordering::Relaxed) != b {
+                slot.store(b, Ordering::Relaxed);
+            }
             self.upto += 1;
         }
         if self.upto != before {
@@ -228,7 +244,7 @@ mod tests {
     fn claim_publish_poll_repost_cycle() {
         let r = RecvRing::new(2, 64).unwrap();
         let mut seen = 0;
-        let mut back = Reposts::new(2);
+        let mut back = Reposts::default();
         let a = r.claim(&mut seen).unwrap();
         let b = r.claim(&mut seen).unwrap();
         assert_eq!(r.claim(&mut seen), None, "ring full: receiver not ready");
@@ -242,19 +258,26 @@ mod tests {
         assert_eq!((wb.len, wb.imm, wb.src), (2, Some(7), 3));
         // SAFETY: polled and not reposted.
         assert_eq!(unsafe { r.bytes(wb.buf) }, b"hi");
-        back.repost(&r, wb.buf);
-        assert_eq!(
-            r.claim(&mut seen),
-            None,
-            "position 2 uses buffer 0, still full"
-        );
-        back.repost(&r, 0);
+        // Buffer 0 (position a) is kept; buffer 1 comes back and serves
+        // position 2 in slot 0: a kept buffer blocks no other.
+        back.repost(&r, wb.buf, 2);
         assert_eq!(r.claim(&mut seen), Some(2));
-        assert_eq!(r.claim(&mut seen), Some(3));
+        assert_eq!(r.claim(&mut seen), None, "one buffer kept: one free");
         assert_eq!(
             r.poll(2),
             None,
             "a stale stamp of the previous lap is not a completion"
         );
+        // SAFETY: position 2 is claimed by this thread.
+        unsafe { std::ptr::copy_nonoverlapping(b"yo".as_ptr(), r.data_ptr(2), 2) };
+        r.publish(2, 2, None, 4);
+        let w2 = r.poll(2).unwrap();
+        assert_eq!((w2.buf, w2.src), (wb.buf, 4));
+        // SAFETY: polled and not reposted.
+        assert_eq!(unsafe { r.bytes(w2.buf) }, b"yo");
+        // SAFETY: buffer 0 is still kept, untouched by position 2.
+        assert_eq!(unsafe { r.bytes(0) }.len(), 0);
+        back.repost(&r, 0, 3);
+        assert_eq!(r.claim(&mut seen), Some(3));
     }
 }
