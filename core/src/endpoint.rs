@@ -342,6 +342,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.holds.len()
     }
 
+    /// Request handles free: a shell that issues many requests in a row
+    /// keeps a few for the receives it must post meanwhile.
+    pub fn free_requests(&self) -> usize {
+        self.reqs.free_len()
+    }
+
     /// Sends whose data still waits for a credit or a bounce slot.
     pub fn queued_sends(&self) -> usize {
         self.queued.len()

@@ -172,6 +172,11 @@ impl<T: AsRef<[RequestEntry]> + AsMut<[RequestEntry]>> Table<T> {
         }
     }
 
+    /// Requests that can be handed out now.
+    pub fn free_len(&self) -> usize {
+        self.free.len()
+    }
+
     /// A request can be handed out.
     pub fn has_free(&self) -> bool {
         !self.free.is_empty()

@@ -144,7 +144,9 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
                 }
                 e.reduced(&counts);
                 e.finished(target, [bytes[2], bytes[3], 0, 0]);
-                e.arrived();
+                // Any origin, the job's ranks or not, at any stage.
+                e.arrived(u16::from_le_bytes([bytes[5], bytes[6]]));
+                let _ = e.awaiting();
             }
             7 => {
                 let a = e.admit(&first[..first.len().min(HEADER + INLINE)]);
@@ -164,7 +166,7 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
                             e.reduced(&counts)
                         }
                         Step::RecvFinish => e.finished(target, [bytes[4] & 3, 0, 0, 0]),
-                        Step::Await { .. } => e.arrived(),
+                        Step::Await { from, .. } => e.arrived(from.unwrap_or(target)),
                         _ => {}
                     }
                 }

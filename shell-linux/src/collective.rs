@@ -9,7 +9,7 @@ use rmx_core::collective::{
 };
 use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
 
-use crate::rank::{Rank, Req};
+use crate::rank::{Beside, Rank, Req};
 use crate::transport::Transport;
 
 /// Why a collective did not complete.
@@ -71,6 +71,25 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(len / n)
     }
 
+    /// [`reduce_scatter`](Self::reduce_scatter) or
+    /// [`allreduce`](Self::allreduce) (`scatter` or not) of u32 sums,
+    /// running `beside` whenever a wait stalls: a fence receives
+    /// operations meanwhile.
+    pub(crate) fn sum_beside<E: From<CollectiveError>>(
+        &mut self,
+        data: &mut [u8],
+        scatter: bool,
+        beside: Beside<'_, T, E>,
+    ) -> Result<(), E> {
+        let what = match scatter {
+            true => Collective::ReduceScatter {
+                block: self.block_of(data.len())?,
+            },
+            false => Collective::Allreduce { len: data.len() },
+        };
+        self.collective_beside(what, data, Some((Op::Sum, Int::U32)), beside)
+    }
+
     /// Runs `what` over `data`, reducing with `op` where it reduces.
     fn collective(
         &mut self,
@@ -78,6 +97,18 @@ impl<T: Transport + 'static> Rank<T> {
         data: &mut [u8],
         op: Option<(Op, Int)>,
     ) -> Result<(), CollectiveError> {
+        self.collective_beside(what, data, op, &mut |_| Ok(()))
+    }
+
+    /// [`collective`](Self::collective), running `beside` whenever one of
+    /// its waits stalls.
+    fn collective_beside<E: From<CollectiveError>>(
+        &mut self,
+        what: Collective,
+        data: &mut [u8],
+        op: Option<(Op, Int)>,
+        beside: Beside<'_, T, E>,
+    ) -> Result<(), E> {
         let seq = self.collectives;
         let mut run =
             Run::new(what, self.size(), self.rank(), seq).map_err(CollectiveError::Plan)?;
@@ -86,14 +117,16 @@ impl<T: Transport + 'static> Rank<T> {
             return Err(CollectiveError::Length {
                 want: plan.data_len(),
                 got: data.len(),
-            });
+            }
+            .into());
         }
         if let Some((_, ty)) = op {
             if !data.len().is_multiple_of(ty.size()) {
                 return Err(CollectiveError::Reduce(ReduceError::Misaligned {
                     len: data.len(),
                     size: ty.size(),
-                }));
+                })
+                .into());
             }
         }
         self.collectives = self.collectives.wrapping_add(1);
@@ -142,7 +175,7 @@ impl<T: Transport + 'static> Rank<T> {
                             Ok(r) => reqs.push(r),
                             Err(e) => {
                                 self.abandon(reqs);
-                                return Err(CollectiveError::Recv(e));
+                                return Err(CollectiveError::Recv(e).into());
                             }
                         }
                     }
@@ -156,12 +189,12 @@ impl<T: Transport + 'static> Rank<T> {
                             Ok(r) => reqs.push(r),
                             Err(e) => {
                                 self.abandon(reqs);
-                                return Err(CollectiveError::Send(e));
+                                return Err(CollectiveError::Send(e).into());
                             }
                         }
                     }
-                    if let Some(f) = self.wait_all(reqs) {
-                        return Err(CollectiveError::Failed(f));
+                    if let Some(f) = self.wait_all_beside(reqs, beside)? {
+                        return Err(CollectiveError::Failed(f).into());
                     }
                 }
             }

@@ -244,7 +244,7 @@ enum Wait {
         cancelled: bool,
     },
     /// An admitted (or refused) operation's data, sent apart.
-    Rest(Arrival, Req),
+    Rest(Arrival, u16, Req),
     /// All-pairs flags: the receives posted first and the sends, or the
     /// receives cancelled.
     Flags(Vec<Req>),
@@ -257,7 +257,8 @@ enum Input {
     Nothing,
     Reduced(usize),
     Finished(u16, [u8; 4]),
-    Arrived,
+    /// An operation from this rank.
+    Arrived(u16),
 }
 
 /// One rank's fence of one window.
@@ -376,19 +377,19 @@ impl FenceTask {
                                     &first[HEADER..HEADER + n as usize],
                                 );
                             }
-                            self.input = Input::Arrived;
+                            self.input = Input::Arrived(st.source);
                         }
                         Data::Apart(n) => {
                             let sel = TagSel::Tag(tag(self.w, self.epoch, DATA));
                             let q = node
                                 .irecv(Source::Rank(st.source), sel, CONTEXT, n as usize)
                                 .map_err(|e| fail("operation data", &e))?;
-                            self.wait = Wait::Rest(arrival, q);
+                            self.wait = Wait::Rest(arrival, st.source, q);
                             continue;
                         }
                     }
                 }
-                Wait::Rest(arrival, q) => {
+                Wait::Rest(arrival, from, q) => {
                     let Some((_, data)) = node.test(q).map_err(|e| fail("operation data", &e))?
                     else {
                         return Ok(None);
@@ -402,7 +403,7 @@ impl FenceTask {
                             &data,
                         );
                     }
-                    self.input = Input::Arrived;
+                    self.input = Input::Arrived(*from);
                 }
                 Wait::Flags(reqs) => {
                     while let Some(q) = reqs.first() {
@@ -433,7 +434,7 @@ impl FenceTask {
                     Input::Nothing => {}
                     Input::Reduced(len) => e.reduced(&self.counts[..len]),
                     Input::Finished(src, body) => e.finished(src, body),
-                    Input::Arrived => e.arrived(),
+                    Input::Arrived(from) => e.arrived(from),
                 }
                 e.step(&mut self.counts)
             };

@@ -19,13 +19,20 @@
 //!         Step::SendFinish { to, body } => send body (tag FINISH) to `to`,
 //!         Step::RecvFinish => receive one (tag FINISH, any source), then finished(src, body),
 //!         Step::Await { from, immediates } => receive one operation (unless satisfied()
-//!             first, with immediates), then arrived(),
+//!             first, with immediates), then arrived(src),
 //!         Step::Flags => send every other rank its flag, wait for the receives,
 //!         Step::DropFlags => cancel those receives, Step::Barrier => a barrier,
 //!         Step::Done(outcome) => break,
 //!     }
 //! }
 //! ```
+//!
+//! While a step waits and [`Epoch::awaiting`] holds, the shell also
+//! receives this epoch's operations as they come (any source) and feeds
+//! each in with [`Epoch::arrived`]. Otherwise operations nobody receives
+//! hold the receive pool, their origins run out of credit, and the
+//! collective a fence waits for is queued behind them: a fence with more
+//! operations than the pool holds would never end.
 
 use crate::completion::{WcResult, WorkId};
 use crate::nic::{Gather, Nic, PostError, Posted, RdmaOp, Remote};
@@ -46,6 +53,9 @@ pub struct Target {
     msgs: u32,
     /// Whether this epoch used the channel to it (a finish message is owed).
     used: bool,
+    /// Operations from it received this fence before its finish message
+    /// said how many to await (designs with finish messages).
+    arrived: u32,
 }
 
 impl Target {
@@ -56,6 +66,7 @@ impl Target {
             puts: 0,
             msgs: 0,
             used: false,
+            arrived: 0,
         }
     }
 }
@@ -136,8 +147,9 @@ pub enum Step {
     /// Receive one finish message from any rank; hand it to
     /// [`Epoch::finished`].
     RecvFinish,
-    /// Receive one operation's messages from `from` (any rank if `None`)
-    /// and apply it ([`Epoch::admit`]), then call [`Epoch::arrived`].
+    /// Receive one operation's messages from `from` (any rank if `None`;
+    /// one from another rank may come first and counts as well) and apply
+    /// it ([`Epoch::admit`]), then call [`Epoch::arrived`].
     /// With `immediates`, the rest may come as immediates instead: receive
     /// unless [`Epoch::satisfied`] becomes true first, then cancel the
     /// receive; without, only a message satisfies the fence.
@@ -542,6 +554,8 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             stage: if flags { Stage::Expect } else { Stage::Flush },
             completion: steps.completion,
             closing: no_succeed,
+            // Operations received before this fence began.
+            got: self.fence.got,
             ..Fencing::IDLE
         };
         if self.design == Design::Def {
@@ -758,15 +772,45 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             return;
         }
         self.fence.got += 1;
-        self.fence.stage = Stage::AwaitFrom(src, u32::from_le_bytes(body));
+        // Those received before the finish message are awaited no more.
+        let early = self
+            .targets
+            .as_ref()
+            .get(src as usize)
+            .map_or(0, |t| t.arrived);
+        let left = u32::from_le_bytes(body).saturating_sub(early);
+        self.fence.stage = Stage::AwaitFrom(src, left);
     }
 
-    /// An operation awaited by [`Step::Await`] arrived (admitted or not).
-    pub fn arrived(&mut self) {
-        match &mut self.fence.stage {
-            Stage::AwaitFrom(_, left) => *left = left.saturating_sub(1),
-            Stage::AwaitAny => self.fence.got += 1,
-            _ => {}
+    /// Whether operations of this epoch aimed at this rank may still be on
+    /// their way: from the epoch's start until its fence has all it
+    /// awaits. A shell whose wait stalls meanwhile (in a fence, or issuing
+    /// operations faster than they leave) receives them as they come.
+    pub fn awaiting(&self) -> bool {
+        match self.fence.stage {
+            Stage::Open | Stage::Done => false,
+            Stage::AwaitAny => !self.satisfied(),
+            _ => true,
+        }
+    }
+
+    /// An operation of this epoch from rank `from` arrived (admitted or
+    /// not): at a [`Step::Await`], or early, while the shell waited for
+    /// something else in the epoch or its fence. Once the fence has all it
+    /// awaits, it counts for nothing.
+    pub fn arrived(&mut self, from: u16) {
+        let f = &mut self.fence;
+        match f.stage {
+            Stage::Open | Stage::Done => {}
+            Stage::AwaitFrom(src, left) if src == from && left > 0 => {
+                f.stage = Stage::AwaitFrom(src, left - 1);
+            }
+            _ if self.design.completion() == TargetCompletion::FinishMessages => {
+                if let Some(t) = self.targets.as_mut().get_mut(from as usize) {
+                    t.arrived = t.arrived.saturating_add(1);
+                }
+            }
+            _ => f.got = f.got.saturating_add(1),
         }
     }
 
@@ -826,7 +870,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     /// Starts counting anew for the next epoch.
     fn end_epoch(&mut self) {
         for t in self.targets.as_mut() {
-            (t.puts, t.msgs, t.used) = (0, 0, false);
+            (t.puts, t.msgs, t.used, t.arrived) = (0, 0, false, 0);
         }
         self.ops = 0;
         self.gets = 0;

@@ -26,10 +26,12 @@ use crate::reuse::{Calibration, ShellReuse};
 use crate::tables::Heap;
 use crate::transport::{AnyPort, Events, Transport};
 
+mod beside;
 mod driver;
 mod nic;
 mod thread;
 
+pub(crate) use beside::Beside;
 pub(crate) use driver::Driver;
 pub use nic::ShellNic;
 use thread::*;
@@ -91,6 +93,9 @@ pub struct Req {
     req: Request,
     buf: UserBuf,
 }
+
+/// The handle of a request that completed when started: it holds none.
+const NO_USER: UserBuf = UserBuf(u32::MAX);
 
 impl<T: Transport + 'static> Rank<T> {
     /// Rank `port.rank()` of `nranks`, using `cfg` for the core, fitted to
@@ -279,6 +284,13 @@ impl<T: Transport + 'static> Rank<T> {
             return Err(full);
         };
         match op(&mut d.ep, &mut d.nic, d.now, buf) {
+            // Done during the call (an eager send copied out): the core no
+            // longer names the buffer, and its handle serves the next
+            // request at once, however long the caller keeps this one.
+            Ok(req) if req == Request::COMPLETE => {
+                d.nic.drop_user(buf);
+                Ok(Req { req, buf: NO_USER })
+            }
             Ok(req) => Ok(Req { req, buf }),
             Err(e) => {
                 d.nic.drop_user(buf);
@@ -455,25 +467,6 @@ impl<T: Transport + 'static> Rank<T> {
         }
     }
 
-    /// Drives progress (sleeping as [`wait`](Self::wait) does when nothing
-    /// comes) until `done` holds.
-    pub(crate) fn wait_until(&mut self, mut done: impl FnMut(&mut Driver<T>) -> bool) {
-        let mut armed = None;
-        loop {
-            let (ok, idle) = self.with(|d| {
-                if done(d) {
-                    return (true, 0);
-                }
-                d.progress();
-                (done(d), d.idle)
-            });
-            if ok {
-                return;
-            }
-            self.rest(idle, &mut armed);
-        }
-    }
-
     /// Drives progress until every buffered send has left for the NIC
     /// ([`flushed`](Self::flushed)). A thread must do this before it turns
     /// to another rank it drives: a send completes for the application once
@@ -563,6 +556,11 @@ impl<T: Transport + 'static> Rank<T> {
         // SAFETY: waited for before `data`'s borrow ends.
         let r = unsafe { self.irecv_in(src, tag, context, data.as_mut_ptr(), data.len())? };
         Ok(self.wait(r))
+    }
+
+    /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
+    pub(crate) fn free_requests(&self) -> usize {
+        self.with_ref(|d| d.ep.free_requests())
     }
 
     /// Sends buffered in the core (waiting for a free send entry or a

@@ -8,10 +8,11 @@
 //! [`Step::SendQueued`]: rmx_core::onesided::Step::SendQueued
 
 use rmx_core::onesided::{tag, RmaKind};
-use rmx_core::{Source, TagSel};
+use rmx_core::{RecvFault, Source, TagSel};
 
 use super::fence::Io;
-use super::messages::{recv_failed, send_failed, Arrived, Outgoing};
+use super::inbox::{self, Inbox};
+use super::messages::{recv_failed, Outgoing};
 use super::{Win, WinError, RMA_CONTEXT};
 use crate::rank::Rank;
 use crate::transport::Transport;
@@ -19,16 +20,20 @@ use crate::transport::Transport;
 /// Posts the receives of this rank's get replies, applies its operations
 /// on its own window, and sends the rest: they travel while the counts are
 /// summed (their tags name the epoch: a target matches only its own).
+/// Operations for this rank are received meanwhile whenever the sends wait
+/// for request handles. The first fault of a send waited for.
 ///
 /// # Safety
 /// The buffers of `io` stay in place, untouched, until every request on
-/// `io.pending` completed.
+/// `io.pending` and `io.reply_recvs` completed; `inbox` as
+/// [`inbox::drain`].
 pub(super) unsafe fn send_queued<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
     epoch: u16,
     io: &mut Io,
-) -> Result<(), WinError> {
+    inbox: &mut Inbox,
+) -> Result<Option<RecvFault>, WinError> {
     let (id, me) = (w.id, w.me);
     let queued = std::mem::take(&mut w.queued);
     for q in queued.iter().filter(|q| q.header.kind == RmaKind::Get) {
@@ -55,7 +60,7 @@ pub(super) unsafe fn send_queued<T: Transport + 'static>(
                 buf.len(),
             )
         };
-        io.pending.push(req.map_err(recv_failed)?);
+        io.reply_recvs.push(req.map_err(recv_failed)?);
     }
     for q in queued {
         if q.target != me {
@@ -64,40 +69,14 @@ pub(super) unsafe fn send_queued<T: Transport + 'static>(
             w.apply(&q.header, &q.data);
         }
     }
+    let mut fault = None;
     for o in io.outgoing.iter() {
         // SAFETY: `outgoing` is complete (never grows again); the caller's
-        // contract keeps it.
-        unsafe { o.send(r, &mut io.pending)? };
+        // contract keeps it, and the inbox.
+        let sent = unsafe { o.send(r, &mut io.pending, &mut |r| inbox::drain(w, r, inbox)) };
+        fault = fault.or(sent?);
     }
-    Ok(())
-}
-
-/// Applies an operation that arrived, or answers it if it is a get.
-///
-/// # Safety
-/// As [`send_queued`].
-pub(super) unsafe fn take<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    a: Arrived,
-    io: &mut Io,
-) -> Result<(), WinError> {
-    match a.admitted {
-        Some((h, range)) if h.kind == RmaKind::Get => {
-            let mut b = vec![0u8; (range.end - range.start) as usize];
-            w.mem.read(range.start as usize, &mut b);
-            let t = tag(w.id, epoch, h.id);
-            // SAFETY: the answer's bytes are on the heap, kept in `answers`
-            // under the caller's contract.
-            let s = unsafe { r.isend_in(a.from, t, RMA_CONTEXT, b.as_ptr(), b.len()) };
-            io.answers.push(b);
-            io.pending.push(s.map_err(send_failed)?);
-        }
-        Some((h, _)) => w.apply(&h, &a.data),
-        None => {}
-    }
-    Ok(())
+    Ok(fault)
 }
 
 /// Hands out the epoch's gets, answered into their buffers.

@@ -1,23 +1,27 @@
 //! A fence, carried out: the core's [`Epoch`] says each step (what to
 //! send, sum, receive and wait for, in the window's design); this file
 //! does it with the rank's messages and collectives and hands the results
-//! back. The bytes every request names live in [`Io`] until the fence
-//! has waited for them.
+//! back. The bytes every request names live in [`Io`] and the window's
+//! [`Inbox`] until the fence has waited for them. Whenever a wait of the
+//! fence stalls, the operations aimed at this rank are received meanwhile
+//! ([`inbox::drain`]): an epoch may hold more of them than the receive
+//! pool.
 
-use rmx_core::collective::{Int, Op};
 use rmx_core::onesided::{
     channel::{FINISH, FLAG},
     tag, Epoch, Outcome, Reduction, Step, Target,
 };
 use rmx_core::{RecvFault, Source, TagSel};
 
-use super::messages::{self, recv_failed, send_failed, Outgoing};
-use super::{deferred, epoch_of, immediate, Win, WinError, RMA_CONTEXT};
+use super::inbox::{self, Inbox};
+use super::messages::{recv_failed, send_failed, Outgoing};
+use super::{deferred, immediate, Win, WinError, RMA_CONTEXT};
 use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
 
-/// The buffers of one fence's requests, and the requests.
+/// The buffers of one fence's requests, and the requests; kept in the
+/// window between fences, emptied, so the next reuses the memory.
 #[derive(Default)]
 pub(super) struct Io {
     pub pending: Vec<Req>,
@@ -27,16 +31,41 @@ pub(super) struct Io {
     /// reserved for all of them before the first is sent, never moves
     /// what a request reads.
     bodies: Vec<[u8; 4]>,
-    /// Answers to gets, and replies to this rank's gets with their numbers.
-    pub answers: Vec<Vec<u8>>,
+    /// Replies to this rank's gets with their numbers, and their receives
+    /// (apart from `pending`: waiting for request handles, a rank waits
+    /// for its sends, never for a reply its own later sends ask for).
     pub replies: Vec<(u32, Vec<u8>)>,
+    pub reply_recvs: Vec<Req>,
     /// Naive: the flag every other rank sends, received here (one byte a
-    /// rank, allocated once before the receives are posted), the
-    /// receives, and the one byte every flag sent carries.
+    /// rank, sized once before the receives are posted), the receives,
+    /// and the one byte every flag sent carries.
     flags: Vec<u8>,
     flag_recvs: Vec<Req>,
     flag: [u8; 1],
+    /// The counts a fence sums with the other ranks.
+    counts: Vec<u8>,
 }
+
+impl Io {
+    /// Forgets one fence's contents, keeping the memory for the next
+    /// (up to [`KEEP`] entries a list: one large epoch does not pin its
+    /// lists' memory for the window's life). Only once no request names
+    /// any of it.
+    fn clear(&mut self) {
+        self.pending.clear();
+        self.outgoing.clear();
+        self.bodies.clear();
+        self.replies.clear();
+        self.reply_recvs.clear();
+        self.flag_recvs.clear();
+        self.pending.shrink_to(KEEP);
+        self.outgoing.shrink_to(KEEP);
+        self.replies.shrink_to(KEEP);
+    }
+}
+
+/// Entries a fence's request and operation lists keep for the next.
+pub(super) const KEEP: usize = 256;
 
 /// Ends the epoch of `w` (and opens the next) as the core's steps say.
 pub(super) fn run<T: Transport + 'static>(
@@ -49,54 +78,72 @@ pub(super) fn run<T: Transport + 'static>(
         let started = e.fence(no_precede, no_succeed);
         started.map(|()| (e.epoch(), e.gets()))
     })?;
-    let mut io = Io::default();
-    // SAFETY: every buffer a request names lives in `io` until the
-    // requests are waited for or abandoned below.
-    let steps = unsafe { steps(w, r, epoch, &mut io) };
+    let mut io = std::mem::take(&mut w.io);
+    let mut inbox = std::mem::take(&mut w.inbox);
+    let mut counts = std::mem::take(&mut io.counts);
+    // SAFETY: every buffer a request names lives in `io` and `inbox` until
+    // the requests are waited for or abandoned below.
+    let steps = unsafe { steps(w, r, epoch, &mut io, &mut inbox, &mut counts) };
+    io.counts = counts;
     let end = |w: &mut Win, io: &mut Io| match w.design.immediate() {
         true => immediate::end_epoch(w, gets),
         false => deferred::end_epoch(w, gets, io),
     };
-    match steps {
+    let done = match steps {
         Ok((outcome, fault)) => {
             end(w, &mut io);
             if let Some(f) = fault {
-                return Err(WinError::Collective(CollectiveError::Failed(f)));
-            }
-            if outcome.failed > 0 {
-                return Err(WinError::Transfer {
+                Err(WinError::Collective(CollectiveError::Failed(f)))
+            } else if outcome.failed > 0 {
+                Err(WinError::Transfer {
                     failed: outcome.failed.into(),
-                });
+                })
+            } else if outcome.disagree {
+                Err(WinError::Disagree)
+            } else {
+                Ok(())
             }
-            if outcome.disagree {
-                return Err(WinError::Disagree);
-            }
-            Ok(())
         }
         Err(e) => {
-            r.abandon(io.pending.drain(..).chain(io.flag_recvs.drain(..)));
+            let left: Vec<Req> = io
+                .pending
+                .drain(..)
+                .chain(io.flag_recvs.drain(..))
+                .chain(io.reply_recvs.drain(..))
+                .chain(inbox.requests())
+                .collect();
+            r.abandon(left);
             w.epoch(r, |e, _| e.abort());
             end(w, &mut io);
             Err(e)
         }
-    }
+    };
+    // Every request is done (waited for, or abandoned above).
+    io.clear();
+    inbox.clear();
+    w.io = io;
+    w.inbox = inbox;
+    done
 }
 
 /// Carries out the steps until the core says the fence is done; the
 /// first fault of a request the fence waited for.
 ///
 /// # Safety
-/// `io` stays in place, untouched, until every request on `io.pending`
-/// completed.
+/// `io` and `inbox` stay in place, untouched, until every request in
+/// them completed.
 unsafe fn steps<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
     epoch: u16,
     io: &mut Io,
+    inbox: &mut Inbox,
+    counts: &mut Vec<u8>,
 ) -> Result<(Outcome, Option<RecvFault>), WinError> {
     let id = w.id;
     let n = r.size() as usize;
-    let mut counts = vec![0u8; Epoch::<Vec<Target>>::reduce_len(w.design, n)];
+    counts.clear();
+    counts.resize(Epoch::<Vec<Target>>::reduce_len(w.design, n), 0);
     let mut fault = None;
     // What the last step brought back: handed to the core with the next.
     let mut input = Input::Nothing;
@@ -106,25 +153,41 @@ unsafe fn steps<T: Transport + 'static>(
                 Input::Nothing => {}
                 Input::Reduced(len) => e.reduced(&counts[..len]),
                 Input::Finished(src, body) => e.finished(src, body),
-                Input::Arrived => e.arrived(),
+                Input::Arrived(from) => e.arrived(from),
             }
-            e.step(&mut counts)
+            e.step(counts)
         });
         input = Input::Nothing;
-        match step {
-            // SAFETY: the caller's contract.
-            Step::SendQueued => unsafe { deferred::send_queued(w, r, epoch, io)? },
-            Step::Flush => fault = fault.or(immediate::flush(w, r)),
-            Step::Reduce { collective, len } => {
-                let v = &mut counts[..len];
-                match collective {
-                    Reduction::ReduceScatter => r.reduce_scatter(v, Int::U32, Op::Sum)?,
-                    Reduction::Allreduce => r.allreduce(v, Int::U32, Op::Sum)?,
+        // What a stalled wait does meanwhile (the caller's contract keeps
+        // the inbox).
+        macro_rules! beside {
+            () => {
+                &mut |r: &mut Rank<T>| {
+                    // SAFETY: the caller's contract keeps the inbox.
+                    unsafe { inbox::drain(w, r, inbox) }
                 }
+            };
+        }
+        match step {
+            Step::SendQueued => {
+                // SAFETY: the caller's contract.
+                let sent = unsafe { deferred::send_queued(w, r, epoch, io, inbox) };
+                fault = fault.or(sent?);
+            }
+            Step::Flush => {
+                let flushed = immediate::flush(w, r, &mut |w, r| {
+                    // SAFETY: the caller's contract keeps the inbox.
+                    unsafe { inbox::drain(w, r, inbox) }
+                });
+                fault = fault.or(flushed?);
+            }
+            Step::Reduce { collective, len } => {
+                let scatter = collective == Reduction::ReduceScatter;
+                r.sum_beside(&mut counts[..len], scatter, beside!())?;
                 input = Input::Reduced(len);
             }
             Step::SendFinish { to, body } => {
-                if io.bodies.capacity() == 0 {
+                if io.bodies.is_empty() {
                     io.bodies.reserve_exact(n);
                 }
                 assert!(
@@ -142,29 +205,32 @@ unsafe fn steps<T: Transport + 'static>(
             Step::RecvFinish => {
                 let mut b = [0u8; 4];
                 let sel = TagSel::Tag(tag(id, epoch, FINISH));
-                let st = r
-                    .recv_in(Source::Any, sel, RMA_CONTEXT, &mut b)
+                // SAFETY: waited for, or abandoned, before `b` goes.
+                let q = unsafe { r.irecv_in(Source::Any, sel, RMA_CONTEXT, b.as_mut_ptr(), 4) }
                     .map_err(recv_failed)?;
-                input = Input::Finished(st.source, b);
+                match r.wait_beside(q, beside!()) {
+                    Ok(st) => input = Input::Finished(st.source, b),
+                    Err((q, e)) => {
+                        r.abandon([q]);
+                        return Err(e);
+                    }
+                }
             }
             // Only immediates satisfy the core without a message: where
             // none can come, the operation is simply received.
             Step::Await {
-                from,
-                immediates: false,
+                immediates: false, ..
             } => {
-                let src = from.map_or(Source::Any, Source::Rank);
-                let a = messages::recv(w, r, epoch, src)?;
                 // SAFETY: the caller's contract.
-                unsafe { deferred::take(w, r, epoch, a, io)? };
-                input = Input::Arrived;
+                let from = unsafe { inbox::next(w, r, epoch, inbox)? };
+                input = Input::Arrived(from);
             }
             Step::Await {
                 immediates: true, ..
             } => {
                 // SAFETY: the caller's contract.
-                if unsafe { await_any(w, r, epoch, io)? } {
-                    input = Input::Arrived;
+                if let Some(from) = unsafe { inbox::next_unless_satisfied(w, r, epoch, inbox)? } {
+                    input = Input::Arrived(from);
                 }
             }
             // SAFETY: the caller's contract.
@@ -188,7 +254,9 @@ unsafe fn steps<T: Transport + 'static>(
                 r.barrier()?;
             }
             Step::Done(outcome) => {
+                fault = fault.or(inbox::close(w, r, epoch, inbox, false)?);
                 fault = fault.or(r.wait_all(io.pending.drain(..)));
+                fault = fault.or(r.wait_all(io.reply_recvs.drain(..)));
                 return Ok((outcome, fault));
             }
         }
@@ -201,45 +269,8 @@ enum Input {
     Nothing,
     Reduced(usize),
     Finished(u16, [u8; 4]),
-    Arrived,
-}
-
-/// Receives one operation from any rank, unless the core is satisfied
-/// first (the rest came as immediates): then the receive is cancelled.
-/// Whether an operation the core awaited arrived.
-///
-/// # Safety
-/// As [`steps`].
-unsafe fn await_any<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    io: &mut Io,
-) -> Result<bool, WinError> {
-    let id = w.id;
-    let mut first: Box<messages::First> =
-        Box::new([0u8; rmx_core::onesided::HEADER + rmx_core::onesided::INLINE]);
-    // SAFETY: `first` is on the heap and kept until this request
-    // completes or is cancelled and waited for below.
-    let q = unsafe { messages::post(w.id, r, epoch, Source::Any, &mut first)? };
-    match r.wait_or(q, |d| epoch_of(&mut d.windows, id).satisfied()) {
-        Ok(st) => {
-            let a = messages::finish(w, r, epoch, st, &first)?;
-            // SAFETY: the caller's contract.
-            unsafe { deferred::take(w, r, epoch, a, io)? };
-            Ok(true)
-        }
-        Err(q) => {
-            let cancelled = r.cancel(&q);
-            let st = r.wait(q);
-            if !cancelled {
-                // A message nobody counted (a faulty or hostile origin).
-                messages::finish(w, r, epoch, st, &first)?;
-                w.epoch(r, |e, _| e.refuse());
-            }
-            Ok(false)
-        }
-    }
+    /// An operation from this rank.
+    Arrived(u16),
 }
 
 /// Naive, before anything else of its fence: a receive for every other
@@ -256,7 +287,8 @@ unsafe fn expect_flags<T: Transport + 'static>(
     io: &mut Io,
 ) -> Result<(), WinError> {
     let n = r.size() as usize;
-    io.flags = vec![0u8; n];
+    io.flags.clear();
+    io.flags.resize(n, 0);
     let t = tag(w.id, epoch, FLAG);
     for p in (0..r.size()).filter(|&p| p != w.me) {
         // SAFETY: `io.flags` is never resized while its receives run (the

@@ -86,6 +86,9 @@ pub(super) struct Immediate {
     /// requests read them) and requests.
     sent: Vec<Outgoing>,
     pending: Vec<Req>,
+    /// The first fault of an accumulate's send waited for before the
+    /// fence (the rank out of request handles).
+    fault: Option<RecvFault>,
     /// Gets: number, staging place and length; those answered locally.
     gets: Vec<(u32, (usize, usize), usize)>,
     local_gets: Vec<(u32, Vec<u8>)>,
@@ -226,34 +229,67 @@ pub(super) fn accumulate<T: Transport + 'static>(
         w.epoch(r, |e, _| e.local());
         return Ok(());
     }
-    let s = state(w);
     let out = Outgoing::new(target, &h, data.to_vec());
+    let mut pending = std::mem::take(&mut state(w).pending);
+    let mut inbox = std::mem::take(&mut w.inbox);
     // SAFETY: the messages' bytes are on the heap, kept in `sent` until
     // the fence has waited for `pending` (also when the data's send is
     // refused after the header's left: it is not counted, and the target
-    // drops the header with the epoch).
-    let sent = unsafe { out.send(r, &mut s.pending) };
+    // drops the header with the epoch). Waiting for request handles, the
+    // rank receives the operations aimed at it (every rank may be issuing
+    // faster than its operations leave); the inbox is closed before it
+    // goes back to the window.
+    let sent = unsafe {
+        out.send(r, &mut pending, &mut |r| {
+            super::inbox::drain(w, r, &mut inbox)
+        })
+    };
+    let epoch = w.epoch(r, |e, _| e.epoch());
+    let closed = super::inbox::close(w, r, epoch, &mut inbox, true);
+    w.inbox = inbox;
+    let s = state(w);
+    s.pending = pending;
     s.sent.push(out);
-    sent?;
+    let fault = closed.and_then(|f| Ok(f.or(sent?)))?;
+    s.fault = s.fault.or(fault);
     w.epoch(r, |e, _| e.message(target));
     Ok(())
 }
 
+/// What a stalled wait of the window does, given the window.
+pub(super) type WinBeside<'a, T> =
+    &'a mut dyn FnMut(&mut Win, &mut Rank<T>) -> Result<(), WinError>;
+
 /// The fence's flush: every RDMA operation of the epoch has completed
 /// here (the core counts them as the rank's progress hands it their
-/// completions) and every accumulate has been sent. The fault of a failed
-/// send.
-pub(super) fn flush<T: Transport + 'static>(w: &mut Win, r: &mut Rank<T>) -> Option<RecvFault> {
+/// completions) and every accumulate has been sent, `beside` running
+/// whenever the wait stalls. The fault of a failed send.
+pub(super) fn flush<T: Transport + 'static>(
+    w: &mut Win,
+    r: &mut Rank<T>,
+    beside: WinBeside<'_, T>,
+) -> Result<Option<RecvFault>, WinError> {
     let id = w.id;
-    r.wait_until(|d| epoch_of(&mut d.windows, id).in_flight() == 0);
-    let s = w.imm.as_mut().expect("an immediate design's window");
-    let fault = r.wait_all(s.pending.drain(..));
+    let pending = std::mem::take(&mut state(w).pending);
+    let waited = match r.wait_until_beside(
+        |d| epoch_of(&mut d.windows, id).in_flight() == 0,
+        &mut |r| beside(w, r),
+    ) {
+        Ok(()) => r.wait_all_beside(pending, &mut |r| beside(w, r)),
+        Err(e) => {
+            r.abandon(pending);
+            Err(e)
+        }
+    };
+    let s = state(w);
+    let fault = s.fault.take();
+    // Sent, or (on an error) abandoned by the wait.
     s.sent.clear();
     if !s.raw.is_empty() {
         let raw = std::mem::take(&mut s.raw);
         r.with(|d| raw.into_iter().for_each(|mr| d.nic.port().deregister(mr)));
     }
-    fault
+    Ok(fault.or(waited?))
 }
 
 /// Hands out the epoch's gets (landed in staging, or answered here) and
@@ -281,7 +317,8 @@ pub(super) fn strawman_fence<T: Transport + 'static>(
     w: &mut Win,
     r: &mut Rank<T>,
 ) -> Result<(), WinError> {
-    let fault = flush(w, r);
+    // The strawman's hazard needs no accumulates: nothing to receive.
+    let fault = flush(w, r, &mut |_, _| Ok(()))?;
     let gets = w.epoch(r, |e, _| {
         let g = e.gets();
         e.abort();

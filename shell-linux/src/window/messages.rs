@@ -8,11 +8,11 @@
 use std::ops::Range;
 
 use rmx_core::onesided::{Data, OpHeader, HEADER, INLINE};
-use rmx_core::{Source, TagSel};
+use rmx_core::{RecvFault, SendError, Source, TagSel};
 
 use super::{Win, WinError, RMA_CONTEXT};
 use crate::collective::CollectiveError;
-use crate::rank::{Rank, Req};
+use crate::rank::{Beside, Rank, Req};
 use crate::transport::Transport;
 use rmx_core::onesided::{
     channel::{DATA, HEADERS},
@@ -26,6 +26,11 @@ pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
 pub(super) fn recv_failed(e: rmx_core::RecvError) -> WinError {
     WinError::Collective(CollectiveError::Recv(e))
 }
+
+/// Request handles an operation's sends leave free: what a rank receives
+/// while it waits for them (an operation's first message and its data, the
+/// answer to a get) needs some.
+const HEADROOM: usize = 4;
 
 /// An operation ready to send: its first message, and the data's own
 /// message when it does not fit in the first.
@@ -55,7 +60,11 @@ impl Outgoing {
         }
     }
 
-    /// Starts the operation's messages.
+    /// Starts the operation's messages, their requests pushed onto
+    /// `pending`. An epoch may hold more operations than the rank has
+    /// request handles: while fewer than [`HEADROOM`] are free, the older
+    /// half of `pending` is waited for (running `beside` when that wait stalls) and the send
+    /// tried again. The first fault among the requests waited for.
     ///
     /// # Safety
     /// `self` stays in place, unmodified, until every request pushed onto
@@ -64,25 +73,44 @@ impl Outgoing {
         &self,
         r: &mut Rank<T>,
         pending: &mut Vec<Req>,
-    ) -> Result<(), WinError> {
+        beside: Beside<'_, T, WinError>,
+    ) -> Result<Option<RecvFault>, WinError> {
         let (id, epoch) = (self.window, self.epoch);
+        let mut fault = None;
         for (what, b) in [(HEADERS, &self.first), (DATA, &self.rest)] {
             if what == DATA && b.is_empty() {
                 break;
             }
-            // SAFETY: the caller's contract.
-            let s = unsafe {
-                r.isend_in(
-                    self.target,
-                    tag(id, epoch, what),
-                    RMA_CONTEXT,
-                    b.as_ptr(),
-                    b.len(),
-                )
-            };
-            pending.push(s.map_err(send_failed)?);
+            loop {
+                if r.free_requests() < HEADROOM && !pending.is_empty() {
+                    let older: Vec<Req> = pending.drain(..pending.len().div_ceil(2)).collect();
+                    fault = fault.or(r.wait_all_beside(older, beside)?);
+                    continue;
+                }
+                // SAFETY: the caller's contract.
+                let s = unsafe {
+                    r.isend_in(
+                        self.target,
+                        tag(id, epoch, what),
+                        RMA_CONTEXT,
+                        b.as_ptr(),
+                        b.len(),
+                    )
+                };
+                match s {
+                    Ok(q) => {
+                        pending.push(q);
+                        break;
+                    }
+                    Err(SendError::RequestTableFull) if !pending.is_empty() => {
+                        let older: Vec<Req> = pending.drain(..pending.len().div_ceil(2)).collect();
+                        fault = fault.or(r.wait_all_beside(older, beside)?);
+                    }
+                    Err(e) => return Err(send_failed(e)),
+                }
+            }
         }
-        Ok(())
+        Ok(fault)
     }
 }
 
@@ -112,22 +140,6 @@ pub(super) unsafe fn post<T: Transport + 'static>(
     // SAFETY: the caller's contract.
     unsafe { r.irecv_in(src, sel, RMA_CONTEXT, first.as_mut_ptr(), first.len()) }
         .map_err(recv_failed)
-}
-
-/// Receives the next operation of this epoch from `src`, as the core
-/// admits it (key, epoch, range, length); a refused one's data is taken
-/// and dropped so the next header is read as one.
-pub(super) fn recv<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    src: Source,
-) -> Result<Arrived, WinError> {
-    let mut first: First = [0u8; HEADER + INLINE];
-    // SAFETY: waited for at once.
-    let q = unsafe { post(w.id, r, epoch, src, &mut first)? };
-    let st = r.wait(q);
-    finish(w, r, epoch, st, &first)
 }
 
 /// The rest of an operation whose first message arrived (`st`): its data

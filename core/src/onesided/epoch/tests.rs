@@ -178,7 +178,7 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
             immediates: false
         }
     );
-    e.arrived();
+    e.arrived(2);
     assert!(!e.satisfied());
     assert_eq!(
         e.step(&mut c),
@@ -187,7 +187,7 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
             immediates: false
         }
     );
-    e.arrived();
+    e.arrived(2);
     assert_eq!(e.step(&mut c), Step::Barrier);
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
     assert_eq!((e.epoch(), e.issued(), e.closed()), (1, false, false));
@@ -259,7 +259,7 @@ fn ri_counts_immediates_including_the_next_epochs_early_ones() {
             immediates: true
         }
     );
-    e.arrived();
+    e.arrived(1);
     assert!(!e.satisfied());
     assert!(e.on_immediate(imm(7, 0)));
     assert!(e.satisfied());
@@ -404,7 +404,7 @@ fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
             immediates: false
         }
     );
-    e.arrived();
+    e.arrived(1);
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
     // Closed: nothing is issued until the next fence reopens it.
     assert_eq!(e.check(1, 0, 4, RmaKind::Put), Err(EpochError::Assertion));
@@ -504,4 +504,84 @@ fn the_target_admits_only_its_own_epoch_key_and_lengths() {
     assert!(a.admitted.is_err(), "past the window's 64 bytes");
     assert!(e.admit(&b[..5]).admitted.is_err(), "short");
     assert_eq!(e.refused(), 7);
+}
+
+/// Operations that arrive while the counts are summed (the shell receives
+/// them during any wait) count for the fence: the deferred design awaits
+/// only the rest, and a fence they satisfy awaits nothing.
+#[test]
+fn deferred_counts_operations_received_while_the_counts_are_summed() {
+    let mut e = epoch(Design::Def);
+    // One before the fence began (its origin's fence was under way).
+    e.arrived(1);
+    e.fence(false, false).unwrap();
+    assert!(e.awaiting());
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::SendQueued);
+    assert!(matches!(e.step(&mut c), Step::Reduce { .. }));
+    e.arrived(2);
+    e.reduced(&ne(&[3, 0, 0]));
+    assert!(e.awaiting(), "one more to come");
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: None,
+            immediates: false
+        }
+    );
+    e.arrived(2);
+    assert!(!e.awaiting());
+    // One more (a faulty origin's) counts for nothing, in this epoch or
+    // the next.
+    e.arrived(1);
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+    e.fence(false, false).unwrap();
+    e.step(&mut c);
+    e.step(&mut c);
+    e.arrived(1);
+    e.reduced(&ne(&[2, 0, 0]));
+    assert!(e.awaiting(), "one of two so far");
+    e.arrived(1);
+    assert!(!e.awaiting());
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+}
+
+/// With finish messages, operations received before a rank's finish
+/// message are taken off what it announces, per rank: one from rank 1
+/// that arrives while rank 2's are awaited counts for rank 1 only.
+#[test]
+fn finish_messages_await_only_what_did_not_arrive_early() {
+    let mut e = epoch(Design::ImmOpt);
+    // Accumulates come during the epoch.
+    e.arrived(2);
+    e.fence(false, false).unwrap();
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::Flush);
+    assert!(matches!(e.step(&mut c), Step::Reduce { .. }));
+    // Finish messages from ranks 1 and 2.
+    e.reduced(&ne(&[2, 0, 0, 0, 0, 0]));
+    assert_eq!(e.step(&mut c), Step::RecvFinish);
+    e.finished(2, 2u32.to_le_bytes());
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: Some(2),
+            immediates: false
+        }
+    );
+    e.arrived(1);
+    assert_eq!(
+        e.step(&mut c),
+        Step::Await {
+            from: Some(2),
+            immediates: false
+        }
+    );
+    e.arrived(2);
+    assert_eq!(e.step(&mut c), Step::RecvFinish);
+    assert!(e.awaiting());
+    e.finished(1, 1u32.to_le_bytes());
+    assert_eq!(e.step(&mut c), Step::Barrier);
+    assert!(!e.awaiting());
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
 }
