@@ -275,6 +275,11 @@ pub struct FenceTask {
     flags: Vec<Req>,
     /// The strawman ("local completion, then a barrier"): not a design.
     strawman: bool,
+    /// The receive of the epoch's next operation (any rank), posted by a
+    /// wait that stalled or an await step, and an operation whose data it
+    /// still receives: the std shell's `window/inbox.rs`.
+    op: Option<Req>,
+    rest: Option<(Arrival, u16, Req)>,
 }
 
 impl FenceTask {
@@ -303,7 +308,49 @@ impl FenceTask {
             sends,
             flags: Vec::new(),
             strawman,
+            op: None,
+            rest: None,
         })
+    }
+
+    /// A wait of the fence stalled: receives the operations that have come
+    /// while the core awaits any, each applied and fed to the core.
+    fn drain(&mut self, node: &mut Node) -> Result<(), String> {
+        let me = node.me;
+        let w = self.w as usize;
+        loop {
+            if !node.windows[w].epoch.awaiting() {
+                return Ok(());
+            }
+            if let Some((arrival, from, q)) = &self.rest {
+                let data = node
+                    .test(q)
+                    .map_err(|e| format!("rank {me}: data: {e:?}"))?;
+                let Some((_, data)) = data else {
+                    return Ok(());
+                };
+                let from = *from;
+                land(node, w, arrival, &data);
+                node.windows[w].epoch.arrived(from);
+                self.rest = None;
+                continue;
+            }
+            let q = match self.op.take() {
+                Some(q) => q,
+                None => post_op(node, self.w, self.epoch)?,
+            };
+            let Some((st, first)) = node
+                .test(&q)
+                .map_err(|e| format!("rank {me}: operation: {e:?}"))?
+            else {
+                self.op = Some(q);
+                return Ok(());
+            };
+            match first_message(node, self.w, self.epoch, st.source, &first)? {
+                None => node.windows[w].epoch.arrived(st.source),
+                Some(rest) => self.rest = Some(rest),
+            }
+        }
     }
 
     /// Moves the fence on as far as it goes now: its outcome once done.
@@ -316,6 +363,7 @@ impl FenceTask {
                 Wait::Step => {}
                 Wait::Flush => {
                     if node.windows[w].epoch.in_flight() > 0 {
+                        self.drain(node)?;
                         return Ok(None);
                     }
                     if self.strawman {
@@ -326,6 +374,7 @@ impl FenceTask {
                 }
                 Wait::Collective(c, len) => {
                     if !c.poll(node)? {
+                        self.drain(node)?;
                         return Ok(None);
                     }
                     if let Some(len) = *len {
@@ -343,6 +392,7 @@ impl FenceTask {
                 }
                 Wait::Finish(q) => {
                     let Some((st, b)) = node.test(q).map_err(|e| fail("finish", &e))? else {
+                        self.drain(node)?;
                         return Ok(None);
                     };
                     let body: [u8; 4] = b.try_into().map_err(|b| fail("finish body", &b))?;
@@ -364,27 +414,10 @@ impl FenceTask {
                         self.wait = Wait::Step;
                         continue;
                     }
-                    let arrival = node.windows[w].epoch.admit(&first);
-                    match arrival.data {
-                        Data::Inline(n) => {
-                            if let Ok((h, range)) = &arrival.admitted {
-                                let kind = kind_of(h);
-                                let mem = node.windows[w].mem.0 as usize;
-                                apply(
-                                    &mut node.nic.user[mem],
-                                    kind,
-                                    range.start as usize,
-                                    &first[HEADER..HEADER + n as usize],
-                                );
-                            }
-                            self.input = Input::Arrived(st.source);
-                        }
-                        Data::Apart(n) => {
-                            let sel = TagSel::Tag(tag(self.w, self.epoch, DATA));
-                            let q = node
-                                .irecv(Source::Rank(st.source), sel, CONTEXT, n as usize)
-                                .map_err(|e| fail("operation data", &e))?;
-                            self.wait = Wait::Rest(arrival, st.source, q);
+                    match first_message(node, self.w, self.epoch, st.source, &first)? {
+                        None => self.input = Input::Arrived(st.source),
+                        Some((arrival, from, q)) => {
+                            self.wait = Wait::Rest(arrival, from, q);
                             continue;
                         }
                     }
@@ -394,15 +427,7 @@ impl FenceTask {
                     else {
                         return Ok(None);
                     };
-                    if let Ok((h, range)) = &arrival.admitted {
-                        let mem = node.windows[w].mem.0 as usize;
-                        apply(
-                            &mut node.nic.user[mem],
-                            kind_of(h),
-                            range.start as usize,
-                            &data,
-                        );
-                    }
+                    land(node, w, arrival, &data);
                     self.input = Input::Arrived(*from);
                 }
                 Wait::Flags(reqs) => {
@@ -479,18 +504,19 @@ impl FenceTask {
                     .map_err(|e| fail("finish", &e))?;
                 Wait::Finish(q)
             }
-            Step::Await { from, immediates } => {
-                let src = from.map_or(Source::Any, Source::Rank);
-                let sel = TagSel::Tag(tag(w, self.epoch, HEADERS));
-                let q = node
-                    .irecv(src, sel, CONTEXT, HEADER + INLINE)
-                    .map_err(|e| fail("operation", &e))?;
-                Wait::First {
-                    q,
+            // From any rank (the core counts each origin's), on the receive
+            // a stalled wait posted if there is one.
+            Step::Await { immediates, .. } => match self.rest.take() {
+                Some((arrival, from, q)) => Wait::Rest(arrival, from, q),
+                None => Wait::First {
+                    q: match self.op.take() {
+                        Some(q) => q,
+                        None => post_op(node, w, self.epoch)?,
+                    },
                     immediates,
                     cancelled: false,
-                }
-            }
+                },
+            },
             Step::ExpectFlags => {
                 let t = tag(w, self.epoch, FLAG);
                 for p in (0..self.ranks).filter(|&p| p != me) {
@@ -521,9 +547,71 @@ impl FenceTask {
             }
             Step::Done(outcome) => {
                 node.windows[w as usize].src_used = 0;
+                // Every operation counted came: one that matched after
+                // all was announced by nobody (admission, the epoch moved
+                // on, refuses it).
+                if let Some(q) = self.op.take() {
+                    let cancelled = node.cancel(&q);
+                    let got = node.test(&q).map_err(|e| fail("operation", &e))?;
+                    if let (false, Some((_, first))) = (cancelled, got) {
+                        node.windows[w as usize].epoch.admit(&first);
+                    }
+                }
                 Wait::Sent(outcome)
             }
         })
+    }
+}
+
+/// Posts the receive of window `w`'s next operation of `epoch`, from any
+/// rank.
+fn post_op(node: &mut Node, w: u16, epoch: u16) -> Result<Req, String> {
+    let sel = TagSel::Tag(tag(w, epoch, HEADERS));
+    node.irecv(Source::Any, sel, CONTEXT, HEADER + INLINE)
+        .map_err(|e| format!("rank {}: operation: {e:?}", node.me))
+}
+
+/// An operation's first message from `src`: admitted and applied, or the
+/// receive of its data apart posted (then `Some`).
+fn first_message(
+    node: &mut Node,
+    w: u16,
+    epoch: u16,
+    src: u16,
+    first: &[u8],
+) -> Result<Option<(Arrival, u16, Req)>, String> {
+    let arrival = node.windows[w as usize].epoch.admit(first);
+    match arrival.data {
+        Data::Inline(n) => {
+            land(
+                node,
+                w as usize,
+                &arrival,
+                &first[HEADER..HEADER + n as usize],
+            );
+            Ok(None)
+        }
+        Data::Apart(n) => {
+            let sel = TagSel::Tag(tag(w, epoch, DATA));
+            let q = node
+                .irecv(Source::Rank(src), sel, CONTEXT, n as usize)
+                .map_err(|e| format!("rank {}: operation data: {e:?}", node.me))?;
+            Ok(Some((arrival, src, q)))
+        }
+    }
+}
+
+/// Applies an admitted operation's data to window `w` (a refused one's is
+/// dropped).
+fn land(node: &mut Node, w: usize, arrival: &Arrival, data: &[u8]) {
+    if let Ok((h, range)) = &arrival.admitted {
+        let mem = node.windows[w].mem.0 as usize;
+        apply(
+            &mut node.nic.user[mem],
+            kind_of(h),
+            range.start as usize,
+            data,
+        );
     }
 }
 

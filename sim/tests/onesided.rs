@@ -289,3 +289,46 @@ fn naive_flags_never_starve_a_finish_message_of_credit() {
     let o = Job::new(spec, progs).expect("a valid job").run();
     assert_eq!(o.map(|o| o.late), Ok(0));
 }
+
+/// An epoch with far more operations to one target than the target's
+/// receive pool: each rank adds 300 times into the next one's window.
+/// Unreceived, they held the pool and their origins' credit, and the
+/// fence's collective queued behind them for good; the rank now receives
+/// them whenever a wait of its fence stalls.
+#[test]
+fn epochs_larger_than_the_receive_pool_end_in_every_design() {
+    let n = 3u16;
+    for design in Design::ALL {
+        let progs = (0..n)
+            .map(|r| {
+                (0..2)
+                    .map(|_| Action::Epoch {
+                        window: 0,
+                        ops: (0..300u64)
+                            .map(|k| OpSpec {
+                                target: (r + 1) % n,
+                                disp: 4 * (k % 16),
+                                kind: Kind::Add,
+                                len: 4,
+                            })
+                            .collect(),
+                        compute_ns: 0,
+                        strawman: false,
+                    })
+                    .collect()
+            })
+            .collect();
+        let config = rmx_core::Config {
+            rx_buffers: 32,
+            rx_reserve: 4,
+            rx_low_water: 8,
+            ..rmx_sim::node::config(false)
+        };
+        let spec = Spec {
+            config,
+            ..spec(n, design, Faults::NONE, 9)
+        };
+        let o = Job::new(spec, progs).expect("a valid job").run();
+        assert!(o.is_ok(), "{design:?}: {:?}", o.err());
+    }
+}
