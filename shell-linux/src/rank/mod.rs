@@ -610,3 +610,40 @@ impl Rank<AnyPort> {
         self.with_ref(|d| d.nic.port_ref().eth().map(EthPort::addr))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{loop_config, Rank};
+    use crate::loopnic::{Fabric, LoopConfig};
+    use rmx_core::{Sizes, Source, TagSel};
+
+    /// Sends done when started hold no buffer handle while their requests
+    /// wait to be collected: a rank with 8 handles keeps 40 such requests
+    /// and still posts receives. Before, each kept its handle until tested,
+    /// and the ninth send was refused (`RequestTableFull`).
+    #[test]
+    fn requests_done_when_started_hold_no_handle() {
+        let fabric = Fabric::new(1, LoopConfig::default()).expect("the default sizes fit");
+        let cfg = loop_config();
+        let mut sizes = Sizes::for_job(1, &cfg);
+        sizes.requests = 8;
+        let mut r = Rank::with_sizes(fabric.port(0), 1, cfg, sizes).expect("rank");
+        let b = [7u8; 8];
+        // SAFETY: `b` outlives the requests, waited for below.
+        let sent: Vec<_> = (0..40)
+            .map(|k| unsafe { r.isend_in(0, k, 0, b.as_ptr(), 8) })
+            .collect();
+        assert!(
+            sent.iter().all(|q| q.is_ok()),
+            "{:?}",
+            sent.iter().find(|q| q.is_err())
+        );
+        let mut got = [0u8; 8];
+        for k in 0..40 {
+            r.recv(Source::Rank(0), TagSel::Tag(k), &mut got)
+                .expect("a handle is free");
+            assert_eq!(got, b);
+        }
+        assert_eq!(r.wait_all(sent.into_iter().flatten()), None);
+    }
+}

@@ -244,13 +244,15 @@ pub(super) fn accumulate<T: Transport + 'static>(
             super::inbox::drain(w, r, &mut inbox)
         })
     };
-    let epoch = w.epoch(r, |e, _| e.epoch());
-    let closed = super::inbox::close(w, r, epoch, &mut inbox, true);
+    let closed = match inbox.idle() {
+        true => Ok(None),
+        false => super::inbox::close(w, r, h.epoch, &mut inbox, true),
+    };
     w.inbox = inbox;
     let s = state(w);
     s.pending = pending;
     s.sent.push(out);
-    let fault = closed.and_then(|f| Ok(f.or(sent?)))?;
+    let fault = sent?.or(closed?);
     s.fault = s.fault.or(fault);
     w.epoch(r, |e, _| e.message(target));
     Ok(())

@@ -58,6 +58,11 @@ impl Inbox {
         self.op.take().into_iter().chain(self.answered.drain(..))
     }
 
+    /// Nothing posted, no answer in flight.
+    pub fn idle(&self) -> bool {
+        self.op.is_none() && self.answered.is_empty()
+    }
+
     /// Forgets the answers, keeping the memory. Only once no request
     /// names any of it.
     pub fn clear(&mut self) {

@@ -32,6 +32,10 @@ pub(super) fn recv_failed(e: rmx_core::RecvError) -> WinError {
 /// answer to a get) needs some.
 const HEADROOM: usize = 4;
 
+/// Sends pending before the free handles are counted: fewer hold too few
+/// to fill the table.
+const PACE_FROM: usize = 64;
+
 /// An operation ready to send: its first message, and the data's own
 /// message when it does not fit in the first.
 pub(super) struct Outgoing {
@@ -62,9 +66,10 @@ impl Outgoing {
 
     /// Starts the operation's messages, their requests pushed onto
     /// `pending`. An epoch may hold more operations than the rank has
-    /// request handles: while fewer than [`HEADROOM`] are free, the older
-    /// half of `pending` is waited for (running `beside` when that wait stalls) and the send
-    /// tried again. The first fault among the requests waited for.
+    /// request handles: while fewer than [`HEADROOM`] are free (or none),
+    /// the older half of `pending` is waited for, running `beside` when
+    /// that wait stalls, and the send tried again. The first fault among
+    /// the requests waited for.
     ///
     /// # Safety
     /// `self` stays in place, unmodified, until every request pushed onto
@@ -82,11 +87,8 @@ impl Outgoing {
                 break;
             }
             loop {
-                // Few sends pending hold few handles: the check waits for
-                // epochs large enough to fill the table.
-                if pending.len() >= 64 && r.free_requests() < HEADROOM {
-                    let older: Vec<Req> = pending.drain(..pending.len().div_ceil(2)).collect();
-                    fault = fault.or(r.wait_all_beside(older, beside)?);
+                if pending.len() >= PACE_FROM && r.free_requests() < HEADROOM {
+                    fault = fault.or(wait_older_half(r, pending, beside)?);
                     continue;
                 }
                 // SAFETY: the caller's contract.
@@ -105,8 +107,7 @@ impl Outgoing {
                         break;
                     }
                     Err(SendError::RequestTableFull) if !pending.is_empty() => {
-                        let older: Vec<Req> = pending.drain(..pending.len().div_ceil(2)).collect();
-                        fault = fault.or(r.wait_all_beside(older, beside)?);
+                        fault = fault.or(wait_older_half(r, pending, beside)?);
                     }
                     Err(e) => return Err(send_failed(e)),
                 }
@@ -114,6 +115,17 @@ impl Outgoing {
         }
         Ok(fault)
     }
+}
+
+/// Waits for the older half of `pending` (running `beside` when the wait
+/// stalls): their first fault.
+fn wait_older_half<T: Transport + 'static>(
+    r: &mut Rank<T>,
+    pending: &mut Vec<Req>,
+    beside: Beside<'_, T, WinError>,
+) -> Result<Option<RecvFault>, WinError> {
+    let older: Vec<Req> = pending.drain(..pending.len().div_ceil(2)).collect();
+    r.wait_all_beside(older, beside)
 }
 
 /// An operation that arrived: from whom, and what the window made of it.
