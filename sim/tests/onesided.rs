@@ -32,6 +32,17 @@ fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
     }
 }
 
+/// The reliable wire's settings with a 32-buffer receive pool: far fewer
+/// buffers than the operations or flags a fence brings.
+fn small_pool() -> rmx_core::Config {
+    rmx_core::Config {
+        rx_buffers: 32,
+        rx_reserve: 4,
+        rx_low_water: 8,
+        ..rmx_sim::node::config(false)
+    }
+}
+
 /// Random epochs: each rank puts into its own region of random targets
 /// (puts never overlap, so the result is the same in any order) and adds
 /// u32s in a part of the window no put touches (or, in some epochs,
@@ -275,12 +286,7 @@ fn naive_flags_never_starve_a_finish_message_of_credit() {
                 .collect()
         })
         .collect();
-    let config = rmx_core::Config {
-        rx_buffers: 32,
-        rx_reserve: 4,
-        rx_low_water: 8,
-        ..rmx_sim::node::config(false)
-    };
+    let config = small_pool();
     let spec = Spec {
         config,
         windows: vec![(128, Design::ImmNaive)],
@@ -318,12 +324,7 @@ fn epochs_larger_than_the_receive_pool_end_in_every_design() {
                     .collect()
             })
             .collect();
-        let config = rmx_core::Config {
-            rx_buffers: 32,
-            rx_reserve: 4,
-            rx_low_water: 8,
-            ..rmx_sim::node::config(false)
-        };
+        let config = small_pool();
         let spec = Spec {
             config,
             ..spec(n, design, Faults::NONE, 9)

@@ -332,12 +332,6 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         self.refused
     }
 
-    /// Counts an operation the shell refused after the core admitted it
-    /// (one nobody announced, found while cancelling a receive).
-    pub fn refuse(&mut self) {
-        self.refused += 1;
-    }
-
     /// The descriptor rank `rank` published.
     pub fn descriptor(&self, rank: u16) -> Option<Descriptor> {
         self.targets.as_ref().get(rank as usize).map(|t| t.desc)
