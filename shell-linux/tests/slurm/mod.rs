@@ -58,7 +58,7 @@ impl Slurm {
         }
         let dir = std::env::temp_dir().join(format!("rmx-slurm-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        for d in ["state", "spool", "log", "run", "munge"] {
+        for d in ["state", "spool", "log", "run", "munge", "tmp"] {
             std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
         }
         // From here the daemons started are stopped on the way out.
@@ -93,6 +93,10 @@ impl Slurm {
             "SlurmdUser=root".into(),
             format!("StateSaveLocation={d}/state"),
             format!("SlurmdSpoolDir={d}/spool"),
+            // The PMIx plugin's per-step directories live here, not in
+            // the machine's /tmp, where one left by an aborted run would
+            // refuse the same step of the next.
+            format!("TmpFS={d}/tmp"),
             format!("SlurmctldPidFile={d}/run/slurmctld.pid"),
             format!("SlurmdPidFile={d}/run/slurmd.pid"),
             format!("SlurmctldLogFile={d}/log/slurmctld.log"),
