@@ -18,4 +18,6 @@ pub mod rank;
 pub mod reuse;
 pub mod tables;
 pub mod transport;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 pub mod window;

@@ -178,6 +178,7 @@ fn in_the_test_vm_messages_survive_netem_faults() {
     let out = kernel
         .run(&vm::Job {
             files: &[&exe],
+            system: &[],
             modules: &["sch_netem", "veth"],
             script: &script,
             timeout: std::time::Duration::from_secs(900),

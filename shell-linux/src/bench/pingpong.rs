@@ -162,9 +162,14 @@ fn measure(
     let warmup = opts.warmup.min(iters);
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
     let memory = Floor::new(max);
-    let wire = match net {
-        Net::Eth(e) => Some(WireFloor::new(&e.iface)),
-        Net::Loop(_) => None,
+    // The floor beside rmx: memory between threads on `loop`, bare frames
+    // on `eth`; none on a transport whose ranks may be processes with no
+    // floor of rmx's own (verbs: its anchors are perftest's).
+    let (wire, memory_floor) = match net {
+        Net::Eth(e) => (Some(WireFloor::new(&e.iface)), false),
+        Net::Loop(_) => (None, true),
+        #[allow(unreachable_patterns)]
+        _ => (None, false),
     };
     let rows = job::run_with(2, cfg, net, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();
@@ -175,11 +180,12 @@ fn measure(
                 Some(side) => Bare::Wire(side),
                 None => Bare::None,
             },
-            None => Bare::Memory {
+            None if memory_floor => Bare::Memory {
                 side: memory.side(me).expect("one thread per side"),
                 seq: 0,
                 buf: vec![0u8; 2 * max],
             },
+            None => Bare::None,
         };
         let mut rows = Vec::new();
         for &size in sizes {
@@ -193,7 +199,7 @@ fn measure(
             // On a lossy wire the spread matters: percentiles of the
             // round trips there (stamping each costs a clock read).
             let mut hist = Hist::default();
-            let t = if wire.is_some() {
+            let t = if !memory_floor {
                 rmx_rounds_timed(r, iters, size, &sbuf, &mut rbuf, &mut hist)
             } else {
                 rmx_rounds(r, iters, size, &sbuf, &mut rbuf)

@@ -174,7 +174,8 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
     let cfgs: Vec<Config> = setups.iter().map(|s| s.apply(cfg)).collect();
     let wire = match net {
         Net::Eth(e) => Some(WireFloor::new(&e.iface)),
-        Net::Loop(_) => None,
+        #[allow(unreachable_patterns)]
+        _ => None,
     };
     let out = job::run_configs(&cfgs, net, |ranks| {
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();

@@ -18,6 +18,8 @@ pub(crate) struct Cli {
     pub(crate) cmd: Cmd,
 }
 
+// Parsed once per run: the size of the benchmarks' options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Transports, default configuration, and the core's memory figures.

@@ -1,5 +1,5 @@
 //! What a waiting thread sleeps on: a software NIC's event counter, or a
-//! descriptor that `poll(2)` watches (a socket, later a verbs completion
+//! descriptor that `poll(2)` watches (a socket, a verbs completion
 //! channel) beside an eventfd that wakes the sleeper on demand.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -38,10 +38,11 @@ impl Events {
     }
 
     /// Makes the next packet raise an event even if unsolicited. A readable
-    /// descriptor always does.
+    /// socket always does; a completion channel is asked to.
     pub fn arm(&self) {
-        if let Events::Loop(e) = self {
-            e.arm()
+        match self {
+            Events::Loop(e) => e.arm(),
+            Events::Fd(e) => e.arm(),
         }
     }
 
@@ -54,12 +55,23 @@ impl Events {
     }
 }
 
+/// A descriptor that must be asked for its next event and whose events
+/// must be taken once it turns readable (a verbs completion channel).
+pub trait Notifier: Send + Sync {
+    /// Asks for an event on the next packet, solicited or not.
+    fn arm(&self);
+    /// The descriptor turned readable: take what it holds, so that it does
+    /// not stay readable, and ask for the next event the port wants.
+    fn take(&self);
+}
+
 struct FdShared {
     /// The port's descriptor; the port keeps it open as long as it lives,
     /// and holds a clone of this handle, so this never outlives it.
     watched: Arc<OwnedFd>,
     wake: OwnedFd,
     kicks: AtomicU64,
+    notifier: Option<Arc<dyn Notifier>>,
 }
 
 /// Sleeping in `poll(2)` on a port's descriptor; level-triggered, so a
@@ -70,6 +82,14 @@ pub struct FdEvents(Arc<FdShared>);
 impl FdEvents {
     /// Events on `watched` (readable means work).
     pub fn new(watched: Arc<OwnedFd>) -> std::io::Result<FdEvents> {
+        FdEvents::notified(watched, None)
+    }
+
+    /// Events on `watched`, armed and taken through `notifier`.
+    pub fn notified(
+        watched: Arc<OwnedFd>,
+        notifier: Option<Arc<dyn Notifier>>,
+    ) -> std::io::Result<FdEvents> {
         // SAFETY: eventfd(2) with flags only; the descriptor is owned at once.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -80,7 +100,14 @@ impl FdEvents {
             // SAFETY: a fresh descriptor nothing else owns.
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             kicks: AtomicU64::new(0),
+            notifier,
         })))
+    }
+
+    fn arm(&self) {
+        if let Some(n) = &self.0.notifier {
+            n.arm();
+        }
     }
 
     fn count(&self) -> u64 {
@@ -101,6 +128,11 @@ impl FdEvents {
         };
         // SAFETY: two initialised pollfd entries and a valid timeout.
         let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null()) };
+        if n > 0 && fds[0].revents != 0 {
+            if let Some(t) = &self.0.notifier {
+                t.take();
+            }
+        }
         if n > 0 && fds[1].revents != 0 {
             let mut v = 0u64;
             // SAFETY: an eventfd reads exactly 8 bytes into `v`.

@@ -14,7 +14,7 @@ mod faulty;
 pub mod network;
 pub mod registry;
 
-pub use events::{Events, FdEvents};
+pub use events::{Events, FdEvents, Notifier};
 pub use faulty::{Faults, Faulty};
 pub use network::{Network, Swap, Wire};
 pub use registry::{AnyPort, Net};

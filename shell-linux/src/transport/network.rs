@@ -129,7 +129,10 @@ impl Swap {
             Swap::Threads { addrs, met } => {
                 lock(addrs)[me as usize] = mine;
                 met.wait();
-                lock(addrs).clone()
+                let all = lock(addrs).clone();
+                // Everyone has read before anyone writes the next swap's.
+                met.wait();
+                all
             }
             Swap::Launched(l) => {
                 let hexed = mine.as_deref().map_or_else(|| "none".into(), hex);
@@ -201,6 +204,33 @@ mod tests {
                 format!("rank {me}: rank 1 could not open its port")
             );
         }
+    }
+
+    /// Successive swaps (a transport's second round, a job's next network)
+    /// each give every rank that round's addresses: none reads a faster
+    /// rank's next one.
+    #[test]
+    fn successive_swaps_never_mix_their_rounds() {
+        let swap = Swap::new(4, None);
+        // Counted, not asserted, inside: a panicking rank would leave the
+        // others at the barrier for ever.
+        let mixed: usize = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u16)
+                .map(|me| {
+                    let swap = &swap;
+                    s.spawn(move || {
+                        (0..200u8)
+                            .filter(|&round| {
+                                let all = swap.swap(me, 0, Some(vec![round, me as u8])).unwrap();
+                                all != (0..4u8).map(|r| vec![round, r]).collect::<Vec<_>>()
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(mixed, 0, "swaps that read another round's address");
     }
 
     #[test]

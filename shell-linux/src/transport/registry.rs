@@ -50,9 +50,9 @@ macro_rules! each {
 /// stay inline, since a box would put an indirection on every post and
 /// poll).
 macro_rules! transports {
-    ($($v:ident($net:ty, $opt:ident)),+ $(,)?) => {
+    ($($v:ident($net:ty, $opt:ident)),+ $(,)?; not built: [$($missing:expr),*]) => {
         /// Every transport, the default first.
-        pub const TRANSPORTS: &[Entry] = &[$(<$net as Network>::ENTRY,)+ VERBS];
+        pub const TRANSPORTS: &[Entry] = &[$(<$net as Network>::ENTRY,)+ $($missing),*];
 
         /// Every transport's command-line options, flattened into every
         /// benchmark's.
@@ -281,20 +281,33 @@ pub struct Entry {
     pub floor: &'static str,
 }
 
-/// rdma-core verbs, named so that users asking for it learn why it fails.
+/// rdma-core verbs in a build without them, named so that users asking
+/// for it learn why it fails.
+#[cfg(not(feature = "verbs"))]
 const VERBS: Entry = Entry {
     name: "verbs",
-    about: "rdma-core verbs RC queue pairs: not in this build yet",
+    about: "rdma-core verbs RC queue pairs: not in this build (build with `--features verbs`, which needs libibverbs-dev, cmake and libclang-dev)",
     built: false,
     floor: "",
 };
 
 // Every transport this build carries, one line each, the default first:
 // the variant that names it in `Net` and `AnyPort`, and its settings type
-// (a `Network`, which names its port and its registry entry).
+// (a `Network`, which names its port and its registry entry); then those
+// it does not carry.
+#[cfg(feature = "verbs")]
 transports! {
     Loop(crate::loopnic::LoopConfig, looped),
     Eth(crate::eth::EthNet, eth),
+    Verbs(crate::verbs::VerbsNet, verbs);
+    not built: []
+}
+
+#[cfg(not(feature = "verbs"))]
+transports! {
+    Loop(crate::loopnic::LoopConfig, looped),
+    Eth(crate::eth::EthNet, eth);
+    not built: [VERBS]
 }
 
 /// The transport `name` names, if this build carries it; else what to do.
@@ -358,11 +371,16 @@ mod tests {
     fn a_transport_is_found_refused_with_its_reason_or_unknown() {
         assert_eq!(find("loop").map(|t| t.name), Ok("loop"));
         assert_eq!(TRANSPORTS[0].name, "loop", "the default first");
-        let verbs = find("verbs").unwrap_err();
-        assert!(
-            verbs.contains("not in this build") && verbs.contains("--transport loop"),
-            "{verbs}"
-        );
+        #[cfg(not(feature = "verbs"))]
+        {
+            let verbs = find("verbs").unwrap_err();
+            assert!(
+                verbs.contains("not in this build") && verbs.contains("--transport loop"),
+                "{verbs}"
+            );
+        }
+        #[cfg(feature = "verbs")]
+        assert_eq!(find("verbs").map(|t| t.name), Ok("verbs"));
         let what = find("ib").unwrap_err();
         assert!(what.contains("choose one of: loop, eth, verbs"), "{what}");
     }

@@ -32,6 +32,10 @@ pub struct Job<'a> {
     /// the guest) or in a path with spaces, runs the same. The script
     /// names them with [`in_guest`].
     pub files: &'a [&'a Path],
+    /// Host files copied to the same paths in the guest (with their
+    /// shared libraries): what programs load by name, such as
+    /// libibverbs' providers and their `.driver` files.
+    pub system: &'a [&'a Path],
     /// Modules to load, by name, dependencies first (found with modinfo).
     pub modules: &'a [&'a str],
     /// The script the guest runs (busybox sh, iproute2 first in PATH).
@@ -210,6 +214,11 @@ impl Kernel {
                 job.files
                     .iter()
                     .map(|f| (*f, job_dir.join(f.file_name().unwrap_or_default()))),
+            )
+            .chain(
+                job.system
+                    .iter()
+                    .map(|f| (*f, r.join(f.strip_prefix("/").unwrap_or(f)))),
             );
         for (f, to) in placed {
             copy_to(f, &to)?;

@@ -1,0 +1,49 @@
+//! `verbs`: rdma-core's libibverbs (InfiniBand, RoCE, Soft-RoCE). Each rank
+//! opens the device, a protection domain, a completion channel with
+//! completion queues for sends and receives, a shared receive queue as its
+//! receive pool, and one reliable-connected queue pair per peer, whose
+//! addresses the job's bootstrap swaps. Work requests map one for one onto
+//! the driver layer's [`Work`](crate::transport::Work): sends with a gather
+//! list, inline sends, RDMA write, read and write with immediate.
+//!
+//! Built with the cargo feature `verbs`; without it the registry names the
+//! transport and says how to get it.
+
+pub mod address;
+pub mod device;
+mod network;
+mod options;
+mod pool;
+pub mod port;
+mod qp;
+
+pub use device::{Select, Sizes};
+pub use network::VerbsNet;
+pub use options::VerbsOptions;
+pub use port::VerbsPort;
+
+/// Gather entries per send (a header and a payload).
+pub(crate) const MAX_SGE: usize = 4;
+
+/// `verbs` in the transport registry.
+pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+    name: "verbs",
+    about: "rdma-core verbs: RC queue pairs, shared receive queue, RDMA (needs an RDMA device)",
+    built: true,
+    floor: "",
+};
+
+/// What verbs can do before a port knows its device (the limits come with
+/// the port): every RDMA operation the core uses.
+pub const CAPS: rmx_core::Caps = rmx_core::Caps {
+    rdma_write: true,
+    rdma_read: true,
+    write_imm: true,
+    max_transfer: 0,
+    inline_max: 0,
+    send_queue: 0,
+    rx_buffers: 0,
+    mtu: 0,
+    lossy: false,
+    cheap_gather: false,
+};

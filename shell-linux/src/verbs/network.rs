@@ -1,0 +1,114 @@
+//! The `verbs` transport as a job opens it: every rank opens the same
+//! device (threads of one process, or one process per rank under a
+//! launcher), makes a queue pair per rank, swaps addresses through the
+//! job's bootstrap, connects, and meets the others once more so that no
+//! rank sends to a queue pair not yet ready to receive.
+
+use rmx_core::{Caps, Config};
+
+use super::{Select, Sizes, VerbsPort, CAPS, ENTRY};
+use crate::job::Launch;
+use crate::transport::network::{Network, Swap, Wire};
+use crate::transport::registry::Entry;
+use crate::transport::AnyPort;
+
+/// Where the ranks of a `verbs` job open their ports.
+#[derive(Clone, Debug)]
+pub struct VerbsNet {
+    pub select: Select,
+    pub sizes: Sizes,
+    /// This process is one rank of a job a launcher started.
+    pub launch: Option<Launch>,
+}
+
+impl Network for VerbsNet {
+    type Port = VerbsPort;
+    type Options = super::VerbsOptions;
+    const ENTRY: Entry = ENTRY;
+
+    fn given(o: &super::VerbsOptions) -> Option<&'static str> {
+        o.given()
+    }
+
+    fn open(
+        o: &super::VerbsOptions,
+        _launched: bool,
+    ) -> Result<(VerbsNet, Option<crate::lab::TempLab>), String> {
+        o.open().map(|n| (n, None))
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "device": self.select.device,
+            "port": self.select.port,
+            "gid_index": self.select.gid_index,
+            "rx_buffers": self.sizes.rx_buffers,
+            "buf_size": self.sizes.buf_size,
+            "sq_depth": self.sizes.sq_depth,
+            "launch": self.launch.as_ref().map(|l| format!("{l:?}")),
+        })
+    }
+
+    fn caps(&self) -> Caps {
+        CAPS
+    }
+
+    fn rx_buffers(&self) -> usize {
+        self.sizes.rx_buffers as usize
+    }
+
+    fn launch(&self) -> Option<&Launch> {
+        self.launch.as_ref()
+    }
+
+    /// `send_wqes` entries per queue pair.
+    fn for_config(&self, cfg: &Config) -> VerbsNet {
+        let mut n = self.clone();
+        n.sizes.sq_depth = cfg.send_wqes.max(1) as u32;
+        n
+    }
+
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+        Ok(Box::new(VerbsWire {
+            swap: Swap::new(ranks, self.launch.as_ref()),
+            net: self.clone(),
+            ranks,
+        }))
+    }
+}
+
+struct VerbsWire {
+    net: VerbsNet,
+    swap: Swap,
+    ranks: u16,
+}
+
+impl Wire for VerbsWire {
+    fn port(
+        &self,
+        me: u16,
+        k: usize,
+        nets: usize,
+        placed: &Result<(), String>,
+    ) -> Result<AnyPort, String> {
+        let net = &self.net;
+        let opened = placed.clone().and_then(|()| {
+            VerbsPort::open(&net.select, net.sizes, me, self.ranks).map_err(|e| {
+                format!(
+                    "rank {me}: cannot open {}: {e}",
+                    net.select.device.as_deref().unwrap_or("an RDMA device")
+                )
+            })
+        });
+        let mine = opened.as_ref().ok().map(|p| p.address().encode());
+        let all = self.swap.swap(me, k, mine);
+        let connected = opened.and_then(|mut p| all.and_then(|a| p.connect(&a)).map(|()| p));
+        // Every queue pair is ready to receive once every rank got here.
+        let ready = connected.as_ref().ok().map(|_| vec![1]);
+        let met = self.swap.swap(me, nets + k, ready);
+        // This rank's own failure first: it says why.
+        let port = connected?;
+        met?;
+        Ok(AnyPort::from(port))
+    }
+}

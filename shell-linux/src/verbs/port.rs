@@ -1,0 +1,500 @@
+//! A rank's verbs port: one RC queue pair per peer on the rank's shared
+//! completion and receive queues, work requests built from the driver
+//! layer's [`Work`] one for one, and registrations by `ibv_reg_mr`.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::ptr;
+use std::sync::Arc;
+
+use ibverbs_sys as ib;
+use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError};
+
+use super::address::Address;
+use super::device::{Device, Select, Sizes};
+use super::pool::Pool;
+use super::qp::Qp;
+use super::MAX_SGE;
+use crate::transport::{Completion, Events, FdEvents, Mr, Notifier, Recv, Sge, Transport, Work};
+
+/// Completions taken from a queue per poll.
+const WCS: usize = 32;
+
+/// One connection: the queue pair and its sends not yet completed.
+struct Conn {
+    qp: Qp,
+    pending: u32,
+    /// The queue pair went to the error state: every post is refused.
+    down: bool,
+}
+
+pub struct VerbsPort {
+    me: u16,
+    sizes: Sizes,
+    conns: Vec<Conn>,
+    by_qpn: HashMap<u32, u16>,
+    /// Registrations by the key handed out (the lkey of a local one, the
+    /// rkey of one peers may access).
+    mrs: HashMap<u32, *mut ib::ibv_mr>,
+    /// rkey → lkey, where a device makes them differ.
+    lkeys: HashMap<u32, u32>,
+    /// Send completions polled by [`drain`](rmx_driver::Port::drain)
+    /// before the core asked for them.
+    dones: VecDeque<Completion>,
+    recvs: VecDeque<Recv>,
+    /// Receives that failed (the packet was longer than a buffer, or the
+    /// queue flushed): the buffer went straight back.
+    pub rx_errors: u64,
+    events: Events,
+    pool: Pool,
+    dev: Arc<Device>,
+}
+
+// SAFETY: the raw registrations are only used through libibverbs, which is
+// thread-safe; the port moves between threads whole.
+unsafe impl Send for VerbsPort {}
+
+/// The completion channel behind a verbs port's [`Events`].
+struct Channel(Arc<Device>);
+
+impl Notifier for Channel {
+    fn arm(&self) {
+        self.0.arm(false);
+    }
+
+    fn take(&self) {
+        self.0.take_events();
+    }
+}
+
+impl VerbsPort {
+    /// Rank `me`'s port of a job of `ranks`: the device opened, the
+    /// receive pool posted, one queue pair per rank made (not connected).
+    pub fn open(sel: &Select, sizes: Sizes, me: u16, ranks: u16) -> Result<VerbsPort, String> {
+        let sizes = Sizes {
+            peers: ranks as u32,
+            ..sizes
+        };
+        let dev = Arc::new(Device::open(sel, sizes)?);
+        let pool = Pool::new(&dev, sizes.rx_buffers, sizes.buf_size)?;
+        let mut conns = Vec::with_capacity(ranks as usize);
+        let mut by_qpn = HashMap::new();
+        for peer in 0..ranks {
+            let qp = Qp::create(&dev, sizes.sq_depth)?;
+            by_qpn.insert(qp.num(), peer);
+            conns.push(Conn {
+                qp,
+                pending: 0,
+                down: false,
+            });
+        }
+        // SAFETY: dup(2) of the channel's descriptor, owned at once; the
+        // copy shares the open file (and its O_NONBLOCK).
+        let fd = unsafe { libc::dup(dev.channel_fd()) };
+        if fd < 0 {
+            return Err(format!("dup: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let watched = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let notifier: Arc<dyn Notifier> = Arc::new(Channel(Arc::clone(&dev)));
+        let events = FdEvents::notified(watched, Some(notifier))
+            .map(Events::Fd)
+            .map_err(|e| format!("eventfd: {e}"))?;
+        dev.arm(true);
+        Ok(VerbsPort {
+            me,
+            sizes,
+            conns,
+            by_qpn,
+            mrs: HashMap::new(),
+            lkeys: HashMap::new(),
+            dones: VecDeque::with_capacity(WCS),
+            recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
+            rx_errors: 0,
+            events,
+            pool,
+            dev,
+        })
+    }
+
+    /// What this rank publishes for the others to connect to.
+    pub fn address(&self) -> Address {
+        Address {
+            gid: self.dev.facts.gid,
+            mtu: self.dev.facts.mtu as u8,
+            qps: self.conns.iter().map(|c| (c.qp.num(), c.qp.psn)).collect(),
+        }
+    }
+
+    /// Connects queue pair `i` to rank `i`'s queue pair for this rank.
+    pub fn connect(&mut self, all: &[Vec<u8>]) -> Result<(), String> {
+        if all.len() != self.conns.len() {
+            return Err(format!(
+                "rank {}: {} addresses for {} ranks",
+                self.me,
+                all.len(),
+                self.conns.len()
+            ));
+        }
+        for (peer, bytes) in all.iter().enumerate() {
+            let a = Address::decode(bytes).map_err(|e| format!("rank {peer}: {e}"))?;
+            let (qpn, psn) = *a.qps.get(self.me as usize).ok_or_else(|| {
+                format!(
+                    "rank {peer} made queue pairs for {} ranks, not {}",
+                    a.qps.len(),
+                    self.conns.len()
+                )
+            })?;
+            let mtu = (a.mtu as u32).min(self.dev.facts.mtu);
+            self.conns[peer]
+                .qp
+                .connect(&self.dev, a.gid, qpn, psn, mtu)
+                .map_err(|e| format!("rank {}: to rank {peer}: {e}", self.me))?;
+        }
+        Ok(())
+    }
+
+    /// The device as it was opened.
+    pub fn facts(&self) -> &super::device::Facts {
+        &self.dev.facts
+    }
+
+    pub fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
+    fn lkey(&self, key: u32) -> u32 {
+        match self.lkeys.is_empty() {
+            true => key,
+            false => self.lkeys.get(&key).copied().unwrap_or(key),
+        }
+    }
+
+    fn sge(&self, s: &Sge) -> ib::ibv_sge {
+        ib::ibv_sge {
+            addr: s.addr as u64,
+            length: s.len.min(u32::MAX as usize) as u32,
+            lkey: self.lkey(s.key),
+        }
+    }
+
+    unsafe fn reg(&mut self, addr: usize, len: usize, remote: bool) -> Result<Mr, RegError> {
+        use ib::ibv_access_flags as A;
+        let access = match remote {
+            true => {
+                A::IBV_ACCESS_LOCAL_WRITE | A::IBV_ACCESS_REMOTE_WRITE | A::IBV_ACCESS_REMOTE_READ
+            }
+            false => A::IBV_ACCESS_LOCAL_WRITE,
+        };
+        // SAFETY: the caller keeps the range valid until it is deregistered.
+        let mr = unsafe { ib::ibv_reg_mr(self.dev.pd, addr as *mut _, len, access.0 as i32) };
+        if mr.is_null() {
+            return Err(RegError::NoResources);
+        }
+        // SAFETY: a registration made just now.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        let key = if remote { rkey } else { lkey };
+        if self.mrs.contains_key(&key) {
+            // SAFETY: registered just now, used by nothing.
+            unsafe { ib::ibv_dereg_mr(mr) };
+            return Err(RegError::NoResources);
+        }
+        self.mrs.insert(key, mr);
+        if key != lkey {
+            self.lkeys.insert(key, lkey);
+        }
+        Ok(Mr { addr, len, key })
+    }
+
+    /// Posts `wr` on `peer`'s queue pair.
+    fn post_wr(&mut self, peer: u16, wr: &mut ib::ibv_send_wr) -> Result<(), PostError> {
+        let c = self.conns.get_mut(peer as usize).ok_or(PostError::Down)?;
+        if c.down {
+            return Err(PostError::Down);
+        }
+        if c.pending >= self.sizes.sq_depth {
+            return Err(PostError::Busy);
+        }
+        wr.send_flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        let mut bad = ptr::null_mut();
+        // SAFETY: the provider's op on a live queue pair; the work request
+        // and its gather list live through the call, and every address in
+        // it is checked against its key by the device.
+        let rc = unsafe {
+            match (*self.dev.ctx).ops.post_send {
+                Some(f) => f(c.qp.qp, wr, &mut bad),
+                None => libc::EOPNOTSUPP,
+            }
+        };
+        match rc {
+            0 => {
+                c.pending += 1;
+                Ok(())
+            }
+            libc::ENOMEM => Err(PostError::Busy),
+            libc::EINVAL => Err(PostError::Unsupported),
+            _ => Err(PostError::Down),
+        }
+    }
+
+    /// Takes up to `WCS` receive completions into `recvs`.
+    fn poll_receives(&mut self) {
+        let mut wcs = [wc(); WCS];
+        let n = poll(&self.dev, self.dev.rcq, &mut wcs);
+        for w in &wcs[..n] {
+            let buf = w.wr_id() as u32;
+            let recv = match (w.is_valid(), w.opcode()) {
+                (true, ib::ibv_wc_opcode::IBV_WC_RECV) => self
+                    .pool
+                    .filled(buf, w.len() as u32)
+                    .then_some(Recv { buf, imm: None }),
+                (true, ib::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM) => {
+                    self.pool.filled(buf, 0).then_some(Recv {
+                        buf,
+                        imm: Some(u32::from_be(w.imm_data)),
+                    })
+                }
+                _ => None,
+            };
+            match recv {
+                Some(r) => self.recvs.push_back(r),
+                None => {
+                    self.rx_errors += 1;
+                    if self.pool.filled(buf, 0) {
+                        self.pool.repost(&self.dev, buf);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes up to `out.len()` send completions, settling each
+    /// connection's count; an error fails the connection (its queue pair
+    /// is in the error state).
+    fn poll_sends(&mut self, out: &mut [Completion]) -> usize {
+        let mut wcs = [wc(); WCS];
+        let want = out.len().min(WCS);
+        let n = poll(&self.dev, self.dev.scq, &mut wcs[..want]);
+        for (w, o) in wcs[..n].iter().zip(out.iter_mut()) {
+            let result = match w.error() {
+                None => Ok(()),
+                Some((status, _)) => Err(wc_error(status)),
+            };
+            if let Some(c) = self
+                .by_qpn
+                .get(&w.qp_num)
+                .and_then(|&p| self.conns.get_mut(p as usize))
+            {
+                c.pending = c.pending.saturating_sub(1);
+                c.down |= result.is_err();
+            }
+            *o = Completion {
+                wr_id: w.wr_id(),
+                result,
+            };
+        }
+        n
+    }
+}
+
+/// A zeroed work completion to poll into.
+fn wc() -> ib::ibv_wc {
+    // SAFETY: plain integers; all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+fn poll(dev: &Device, cq: *mut ib::ibv_cq, wcs: &mut [ib::ibv_wc]) -> usize {
+    // SAFETY: the provider's op on a live queue, into `wcs.len()` entries.
+    let n = unsafe {
+        match (*dev.ctx).ops.poll_cq {
+            Some(f) => f(cq, wcs.len() as i32, wcs.as_mut_ptr()),
+            None => 0,
+        }
+    };
+    n.max(0) as usize
+}
+
+/// A failed completion in the core's terms: a key or bound check (nothing
+/// moved at the target), or the connection gone.
+fn wc_error(status: ib::ibv_wc_status::Type) -> RdmaError {
+    use ib::ibv_wc_status as S;
+    match status {
+        S::IBV_WC_LOC_PROT_ERR
+        | S::IBV_WC_LOC_ACCESS_ERR
+        | S::IBV_WC_REM_ACCESS_ERR
+        | S::IBV_WC_REM_INV_REQ_ERR
+        | S::IBV_WC_LOC_LEN_ERR => RdmaError::Access,
+        _ => RdmaError::Down,
+    }
+}
+
+impl rmx_driver::Port for VerbsPort {
+    fn caps(&self) -> Caps {
+        Caps {
+            rdma_write: true,
+            rdma_read: true,
+            write_imm: true,
+            max_transfer: self.dev.facts.max_msg.min(1 << 30),
+            inline_max: self.dev.facts.inline_max,
+            send_queue: self.sizes.sq_depth,
+            rx_buffers: self.sizes.rx_buffers,
+            mtu: self.sizes.buf_size,
+            lossy: false,
+            cheap_gather: false,
+        }
+    }
+
+    unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.reg(addr, len, false) }
+    }
+
+    unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.reg(addr, len, true) }
+    }
+
+    fn deregister(&mut self, mr: Mr) {
+        if let Some(m) = self.mrs.remove(&mr.key) {
+            self.lkeys.remove(&mr.key);
+            // SAFETY: registered here, deregistered once.
+            unsafe { ib::ibv_dereg_mr(m) };
+        }
+    }
+
+    fn post(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        work: Work<'_>,
+    ) -> Result<Option<Completion>, PostError> {
+        let mut sges = [ib::ibv_sge::default(); MAX_SGE];
+        let mut wr = ib::ibv_send_wr {
+            wr_id,
+            ..Default::default()
+        };
+        use ib::ibv_wr_opcode as O;
+        match work {
+            Work::Send { sges: s, solicited } => {
+                if s.len() > MAX_SGE {
+                    return Err(PostError::Unsupported);
+                }
+                for (d, s) in sges.iter_mut().zip(s) {
+                    *d = self.sge(s);
+                }
+                wr.num_sge = s.len() as i32;
+                wr.opcode = O::IBV_WR_SEND;
+                if solicited {
+                    wr.send_flags = ib::ibv_send_flags::IBV_SEND_SOLICITED.0;
+                }
+            }
+            Work::Inline { head, body } => {
+                if head.len() + body.len() > self.dev.facts.inline_max as usize {
+                    return Err(PostError::Unsupported);
+                }
+                let parts = [head, body];
+                let mut n = 0;
+                for p in parts.iter().filter(|p| !p.is_empty()) {
+                    sges[n] = ib::ibv_sge {
+                        addr: p.as_ptr() as u64,
+                        length: p.len() as u32,
+                        lkey: 0,
+                    };
+                    n += 1;
+                }
+                wr.num_sge = n as i32;
+                wr.opcode = O::IBV_WR_SEND;
+                wr.send_flags = ib::ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+            Work::Rdma { op, local, remote } => {
+                sges[0] = self.sge(&local);
+                wr.num_sge = 1;
+                wr.opcode = match op {
+                    RdmaOp::Write => O::IBV_WR_RDMA_WRITE,
+                    RdmaOp::Read => O::IBV_WR_RDMA_READ,
+                };
+                wr.wr.rdma = ib::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                    remote_addr: remote.addr,
+                    rkey: remote.key.0,
+                };
+            }
+            Work::WriteImm { local, remote, imm } => {
+                sges[0] = self.sge(&local);
+                wr.num_sge = 1;
+                wr.opcode = O::IBV_WR_RDMA_WRITE_WITH_IMM;
+                wr.wr.rdma = ib::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {
+                    remote_addr: remote.addr,
+                    rkey: remote.key.0,
+                };
+                wr.__bindgen_anon_1.imm_data = imm.to_be();
+            }
+        }
+        wr.sg_list = sges.as_mut_ptr();
+        self.post_wr(peer, &mut wr).map(|()| None)
+    }
+
+    fn poll_recv(&mut self) -> Option<Recv> {
+        if self.recvs.is_empty() {
+            self.poll_receives();
+        }
+        self.recvs.pop_front()
+    }
+
+    fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
+        self.pool.bytes(buf)
+    }
+
+    fn repost(&mut self, buf: u32) -> bool {
+        self.pool.repost(&self.dev, buf)
+    }
+
+    fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
+        let mut n = 0;
+        while n < out.len() {
+            match self.dones.pop_front() {
+                Some(c) => {
+                    out[n] = c;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n + self.poll_sends(&mut out[n..])
+    }
+
+    /// Polls until every connection's sends have completed (or failed),
+    /// keeping the completions for the core.
+    fn drain(&mut self) {
+        let start = std::time::Instant::now();
+        let idle = |p: &VerbsPort| p.conns.iter().all(|c| c.pending == 0 || c.down);
+        let mut out = [Completion {
+            wr_id: 0,
+            result: Ok(()),
+        }; WCS];
+        while !idle(self) && start.elapsed() < std::time::Duration::from_secs(10) {
+            let n = self.poll_sends(&mut out);
+            self.dones.extend(&out[..n]);
+        }
+    }
+}
+
+impl Transport for VerbsPort {
+    fn rank(&self) -> u16 {
+        self.me
+    }
+
+    fn events(&self) -> Events {
+        self.events.clone()
+    }
+}
+
+impl Drop for VerbsPort {
+    fn drop(&mut self) {
+        // Queue pairs first: nothing reads or writes a registration after.
+        self.conns.clear();
+        for (_, m) in self.mrs.drain() {
+            // SAFETY: registered here, deregistered once.
+            unsafe { ib::ibv_dereg_mr(m) };
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! The `verbs` transport on Soft-RoCE (rdma_rxe) in the test VM: a guest
+//! boots with the kernel's rxe driver, makes `rxe0` on a veth pair, and
+//! runs `rmx` there between threads and between processes of MPICH's
+//! hydra. Skips with the reason where the VM or the `verbs` feature is
+//! missing.
+
+mod vm;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Modules the guest loads for Soft-RoCE (dependencies come with them).
+const MODULES: &[&str] = &["crc32_generic", "rdma_rxe", "ib_uverbs", "veth"];
+
+/// The guest's set-up: a veth pair, an address, and `rxe0` on it.
+const RXE: &str = "
+/usr/sbin/ip link add veth0 type veth peer name veth1
+/usr/sbin/ip addr add 10.9.0.1/24 dev veth0
+/usr/sbin/ip link set veth0 up
+/usr/sbin/ip link set veth1 up
+/usr/bin/rdma link add rxe0 type rxe netdev veth0 || exit 90
+";
+
+fn which(cmd: &str) -> Option<PathBuf> {
+    let out = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (!p.is_empty()).then(|| PathBuf::from(p))
+}
+
+/// libibverbs and its rxe provider, which it loads by name.
+fn provider() -> Result<Vec<PathBuf>, String> {
+    let files = [
+        "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
+        "/etc/libibverbs.d/rxe.driver",
+    ];
+    let mut out: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
+    for c in ["rdma", "mpiexec.hydra", "hydra_pmi_proxy"] {
+        out.push(which(c).ok_or_else(|| format!("no {c} on this machine"))?);
+    }
+    match out.iter().find(|p| !p.exists()) {
+        Some(p) => Err(format!(
+            "no {}: apt-get install ibverbs-providers rdma-core mpich",
+            p.display()
+        )),
+        None => Ok(out),
+    }
+}
+
+/// Boots the guest with rxe0 up, runs `script` with the rmx binary at
+/// `$RMX`, and returns its console; `None` (with the reason printed)
+/// where it cannot run here.
+fn in_vm(script: &str, timeout: Duration) -> Option<vm::Outcome> {
+    in_vm_with(script, &[], timeout)
+}
+
+/// [`in_vm`], with `files` copied into the guest's job folder beside rmx.
+fn in_vm_with(script: &str, files: &[&Path], timeout: Duration) -> Option<vm::Outcome> {
+    if !cfg!(feature = "verbs") {
+        eprintln!("skipped: built without the `verbs` feature (cargo test --features verbs)");
+        return None;
+    }
+    let kernel = match vm::kernel() {
+        Ok(k) => k,
+        Err(vm::Skip(why)) => {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let system = match provider() {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let rmx = Path::new(env!("CARGO_BIN_EXE_rmx"));
+    let system: Vec<&Path> = system.iter().map(PathBuf::as_path).collect();
+    let script = format!("{RXE}\nRMX={}\n{script}", vm::in_guest(rmx));
+    let out = kernel
+        .run(&vm::Job {
+            files: &[&[rmx], files].concat(),
+            system: &system,
+            modules: MODULES,
+            script: &script,
+            timeout,
+        })
+        .expect("the guest ran");
+    Some(out)
+}
+
+#[test]
+fn pingpong_runs_over_rxe_between_threads_and_processes() {
+    let Some(out) = in_vm(
+        "set -e
+timeout 60 $RMX bench pingpong --transport verbs --device rxe0 --max-size 64 --iters 200 --warmup 20
+echo THREADS-DONE
+timeout 30 mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --device rxe0 --max-size 65536 --iters 200 --warmup 20 2>&1; echo rc=$?
+",
+        Duration::from_secs(200),
+    ) else {
+        return;
+    };
+    eprintln!("{}", out.console);
+    assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
+}
+
+/// The guest tests below, run inside the VM on `rxe0`, one at a time.
+#[test]
+fn in_the_test_vm_every_protocol_runs_over_rxe() {
+    let exe = std::env::current_exe().expect("this test's binary");
+    let Some(out) = in_vm_with(
+        &format!("{} guest_ --nocapture --test-threads 1", vm::in_guest(&exe)),
+        &[&exe],
+        Duration::from_secs(1200),
+    ) else {
+        return;
+    };
+    eprintln!("{}", out.console);
+    assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
+    assert!(
+        !out.console.contains("skipped: no RDMA device"),
+        "the guest tests found rxe0"
+    );
+}
+
+#[cfg(feature = "verbs")]
+#[path = "common/onesided.rs"]
+mod onesided;
+#[cfg(feature = "verbs")]
+#[path = "common/reference.rs"]
+mod reference;
+
+/// Tests that need an RDMA device: in the VM (above), or on a host that
+/// has one; elsewhere they say so and pass.
+#[cfg(feature = "verbs")]
+mod guest {
+    use rmx_core::wire::rendezvous::Protocol;
+    use rmx_core::{Coalesce, Config, MemKey, Remote, Source, TagSel};
+    use rmx_driver::Port as _;
+    use rmx_linux::job::{self, Net};
+    use rmx_linux::rank::loop_config;
+    use rmx_linux::transport::{Completion, Sge, Work};
+    use rmx_linux::verbs::{Select, Sizes, VerbsOptions, VerbsPort};
+
+    /// The verbs network on the first device, if this machine has one.
+    fn net() -> Option<Net> {
+        if rmx_linux::verbs::device::names().is_empty() {
+            eprintln!("skipped: no RDMA device (these run in the test VM)");
+            return None;
+        }
+        Some(Net::Verbs(VerbsOptions::default().open().expect("verbs")))
+    }
+
+    fn pattern(seed: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i * 7 + seed * 13) as u8).collect()
+    }
+
+    /// Empty, inline, eager, one receive buffer and one past it, and
+    /// rendezvous sizes up to 16 MiB.
+    const SIZES: [usize; 11] = [
+        0,
+        1,
+        100,
+        200,
+        4000,
+        8192,
+        8193,
+        65_536,
+        1 << 20,
+        4 << 20,
+        16 << 20,
+    ];
+
+    fn exchange(net: &Net, cfg: Config) -> rmx_core::Stats {
+        let out = job::run(2, cfg, net, |r| {
+            let me = r.rank();
+            let peer = 1 - me;
+            for (i, &n) in SIZES.iter().enumerate() {
+                if me == 0 {
+                    r.send(peer, i as u32, &pattern(i, n)).expect("send");
+                } else {
+                    let mut buf = vec![0xEEu8; n + 16];
+                    let st = r
+                        .recv(Source::Rank(peer), TagSel::Tag(i as u32), &mut buf)
+                        .expect("recv");
+                    assert_eq!(st.len as usize, n, "size {n}");
+                    assert!(buf[..n] == pattern(i, n)[..], "size {n} byte-exact");
+                    assert!(buf[n..].iter().all(|&b| b == 0xEE), "nothing past {n}");
+                }
+            }
+            r.stats()
+        });
+        out[1]
+    }
+
+    #[test]
+    fn guest_every_rendezvous_and_eager_path_is_byte_exact() {
+        let Some(net) = net() else { return };
+        for rndv in [
+            None,
+            Some(Protocol::Rput),
+            Some(Protocol::Rget),
+            Some(Protocol::Pull),
+        ] {
+            let cfg = Config {
+                rendezvous: rndv,
+                ..loop_config()
+            };
+            let st = exchange(&net, cfg);
+            eprintln!("{rndv:?}: {st:?}");
+            assert!(
+                st.rndv_recvs > 0,
+                "{rndv:?}: the large ones went by rendezvous"
+            );
+        }
+    }
+
+    /// The coalescing paper's smallest queue: 5 send entries, messages
+    /// packed once they are all in use.
+    #[test]
+    fn guest_coalescing_at_five_send_entries_keeps_every_message() {
+        let Some(net) = net() else { return };
+        let cfg = Config {
+            send_wqes: 5,
+            coalesce: Coalesce::WhenFull,
+            ..loop_config()
+        };
+        let out = job::run(2, cfg, &net, |r| {
+            let me = r.rank();
+            const N: usize = 2000;
+            if me == 0 {
+                let bufs: Vec<Vec<u8>> = (0..N).map(|i| pattern(i, 8 + i % 64)).collect();
+                let reqs: Vec<_> = bufs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| {
+                        // SAFETY: `bufs` outlives the requests, waited below.
+                        unsafe { r.isend_raw(1, i as u32, b.as_ptr(), b.len()) }.expect("isend")
+                    })
+                    .collect();
+                for q in reqs {
+                    r.wait(q);
+                }
+            } else {
+                for i in 0..N {
+                    let mut b = [0u8; 80];
+                    let st = r.recv(Source::Rank(0), TagSel::Any, &mut b).expect("recv");
+                    assert_eq!(st.tag as usize, i, "in order");
+                    let n = 8 + i % 64;
+                    assert_eq!(&b[..n], &pattern(i, n)[..]);
+                }
+            }
+            r.stats()
+        });
+        eprintln!("sender: coalesced {}", out[0].coalesced);
+        assert!(out[0].coalesced > 0, "a 5-entry queue filled and packed");
+    }
+
+    /// A receiver busy elsewhere while 3000 messages come: its shared
+    /// receive queue runs dry, senders wait (credits, receiver-not-ready),
+    /// and every message arrives once, in order.
+    #[test]
+    fn guest_a_flood_into_a_receiver_not_ready_loses_nothing() {
+        let Some(net) = net() else { return };
+        job::run(2, loop_config(), &net, |r| {
+            const N: usize = 3000;
+            if r.rank() == 0 {
+                for i in 0..N {
+                    r.send(1, 7, &pattern(i, 100)).expect("send");
+                }
+            } else {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                for i in 0..N {
+                    let mut b = [0u8; 100];
+                    r.recv(Source::Rank(0), TagSel::Tag(7), &mut b)
+                        .expect("recv");
+                    assert_eq!(&b[..], &pattern(i, 100)[..], "message {i}");
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn guest_wildcards_across_four_ranks() {
+        let Some(net) = net() else { return };
+        let per = 200u32;
+        job::run(4, loop_config(), &net, |r| {
+            let me = r.rank();
+            if me == 0 {
+                let mut next = [0u32; 4];
+                for _ in 0..3 * per {
+                    let mut b = [0u8; 3000];
+                    let st = r.recv(Source::Any, TagSel::Any, &mut b).unwrap();
+                    let src = st.source as usize;
+                    assert!((1..4).contains(&src));
+                    assert_eq!(st.tag, next[src], "per-source order under wildcards");
+                    let n = 100 + st.tag as usize * 10 % 2900;
+                    assert_eq!(st.len as usize, n);
+                    assert_eq!(&b[..n], &pattern(src + st.tag as usize, n)[..]);
+                    next[src] += 1;
+                }
+            } else {
+                for t in 0..per {
+                    let n = 100 + t as usize * 10 % 2900;
+                    r.send(0, t, &pattern(me as usize + t as usize, n)).unwrap();
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn guest_one_sided_matches_the_model_in_every_design() {
+        let Some(net) = net() else { return };
+        for design in rmx_core::onesided::Design::ALL {
+            super::onesided::random_operations(&net, design, 0..3);
+        }
+    }
+
+    #[test]
+    fn guest_collectives_give_the_reference_results() {
+        let Some(net) = net() else { return };
+        for n in [2u16, 3, 4] {
+            job::run(n, loop_config(), &net, super::reference::collectives);
+        }
+    }
+
+    /// Two ports of this thread, connected to each other.
+    fn pair() -> (VerbsPort, VerbsPort) {
+        let sel = Select {
+            device: rmx_linux::verbs::device::names().first().cloned(),
+            ..Select::default()
+        };
+        let mut a = VerbsPort::open(&sel, Sizes::default(), 0, 2).expect("port 0");
+        let mut b = VerbsPort::open(&sel, Sizes::default(), 1, 2).expect("port 1");
+        let all = [a.address().encode(), b.address().encode()];
+        a.connect(&all).expect("connect 0");
+        b.connect(&all).expect("connect 1");
+        (a, b)
+    }
+
+    fn completion(p: &mut VerbsPort) -> Completion {
+        let mut out = [Completion {
+            wr_id: 0,
+            result: Ok(()),
+        }];
+        let t = std::time::Instant::now();
+        while p.poll_cq(&mut out) == 0 {
+            assert!(t.elapsed().as_secs() < 30, "no completion");
+        }
+        out[0]
+    }
+
+    /// An RDMA write with a key the target never gave, or past the end of
+    /// its region, fails as an access error and writes nothing; the
+    /// connection is then down (RC queue pairs enter the error state).
+    #[test]
+    fn guest_a_bad_rkey_or_bound_is_an_access_error_and_writes_nothing() {
+        if net().is_none() {
+            return;
+        }
+        let src = vec![0xABu8; 4096];
+        for case in ["key", "bound"] {
+            let (mut a, mut b) = pair();
+            let mut dst = vec![0u8; 4096];
+            // SAFETY: both buffers outlive the ports' registrations.
+            let (sm, dm) = unsafe {
+                (
+                    a.register(src.as_ptr() as usize, src.len()).unwrap(),
+                    b.register_user(dst.as_mut_ptr() as usize, dst.len())
+                        .unwrap(),
+                )
+            };
+            let remote = match case {
+                "key" => Remote {
+                    addr: dm.addr as u64,
+                    key: MemKey(dm.key ^ 0x5a5a_0000),
+                },
+                _ => Remote {
+                    addr: dm.addr as u64 + 2048,
+                    key: MemKey(dm.key),
+                },
+            };
+            let work = Work::Rdma {
+                op: rmx_core::RdmaOp::Write,
+                local: Sge {
+                    addr: sm.addr,
+                    len: sm.len,
+                    key: sm.key,
+                },
+                remote,
+            };
+            assert_eq!(a.post(1, 42, work), Ok(None));
+            let c = completion(&mut a);
+            assert_eq!(c.wr_id, 42);
+            assert_eq!(c.result, Err(rmx_core::RdmaError::Access), "bad {case}");
+            assert!(dst.iter().all(|&x| x == 0), "bad {case}: nothing written");
+            assert_eq!(
+                a.post(1, 43, work),
+                Err(rmx_core::PostError::Down),
+                "the connection failed with it"
+            );
+        }
+    }
+
+    /// Writes, reads and writes with immediate between two ports land
+    /// byte-exact, and the immediate consumes a receive at the target.
+    #[test]
+    fn guest_rdma_write_read_and_immediate_land_exactly() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair();
+        let src: Vec<u8> = pattern(3, 1 << 20);
+        let mut dst = vec![0u8; 1 << 20];
+        let mut back = vec![0u8; 1 << 20];
+        // SAFETY: the buffers outlive the ports.
+        let (sm, dm, bm) = unsafe {
+            (
+                a.register(src.as_ptr() as usize, src.len()).unwrap(),
+                b.register_user(dst.as_mut_ptr() as usize, dst.len())
+                    .unwrap(),
+                a.register(back.as_mut_ptr() as usize, back.len()).unwrap(),
+            )
+        };
+        let sge = |m: rmx_linux::transport::Mr| Sge {
+            addr: m.addr,
+            len: m.len,
+            key: m.key,
+        };
+        let remote = Remote {
+            addr: dm.addr as u64,
+            key: MemKey(dm.key),
+        };
+        let w = Work::Rdma {
+            op: rmx_core::RdmaOp::Write,
+            local: sge(sm),
+            remote,
+        };
+        assert_eq!(a.post(1, 1, w), Ok(None));
+        assert_eq!(completion(&mut a).result, Ok(()));
+        assert!(dst == src, "write");
+        let r = Work::Rdma {
+            op: rmx_core::RdmaOp::Read,
+            local: sge(bm),
+            remote,
+        };
+        assert_eq!(a.post(1, 2, r), Ok(None));
+        assert_eq!(
+            completion(&mut a),
+            Completion {
+                wr_id: 2,
+                result: Ok(())
+            }
+        );
+        assert!(back == src, "read");
+        let wi = Work::WriteImm {
+            local: Sge { len: 16, ..sge(sm) },
+            remote,
+            imm: 0xDEAD_BEEF,
+        };
+        assert_eq!(a.post(1, 3, wi), Ok(None));
+        assert_eq!(completion(&mut a).result, Ok(()));
+        let t = std::time::Instant::now();
+        let got = loop {
+            if let Some(r) = b.poll_recv() {
+                break r;
+            }
+            assert!(t.elapsed().as_secs() < 30, "no immediate");
+        };
+        assert_eq!(got.imm, Some(0xDEAD_BEEF));
+        assert_eq!(b.rx_bytes(got.buf), Some(&[][..]));
+        assert!(b.repost(got.buf));
+        assert!(!b.repost(got.buf), "a buffer is handed back once");
+        // An inline send lands in a receive buffer as one packet.
+        assert_eq!(
+            a.post(
+                1,
+                4,
+                Work::Inline {
+                    head: b"head",
+                    body: b"body"
+                }
+            ),
+            Ok(None)
+        );
+        assert_eq!(completion(&mut a).result, Ok(()));
+        let t = std::time::Instant::now();
+        let got = loop {
+            if let Some(r) = b.poll_recv() {
+                break r;
+            }
+            assert!(t.elapsed().as_secs() < 30, "no packet");
+        };
+        assert_eq!(b.rx_bytes(got.buf), Some(&b"headbody"[..]));
+        let too_long = vec![0u8; a.facts().inline_max as usize + 1];
+        assert_eq!(
+            a.post(
+                1,
+                5,
+                Work::Inline {
+                    head: &too_long,
+                    body: &[]
+                }
+            ),
+            Err(rmx_core::PostError::Unsupported)
+        );
+    }
+}
