@@ -58,6 +58,16 @@ fn in_vm(script: &str, timeout: Duration) -> Option<vm::Outcome> {
 
 /// [`in_vm`], with `files` copied into the guest's job folder beside rmx.
 fn in_vm_with(script: &str, files: &[&Path], timeout: Duration) -> Option<vm::Outcome> {
+    in_vm_with_system(script, files, &[], timeout)
+}
+
+/// [`in_vm_with`], with `more` host files at their own paths in the guest.
+fn in_vm_with_system(
+    script: &str,
+    files: &[&Path],
+    more: &[&Path],
+    timeout: Duration,
+) -> Option<vm::Outcome> {
     if !cfg!(feature = "verbs") {
         eprintln!("skipped: built without the `verbs` feature (cargo test --features verbs)");
         return None;
@@ -77,7 +87,11 @@ fn in_vm_with(script: &str, files: &[&Path], timeout: Duration) -> Option<vm::Ou
         }
     };
     let rmx = Path::new(env!("CARGO_BIN_EXE_rmx"));
-    let system: Vec<&Path> = system.iter().map(PathBuf::as_path).collect();
+    let system: Vec<&Path> = system
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(more.iter().copied())
+        .collect();
     let script = format!("{RXE}\nRMX={}\n{script}", vm::in_guest(rmx));
     let out = kernel
         .run(&vm::Job {
@@ -327,6 +341,74 @@ mod guest {
         }
     }
 
+    /// Kilobytes of `field` in `file` (`/proc/self/status`, `/proc/meminfo`).
+    fn kib(file: &str, field: &str) -> i64 {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// What one queue pair costs at the coalescing paper's send depths:
+    /// the address space and resident memory the provider maps into the
+    /// process, and the kernel memory the system loses (this guest runs
+    /// nothing else), per queue pair of 64, each connected.
+    #[test]
+    fn guest_memory_per_queue_pair_grows_with_its_send_depth() {
+        if net().is_none() {
+            return;
+        }
+        const QPS: u16 = 64;
+        let sel = Select {
+            device: rmx_linux::verbs::device::names().first().cloned(),
+            ..Select::default()
+        };
+        let mut per = Vec::new();
+        for depth in [5u32, 10, 200] {
+            let sizes = Sizes {
+                sq_depth: depth,
+                ..Sizes::default()
+            };
+            let sample = || {
+                [
+                    kib("/proc/self/status", "VmSize"),
+                    kib("/proc/self/status", "VmRSS"),
+                    kib("/proc/meminfo", "MemAvailable"),
+                ]
+            };
+            let peer = VerbsPort::open(&sel, sizes, 0, 1).expect("peer");
+            let to = peer.address();
+            // Rank 0's port of a job of `ranks`, every queue pair
+            // connected (RTS) to the peer's one.
+            let measure = |ranks: u16| {
+                let mut p = VerbsPort::open(&sel, sizes, 0, ranks).expect("port");
+                let them = rmx_linux::verbs::address::Address {
+                    qps: vec![to.qps[0]],
+                    ..to.clone()
+                };
+                p.connect(&vec![them.encode(); ranks as usize])
+                    .expect("connect");
+                sample()
+            };
+            let one = measure(1);
+            let many = measure(QPS + 1);
+            drop(peer);
+            let q = QPS as i64;
+            let d = |i: usize, sign: i64| sign * (many[i] - one[i]) * 1024 / q;
+            let (vm, rss, kernel) = (d(0, 1), d(1, 1), d(2, -1));
+            eprintln!(
+                "send depth {depth}: per connected queue pair {vm} B mapped, {rss} B resident, {kernel} B of the system's"
+            );
+            per.push((depth, vm, rss, kernel));
+        }
+        assert!(
+            per[2].1 > per[0].1,
+            "a deeper send queue maps more: {per:?}"
+        );
+    }
+
     /// Two ports of this thread, connected to each other.
     fn pair() -> (VerbsPort, VerbsPort) {
         let sel = Select {
@@ -507,5 +589,101 @@ mod guest {
             ),
             Err(rmx_core::PostError::Unsupported)
         );
+    }
+}
+
+/// The experiments beside their anchors, in one guest run, alternating:
+/// `cargo test --release --features verbs --test verbs anchors -- --ignored --nocapture`.
+/// Prints every tool's own output; the ratios are read from it. Not a
+/// test: a measurement, run by hand (CI gates on no time).
+#[test]
+#[ignore = "a measurement: run by hand"]
+fn anchors() {
+    let mut tools = Vec::new();
+    for c in [
+        "ib_send_lat",
+        "ib_write_lat",
+        "ib_send_bw",
+        "ib_write_bw",
+        "ucx_perftest",
+    ] {
+        match which(c) {
+            Some(p) => tools.push(p),
+            None => {
+                eprintln!("skipped: no {c}: apt-get install perftest ucx-utils");
+                return;
+            }
+        }
+    }
+    let ucx: Vec<PathBuf> = std::fs::read_dir("/usr/lib/x86_64-linux-gnu/ucx")
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let rounds: u32 = std::env::var("RMX_ANCHOR_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let script = format!(
+        r#"
+for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+    case "$(cat $g)" in 0000:0000:0000:0000:0000:ffff:*) G=${{g##*/}}; break;; esac
+done
+echo "GID index $G"
+pair() {{ "$@" >/tmp/server.txt 2>&1 & sleep 1; "$@" 127.0.0.1; wait; }}
+for round in $(seq {rounds}); do
+  echo "=== round $round"
+  echo "--- ib_send_lat 8 B (inline 64)"
+  pair ib_send_lat -d rxe0 -x $G -s 8 -n 5000 -I 64 -F
+  echo "--- ib_send_lat 8 B (no inline)"
+  pair ib_send_lat -d rxe0 -x $G -s 8 -n 5000 -F
+  echo "--- rmx pingpong, 2 processes"
+  mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-size 8 --max-size 8 --iters 5000
+  echo "--- rmx pingpong, 2 threads"
+  $RMX bench pingpong --transport verbs --min-size 8 --max-size 8 --iters 5000
+  echo "--- ucx_perftest tag_lat 8 B (UCP, rc_verbs)"
+  UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,self pair ucx_perftest -t tag_lat -s 8 -n 5000
+  echo "--- ib_write_lat sizes"
+  pair ib_write_lat -d rxe0 -x $G -a -n 200 -F
+  echo "--- ib_send_lat sizes"
+  pair ib_send_lat -d rxe0 -x $G -a -n 200 -F
+  echo "--- rmx pingpong sizes, 2 processes"
+  mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-size 2 --max-size 4194304 --iters 200
+  echo "--- ib_send_bw 8 B"
+  pair ib_send_bw -d rxe0 -x $G -s 8 -n 20000 -F
+  echo "--- rmx msgrate 8 B, 2 processes"
+  mpiexec.hydra -launcher fork -n 2 $RMX bench msgrate --transport verbs --min-size 8 --max-size 8 --iters 20000
+  echo "--- ib_write_bw 4 MiB"
+  pair ib_write_bw -d rxe0 -x $G -s 4194304 -n 50 -F
+  echo "--- rmx bw 4 MiB, 2 processes"
+  mpiexec.hydra -launcher fork -n 2 $RMX bench bw --transport verbs --min-size 4194304 --max-size 4194304 --iters 500
+done
+"#
+    );
+    let mut system: Vec<&Path> = tools.iter().map(PathBuf::as_path).collect();
+    system.extend(ucx.iter().map(PathBuf::as_path));
+    let Some(out) = in_vm_with_system(&script, &[], &system, Duration::from_secs(3000)) else {
+        return;
+    };
+    println!("{}", out.console);
+}
+
+/// Runs the shell script in `$RMX_VM_SCRIPT` in a guest with rxe0 up and
+/// rmx at `$RMX` (and the host files `$RMX_VM_FILES`, separated by `:`,
+/// in the job folder beside it), printing its console: for measurements
+/// by hand, e.g.
+/// `RMX_VM_SCRIPT='$RMX bench overlap --transport verbs' cargo test
+/// --release --features verbs --test verbs script -- --ignored --nocapture`.
+#[test]
+#[ignore = "runs a script given by hand"]
+fn script() {
+    let Ok(script) = std::env::var("RMX_VM_SCRIPT") else {
+        eprintln!("skipped: set RMX_VM_SCRIPT");
+        return;
+    };
+    let files: Vec<PathBuf> = std::env::var("RMX_VM_FILES")
+        .map(|f| f.split(':').map(PathBuf::from).collect())
+        .unwrap_or_default();
+    let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    if let Some(out) = in_vm_with(&script, &files, Duration::from_secs(3000)) {
+        println!("{}", out.console);
     }
 }

@@ -288,7 +288,10 @@ impl Kernel {
             .arg(&self.vmlinuz)
             .arg("-initrd")
             .arg(&initrd)
-            .args(["-append", "console=ttyS0 panic=-1 quiet rdinit=/init"])
+            .args([
+                "-append",
+                "console=ttyS0 panic=-1 quiet rdinit=/init tsc=reliable clocksource=tsc",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
