@@ -18,6 +18,7 @@ pub mod completion;
 pub mod config;
 pub mod endpoint;
 mod fifo;
+pub mod handshake;
 mod log;
 pub mod matching;
 pub mod nic;

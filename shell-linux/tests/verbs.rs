@@ -325,6 +325,39 @@ mod guest {
         });
     }
 
+    /// Eight ranks on a ring each talk with two neighbours: each makes the
+    /// queue pairs it uses (its own and its two neighbours'), not seven,
+    /// whichever end sends first.
+    #[test]
+    fn guest_connections_are_made_on_demand_for_the_peers_a_rank_talks_to() {
+        let Some(net) = net() else { return };
+        let n = 8u16;
+        let made = job::run(n, loop_config(), &net, |r| {
+            let me = r.rank();
+            let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+            for round in 0..20u32 {
+                let data = pattern(me as usize + round as usize, 300);
+                // Odd ranks receive first: both ends of a pair ask at once
+                // on some rings, one at a time on others.
+                if me % 2 == 1 {
+                    let mut b = [0u8; 300];
+                    r.recv(Source::Rank(prev), TagSel::Tag(round), &mut b)
+                        .expect("recv");
+                    assert_eq!(&b[..], &pattern(prev as usize + round as usize, 300)[..]);
+                    r.send(next, round, &data).expect("send");
+                } else {
+                    r.send(next, round, &data).expect("send");
+                    let mut b = [0u8; 300];
+                    r.recv(Source::Rank(prev), TagSel::Tag(round), &mut b)
+                        .expect("recv");
+                    assert_eq!(&b[..], &pattern(prev as usize + round as usize, 300)[..]);
+                }
+            }
+            r.transport_counters().connections
+        });
+        assert_eq!(made, vec![3; n as usize], "self, next and previous only");
+    }
+
     #[test]
     fn guest_one_sided_matches_the_model_in_every_design() {
         let Some(net) = net() else { return };
@@ -378,18 +411,21 @@ mod guest {
                     kib("/proc/meminfo", "MemAvailable"),
                 ]
             };
-            let peer = VerbsPort::open(&sel, sizes, 0, 1).expect("peer");
-            let to = peer.address();
+            let mut peer = VerbsPort::open(&sel, sizes, 0, 1).expect("peer");
+            peer.connect(&[peer.address().encode()])
+                .expect("peer's self");
+            let (qpn, psn) = peer.queue_pair(0).expect("the peer's queue pair");
+            let to = peer.address().encode();
             // Rank 0's port of a job of `ranks`, every queue pair
             // connected (RTS) to the peer's one.
             let measure = |ranks: u16| {
                 let mut p = VerbsPort::open(&sel, sizes, 0, ranks).expect("port");
-                let them = rmx_linux::verbs::address::Address {
-                    qps: vec![to.qps[0]],
-                    ..to.clone()
-                };
-                p.connect(&vec![them.encode(); ranks as usize])
-                    .expect("connect");
+                p.connect(&vec![to.clone(); ranks as usize])
+                    .expect("addresses");
+                for r in 1..ranks {
+                    p.join(r, qpn, psn).expect("join");
+                }
+                assert_eq!(p.connections(), ranks as usize);
                 sample()
             };
             let one = measure(1);
@@ -420,6 +456,10 @@ mod guest {
         let all = [a.address().encode(), b.address().encode()];
         a.connect(&all).expect("connect 0");
         b.connect(&all).expect("connect 1");
+        let (qa, pa) = a.queue_pair(1).expect("queue pair 0");
+        let (qb, pb) = b.queue_pair(0).expect("queue pair 1");
+        a.join(1, qb, pb).expect("join 0");
+        b.join(0, qa, pa).expect("join 1");
         (a, b)
     }
 

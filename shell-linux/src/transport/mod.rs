@@ -42,6 +42,8 @@ pub struct Counters {
     /// Frames sent and received.
     pub frames_out: u64,
     pub frames_in: u64,
+    /// Connections made (verbs: queue pairs, one per peer talked with).
+    pub connections: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

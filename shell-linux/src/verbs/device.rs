@@ -82,6 +82,8 @@ pub struct Device {
     pub scq: *mut ib::ibv_cq,
     /// Receives from the shared receive queue.
     pub rcq: *mut ib::ibv_cq,
+    /// The connection handshake's datagrams, both ways.
+    pub ucq: *mut ib::ibv_cq,
     pub srq: *mut ib::ibv_srq,
     pub facts: Facts,
 }
@@ -126,6 +128,7 @@ impl Device {
             channel: ptr::null_mut(),
             scq: ptr::null_mut(),
             rcq: ptr::null_mut(),
+            ucq: ptr::null_mut(),
             srq: ptr::null_mut(),
             facts: Facts {
                 name: String::new(),
@@ -157,9 +160,15 @@ impl Device {
             let fl = libc::fcntl(fd, libc::F_GETFL);
             libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
             // Every send is signalled: the send queue holds each
-            // connection's send queue at once, the receive one every buffer.
+            // connection's send queue at once, the receive one every
+            // buffer, the handshake's every datagram either way.
             let sends = sizes.sq_depth.saturating_mul(sizes.peers);
-            for (cq, n) in [(&mut dev.scq, sends), (&mut dev.rcq, sizes.rx_buffers)] {
+            let handshakes = 2 * super::oob::BUFS as u32;
+            for (cq, n) in [
+                (&mut dev.scq, sends),
+                (&mut dev.rcq, sizes.rx_buffers),
+                (&mut dev.ucq, handshakes),
+            ] {
                 let cqe = n.clamp(1, i32::MAX as u32) as i32;
                 *cq = ib::ibv_create_cq(ctx, cqe, ptr::null_mut(), dev.channel, 0);
                 if cq.is_null() {
@@ -315,6 +324,8 @@ impl Device {
             if let Some(f) = (*self.ctx).ops.req_notify_cq {
                 f(self.scq, 0);
                 f(self.rcq, solicited as i32);
+                // A request for a connection is never solicited.
+                f(self.ucq, 0);
             }
         }
     }
@@ -416,7 +427,7 @@ impl Drop for Device {
             if !self.channel.is_null() {
                 self.ack_events();
             }
-            for cq in [self.scq, self.rcq] {
+            for cq in [self.scq, self.rcq, self.ucq] {
                 if !cq.is_null() {
                     ib::ibv_destroy_cq(cq);
                 }

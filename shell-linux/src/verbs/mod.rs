@@ -12,6 +12,7 @@
 pub mod address;
 pub mod device;
 mod network;
+mod oob;
 mod options;
 mod pool;
 pub mod port;

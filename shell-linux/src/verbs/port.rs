@@ -1,6 +1,8 @@
 //! A rank's verbs port: one RC queue pair per peer on the rank's shared
-//! completion and receive queues, work requests built from the driver
-//! layer's [`Work`] one for one, and registrations by `ibv_reg_mr`.
+//! completion and receive queues, made the first time either end sends to
+//! the other (the core's [`rmx_core::handshake`] over the datagram channel `oob::Oob`),
+//! work requests built from the driver layer's [`Work`] one for one, and
+//! registrations by `ibv_reg_mr`.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -8,14 +10,19 @@ use std::ptr;
 use std::sync::Arc;
 
 use ibverbs_sys as ib;
+use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError};
 
 use super::address::Address;
 use super::device::{Device, Select, Sizes};
+use super::oob::Oob;
 use super::pool::Pool;
 use super::qp::Qp;
 use super::MAX_SGE;
-use crate::transport::{Completion, Events, FdEvents, Mr, Notifier, Recv, Sge, Transport, Work};
+use crate::clock::now_ns;
+use crate::transport::{
+    Completion, Counters, Events, FdEvents, Mr, Notifier, Recv, Sge, Transport, Work,
+};
 
 /// Completions taken from a queue per poll.
 const WCS: usize = 32;
@@ -28,11 +35,33 @@ struct Conn {
     down: bool,
 }
 
+/// What a peer published.
+struct Peer {
+    gid: [u8; 16],
+    mtu: u32,
+    ud_qpn: u32,
+    nonce: u32,
+}
+
+/// Empty polls between looks at the handshake channel while no connection
+/// is being made (a request from a peer is answered within as many).
+const OOB_EVERY: u32 = 32;
+
 pub struct VerbsPort {
     me: u16,
+    ranks: u16,
     sizes: Sizes,
-    conns: Vec<Conn>,
+    /// This rank's secret, in its address and every handshake message.
+    nonce: u32,
+    peers: Vec<Peer>,
+    conns: Vec<Option<Conn>>,
+    states: Vec<State>,
+    /// Peers whose connection is being made.
+    unsettled: usize,
+    polls: u32,
     by_qpn: HashMap<u32, u16>,
+    oob: Oob,
+    counters: Counters,
     /// Registrations by the key handed out (the lkey of a local one, the
     /// rkey of one peers may access).
     mrs: HashMap<u32, *mut ib::ibv_mr>,
@@ -69,7 +98,7 @@ impl Notifier for Channel {
 
 impl VerbsPort {
     /// Rank `me`'s port of a job of `ranks`: the device opened, the
-    /// receive pool posted, one queue pair per rank made (not connected).
+    /// receive pool posted, the handshake channel up; no connection yet.
     pub fn open(sel: &Select, sizes: Sizes, me: u16, ranks: u16) -> Result<VerbsPort, String> {
         let sizes = Sizes {
             peers: ranks as u32,
@@ -77,17 +106,9 @@ impl VerbsPort {
         };
         let dev = Arc::new(Device::open(sel, sizes)?);
         let pool = Pool::new(&dev, sizes.rx_buffers, sizes.buf_size)?;
-        let mut conns = Vec::with_capacity(ranks as usize);
-        let mut by_qpn = HashMap::new();
-        for peer in 0..ranks {
-            let qp = Qp::create(&dev, sizes.sq_depth)?;
-            by_qpn.insert(qp.num(), peer);
-            conns.push(Conn {
-                qp,
-                pending: 0,
-                down: false,
-            });
-        }
+        let oob = Oob::open(&dev, ranks)?;
+        let mut nonce = [0u8; 4];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes: {e}"))?;
         // SAFETY: dup(2) of the channel's descriptor, owned at once; the
         // copy shares the open file (and its O_NONBLOCK).
         let fd = unsafe { libc::dup(dev.channel_fd()) };
@@ -103,9 +124,17 @@ impl VerbsPort {
         dev.arm(true);
         Ok(VerbsPort {
             me,
+            ranks,
             sizes,
-            conns,
-            by_qpn,
+            nonce: u32::from_le_bytes(nonce),
+            peers: Vec::new(),
+            conns: (0..ranks).map(|_| None).collect(),
+            states: vec![State::Idle; ranks as usize],
+            unsettled: 0,
+            polls: 0,
+            by_qpn: HashMap::new(),
+            oob,
+            counters: Counters::default(),
             mrs: HashMap::new(),
             lkeys: HashMap::new(),
             dones: VecDeque::with_capacity(WCS),
@@ -122,36 +151,177 @@ impl VerbsPort {
         Address {
             gid: self.dev.facts.gid,
             mtu: self.dev.facts.mtu as u8,
-            qps: self.conns.iter().map(|c| (c.qp.num(), c.qp.psn)).collect(),
+            ud_qpn: self.oob.qpn(),
+            nonce: self.nonce,
         }
     }
 
-    /// Connects queue pair `i` to rank `i`'s queue pair for this rank.
+    /// Takes every rank's address; connects this rank to itself. The
+    /// others connect when first addressed.
     pub fn connect(&mut self, all: &[Vec<u8>]) -> Result<(), String> {
-        if all.len() != self.conns.len() {
+        if all.len() != self.ranks as usize {
             return Err(format!(
                 "rank {}: {} addresses for {} ranks",
                 self.me,
                 all.len(),
-                self.conns.len()
+                self.ranks
             ));
         }
-        for (peer, bytes) in all.iter().enumerate() {
-            let a = Address::decode(bytes).map_err(|e| format!("rank {peer}: {e}"))?;
-            let (qpn, psn) = *a.qps.get(self.me as usize).ok_or_else(|| {
-                format!(
-                    "rank {peer} made queue pairs for {} ranks, not {}",
-                    a.qps.len(),
-                    self.conns.len()
-                )
-            })?;
-            let mtu = (a.mtu as u32).min(self.dev.facts.mtu);
-            self.conns[peer]
-                .qp
-                .connect(&self.dev, a.gid, qpn, psn, mtu)
-                .map_err(|e| format!("rank {}: to rank {peer}: {e}", self.me))?;
-        }
+        self.peers = all
+            .iter()
+            .enumerate()
+            .map(|(r, b)| {
+                Address::decode(b)
+                    .map(|a| Peer {
+                        gid: a.gid,
+                        mtu: a.mtu as u32,
+                        ud_qpn: a.ud_qpn,
+                        nonce: a.nonce,
+                    })
+                    .map_err(|e| format!("rank {r}: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
+        let me = self.me;
+        let (qpn, psn) = self.queue_pair(me)?;
+        self.join(me, qpn, psn)
+    }
+
+    /// Connects to `peer`'s queue pair `qpn` (first PSN `psn`) without a
+    /// handshake, where both ends know each other's numbers (a rank to
+    /// itself; tests): sends may go at once.
+    pub fn join(&mut self, peer: u16, qpn: u32, psn: u32) -> Result<(), String> {
+        self.connect_to(peer, qpn, psn)?;
+        self.states[peer as usize] = State::Ready;
+        self.settle();
         Ok(())
+    }
+
+    /// This end's queue pair for `peer` (number, first PSN), made if not
+    /// yet.
+    pub fn queue_pair(&mut self, peer: u16) -> Result<(u32, u32), String> {
+        let slot = self
+            .conns
+            .get_mut(peer as usize)
+            .ok_or_else(|| format!("no rank {peer}"))?;
+        if slot.is_none() {
+            let qp = Qp::create(&self.dev, self.sizes.sq_depth)?;
+            self.by_qpn.insert(qp.num(), peer);
+            *slot = Some(Conn {
+                qp,
+                pending: 0,
+                down: false,
+            });
+            self.counters.connections += 1;
+        }
+        let c = slot.as_ref().expect("made above");
+        Ok((c.qp.num(), c.qp.psn))
+    }
+
+    /// Connects this end's queue pair for `peer` to the peer's `qpn`
+    /// (first PSN `psn`); makes it first if need be.
+    fn connect_to(&mut self, peer: u16, qpn: u32, psn: u32) -> Result<(), String> {
+        self.queue_pair(peer)?;
+        let p = self
+            .peers
+            .get(peer as usize)
+            .ok_or_else(|| format!("no address of rank {peer}"))?;
+        let (gid, mtu) = (p.gid, p.mtu.min(self.dev.facts.mtu));
+        let c = self.conns[peer as usize].as_ref().expect("made above");
+        c.qp.connect(&self.dev, gid, qpn, psn, mtu)
+            .map_err(|e| format!("rank {}: to rank {peer}: {e}", self.me))
+    }
+
+    /// Sends handshake message `kind` to `peer`, naming this end's queue
+    /// pair for it.
+    fn tell(&mut self, peer: u16, kind: Kind) -> Result<(), String> {
+        let (qpn, psn) = self.queue_pair(peer)?;
+        let msg = Msg {
+            kind,
+            from: self.me,
+            nonce: self.nonce,
+            qpn,
+            psn,
+        };
+        let p = &self.peers[peer as usize];
+        let (gid, ud) = (p.gid, p.ud_qpn);
+        self.oob.send(&self.dev, peer, gid, ud, &msg.encode())
+    }
+
+    /// Does what the handshake asks for `peer`; a failure fails the peer.
+    fn act(&mut self, peer: u16, action: Action) {
+        let r = match action {
+            Action::Nothing => Ok(()),
+            Action::Ask => self.tell(peer, Kind::Req),
+            Action::Answer => self.tell(peer, Kind::Rep),
+            Action::Confirm => self.tell(peer, Kind::Rtu),
+            Action::ConnectAndAnswer { qpn, psn } => self
+                .connect_to(peer, qpn, psn)
+                .and_then(|()| self.tell(peer, Kind::Rep)),
+            Action::ConnectAndConfirm { qpn, psn } => self
+                .connect_to(peer, qpn, psn)
+                .and_then(|()| self.tell(peer, Kind::Rtu)),
+        };
+        if r.is_err() {
+            self.states[peer as usize] = State::Failed;
+        }
+        self.settle();
+    }
+
+    fn settle(&mut self) {
+        self.unsettled = self
+            .states
+            .iter()
+            .filter(|s| matches!(s, State::Asked { .. } | State::Answered { .. }))
+            .count();
+    }
+
+    /// Answers what came on the handshake channel.
+    fn poll_handshakes(&mut self) {
+        let mut got: [Option<Msg>; 8] = [None; 8];
+        let mut n = 0;
+        self.oob.poll(&self.dev, |b| match Msg::decode(b) {
+            Ok(m) if n < got.len() => {
+                got[n] = Some(m);
+                n += 1;
+            }
+            _ => {}
+        });
+        let now = now_ns();
+        for m in got.into_iter().flatten() {
+            let genuine = self
+                .peers
+                .get(m.from as usize)
+                .is_some_and(|p| p.nonce == m.nonce);
+            if !genuine || m.from == self.me {
+                self.counters.forged += 1;
+                continue;
+            }
+            let action = self.states[m.from as usize].on_msg(self.me, &m, now);
+            self.act(m.from, action);
+        }
+    }
+
+    /// Whether sends to `peer` may go: asks for the connection (again)
+    /// if not, and looks for answers.
+    fn ready(&mut self, peer: u16) -> Result<(), PostError> {
+        match self.states.get(peer as usize) {
+            Some(State::Ready) => return Ok(()),
+            None | Some(State::Failed) => return Err(PostError::Down),
+            _ => {}
+        }
+        let action = self.states[peer as usize].want(now_ns());
+        self.act(peer, action);
+        self.poll_handshakes();
+        match self.states[peer as usize] {
+            State::Ready => Ok(()),
+            State::Failed => Err(PostError::Down),
+            _ => Err(PostError::Busy),
+        }
+    }
+
+    /// Queue pairs this port has made (one per peer it talked with).
+    pub fn connections(&self) -> usize {
+        self.conns.iter().flatten().count()
     }
 
     /// The device as it was opened.
@@ -208,7 +378,12 @@ impl VerbsPort {
 
     /// Posts `wr` on `peer`'s queue pair.
     fn post_wr(&mut self, peer: u16, wr: &mut ib::ibv_send_wr) -> Result<(), PostError> {
-        let c = self.conns.get_mut(peer as usize).ok_or(PostError::Down)?;
+        self.ready(peer)?;
+        let c = self
+            .conns
+            .get_mut(peer as usize)
+            .and_then(Option::as_mut)
+            .ok_or(PostError::Down)?;
         if c.down {
             return Err(PostError::Down);
         }
@@ -243,6 +418,12 @@ impl VerbsPort {
         let n = poll(&self.dev, self.dev.rcq, &mut wcs);
         for w in &wcs[..n] {
             let buf = w.wr_id() as u32;
+            if self.unsettled > 0 && w.is_valid() {
+                if let Some(&p) = self.by_qpn.get(&w.qp_num) {
+                    self.states[p as usize].heard();
+                    self.settle();
+                }
+            }
             let recv = match (w.is_valid(), w.opcode()) {
                 (true, ib::ibv_wc_opcode::IBV_WC_RECV) => self
                     .pool
@@ -284,6 +465,7 @@ impl VerbsPort {
                 .by_qpn
                 .get(&w.qp_num)
                 .and_then(|&p| self.conns.get_mut(p as usize))
+                .and_then(Option::as_mut)
             {
                 c.pending = c.pending.saturating_sub(1);
                 c.down |= result.is_err();
@@ -298,12 +480,12 @@ impl VerbsPort {
 }
 
 /// A zeroed work completion to poll into.
-fn wc() -> ib::ibv_wc {
+pub(super) fn wc() -> ib::ibv_wc {
     // SAFETY: plain integers; all zeroes is a valid value.
     unsafe { std::mem::zeroed() }
 }
 
-fn poll(dev: &Device, cq: *mut ib::ibv_cq, wcs: &mut [ib::ibv_wc]) -> usize {
+pub(super) fn poll(dev: &Device, cq: *mut ib::ibv_cq, wcs: &mut [ib::ibv_wc]) -> usize {
     // SAFETY: the provider's op on a live queue, into `wcs.len()` entries.
     let n = unsafe {
         match (*dev.ctx).ops.poll_cq {
@@ -434,6 +616,10 @@ impl rmx_driver::Port for VerbsPort {
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {
+        self.polls = self.polls.wrapping_add(1);
+        if self.unsettled > 0 || self.polls.is_multiple_of(OOB_EVERY) {
+            self.poll_handshakes();
+        }
         if self.recvs.is_empty() {
             self.poll_receives();
         }
@@ -466,7 +652,7 @@ impl rmx_driver::Port for VerbsPort {
     /// keeping the completions for the core.
     fn drain(&mut self) {
         let start = std::time::Instant::now();
-        let idle = |p: &VerbsPort| p.conns.iter().all(|c| c.pending == 0 || c.down);
+        let idle = |p: &VerbsPort| p.conns.iter().flatten().all(|c| c.pending == 0 || c.down);
         let mut out = [Completion {
             wr_id: 0,
             result: Ok(()),
@@ -485,6 +671,10 @@ impl Transport for VerbsPort {
 
     fn events(&self) -> Events {
         self.events.clone()
+    }
+
+    fn counters(&self) -> Counters {
+        self.counters
     }
 }
 
