@@ -669,24 +669,18 @@ for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
 done
 echo "GID index $G"
 pair() {{ "$@" >/tmp/server.txt 2>&1 & sleep 1; "$@" 127.0.0.1; wait; }}
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
+export UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,ud_verbs,self
 for round in $(seq {rounds}); do
   echo "=== round $round"
-  echo "--- ib_send_lat 8 B (inline 64)"
-  pair ib_send_lat -d rxe0 -x $G -s 8 -n 5000 -I 64 -F
-  echo "--- ib_send_lat 8 B (no inline)"
+  echo "--- ib_send_lat 8 B"
   pair ib_send_lat -d rxe0 -x $G -s 8 -n 5000 -F
-  echo "--- rmx pingpong, 2 processes"
+  echo "--- rmx pingpong 8 B, 2 processes"
   mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-size 8 --max-size 8 --iters 5000
-  echo "--- rmx pingpong, 2 threads"
-  $RMX bench pingpong --transport verbs --min-size 8 --max-size 8 --iters 5000
-  echo "--- ucx_perftest tag_lat 8 B (UCP, rc_verbs)"
-  UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,self pair ucx_perftest -t tag_lat -s 8 -n 5000
-  echo "--- ib_write_lat sizes"
-  pair ib_write_lat -d rxe0 -x $G -a -n 200 -F
-  echo "--- ib_send_lat sizes"
-  pair ib_send_lat -d rxe0 -x $G -a -n 200 -F
-  echo "--- rmx pingpong sizes, 2 processes"
-  mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-size 2 --max-size 4194304 --iters 200
+  echo "--- ucx_perftest tag_lat 8 B (UCP over rc_verbs)"
+  pair ucx_perftest -t tag_lat -s 8 -n 5000
+  echo "--- ib_write_lat 8 B"
+  pair ib_write_lat -d rxe0 -x $G -s 8 -n 5000 -F
   echo "--- ib_send_bw 8 B"
   pair ib_send_bw -d rxe0 -x $G -s 8 -n 20000 -F
   echo "--- rmx msgrate 8 B, 2 processes"
@@ -696,6 +690,13 @@ for round in $(seq {rounds}); do
   echo "--- rmx bw 4 MiB, 2 processes"
   mpiexec.hydra -launcher fork -n 2 $RMX bench bw --transport verbs --min-size 4194304 --max-size 4194304 --iters 500
 done
+echo "=== sizes, once"
+echo "--- ib_send_lat sizes"
+pair ib_send_lat -d rxe0 -x $G -a -n 200 -F
+echo "--- ib_write_lat sizes"
+pair ib_write_lat -d rxe0 -x $G -a -n 200 -F
+echo "--- rmx pingpong sizes, 2 processes"
+mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-size 2 --max-size 4194304 --iters 200
 "#
     );
     let mut system: Vec<&Path> = tools.iter().map(PathBuf::as_path).collect();
