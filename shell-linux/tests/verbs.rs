@@ -617,6 +617,34 @@ mod guest {
             assert!(t.elapsed().as_secs() < 30, "no packet");
         };
         assert_eq!(b.rx_bytes(got.buf), Some(&b"headbody"[..]));
+        // A gather entry past verbs' 32-bit lengths, a rank that is not
+        // in the job: refused, nothing posted.
+        let huge = Sge {
+            len: 1 << 32,
+            ..sge(sm)
+        };
+        assert_eq!(
+            a.post(
+                1,
+                6,
+                Work::Send {
+                    sges: &[huge],
+                    solicited: false
+                }
+            ),
+            Err(rmx_core::PostError::Unsupported)
+        );
+        assert_eq!(
+            a.post(
+                9,
+                7,
+                Work::Inline {
+                    head: b"x",
+                    body: &[]
+                }
+            ),
+            Err(rmx_core::PostError::Down)
+        );
         let too_long = vec![0u8; a.facts().inline_max as usize + 1];
         assert_eq!(
             a.post(

@@ -35,7 +35,9 @@ pub struct Counters {
     pub unknown_endpoint: u64,
     /// Frames from an address that is no rank of the job.
     pub unknown_source: u64,
-    /// Frames whose seal is not the job's: forged, or another job's.
+    /// Frames whose seal is not the job's (eth), or connection requests
+    /// that are not from a rank of the job (verbs): forged, or another
+    /// job's.
     pub forged: u64,
     /// Frames dropped on purpose (fault injection).
     pub injected_drops: u64,

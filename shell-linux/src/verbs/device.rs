@@ -310,6 +310,23 @@ impl Device {
         0
     }
 
+    /// The way from this port to `gid`: RoCE routes by the global route
+    /// header, so every address is global.
+    pub fn route(&self, gid: [u8; 16]) -> ib::ibv_ah_attr {
+        ib::ibv_ah_attr {
+            grh: ib::ibv_global_route {
+                dgid: ib::ibv_gid { raw: gid },
+                flow_label: 0,
+                sgid_index: self.facts.gid_index,
+                hop_limit: 64,
+                traffic_class: 0,
+            },
+            is_global: 1,
+            port_num: self.facts.port,
+            ..Default::default()
+        }
+    }
+
     /// The completion channel's descriptor (non-blocking).
     pub fn channel_fd(&self) -> i32 {
         // SAFETY: the channel lives as long as `self`.

@@ -174,18 +174,7 @@ impl Oob {
         let ah = match self.ahs.get(to as usize).copied().flatten() {
             Some(ah) => ah,
             None => {
-                let mut a = ib::ibv_ah_attr {
-                    grh: ib::ibv_global_route {
-                        dgid: ib::ibv_gid { raw: gid },
-                        flow_label: 0,
-                        sgid_index: dev.facts.gid_index,
-                        hop_limit: 64,
-                        traffic_class: 0,
-                    },
-                    is_global: 1,
-                    port_num: dev.facts.port,
-                    ..Default::default()
-                };
+                let mut a = dev.route(gid);
                 // SAFETY: an address handle on this device's domain.
                 let ah = unsafe { ib::ibv_create_ah(dev.pd, &mut a) };
                 if ah.is_null() {

@@ -279,12 +279,14 @@ impl VerbsPort {
     fn poll_handshakes(&mut self) {
         let mut got: [Option<Msg>; 8] = [None; 8];
         let mut n = 0;
+        let forged = &mut self.counters.forged;
         self.oob.poll(&self.dev, |b| match Msg::decode(b) {
             Ok(m) if n < got.len() => {
                 got[n] = Some(m);
                 n += 1;
             }
-            _ => {}
+            // Not a handshake message of rmx's: counted as not from a rank.
+            _ => *forged += 1,
         });
         let now = now_ns();
         for m in got.into_iter().flatten() {
@@ -340,12 +342,14 @@ impl VerbsPort {
         }
     }
 
-    fn sge(&self, s: &Sge) -> ib::ibv_sge {
-        ib::ibv_sge {
+    /// A gather entry as verbs takes it: 32-bit lengths, so a longer one
+    /// is refused rather than cut.
+    fn sge(&self, s: &Sge) -> Result<ib::ibv_sge, PostError> {
+        Ok(ib::ibv_sge {
             addr: s.addr as u64,
-            length: s.len.min(u32::MAX as usize) as u32,
+            length: u32::try_from(s.len).map_err(|_| PostError::Unsupported)?,
             lkey: self.lkey(s.key),
-        }
+        })
     }
 
     unsafe fn reg(&mut self, addr: usize, len: usize, remote: bool) -> Result<Mr, RegError> {
@@ -562,7 +566,7 @@ impl rmx_driver::Port for VerbsPort {
                     return Err(PostError::Unsupported);
                 }
                 for (d, s) in sges.iter_mut().zip(s) {
-                    *d = self.sge(s);
+                    *d = self.sge(s)?;
                 }
                 wr.num_sge = s.len() as i32;
                 wr.opcode = O::IBV_WR_SEND;
@@ -589,7 +593,7 @@ impl rmx_driver::Port for VerbsPort {
                 wr.send_flags = ib::ibv_send_flags::IBV_SEND_INLINE.0;
             }
             Work::Rdma { op, local, remote } => {
-                sges[0] = self.sge(&local);
+                sges[0] = self.sge(&local)?;
                 wr.num_sge = 1;
                 wr.opcode = match op {
                     RdmaOp::Write => O::IBV_WR_RDMA_WRITE,
@@ -601,7 +605,7 @@ impl rmx_driver::Port for VerbsPort {
                 };
             }
             Work::WriteImm { local, remote, imm } => {
-                sges[0] = self.sge(&local);
+                sges[0] = self.sge(&local)?;
                 wr.num_sge = 1;
                 wr.opcode = O::IBV_WR_RDMA_WRITE_WITH_IMM;
                 wr.wr.rdma = ib::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 {

@@ -100,21 +100,7 @@ impl Qp {
             rq_psn: psn,
             max_dest_rd_atomic: dev.facts.max_rd_atomic,
             min_rnr_timer: MIN_RNR_TIMER,
-            ah_attr: ib::ibv_ah_attr {
-                grh: ib::ibv_global_route {
-                    dgid: ib::ibv_gid { raw: gid },
-                    flow_label: 0,
-                    sgid_index: dev.facts.gid_index,
-                    hop_limit: 64,
-                    traffic_class: 0,
-                },
-                dlid: 0,
-                sl: 0,
-                src_path_bits: 0,
-                static_rate: 0,
-                is_global: 1,
-                port_num: dev.facts.port,
-            },
+            ah_attr: dev.route(gid),
             ..Default::default()
         };
         self.modify(
