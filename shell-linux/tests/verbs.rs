@@ -737,8 +737,8 @@ mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-si
 
 /// Runs the shell script in `$RMX_VM_SCRIPT` in a guest with rxe0 up and
 /// rmx at `$RMX` (and the host files `$RMX_VM_FILES`, separated by `:`,
-/// in the job folder beside it), printing its console: for measurements
-/// by hand, e.g.
+/// in the job folder beside it; `$RMX_VM_SYSTEM` at their own paths),
+/// printing its console: for measurements by hand, e.g.
 /// `RMX_VM_SCRIPT='$RMX bench overlap --transport verbs' cargo test
 /// --release --features verbs --test verbs script -- --ignored --nocapture`.
 #[test]
@@ -752,7 +752,12 @@ fn script() {
         .map(|f| f.split(':').map(PathBuf::from).collect())
         .unwrap_or_default();
     let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-    if let Some(out) = in_vm_with(&script, &files, Duration::from_secs(3000)) {
+    // Files programs load by path (UCX's transports): at their own paths.
+    let system: Vec<PathBuf> = std::env::var("RMX_VM_SYSTEM")
+        .map(|f| f.split(':').map(PathBuf::from).collect())
+        .unwrap_or_default();
+    let system: Vec<&Path> = system.iter().map(PathBuf::as_path).collect();
+    if let Some(out) = in_vm_with_system(&script, &files, &system, Duration::from_secs(3000)) {
         println!("{}", out.console);
     }
 }
