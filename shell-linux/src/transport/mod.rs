@@ -29,7 +29,8 @@ pub struct Counters {
     pub short: u64,
     /// Frames of another frame-format version.
     pub version: u64,
-    /// Frames whose packet length runs past the frame.
+    /// Frames whose packet length runs past the frame (eth); receives that
+    /// failed, longer than a buffer or flushed (verbs).
     pub length: u64,
     /// Frames for an endpoint index that is not this one.
     pub unknown_endpoint: u64,

@@ -1,8 +1,9 @@
 //! `verbs`: rdma-core's libibverbs (InfiniBand, RoCE, Soft-RoCE). Each rank
 //! opens the device, a protection domain, a completion channel with
-//! completion queues for sends and receives, a shared receive queue as its
-//! receive pool, and one reliable-connected queue pair per peer, whose
-//! addresses the job's bootstrap swaps. Work requests map one for one onto
+//! completion queues for sends, receives and connection requests, a shared
+//! receive queue as its receive pool, and a reliable-connected queue pair
+//! per peer it talks with, asked for on a datagram queue pair whose
+//! address the job's bootstrap swaps. Work requests map one for one onto
 //! the driver layer's [`Work`](crate::transport::Work): sends with a gather
 //! list, inline sends, RDMA write, read and write with immediate.
 //!

@@ -1,8 +1,7 @@
 //! The `verbs` transport as a job opens it: every rank opens the same
 //! device (threads of one process, or one process per rank under a
-//! launcher), makes a queue pair per rank, swaps addresses through the
-//! job's bootstrap, connects, and meets the others once more so that no
-//! rank sends to a queue pair not yet ready to receive.
+//! launcher), swaps addresses through the job's bootstrap, and meets the
+//! others once more before any asks for a connection.
 
 use rmx_core::{Caps, Config};
 
@@ -103,7 +102,8 @@ impl Wire for VerbsWire {
         let mine = opened.as_ref().ok().map(|p| p.address().encode());
         let all = self.swap.swap(me, k, mine);
         let connected = opened.and_then(|mut p| all.and_then(|a| p.connect(&a)).map(|()| p));
-        // Every queue pair is ready to receive once every rank got here.
+        // Every rank took the addresses before any asks for a connection;
+        // one that could not is named to all at once, not after a timeout.
         let ready = connected.as_ref().ok().map(|_| vec![1]);
         let met = self.swap.swap(me, nets + k, ready);
         // This rank's own failure first: it says why.

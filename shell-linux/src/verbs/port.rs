@@ -71,9 +71,6 @@ pub struct VerbsPort {
     /// before the core asked for them.
     dones: VecDeque<Completion>,
     recvs: VecDeque<Recv>,
-    /// Receives that failed (the packet was longer than a buffer, or the
-    /// queue flushed): the buffer went straight back.
-    pub rx_errors: u64,
     events: Events,
     pool: Pool,
     dev: Arc<Device>,
@@ -139,7 +136,6 @@ impl VerbsPort {
             lkeys: HashMap::new(),
             dones: VecDeque::with_capacity(WCS),
             recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
-            rx_errors: 0,
             events,
             pool,
             dev,
@@ -331,10 +327,6 @@ impl VerbsPort {
         &self.dev.facts
     }
 
-    pub fn sizes(&self) -> Sizes {
-        self.sizes
-    }
-
     fn lkey(&self, key: u32) -> u32 {
         match self.lkeys.is_empty() {
             true => key,
@@ -444,7 +436,8 @@ impl VerbsPort {
             match recv {
                 Some(r) => self.recvs.push_back(r),
                 None => {
-                    self.rx_errors += 1;
+                    // The buffer goes straight back; the packet is counted.
+                    self.counters.length += 1;
                     if self.pool.filled(buf, 0) {
                         self.pool.repost(&self.dev, buf);
                     }
