@@ -64,12 +64,15 @@ pub struct Config {
     /// answer, not a count of timeouts, so a busy host or a lossy link does
     /// not make a live peer look dead: several seconds, as RC's timeout ×
     /// retry count or UCX's keepalive. 0: never. Reliable transports report
-    /// a broken connection themselves.
+    /// a broken connection themselves; there this caps the gap between
+    /// pings (see `keepalive_ns`).
     pub peer_timeout_ns: u64,
-    /// Lossy transports: a peer that something here waits on and that has
-    /// sent nothing for this long is pinged (its answer shows it alive),
-    /// and pinged again, backing off like retransmissions, until it answers
-    /// or `peer_timeout_ns` passes. 0: never ping.
+    /// A peer that something here waits on and that has sent nothing for
+    /// this long is pinged. Lossy transports: its answer shows it alive,
+    /// and it is pinged again, backing off like retransmissions, until it
+    /// answers or `peer_timeout_ns` passes. Reliable transports: the NIC's
+    /// acknowledgement is the answer and a dead peer's connection fails the
+    /// ping; the gap doubles up to `peer_timeout_ns`. 0: never ping.
     pub keepalive_ns: u64,
     /// Sends that may be outstanding on one connection (its send work-queue
     /// entries; a send is outstanding from its post until its completion).

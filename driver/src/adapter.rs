@@ -352,6 +352,10 @@ impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
         debug_assert!(held, "the core reposts each buffer it was given once");
     }
 
+    fn rx_pool_low(&mut self, free: u32) -> u32 {
+        self.port.rx_pool_low(free)
+    }
+
     #[inline]
     fn user_addr(&self, buf: UserBuf) -> Option<u64> {
         match self.users.as_ref().get(buf.0 as usize)? {

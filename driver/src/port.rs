@@ -126,6 +126,14 @@ pub trait Port {
     /// Hands a polled buffer back; `false` (nothing done) for one not held.
     fn repost(&mut self, buf: u32) -> bool;
 
+    /// The core's unexpected messages hold all but `free` receive buffers
+    /// ([`rmx_core::Nic::rx_pool_low`]): buffers the transport kept back
+    /// and has now posted, which the core lends as credits. Default none.
+    fn rx_pool_low(&mut self, free: u32) -> u32 {
+        let _ = free;
+        0
+    }
+
     /// Moves up to `out.len()` finished sends and RDMA operations into
     /// `out`, oldest first, as `ibv_poll_cq` fills a caller's array; how
     /// many. The rest wait for the next poll.

@@ -207,6 +207,94 @@ fn a_receive_from_a_silent_peer_ends_once_its_pings_go_unanswered() {
     assert_eq!(a.test(any), Ok(None), "another peer may still match it");
 }
 
+/// On a reliable transport (verbs RC) the NIC acknowledges, and only a
+/// failed send says a peer's process died: a rank that only waits on a
+/// silent peer pings it, the gap doubling up to the peer timeout, the
+/// pinged rank sends nothing back, and the ping that fails with the
+/// connection ends the receive. Sends in flight to the peer stand in for
+/// pings.
+#[test]
+fn on_a_reliable_transport_a_waiting_rank_pings_and_a_dead_peer_fails_the_ping() {
+    let cfg = Config {
+        keepalive_ns: 1_000_000,
+        peer_timeout_ns: 8_000_000,
+        ..Config::reliable(THRESHOLD, 4)
+    };
+    let mut a = Ep::new(cfg, 0, 3, Tables::new(&SIZES)).unwrap();
+    let mut b = Ep::new(cfg, 1, 3, Tables::new(&SIZES)).unwrap();
+    let (mut an, mut bn) = (MemNic::new(32, 1024), MemNic::new(32, 1024));
+    let into = an.user_buf(vec![0; 16]);
+    let r = a
+        .irecv(5, &mut an, Source::Rank(1), TagSel::Any, 0, into, 16)
+        .unwrap();
+    let mut now = 5;
+    let mut pings = Vec::new();
+    for _ in 0..40 {
+        let Some(t) = a.poll_timeout() else { break };
+        now = now.max(t);
+        a.poll(now, &mut an);
+        for (to, p) in an.outbox.drain(..) {
+            assert_eq!(p[1], wire::Kind::Ping as u8, "only pings");
+            pings.push((to, now));
+            let buf = bn.deliver(p);
+            b.on_receive(now, &mut bn, buf);
+        }
+        b.poll(now, &mut bn);
+        assert!(bn.outbox.is_empty(), "the pinged rank sends nothing back");
+    }
+    assert!(!a.failed(1), "silence alone fails no peer here");
+    assert!(now > 100_000_000, "a long wait: {now}");
+    assert!(pings.iter().all(|&(to, _)| to == 1));
+    assert!(pings[0].1 >= 5 + 1_000_000, "not before the silence");
+    let gaps: Vec<u64> = pings.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    assert_eq!(gaps[0], 1_000_000, "{gaps:?}");
+    assert_eq!(gaps[1], 2_000_000, "{gaps:?}");
+    assert_eq!(*gaps.last().unwrap(), 8_000_000, "capped: {gaps:?}");
+    assert_eq!(b.stats().pings_out, 0, "b waits on nothing");
+    // Sends in flight to the peer: no ping until they complete.
+    an.later = true;
+    let s = an.user_buf(vec![1; 16]);
+    a.isend(now, &mut an, 1, 9, 0, s, 16).unwrap();
+    an.outbox.clear();
+    let before = a.stats().pings_out;
+    for _ in 0..5 {
+        now = a.poll_timeout().unwrap().max(now);
+        a.poll(now, &mut an);
+    }
+    assert_eq!(a.stats().pings_out, before, "the send stands in for a ping");
+    assert!(an.outbox.is_empty());
+    // The peer's process dies: its completion fails with the connection.
+    let w = an.owed.remove(0);
+    a.on_completion(&mut an, w.wr_id(), Err(RdmaError::Down));
+    a.poll(now, &mut an);
+    assert!(a.failed(1));
+    assert_eq!(
+        a.test(r).unwrap().unwrap().fault,
+        Some(RecvFault::PeerFailed)
+    );
+    // And a ping refused at its post (the connection already in error)
+    // fails the peer just the same.
+    let mut c = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut cn = MemNic::new(32, 1024);
+    let into = cn.user_buf(vec![0; 16]);
+    let r = c
+        .irecv(0, &mut cn, Source::Rank(1), TagSel::Any, 0, into, 16)
+        .unwrap();
+    cn.down.push(1);
+    let mut now = 0;
+    for _ in 0..10 {
+        let Some(t) = c.poll_timeout() else { break };
+        now = now.max(t);
+        c.poll(now, &mut cn);
+    }
+    assert!(c.failed(1));
+    assert!(now >= 1_000_000, "after the keepalive: {now}");
+    assert_eq!(
+        c.test(r).unwrap().unwrap().fault,
+        Some(RecvFault::PeerFailed)
+    );
+}
+
 /// A peer that answers is never given up, however long the wait; one
 /// silent only while nothing waits on it is never pinged.
 #[test]

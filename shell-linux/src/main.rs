@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         eprintln!("rmx: {why}");
         return ExitCode::from(2);
     }
+    rmx_linux::pmi::ignore_launcher_notice();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
     let code = match result {
         Ok(Ok(())) => return ExitCode::SUCCESS,

@@ -121,6 +121,46 @@ timeout 30 mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport ver
     assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
 }
 
+/// A rank whose peer process is killed ends with the error that names it:
+/// RC acknowledges in the kernel, so a rank waiting to receive learns of
+/// the death only by sending, which its keepalive ping does; the ping
+/// fails with the connection once the dead queue pair's retries run out.
+#[test]
+fn a_killed_peer_process_ends_the_job_with_the_error_that_names_it() {
+    let Some(out) = in_vm(
+        "(timeout 120 mpiexec.hydra -launcher fork -disable-auto-cleanup -n 2 $RMX bench pingpong --transport verbs --device rxe0 --min-size 8 --max-size 8 --iters 1000000000 --warmup 7777 > /tmp/job.out 2>&1; echo job-rc=$? >> /tmp/job.out) &
+sleep 5
+for p in /proc/[0-9]*; do
+  if grep -q PMI_RANK=1 $p/environ 2>/dev/null && grep -q 7777 $p/cmdline 2>/dev/null; then victim=${p#/proc/}; fi
+done
+echo victim=$victim
+start=$(date +%s)
+kill -9 $victim
+wait
+echo took=$(( $(date +%s) - start ))s
+cat /tmp/job.out
+",
+        Duration::from_secs(300),
+    ) else {
+        return;
+    };
+    eprintln!("{}", out.console);
+    assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
+    assert!(out.console.contains("victim=") && !out.console.contains("victim=\n"));
+    assert!(
+        out.console
+            .contains("rmx: rank 0: rank 1 stopped answering"),
+        "{}",
+        out.console
+    );
+    assert!(!out.console.contains("job-rc=0"), "{}", out.console);
+    assert!(
+        !out.console.contains("job-rc=124"),
+        "timed out: {}",
+        out.console
+    );
+}
+
 /// The guest tests below, run inside the VM on `rxe0`, one at a time.
 #[test]
 fn in_the_test_vm_every_protocol_runs_over_rxe() {
@@ -156,7 +196,7 @@ mod guest {
     use rmx_driver::Port as _;
     use rmx_linux::job::{self, Net};
     use rmx_linux::rank::loop_config;
-    use rmx_linux::transport::{Completion, Sge, Work};
+    use rmx_linux::transport::{Completion, Sge, Transport as _, Work};
     use rmx_linux::verbs::{Select, Sizes, VerbsOptions, VerbsPort};
 
     /// The verbs network on the first device, if this machine has one.
@@ -524,6 +564,116 @@ mod guest {
                 Err(rmx_core::PostError::Down),
                 "the connection failed with it"
             );
+            // rxe raises no asynchronous event at the target (the core's
+            // rendezvous carries the fault there): the target's next send
+            // to the peer fails instead, refused or completed in error.
+            let head = [0u8; 8];
+            let sent = b.post(
+                0,
+                44,
+                Work::Inline {
+                    head: &head,
+                    body: &[],
+                },
+            );
+            eprintln!("{case}: the target's send {sent:?}, {:?}", b.counters());
+            if sent.is_ok() {
+                let c = completion(&mut b);
+                assert_eq!(c.wr_id, 44);
+                assert_eq!(c.result, Err(rmx_core::RdmaError::Down), "bad {case}");
+            } else {
+                assert_eq!(sent, Err(rmx_core::PostError::Down), "bad {case}");
+            }
+        }
+    }
+
+    /// The shared receive queue's limit event posts the spare buffers at
+    /// once, and the core's low-pool call reports them (once) to lend.
+    #[test]
+    fn guest_the_receive_queue_limit_posts_the_spare_buffers() {
+        if net().is_none() {
+            return;
+        }
+        let sel = Select {
+            device: rmx_linux::verbs::device::names().first().cloned(),
+            ..Select::default()
+        };
+        let sizes = Sizes {
+            rx_buffers: 32,
+            rx_spare: 16,
+            rx_low: 24,
+            ..Sizes::default()
+        };
+        let mut a = VerbsPort::open(&sel, sizes, 0, 2).expect("port 0");
+        let mut b = VerbsPort::open(&sel, sizes, 1, 2).expect("port 1");
+        let all = [a.address().encode(), b.address().encode()];
+        a.connect(&all).expect("connect 0");
+        b.connect(&all).expect("connect 1");
+        let (qa, pa) = a.queue_pair(1).expect("queue pair 0");
+        let (qb, pb) = b.queue_pair(0).expect("queue pair 1");
+        a.join(1, qb, pb).expect("join 0");
+        b.join(0, qa, pa).expect("join 1");
+        // 12 packets leave 20 of 32 posted: below the limit of 24.
+        let mut got = Vec::new();
+        for i in 0..12u8 {
+            let head = [i; 8];
+            assert_eq!(
+                a.post(
+                    1,
+                    i as u64,
+                    Work::Inline {
+                        head: &head,
+                        body: &[]
+                    }
+                ),
+                Ok(None)
+            );
+            completion(&mut a);
+        }
+        let t = std::time::Instant::now();
+        while (got.len() < 12 || b.counters().srq_limit == 0) && t.elapsed().as_secs() < 10 {
+            if let Some(r) = b.poll_recv() {
+                got.push(r.buf);
+            }
+        }
+        assert_eq!(got.len(), 12);
+        assert_eq!(b.counters().srq_limit, 1, "{:?}", b.counters());
+        assert_eq!(b.rx_pool_low(20), 16, "the spare ones, posted at the event");
+        assert_eq!(b.rx_pool_low(20), 0, "told once");
+        // All 48 are usable: 36 more arrive with 12 still held.
+        for i in 0..36u8 {
+            let head = [i; 8];
+            assert_eq!(
+                a.post(
+                    1,
+                    i as u64,
+                    Work::Inline {
+                        head: &head,
+                        body: &[]
+                    }
+                ),
+                Ok(None)
+            );
+            completion(&mut a);
+        }
+        let t = std::time::Instant::now();
+        while got.len() < 48 && t.elapsed().as_secs() < 10 {
+            if let Some(r) = b.poll_recv() {
+                got.push(r.buf);
+            }
+        }
+        assert_eq!(
+            got.len(),
+            48,
+            "every buffer, spare ones included, took a packet"
+        );
+        let mut seen = got.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 48, "no buffer twice");
+        for buf in got {
+            assert!(b.repost(buf));
+            assert!(!b.repost(buf), "a buffer goes back once");
         }
     }
 

@@ -73,6 +73,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         match h.kind {
             Kind::Ack | Kind::Gone => {}
+            // On a reliable transport the NIC's acknowledgement answered.
+            Kind::Ping if self.cfg.reliable => {}
             Kind::Ping => {
                 self.send_control(now, nic, h.src, Kind::Ack, 0);
             }

@@ -1,4 +1,4 @@
-//! Liveness on lossy transports. A peer is given up once nothing at all
+//! Liveness. On a lossy transport a peer is given up once nothing at all
 //! has come from it for `Config::peer_timeout_ns` while something here
 //! waits on it: failure is a time without any answer, never a count of
 //! timeouts, so loss or a busy host does not make a live peer look dead.
@@ -12,6 +12,15 @@
 //! packet from it answers. Receives for any source wait on every peer this
 //! rank has exchanged messages with (silence counting from when such
 //! receives began to be posted), and end once no other peer is left.
+//!
+//! A reliable transport (verbs RC) acknowledges in the NIC, and reports a
+//! connection broken only when a send on it fails: a rank that only waits
+//! would never learn its peer's process died. So a silent peer waited on is
+//! pinged there too, with nothing sent back (the NIC's acknowledgement is
+//! the answer, and a ping to a dead process fails with the connection);
+//! the gap doubles up to `Config::peer_timeout_ns`, so a peer computing for
+//! minutes without polling gets a few dozen pings, not thousands. A peer
+//! with sends in flight is not pinged: their completions tell.
 //!
 //! A give-up is mutual: a rank answers any packet from a peer it gave up
 //! with a GONE notice, and a rank told so fails that peer in turn, so the
@@ -50,7 +59,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     fn arm_keepalive(&mut self, now: u64) {
-        if !self.cfg.reliable && self.cfg.keepalive_ns > 0 {
+        if self.cfg.keepalive_ns > 0 {
             let t = now.saturating_add(self.cfg.keepalive_ns);
             self.arm(t);
         }
@@ -110,8 +119,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let keepalive = self.cfg.keepalive_ns;
         let p = &self.peers[peer as usize];
         // Unacknowledged packets have their own timer, which fails the peer.
-        if self.cfg.reliable || keepalive == 0 || p.failed || p.rto_at.is_some() || peer == self.me
-        {
+        if keepalive == 0 || p.failed || p.rto_at.is_some() || peer == self.me {
             return None;
         }
         let since = self.silent_since(peer)?;
@@ -119,14 +127,23 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if due > now {
             return Some(due);
         }
-        if self.silent_too_long(now, peer) {
+        let reliable = self.cfg.reliable;
+        if !reliable && self.silent_too_long(now, peer) {
             self.fail_peer(nic, peer);
             return None;
         }
         let pings = p.pings;
+        if reliable && p.wqes > 0 {
+            // A send in flight completes, or fails with the connection.
+            self.peers[peer as usize].ping_at = Some(now.saturating_add(self.probe_gap(pings)));
+            return self.peers[peer as usize].ping_at;
+        }
         if self.send_control(now, nic, peer, Kind::Ping, 0) {
             self.stats.pings_out += 1;
-            let wait = self.backoff_ns(pings);
+            let wait = match reliable {
+                true => self.probe_gap(pings),
+                false => self.backoff_ns(pings),
+            };
             let p = &mut self.peers[peer as usize];
             p.pings = pings.saturating_add(1);
             p.ping_at = Some(now.saturating_add(wait));
@@ -134,6 +151,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.peers[peer as usize].ping_at = Some(self.retry_at(now));
         }
         self.peers[peer as usize].ping_at
+    }
+
+    /// Reliable transports: the gap after the `n`th unanswered ping, the
+    /// keepalive doubled each time, capped at the peer timeout.
+    fn probe_gap(&self, n: u16) -> u64 {
+        let k = self.cfg.keepalive_ns;
+        k.saturating_mul(1u64 << n.min(32))
+            .min(self.cfg.peer_timeout_ns.max(k))
     }
 
     /// A packet came from `peer`, which this rank gave up: it is told so

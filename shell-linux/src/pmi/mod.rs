@@ -139,6 +139,20 @@ pub fn env_rank() -> Option<String> {
         .ok()
 }
 
+/// Keeps this process alive through hydra's notice that another process
+/// of the job ended. With `-disable-auto-cleanup` hydra leaves the others
+/// running, so that they may fail the dead rank themselves, and tells them
+/// by SIGUSR1, whose default action would end them at once: rmx finds the
+/// dead rank itself (a failed connection or silence), so the signal is
+/// ignored. Only for processes a launcher started; an embedding program
+/// keeps its own signal dispositions.
+pub fn ignore_launcher_notice() {
+    if env_rank().is_some() {
+        // SAFETY: SIG_IGN is no handler; nothing runs in signal context.
+        unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
+    }
+}
+
 impl Pmi {
     /// Connects as the launcher's environment says. `Ok(None)`: this
     /// process was not started by a PMI launcher (no `PMI_FD`, no `PMI_PORT`).

@@ -199,6 +199,10 @@ impl<T: Transport> rmx_driver::Port for Delayed<T> {
         self.inner.repost(buf)
     }
 
+    fn rx_pool_low(&mut self, free: u32) -> u32 {
+        self.inner.rx_pool_low(free)
+    }
+
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         self.release();
         let n = self.inner.poll_cq(out);

@@ -205,6 +205,10 @@ impl<T: Transport> rmx_driver::Port for Faulty<T> {
         }
     }
 
+    fn rx_pool_low(&mut self, free: u32) -> u32 {
+        self.inner.rx_pool_low(free)
+    }
+
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         self.inner.poll_cq(out)
     }

@@ -47,6 +47,11 @@ pub struct Counters {
     pub frames_in: u64,
     /// Connections made (verbs: queue pairs, one per peer talked with).
     pub connections: u64,
+    /// Times the shared receive queue fell below its limit (verbs).
+    pub srq_limit: u64,
+    /// Connections or devices the device reported broken by an
+    /// asynchronous event (verbs).
+    pub async_errors: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

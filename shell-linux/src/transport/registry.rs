@@ -238,6 +238,10 @@ macro_rules! transports {
                 each!(self, [$($v),+], p => rmx_driver::Port::repost(p, buf))
             }
 
+            fn rx_pool_low(&mut self, free: u32) -> u32 {
+                each!(self, [$($v),+], p => rmx_driver::Port::rx_pool_low(p, free))
+            }
+
             #[inline]
             fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
                 each!(self, [$($v),+], p => rmx_driver::Port::poll_cq(p, out))

@@ -43,6 +43,19 @@ pub struct Sizes {
     pub sq_depth: u32,
     /// Connections (queue pairs) the completion queue serves.
     pub peers: u32,
+    /// Buffers kept back from the shared receive queue, posted when it
+    /// runs low (its limit event, or the core's `rx_pool_low`).
+    pub rx_spare: u32,
+    /// The shared receive queue's limit: fewer posted buffers than this
+    /// raise its limit event (`Config::rx_low_water`); 0: never.
+    pub rx_low: u32,
+}
+
+impl Sizes {
+    /// Every receive buffer, posted or spare.
+    pub fn rx_total(&self) -> u32 {
+        self.rx_buffers.saturating_add(self.rx_spare)
+    }
 }
 
 impl Default for Sizes {
@@ -52,8 +65,23 @@ impl Default for Sizes {
             buf_size: 8192 + 64,
             sq_depth: 64,
             peers: 0,
+            rx_spare: 128,
+            rx_low: 64,
         }
     }
+}
+
+/// An asynchronous event of the device, as the port acts on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Async {
+    /// The shared receive queue fell below its limit.
+    SrqLimit,
+    /// The queue pair of this number went to the error state.
+    QpFailed(u32),
+    /// The port, a queue or the device broke: every connection is lost.
+    DeviceFailed,
+    /// Informational (a port came up, a path migrated, …).
+    Other,
 }
 
 /// What the device said about itself once opened.
@@ -156,9 +184,11 @@ impl Device {
             if dev.channel.is_null() {
                 return Err(os("ibv_create_comp_channel"));
             }
-            let fd = (*dev.channel).fd;
-            let fl = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+            // Both are read when something may be there, never waited on.
+            for fd in [(*dev.channel).fd, (*ctx).async_fd] {
+                let fl = libc::fcntl(fd, libc::F_GETFL);
+                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+            }
             // Every send is signalled: the send queue holds each
             // connection's send queue at once, the receive one every
             // buffer, the handshake's every datagram either way.
@@ -166,7 +196,7 @@ impl Device {
             let handshakes = 2 * super::oob::BUFS as u32;
             for (cq, n) in [
                 (&mut dev.scq, sends),
-                (&mut dev.rcq, sizes.rx_buffers),
+                (&mut dev.rcq, sizes.rx_total()),
                 (&mut dev.ucq, handshakes),
             ] {
                 let cqe = n.clamp(1, i32::MAX as u32) as i32;
@@ -178,7 +208,7 @@ impl Device {
             let mut attr = ib::ibv_srq_init_attr {
                 srq_context: ptr::null_mut(),
                 attr: ib::ibv_srq_attr {
-                    max_wr: sizes.rx_buffers,
+                    max_wr: sizes.rx_total(),
                     max_sge: 1,
                     srq_limit: 0,
                 },
@@ -187,7 +217,7 @@ impl Device {
             if dev.srq.is_null() {
                 return Err(os(&format!(
                     "ibv_create_srq ({} receives)",
-                    sizes.rx_buffers
+                    sizes.rx_total()
                 )));
             }
         }
@@ -344,6 +374,50 @@ impl Device {
                 // A request for a connection is never solicited.
                 f(self.ucq, 0);
             }
+        }
+    }
+
+    /// Arms the shared receive queue's limit event: it fires (once) when
+    /// fewer than `limit` buffers are posted. Whether the device took it.
+    pub fn arm_srq_limit(&self, limit: u32) -> bool {
+        let mut attr = ib::ibv_srq_attr {
+            srq_limit: limit,
+            ..Default::default()
+        };
+        // SAFETY: the SRQ lives as long as `self`.
+        limit > 0
+            && unsafe { ib::ibv_modify_srq(self.srq, &mut attr, ib::IBV_SRQ_LIMIT as i32) } == 0
+    }
+
+    /// Takes the device's asynchronous events (non-blocking), each
+    /// acknowledged once read.
+    pub fn take_async(&self, mut f: impl FnMut(Async)) {
+        loop {
+            // SAFETY: plain integers and pointers; all zeroes is valid.
+            let mut ev: ib::ibv_async_event = unsafe { std::mem::zeroed() };
+            // SAFETY: the context lives as long as `self`; its descriptor is
+            // non-blocking, so this returns -1 once nothing is left.
+            if unsafe { ib::ibv_get_async_event(self.ctx, &mut ev) } != 0 {
+                break;
+            }
+            // SAFETY: the event names a live object until acknowledged;
+            // the union's member is the one its type says.
+            let what = unsafe {
+                match ev.event_type {
+                    ib::IBV_EVENT_SRQ_LIMIT_REACHED => Async::SrqLimit,
+                    ib::IBV_EVENT_QP_FATAL
+                    | ib::IBV_EVENT_QP_REQ_ERR
+                    | ib::IBV_EVENT_QP_ACCESS_ERR => Async::QpFailed((*ev.element.qp).qp_num),
+                    ib::IBV_EVENT_PORT_ERR
+                    | ib::IBV_EVENT_DEVICE_FATAL
+                    | ib::IBV_EVENT_CQ_ERR
+                    | ib::IBV_EVENT_SRQ_ERR => Async::DeviceFailed,
+                    _ => Async::Other,
+                }
+            };
+            // SAFETY: taken just now, acknowledged once.
+            unsafe { ib::ibv_ack_async_event(&mut ev) };
+            f(what);
         }
     }
 

@@ -60,10 +60,12 @@ impl Network for VerbsNet {
         self.launch.as_ref()
     }
 
-    /// `send_wqes` entries per queue pair.
+    /// `send_wqes` entries per queue pair; the receive queue's limit at
+    /// the core's low watermark.
     fn for_config(&self, cfg: &Config) -> VerbsNet {
         let mut n = self.clone();
         n.sizes.sq_depth = cfg.send_wqes.max(1) as u32;
+        n.sizes.rx_low = cfg.rx_low_water;
         n
     }
 

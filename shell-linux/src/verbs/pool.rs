@@ -1,6 +1,7 @@
 //! The receive pool: one registered region cut into equal buffers, every
 //! one posted to the shared receive queue until a packet fills it, then
-//! held (readable) until the core hands it back.
+//! held (readable) until the core hands it back. A few are kept back
+//! (spare) and posted once the queue runs low.
 
 use std::ptr;
 
@@ -13,14 +14,28 @@ pub struct Pool {
     bytes: usize,
     size: usize,
     mr: *mut ib::ibv_mr,
-    /// Bytes of the packet in each held buffer; `None`: posted.
-    held: Vec<Option<u32>>,
+    bufs: Vec<Buf>,
+    /// Buffers never posted yet, kept for when the queue runs low.
+    spare: Vec<u32>,
+}
+
+/// Where one buffer is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Buf {
+    /// On the shared receive queue.
+    Posted,
+    /// Filled with a packet of this many bytes, not yet handed back.
+    Held(u32),
+    /// Kept back, never posted.
+    Spare,
 }
 
 impl Pool {
-    /// `n` buffers of `size` bytes, registered on `dev` and posted.
-    pub fn new(dev: &Device, n: u32, size: u32) -> Result<Pool, String> {
-        let (n, size) = (n as usize, size as usize);
+    /// `n + spare` buffers of `size` bytes, registered on `dev`; `n`
+    /// posted.
+    pub fn new(dev: &Device, n: u32, spare: u32, size: u32) -> Result<Pool, String> {
+        let posted = n;
+        let (n, size) = (n as usize + spare as usize, size as usize);
         let bytes = n
             .checked_mul(size)
             .filter(|&b| b > 0)
@@ -47,7 +62,8 @@ impl Pool {
             bytes,
             size,
             mr: ptr::null_mut(),
-            held: vec![Some(0); n],
+            bufs: vec![Buf::Spare; n],
+            spare: (posted..n as u32).rev().collect(),
         };
         // SAFETY: the mapping lives until the pool drops, after the MR.
         pool.mr = unsafe {
@@ -64,10 +80,23 @@ impl Pool {
                 std::io::Error::last_os_error()
             ));
         }
-        for b in 0..n as u32 {
+        for b in 0..posted {
             pool.post(dev, b)?;
         }
         Ok(pool)
+    }
+
+    /// Posts every spare buffer; how many.
+    pub fn post_spare(&mut self, dev: &Device) -> u32 {
+        let mut n = 0;
+        while let Some(b) = self.spare.pop() {
+            if self.post(dev, b).is_err() {
+                self.spare.push(b);
+                break;
+            }
+            n += 1;
+        }
+        n
     }
 
     /// Posts buffer `buf` to the shared receive queue.
@@ -95,7 +124,7 @@ impl Pool {
         };
         match rc {
             0 => {
-                self.held[buf as usize] = None;
+                self.bufs[buf as usize] = Buf::Posted;
                 Ok(())
             }
             e => Err(format!(
@@ -107,9 +136,9 @@ impl Pool {
 
     /// Buffer `buf` now holds a packet of `len` bytes.
     pub fn filled(&mut self, buf: u32, len: u32) -> bool {
-        match self.held.get_mut(buf as usize) {
-            Some(h @ None) if len as usize <= self.size => {
-                *h = Some(len);
+        match self.bufs.get_mut(buf as usize) {
+            Some(h @ Buf::Posted) if len as usize <= self.size => {
+                *h = Buf::Held(len);
                 true
             }
             _ => false,
@@ -117,7 +146,10 @@ impl Pool {
     }
 
     pub fn bytes(&self, buf: u32) -> Option<&[u8]> {
-        let len = (*self.held.get(buf as usize)?)? as usize;
+        let Buf::Held(len) = *self.bufs.get(buf as usize)? else {
+            return None;
+        };
+        let len = len as usize;
         // SAFETY: a held buffer lies inside the mapping and the device
         // writes it no more until it is posted again; `len <= size`.
         Some(unsafe { std::slice::from_raw_parts(self.base.add(buf as usize * self.size), len) })
@@ -125,8 +157,8 @@ impl Pool {
 
     /// Posts a held buffer again; `false` for one not held.
     pub fn repost(&mut self, dev: &Device, buf: u32) -> bool {
-        match self.held.get(buf as usize) {
-            Some(Some(_)) => self.post(dev, buf).is_ok(),
+        match self.bufs.get(buf as usize) {
+            Some(Buf::Held(_)) => self.post(dev, buf).is_ok(),
             _ => false,
         }
     }

@@ -14,7 +14,7 @@ use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError};
 
 use super::address::Address;
-use super::device::{Device, Select, Sizes};
+use super::device::{Async, Device, Select, Sizes};
 use super::oob::Oob;
 use super::pool::Pool;
 use super::qp::Qp;
@@ -47,6 +47,11 @@ struct Peer {
 /// is being made (a request from a peer is answered within as many).
 const OOB_EVERY: u32 = 32;
 
+/// Nanoseconds between reads of the device's asynchronous events (a
+/// system call each): a broken queue pair or a low receive queue is
+/// acted on within this.
+const ASYNC_EVERY_NS: u64 = 1_000_000;
+
 pub struct VerbsPort {
     me: u16,
     ranks: u16,
@@ -59,6 +64,10 @@ pub struct VerbsPort {
     /// Peers whose connection is being made.
     unsettled: usize,
     polls: u32,
+    /// When the asynchronous events were last read.
+    async_at: u64,
+    /// Spare receive buffers posted that the core has not been told of.
+    spare_posted: u32,
     by_qpn: HashMap<u32, u16>,
     oob: Oob,
     counters: Counters,
@@ -102,7 +111,10 @@ impl VerbsPort {
             ..sizes
         };
         let dev = Arc::new(Device::open(sel, sizes)?);
-        let pool = Pool::new(&dev, sizes.rx_buffers, sizes.buf_size)?;
+        let pool = Pool::new(&dev, sizes.rx_buffers, sizes.rx_spare, sizes.buf_size)?;
+        // Without the event (a device that lacks it), the core's own
+        // watermark still asks for the spare buffers.
+        dev.arm_srq_limit(sizes.rx_low);
         let oob = Oob::open(&dev, ranks)?;
         let mut nonce = [0u8; 4];
         getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes: {e}"))?;
@@ -129,6 +141,8 @@ impl VerbsPort {
             states: vec![State::Idle; ranks as usize],
             unsettled: 0,
             polls: 0,
+            async_at: 0,
+            spare_posted: 0,
             by_qpn: HashMap::new(),
             oob,
             counters: Counters::default(),
@@ -314,6 +328,41 @@ impl VerbsPort {
             State::Ready => Ok(()),
             State::Failed => Err(PostError::Down),
             _ => Err(PostError::Busy),
+        }
+    }
+
+    /// Acts on the device's asynchronous events: a low receive queue gets
+    /// the spare buffers at once (before senders meet receiver-not-ready),
+    /// a queue pair in error fails its connection (posts to it are `Down`
+    /// from now on, which a waiting rank's keepalive meets), a broken
+    /// device every connection.
+    fn poll_async(&mut self) {
+        let mut got = Vec::new();
+        self.dev.take_async(|e| got.push(e));
+        for e in got {
+            match e {
+                Async::SrqLimit => {
+                    self.counters.srq_limit += 1;
+                    self.spare_posted += self.pool.post_spare(&self.dev);
+                }
+                Async::QpFailed(qpn) => {
+                    self.counters.async_errors += 1;
+                    let peer = self.by_qpn.get(&qpn).copied();
+                    if let Some(c) = peer
+                        .and_then(|p| self.conns.get_mut(p as usize))
+                        .and_then(Option::as_mut)
+                    {
+                        c.down = true;
+                    }
+                }
+                Async::DeviceFailed => {
+                    self.counters.async_errors += 1;
+                    for c in self.conns.iter_mut().flatten() {
+                        c.down = true;
+                    }
+                }
+                Async::Other => {}
+            }
         }
     }
 
@@ -616,6 +665,11 @@ impl rmx_driver::Port for VerbsPort {
         self.polls = self.polls.wrapping_add(1);
         if self.unsettled > 0 || self.polls.is_multiple_of(OOB_EVERY) {
             self.poll_handshakes();
+            let now = now_ns();
+            if now.saturating_sub(self.async_at) >= ASYNC_EVERY_NS {
+                self.async_at = now;
+                self.poll_async();
+            }
         }
         if self.recvs.is_empty() {
             self.poll_receives();
@@ -625,6 +679,13 @@ impl rmx_driver::Port for VerbsPort {
 
     fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
         self.pool.bytes(buf)
+    }
+
+    /// The spare buffers, posted now or at the queue's limit event.
+    fn rx_pool_low(&mut self, _free: u32) -> u32 {
+        let n = self.spare_posted + self.pool.post_spare(&self.dev);
+        self.spare_posted = 0;
+        n
     }
 
     fn repost(&mut self, buf: u32) -> bool {

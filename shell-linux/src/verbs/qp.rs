@@ -7,10 +7,11 @@ use ibverbs_sys as ib;
 use super::device::{qp_init, Device};
 
 /// How long a queue pair waits for an acknowledgement before it retries
-/// (4.096 µs × 2^14 ≈ 67 ms), and how often: 7 times, then the peer is
-/// gone.
+/// (4.096 µs × 2^14 ≈ 67 ms), and how often: 6 times, then the peer is
+/// gone (about half a second of silence). Not 7: rxe retries for ever at
+/// 7, as the RNR count does, so a dead peer's connection would never fail.
 const TIMEOUT: u8 = 14;
-const RETRY: u8 = 7;
+const RETRY: u8 = 6;
 /// Receiver-not-ready retries: 7 is "for ever". The core's credits keep
 /// a peer's receive pool from running dry; should it, the sender waits.
 const RNR_RETRY: u8 = 7;
