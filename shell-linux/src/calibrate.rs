@@ -1,7 +1,8 @@
 //! `rmx calibrate`: measures the cost model's figures on this machine — one
 //! copy C per size, one registration + deregistration R per size (page
-//! granular, as the loop NIC registers: page walk, key table, and the
-//! userfaultfd watch when the monitor runs), and the lookup overhead V
+//! granular, as the transport registers: the loop NIC's page walk and key
+//! table, or verbs' `ibv_reg_mr`; and the userfaultfd watch when the
+//! monitor runs), and the lookup overhead V
 //! (tracker + registration cache on a hit) — and prints the minimum reuse
 //! per size, the paper's Table 2.
 
@@ -64,11 +65,67 @@ fn copy_ns_with(engine: &crate::copy::Engine, size: usize, reps: u64) -> f64 {
     })
 }
 
+/// What `rmx calibrate` registers with: the loop NIC (page walk, key
+/// table) or a verbs device (`ibv_reg_mr`: pinning and the device's
+/// translation table in the kernel), as the transport used will.
+#[allow(clippy::large_enum_variant)] // one, made once
+pub enum Registrar {
+    Loop(crate::loopnic::Port),
+    #[cfg(feature = "verbs")]
+    Verbs(crate::verbs::VerbsPort),
+}
+
+impl Registrar {
+    /// The registrar of `net`'s transport: its own where it registers
+    /// memory with a device (verbs), else the loop NIC's.
+    pub fn of(net: &crate::job::Net) -> Result<Registrar, String> {
+        #[cfg(feature = "verbs")]
+        if let crate::job::Net::Verbs(v) = net {
+            let port = crate::verbs::VerbsPort::open(&v.select, v.sizes, 0, 1)?;
+            return Ok(Registrar::Verbs(port));
+        }
+        let _ = net;
+        let fabric = Fabric::new(1, LoopConfig::default()).expect("the default sizes fit");
+        Ok(Registrar::Loop(fabric.port(0)))
+    }
+
+    /// The transport whose registration is measured.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Registrar::Loop(_) => "loop",
+            #[cfg(feature = "verbs")]
+            Registrar::Verbs(_) => "verbs",
+        }
+    }
+
+    /// Registers `len` bytes at `addr` for remote access, then deregisters
+    /// them.
+    ///
+    /// # Safety
+    /// The range is mapped for the call and no operation names it.
+    unsafe fn cycle(&mut self, addr: usize, len: usize) {
+        match self {
+            Registrar::Loop(port) => {
+                // SAFETY: the caller's contract.
+                if let Ok(mr) = unsafe { port.register_user(addr, len) } {
+                    let _ = port.deregister_user(mr);
+                }
+            }
+            #[cfg(feature = "verbs")]
+            Registrar::Verbs(port) => {
+                use rmx_driver::Port as _;
+                // SAFETY: the caller's contract.
+                if let Ok(mr) = unsafe { port.register_user(addr, len) } {
+                    port.deregister(mr);
+                }
+            }
+        }
+    }
+}
+
 /// Nanoseconds to register and deregister the pages `size` bytes span, on
 /// fresh anonymous memory each time round (as a new buffer would be).
-fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
-    let fabric = Fabric::new(1, LoopConfig::default()).expect("the default sizes fit");
-    let port = fabric.port(0);
+fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>, reg: &mut Registrar) -> f64 {
     let len = (size as u64).div_ceil(PAGE) * PAGE;
     let area = AnonMap::new(reps * len as usize);
     let base = area.addr();
@@ -81,9 +138,7 @@ fn reg_ns(size: usize, reps: usize, monitor: Option<&Monitor>) -> f64 {
             }
             // SAFETY: `area` outlives the registration, and no operation
             // names it.
-            if let Ok(mr) = unsafe { port.register_user(a as usize, len as usize) } {
-                let _ = port.deregister_user(mr);
-            }
+            unsafe { reg.cycle(a as usize, len as usize) };
             (now_ns() - t0) as f64
         })
         .collect();
@@ -146,8 +201,9 @@ pub fn lookup_ns(reps: u64) -> f64 {
     })
 }
 
-/// Measures every figure, the copy engine's candidates first.
-pub fn measure() -> Calibration {
+/// Measures every figure, the copy engine's candidates first;
+/// registrations with `reg`.
+pub fn measure(reg: &mut Registrar) -> Calibration {
     let copy = crate::copy::choose::measure(crate::copy::Effort::Thorough);
     let engine = crate::copy::Engine::with(copy.best(), crate::copy::Origin::Measured)
         .expect("measured routines run here");
@@ -160,7 +216,7 @@ pub fn measure() -> Calibration {
             copy_ns: copy_ns_with(&engine, size as usize, copies)
                 .round()
                 .max(1.0) as u32,
-            reg_ns: reg_ns(size as usize, regs, monitor.as_deref()).round() as u32,
+            reg_ns: reg_ns(size as usize, regs, monitor.as_deref(), reg).round() as u32,
         })
         .collect();
     Calibration {

@@ -168,7 +168,9 @@ fn run(cli: Cli) -> Result<(), String> {
             rx_buffers,
             json,
             plot,
-        }) => memory(procs, wqes, rx_buffers, json, plot),
+            transport,
+            net,
+        }) => memory(procs, wqes, rx_buffers, json, plot, &transport, &net),
         Cmd::Bench(BenchCmd::Suite {
             out,
             iters,
@@ -176,7 +178,12 @@ fn run(cli: Cli) -> Result<(), String> {
             iface,
             sim_ranks,
         }) => suite(&out, iters, &transport, iface, sim_ranks),
-        Cmd::Calibrate { json, dry_run } => calibrate(json, dry_run),
+        Cmd::Calibrate {
+            json,
+            dry_run,
+            transport,
+            net,
+        } => calibrate(json, dry_run, &transport, &net),
         Cmd::Lab(cmd) => lab(cmd),
         Cmd::Bench(BenchCmd::Spectrum {
             args: a,

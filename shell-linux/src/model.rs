@@ -52,6 +52,11 @@ pub struct Costs {
     /// Per process: the endpoint without its peer table (matching queues,
     /// requests, rendezvous transfers, held buffers).
     pub core_fixed: u64,
+    /// Measured on a verbs device (`rmx model memory --transport verbs`):
+    /// what its provider maps per connected queue pair at these send
+    /// entries (the work queues with the entries, and the completion
+    /// queue's share). Counted instead of `send_entries`.
+    pub provider_qp: Option<u64>,
 }
 
 impl Costs {
@@ -72,11 +77,24 @@ impl Costs {
             receive_pool: (nic.srq_depth as u64).saturating_mul(slot),
             send_slots: sizes.slots as u64 * slot,
             core_fixed: CoreEndpoint::fixed_bytes(&sizes) as u64,
+            provider_qp: None,
+        }
+    }
+
+    /// These costs with a verbs provider's measured bytes per queue pair
+    /// and the verbs port's own state per connection.
+    pub fn on_device(self, provider_qp: u64, nic_connection: u64) -> Costs {
+        Costs {
+            provider_qp: Some(provider_qp),
+            nic_connection,
+            ..self
         }
     }
 
     pub fn per_connection(&self) -> u64 {
-        self.peer_state + self.send_entries + self.nic_connection
+        self.peer_state
+            .saturating_add(self.provider_qp.unwrap_or(self.send_entries))
+            .saturating_add(self.nic_connection)
     }
 
     /// What a process pays whatever the job size.
@@ -99,7 +117,10 @@ impl Costs {
     pub fn dominant(&self) -> &'static str {
         [
             (self.peer_state, "peer_state"),
-            (self.send_entries, "send_entries"),
+            match self.provider_qp {
+                Some(b) => (b, "provider_qp"),
+                None => (self.send_entries, "send_entries"),
+            },
             (self.nic_connection, "nic_connection"),
         ]
         .iter()
@@ -123,11 +144,22 @@ pub fn job_sizes(max: u64) -> Vec<u64> {
     v
 }
 
-/// One row per (job size, send entries).
-pub fn rows(procs: &[u64], wqes: &[u16], eager: u32, nic: &LoopConfig) -> Vec<Value> {
+/// One row per (job size, send entries); `device(w)`: the measured costs
+/// of a verbs device's connection at `w` entries, (provider bytes per queue
+/// pair, the port's own), where measured.
+pub fn rows(
+    procs: &[u64],
+    wqes: &[u16],
+    eager: u32,
+    nic: &LoopConfig,
+    device: &dyn Fn(u16) -> Option<(u64, u64)>,
+) -> Vec<Value> {
     let mut out = Vec::new();
     for &w in wqes {
-        let c = Costs::of(w, eager, nic);
+        let mut c = Costs::of(w, eager, nic);
+        if let Some((qp, port)) = device(w) {
+            c = c.on_device(qp, port);
+        }
         for &n in procs {
             let paper = paper_per_connection(w);
             out.push(json!({
@@ -137,6 +169,7 @@ pub fn rows(procs: &[u64], wqes: &[u16], eager: u32, nic: &LoopConfig) -> Vec<Va
                 "per_process_bytes": c.per_process(n),
                 "peer_state_bytes": c.peer_state,
                 "send_entry_bytes": c.send_entries,
+                "provider_qp_bytes": c.provider_qp,
                 "nic_connection_bytes": c.nic_connection,
                 "shared_bytes": c.shared(),
                 "receive_pool_bytes": c.receive_pool,
@@ -173,6 +206,12 @@ mod tests {
         assert_eq!(c.dominant(), "send_entries");
         let one = Costs::of(1, 64, &nic);
         assert_eq!(one.dominant(), "peer_state");
+        // On a device, the provider's measured bytes stand in for the
+        // entries' estimate, and the port's own state for loop's.
+        let d = c.on_device(13_312, 40);
+        assert_eq!(d.per_connection(), c.peer_state + 13_312 + 40);
+        assert_eq!(d.dominant(), "provider_qp");
+        assert_eq!(d.shared(), c.shared());
     }
 
     /// The scale target: at most 900 bytes per connection and 12 MB per

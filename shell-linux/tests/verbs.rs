@@ -161,6 +161,57 @@ cat /tmp/job.out
     );
 }
 
+/// The JSON document a guest script printed between `START` and the
+/// next `JSON-END` line.
+fn json_between(console: &str, start: &str) -> serde_json::Value {
+    let from = console
+        .find(start)
+        .unwrap_or_else(|| panic!("no {start}:\n{console}"))
+        + start.len();
+    let to = from + console[from..].find("JSON-END").expect("JSON-END");
+    serde_json::from_str(console[from..to].trim())
+        .unwrap_or_else(|e| panic!("{start}: {e}:\n{}", &console[from..to]))
+}
+
+/// `rmx info`, `rmx model memory` and `rmx calibrate` on a device: the
+/// per-connection bytes its provider maps, measured, and registration
+/// by `ibv_reg_mr`.
+#[test]
+fn info_model_and_calibrate_measure_the_device() {
+    let Some(out) = in_vm(
+        "dmesg -n 1
+echo JSON-INFO; $RMX info --json; echo JSON-END
+echo JSON-MODEL; $RMX model memory --transport verbs --procs 64 --wqes 10 --json; echo JSON-END
+echo JSON-CAL; $RMX calibrate --transport verbs --dry-run --json; echo JSON-END
+",
+        Duration::from_secs(300),
+    ) else {
+        return;
+    };
+    assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
+    let info = json_between(&out.console, "JSON-INFO");
+    let v = &info["verbs"];
+    assert_eq!(v["device"], "rxe0", "{v}");
+    let qp = v["provider_qp_bytes"].as_u64().expect("measured");
+    assert!(qp >= 10 * 64, "{v}");
+    assert!(v["per_connection_bytes"].as_u64().unwrap() > qp, "{v}");
+    assert_eq!(
+        info["config"]["fence_designs"]["verbs"],
+        serde_json::json!(["def", "naive", "opt", "ri"])
+    );
+    let model = json_between(&out.console, "JSON-MODEL");
+    let rows = model["results"].as_array().expect("rows");
+    assert!(!rows.is_empty());
+    for r in rows {
+        let p = r["provider_qp_bytes"].as_u64().expect("measured per row");
+        assert!(r["per_connection_bytes"].as_u64().unwrap() > p, "{r}");
+    }
+    let cal = json_between(&out.console, "JSON-CAL");
+    assert_eq!(cal["config"]["registration"], "verbs");
+    let reg = cal["results"][0]["reg_ns"].as_u64().expect("reg_ns");
+    assert!(reg > 0, "{cal}");
+}
+
 /// The guest tests below, run inside the VM on `rxe0`, one at a time.
 #[test]
 fn in_the_test_vm_every_protocol_runs_over_rxe() {
@@ -415,74 +466,38 @@ mod guest {
     }
 
     /// Kilobytes of `field` in `file` (`/proc/self/status`, `/proc/meminfo`).
-    fn kib(file: &str, field: &str) -> i64 {
-        std::fs::read_to_string(file)
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0)
-    }
-
-    /// What one queue pair costs at the coalescing paper's send depths:
-    /// the address space and resident memory the provider maps into the
-    /// process, and the kernel memory the system loses (this guest runs
-    /// nothing else), per queue pair of 64, each connected.
+    /// What one queue pair costs at the coalescing paper's send depths
+    /// (what `rmx model memory --transport verbs` reports): the address
+    /// space the provider maps into the process and what of it is
+    /// resident, per queue pair of 64, each connected.
     #[test]
     fn guest_memory_per_queue_pair_grows_with_its_send_depth() {
         if net().is_none() {
             return;
         }
-        const QPS: u16 = 64;
         let sel = Select {
             device: rmx_linux::verbs::device::names().first().cloned(),
             ..Select::default()
         };
-        let mut per = Vec::new();
-        for depth in [5u32, 10, 200] {
-            let sizes = Sizes {
-                sq_depth: depth,
-                ..Sizes::default()
-            };
-            let sample = || {
-                [
-                    kib("/proc/self/status", "VmSize"),
-                    kib("/proc/self/status", "VmRSS"),
-                    kib("/proc/meminfo", "MemAvailable"),
-                ]
-            };
-            let mut peer = VerbsPort::open(&sel, sizes, 0, 1).expect("peer");
-            peer.connect(&[peer.address().encode()])
-                .expect("peer's self");
-            let (qpn, psn) = peer.queue_pair(0).expect("the peer's queue pair");
-            let to = peer.address().encode();
-            // Rank 0's port of a job of `ranks`, every queue pair
-            // connected (RTS) to the peer's one.
-            let measure = |ranks: u16| {
-                let mut p = VerbsPort::open(&sel, sizes, 0, ranks).expect("port");
-                p.connect(&vec![to.clone(); ranks as usize])
-                    .expect("addresses");
-                for r in 1..ranks {
-                    p.join(r, qpn, psn).expect("join");
-                }
-                assert_eq!(p.connections(), ranks as usize);
-                sample()
-            };
-            let one = measure(1);
-            let many = measure(QPS + 1);
-            drop(peer);
-            let q = QPS as i64;
-            let d = |i: usize, sign: i64| sign * (many[i] - one[i]) * 1024 / q;
-            let (vm, rss, kernel) = (d(0, 1), d(1, 1), d(2, -1));
+        let per: Vec<_> = [5u32, 10, 200]
+            .iter()
+            .map(|&d| rmx_linux::verbs::footprint::measure(&sel, d, 64).expect("measured"))
+            .collect();
+        for q in &per {
             eprintln!(
-                "send depth {depth}: per connected queue pair {vm} B mapped, {rss} B resident, {kernel} B of the system's"
+                "send depth {}: per connected queue pair {} B mapped, {} B resident",
+                q.depth, q.mapped, q.resident
             );
-            per.push((depth, vm, rss, kernel));
         }
         assert!(
-            per[2].1 > per[0].1,
+            per[2].mapped > per[0].mapped,
             "a deeper send queue maps more: {per:?}"
         );
+        assert!(
+            per[2].mapped >= 200 * 64,
+            "at least a 64-byte entry per send: {per:?}"
+        );
+        assert!(rmx_linux::verbs::footprint::measure(&sel, 5, 0).is_err());
     }
 
     /// Two ports of this thread, connected to each other.

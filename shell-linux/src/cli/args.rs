@@ -52,6 +52,15 @@ pub(crate) enum Cmd {
         /// Measure and print, but do not save.
         #[arg(long)]
         dry_run: bool,
+        /// Whose registration R is: loop (the software NIC's page walk and
+        /// key table) or verbs (`ibv_reg_mr` on --device: pinning in the
+        /// kernel). eth registers nothing and measures as loop.
+        #[arg(long, default_value = "loop")]
+        transport: String,
+        /// The transport's own options (verbs: --device, --port,
+        /// --gid-index).
+        #[command(flatten)]
+        net: rmx_linux::transport::registry::Options,
     },
 }
 
@@ -108,7 +117,7 @@ pub(crate) enum BenchCmd {
     /// Time per epoch closed by a fence, by design and pattern (the fence
     /// paper's Figs. 7-10), beside a bare barrier.
     #[command(
-        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop); all runs every design the transport offers."
+        long_about = "Time per one-sided epoch closed by a fence, as the fence paper's section 4.2 measures it: --pattern zero (a fence alone, Fig. 7), single (one 16-byte put to the next rank, Fig. 8), neighbours (16-byte puts to up to 8 neighbours, Fig. 9), halo4 and halo8 (puts of each size from --min-size to --max-size to 4 or 8 neighbours beside a 20 us computation, Fig. 10; rows give iteration_us), or all. A bare barrier is measured first as the reference. Ranks are threads of this process, at 2, 4, ... up to --ranks. --design def is the deferred design (operations sent as two-sided messages inside the closing fence; every transport); naive, opt and ri are the immediate designs (puts and gets as RDMA when issued; finish messages and all-pairs flags, finish messages and a barrier, or writes with immediate counted by the target, an allreduce of counts and a barrier), on transports with RDMA (loop, verbs); all runs every design the transport offers."
     )]
     Fence {
         #[command(flatten)]
@@ -317,6 +326,15 @@ pub(crate) enum ModelCmd {
         /// Also write per-process memory against job size as an SVG plot here.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// Whose connections: loop (the software NIC's, entries estimated
+        /// at 64 bytes) or verbs (measured on --device: what its provider
+        /// maps per connected queue pair at each send depth).
+        #[arg(long, default_value = "loop")]
+        transport: String,
+        /// The transport's own options (verbs: --device, --port,
+        /// --gid-index).
+        #[command(flatten)]
+        net: rmx_linux::transport::registry::Options,
     },
 }
 
@@ -348,12 +366,15 @@ pub(crate) struct RateArgs {
 
 #[derive(Args, Clone)]
 pub(crate) struct BenchArgs {
-    /// Transport to measure: loop (in-process software NIC) or eth (raw
-    /// Ethernet frames; needs root or CAP_NET_RAW).
+    /// Transport to measure: loop (in-process software NIC), eth (raw
+    /// Ethernet frames; needs root or CAP_NET_RAW) or verbs (RDMA RC queue
+    /// pairs through rdma-core; a build with `--features verbs` and a
+    /// device, e.g. Soft-RoCE's rxe0).
     #[arg(long, default_value = "loop")]
     pub(crate) transport: String,
     /// Each transport's own options (eth: --iface, --mtu, --loss, --dup,
-    /// --reorder, --rx), from the transport registry.
+    /// --reorder, --rx; verbs: --device, --port, --gid-index), from the
+    /// transport registry.
     #[command(flatten)]
     pub(crate) net: rmx_linux::transport::registry::Options,
     /// Largest message sent eagerly as fragments of one packet each

@@ -46,11 +46,28 @@ pub(crate) fn copy_report(cal: &rmx_linux::reuse::Calibration, o: &Opts) -> Repo
     )
 }
 
-pub(crate) fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
+pub(crate) fn calibrate(
+    json_out: bool,
+    dry_run: bool,
+    transport: &str,
+    opts: &rmx_linux::transport::registry::Options,
+) -> Result<(), String> {
+    rmx_linux::transport::registry::find(transport)?;
+    // eth registers nothing: its buffers are copied by the kernel.
+    let name = if transport == "eth" {
+        "loop"
+    } else {
+        transport
+    };
+    let (net, _lab) = opts.open(name, false)?;
+    let mut reg = rmx_linux::calibrate::Registrar::of(&net)?;
     if !json_out {
-        eprintln!("rmx: calibrating (a few seconds)...");
+        eprintln!(
+            "rmx: calibrating, registering with {} (a few seconds)...",
+            reg.name()
+        );
     }
-    let cal = rmx_linux::calibrate::measure();
+    let cal = rmx_linux::calibrate::measure(&mut reg);
     let model = cal.model()?;
     let results = cal
         .rows
@@ -66,8 +83,12 @@ pub(crate) fn calibrate(json_out: bool, dry_run: bool) -> Result<(), String> {
             })
         })
         .collect();
-    let o = Opts::tool(json_out);
+    let o = Opts {
+        transport: reg.name().into(),
+        ..Opts::tool(json_out)
+    };
     let config = json!({
+        "registration": reg.name(),
         "speculate_permille": cal.speculate_permille,
         "monitor": rmx_linux::monitor::Monitor::global().is_ok(),
     });

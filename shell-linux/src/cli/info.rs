@@ -24,6 +24,7 @@ pub(crate) fn info(json_out: bool) {
             "fence_designs": {
                 "loop": Net::Loop(Default::default()).designs().iter().map(|d| d.name()).collect::<Vec<_>>(),
                 "eth": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::eth::CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
+                "verbs": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::transport::registry::VERBS_CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
             },
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
@@ -45,6 +46,7 @@ pub(crate) fn info(json_out: bool) {
         "core_fixed_bytes": costs.core_fixed,
         "dominant": costs.dominant(),
         "reuse_bytes": rmx_linux::reuse::policy_bytes(),
+        "verbs": verbs_json(cfg.send_wqes),
         "copy": copy_choice_json(),
     });
     if json_out {
@@ -75,10 +77,11 @@ pub(crate) fn info(json_out: bool) {
         "  medium messages   up to {} bytes as fragments on transports without RDMA (eth)",
         rmx_core::config::MEDIUM_MAX
     );
-    println!("  fence designs     def, naive, opt, ri on loop (RDMA, write with immediate); def on eth (no RDMA)");
+    println!("  fence designs     def, naive, opt, ri on loop and verbs (RDMA, write with immediate); def on eth (no RDMA)");
     println!(
-        "  liveness          lossy transports ping a silent peer awaited for {} ms; given up after {} ms without any answer",
+        "  liveness          a peer awaited and silent for {} ms is pinged; lossy transports give it up after {} ms without any answer, reliable ones (verbs) when the ping's connection fails (pings back off to {} ms)",
         cfg.keepalive_ns / 1_000_000,
+        cfg.peer_timeout_ns / 1_000_000,
         cfg.peer_timeout_ns / 1_000_000
     );
     println!(
@@ -120,6 +123,21 @@ pub(crate) fn info(json_out: bool) {
         "  reuse_bytes       {} (zero-copy tracker storage, per rank, outside the endpoint)",
         rmx_linux::reuse::policy_bytes()
     );
+    match &doc["verbs"]["devices"] {
+        serde_json::Value::Array(d) if d.is_empty() => {
+            println!("verbs: no RDMA device (`rdma link add rxe0 type rxe netdev IF` makes one)")
+        }
+        serde_json::Value::Array(d) => {
+            let v = &doc["verbs"];
+            let names: Vec<&str> = d.iter().filter_map(|n| n.as_str()).collect();
+            println!("verbs: devices {}", names.join(", "));
+            println!(
+                "  per connection    {} bytes on {} ({} send entries: the provider maps {} per queue pair, the port keeps {}), measured",
+                v["per_connection_bytes"], v["device"], cfg.send_wqes, v["provider_qp_bytes"], v["port_connection_bytes"]
+            );
+        }
+        _ => println!("verbs: not in this build (--features verbs)"),
+    }
     let e = rmx_linux::copy::engine();
     println!(
         "copy engine ({}; up to 32 bytes inline):",
@@ -169,5 +187,46 @@ pub(crate) fn human(n: usize) -> String {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} B"),
+    }
+}
+
+/// The verbs devices, and on the first what a connection costs at
+/// `wqes` send entries, measured (16 connected queue pairs); `null` in a
+/// build without verbs.
+fn verbs_json(wqes: u16) -> serde_json::Value {
+    #[cfg(feature = "verbs")]
+    {
+        use rmx_linux::verbs::{device, footprint, Select, VerbsPort};
+        let devices = device::names();
+        let Some(first) = devices.first().cloned() else {
+            return json!({ "devices": devices });
+        };
+        let sel = Select {
+            device: Some(first.clone()),
+            ..Select::default()
+        };
+        let cfg = rmx_linux::rank::loop_config();
+        let core = rmx_linux::model::Costs::of(wqes, cfg.eager_threshold, &LoopConfig::default());
+        match footprint::measure(&sel, wqes as u32, 16) {
+            Ok(q) => {
+                let port = VerbsPort::CONNECTION_BYTES as u64;
+                let c = core.on_device(q.mapped, port);
+                json!({
+                    "devices": devices,
+                    "device": first,
+                    "send_wqes": wqes,
+                    "provider_qp_bytes": q.mapped,
+                    "provider_qp_resident_bytes": q.resident,
+                    "port_connection_bytes": port,
+                    "per_connection_bytes": c.per_connection(),
+                })
+            }
+            Err(e) => json!({ "devices": devices, "device": first, "error": e }),
+        }
+    }
+    #[cfg(not(feature = "verbs"))]
+    {
+        let _ = wqes;
+        serde_json::Value::Null
     }
 }

@@ -8,12 +8,17 @@ use serde_json::json;
 
 use super::*;
 
+/// Bytes per connection a device's provider maps, by send depth.
+type Measured = Vec<(u16, (u64, u64))>;
+
 pub(crate) fn memory(
     procs: u64,
     wqes: Option<u16>,
     rx_buffers: Option<u32>,
     json_out: bool,
     plot: Option<PathBuf>,
+    transport: &str,
+    opts: &rmx_linux::transport::registry::Options,
 ) -> Result<(), String> {
     if procs == 0 || wqes == Some(0) || rx_buffers == Some(0) {
         return Err("--procs, --wqes and --rx-buffers must be at least 1".into());
@@ -34,7 +39,18 @@ pub(crate) fn memory(
     }
     let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
     let wqes = wqes.map_or(all, |w| vec![w]);
-    let r = memory_report(procs, &wqes, nic, json_out);
+    let measured = match transport {
+        "loop" => Vec::new(),
+        "verbs" => on_device(opts, &wqes, json_out)?,
+        other => {
+            rmx_linux::transport::registry::find(other)?;
+            return Err(format!(
+                "--transport {other}: the model knows loop's connections and measures a verbs device's; choose loop or verbs"
+            ));
+        }
+    };
+    let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
+    let r = memory_report(procs, &wqes, nic, &device, json_out);
     if let Some(p) = plot {
         memory_plot(&r, &p)?;
     }
@@ -42,32 +58,96 @@ pub(crate) fn memory(
     Ok(())
 }
 
-/// The connection-memory model for job sizes up to `procs`.
-pub(crate) fn memory_report(procs: u64, wqes: &[u16], nic: LoopConfig, quiet: bool) -> Report {
+/// Measures, on the verbs device `opts` names, what a connection costs at
+/// each of `wqes` send depths: 16 connected queue pairs each.
+fn on_device(
+    opts: &rmx_linux::transport::registry::Options,
+    wqes: &[u16],
+    quiet: bool,
+) -> Result<Measured, String> {
+    rmx_linux::transport::registry::find("verbs")?;
+    #[cfg(feature = "verbs")]
+    {
+        use rmx_linux::verbs::{footprint, VerbsPort};
+        let (net, _) = opts.open("verbs", false)?;
+        let rmx_linux::job::Net::Verbs(v) = net else {
+            return Err("--transport verbs opened another transport".into());
+        };
+        if !quiet {
+            eprintln!("rmx: measuring queue pairs on the device...");
+        }
+        wqes.iter()
+            .map(|&w| {
+                let q = footprint::measure(&v.select, w as u32, 16)?;
+                Ok((w, (q.mapped, VerbsPort::CONNECTION_BYTES as u64)))
+            })
+            .collect()
+    }
+    #[cfg(not(feature = "verbs"))]
+    {
+        let _ = (opts, wqes, quiet);
+        unreachable!("find refuses a transport this build lacks")
+    }
+}
+
+/// The connection-memory model for job sizes up to `procs`; `device(w)`:
+/// a verbs device's measured bytes per connection at `w` entries.
+pub(crate) fn memory_report(
+    procs: u64,
+    wqes: &[u16],
+    nic: LoopConfig,
+    device: &dyn Fn(u16) -> Option<(u64, u64)>,
+    quiet: bool,
+) -> Report {
     use rmx_linux::model;
     let cfg = rmx_linux::rank::loop_config();
-    let rows = model::rows(&model::job_sizes(procs), wqes, cfg.eager_threshold, &nic);
-    let o = Opts::tool(quiet);
+    let rows = model::rows(
+        &model::job_sizes(procs),
+        wqes,
+        cfg.eager_threshold,
+        &nic,
+        device,
+    );
+    let measured = wqes.iter().any(|&w| device(w).is_some());
+    let transport = if measured { "verbs" } else { "loop" };
+    let o = Opts {
+        transport: transport.into(),
+        ..Opts::tool(quiet)
+    };
     let config = json!({
+        "transport": transport,
         "rx_buffers": nic.srq_depth,
         "eager_threshold": cfg.eager_threshold,
         "wqe_bytes": model::WQE_BYTES,
         "nic": nic,
     });
+    let mut columns = vec![
+        bench::report::Column::new("wqes", "wqes", 0),
+        bench::report::Column::new("per_connection_bytes", "per_conn_B", 0),
+    ];
+    if measured {
+        columns.push(bench::report::Column::new(
+            "provider_qp_bytes",
+            "provider_qp_B",
+            0,
+        ));
+    }
     Report::new(
         "model memory",
         &o,
         config,
         rows,
-        vec![
-            bench::report::Column::new("wqes", "wqes", 0),
-            bench::report::Column::new("per_connection_bytes", "per_conn_B", 0),
-            bench::report::Column::new("per_process_bytes", "per_process_B", 0),
-            bench::report::Column::new("paper_per_connection_bytes", "paper_conn_B", 0),
-            bench::report::Column::new("paper_per_process_bytes", "paper_process_B", 0),
-            bench::report::Column::new("shared_bytes", "shared_B", 0),
-            bench::report::Column::new("dominant", "dominant_term", 0),
-        ],
+        [
+            columns,
+            vec![
+                bench::report::Column::new("per_process_bytes", "per_process_B", 0),
+                bench::report::Column::new("paper_per_connection_bytes", "paper_conn_B", 0),
+                bench::report::Column::new("paper_per_process_bytes", "paper_process_B", 0),
+                bench::report::Column::new("shared_bytes", "shared_B", 0),
+                bench::report::Column::new("dominant", "dominant_term", 0),
+            ],
+        ]
+        .concat(),
     )
     .keyed_by("procs", "processes (fully connected)")
 }

@@ -232,7 +232,7 @@ fn header_cache(s: &mut Suite) -> Result<(), String> {
 }
 
 fn memory_member(s: &mut Suite) -> Result<(), String> {
-    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), true);
+    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), &|_| None, true);
     record(s.out, &mut s.md, "memory", &r)?;
     memory_plot(&r, &s.out.join("memory.svg"))
 }

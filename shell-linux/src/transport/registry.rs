@@ -285,6 +285,22 @@ pub struct Entry {
     pub floor: &'static str,
 }
 
+/// What verbs can do before a port knows its device (the limits come with
+/// the port): every RDMA operation the core uses. Here, not in the verbs
+/// module, so that a build without verbs still says what it would carry.
+pub const VERBS_CAPS: rmx_core::Caps = rmx_core::Caps {
+    rdma_write: true,
+    rdma_read: true,
+    write_imm: true,
+    max_transfer: 0,
+    inline_max: 0,
+    send_queue: 0,
+    rx_buffers: 0,
+    mtu: 0,
+    lossy: false,
+    cheap_gather: false,
+};
+
 /// rdma-core verbs in a build without them, named so that users asking
 /// for it learn why it fails.
 #[cfg(not(feature = "verbs"))]

@@ -12,6 +12,7 @@
 
 pub mod address;
 pub mod device;
+pub mod footprint;
 mod network;
 mod oob;
 mod options;
@@ -35,17 +36,5 @@ pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry:
     floor: "",
 };
 
-/// What verbs can do before a port knows its device (the limits come with
-/// the port): every RDMA operation the core uses.
-pub const CAPS: rmx_core::Caps = rmx_core::Caps {
-    rdma_write: true,
-    rdma_read: true,
-    write_imm: true,
-    max_transfer: 0,
-    inline_max: 0,
-    send_queue: 0,
-    rx_buffers: 0,
-    mtu: 0,
-    lossy: false,
-    cheap_gather: false,
-};
+/// What verbs can do before a port knows its device.
+pub const CAPS: rmx_core::Caps = crate::transport::registry::VERBS_CAPS;

@@ -103,6 +103,15 @@ impl Notifier for Channel {
 }
 
 impl VerbsPort {
+    /// The port's own bytes per peer, beside what the provider maps for a
+    /// connected one ([`footprint`](super::footprint)): its slot, handshake
+    /// state and published address, and an entry of the queue-pair map.
+    pub const CONNECTION_BYTES: usize = std::mem::size_of::<Option<Conn>>()
+        + std::mem::size_of::<State>()
+        + std::mem::size_of::<Peer>()
+        + std::mem::size_of::<(u32, u16)>()
+        + 1;
+
     /// Rank `me`'s port of a job of `ranks`: the device opened, the
     /// receive pool posted, the handshake channel up; no connection yet.
     pub fn open(sel: &Select, sizes: Sizes, me: u16, ranks: u16) -> Result<VerbsPort, String> {
