@@ -175,9 +175,9 @@ fn run(cli: Cli) -> Result<(), String> {
             out,
             iters,
             transport,
-            iface,
+            net,
             sim_ranks,
-        }) => suite(&out, iters, &transport, iface, sim_ranks),
+        }) => suite(&out, iters, &transport, net, sim_ranks),
         Cmd::Calibrate {
             json,
             dry_run,

@@ -8,6 +8,7 @@ pub mod floor;
 pub mod frame_floor;
 pub mod hist;
 pub mod overlap;
+pub mod perftest;
 pub mod pingpong;
 pub mod progress;
 pub mod rate;

@@ -180,17 +180,21 @@ pub(crate) enum BenchCmd {
         /// Timed iterations per size.
         #[arg(long, default_value_t = 10_000)]
         iters: u64,
-        /// The transport (loop, or eth over a lab made for the run, root).
-        /// The suite runs what its capabilities call for: latency, message
-        /// rate and the header cache everywhere; each rendezvous it offers
-        /// to 4 MiB with overlap and progress; the memory model, eager
-        /// reuse, the fences and collectives where there is RDMA; a run
-        /// with 1% loss and 5% reordering where the wire is lossy.
+        /// The transport (loop; eth over a lab made for the run, root;
+        /// verbs on an RDMA device). The suite runs what its capabilities
+        /// call for: latency, message rate and the header cache
+        /// everywhere; each rendezvous it offers to 4 MiB with overlap and
+        /// progress; the memory model, eager reuse, the fences and
+        /// collectives where there is RDMA; a run with 1% loss and 5%
+        /// reordering where the wire is lossy. On verbs, where perftest is
+        /// installed, ib_send_lat, ib_send_bw and ib_write_bw run on the
+        /// same device beside rmx: columns and curves of their own.
         #[arg(long, default_value = "loop")]
         transport: String,
-        /// eth: use this interface instead of a lab.
-        #[arg(long)]
-        iface: Option<String>,
+        /// The transport's own options (eth: --iface to use an interface
+        /// instead of a lab; verbs: --device, --port, --gid-index).
+        #[command(flatten)]
+        net: rmx_linux::transport::registry::Options,
         /// The largest group of the simulated collectives and fences
         /// (2, 4, ... up to it; at most 4096).
         #[arg(long, default_value_t = 1024)]

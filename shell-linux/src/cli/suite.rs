@@ -1,6 +1,7 @@
 //! `rmx bench suite`: every benchmark of a transport, a Markdown report with plots.
 
 use rmx_core::Caps;
+use rmx_linux::bench::perftest::{Perftest, Tool};
 use rmx_linux::bench::{self, report::Report, Opts};
 use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
@@ -75,6 +76,69 @@ struct Suite<'a> {
     floor: &'static str,
     /// The simulated group sizes.
     sim_sizes: Vec<u16>,
+    /// perftest on the device measured (verbs, where it is installed).
+    anchor: Option<Perftest>,
+}
+
+/// perftest on `net`'s device, if `net` is verbs and perftest is
+/// installed; why not is said once.
+fn perftest_on(net: &Net) -> Option<Perftest> {
+    #[cfg(feature = "verbs")]
+    if let Net::Verbs(v) = net {
+        if !Perftest::installed() {
+            eprintln!("rmx: no perftest (apt-get install perftest): no anchor columns");
+            return None;
+        }
+        let port = rmx_linux::verbs::VerbsPort::open(&v.select, v.sizes, 0, 1).ok()?;
+        let f = port.facts();
+        return Some(Perftest {
+            device: f.name.clone(),
+            gid_index: Some(f.gid_index),
+        });
+    }
+    let _ = net;
+    None
+}
+
+/// Runs `tool` at each row's size (once per size), adds the figure `key`
+/// of its output to the row as `column`, and rmx's `ours` over it as
+/// `ratio`; the columns join the table.
+fn anchor(
+    s: &Suite,
+    r: &mut Report,
+    tool: Tool,
+    key: &str,
+    scale: f64,
+    (column, ratio): (&'static str, &'static str),
+    ours: &str,
+) {
+    let Some(p) = &s.anchor else { return };
+    let mut seen: Vec<(u64, Option<f64>)> = Vec::new();
+    for row in r.results.iter_mut() {
+        let Some(size) = row["size"].as_u64() else {
+            continue;
+        };
+        let v = match seen.iter().find(|x| x.0 == size) {
+            Some(x) => x.1,
+            None => {
+                let v = match p.run(tool, size.max(1) as usize, s.o.iters) {
+                    Ok(cols) => cols.get(key).map(|v| v * scale),
+                    Err(e) => {
+                        eprintln!("rmx: {e}");
+                        None
+                    }
+                };
+                seen.push((size, v));
+                v
+            }
+        };
+        row[column] = serde_json::json!(v);
+        let mine = row[ours].as_f64();
+        row[ratio] = serde_json::json!(mine.zip(v).map(|(m, a)| m / a));
+    }
+    r.columns
+        .push(bench::report::Column::new(column, column, 2));
+    r.columns.push(bench::report::Column::new(ratio, ratio, 2));
 }
 
 /// The suite, in the report's order. A new transport gets the members its
@@ -125,7 +189,7 @@ pub(crate) fn suite(
     out: &std::path::Path,
     iters: u64,
     transport: &str,
-    iface: Option<String>,
+    net: rmx_linux::transport::registry::Options,
     sim_ranks: u16,
 ) -> Result<(), String> {
     let entry = rmx_linux::transport::registry::find(transport)?;
@@ -134,13 +198,7 @@ pub(crate) fn suite(
         group_sizes(Some(sim_ranks), 0, true).map_err(|e| e.replace("--ranks", "--sim-ranks"))?;
     let args = BenchArgs {
         transport: transport.into(),
-        net: rmx_linux::transport::registry::Options {
-            eth: rmx_linux::eth::EthOptions {
-                iface,
-                ..Default::default()
-            },
-            ..Default::default()
-        },
+        net,
         medium_max: None,
         min_size: None,
         max_size: None,
@@ -167,6 +225,7 @@ pub(crate) fn suite(
         o,
         cfg: rmx_linux::rank::loop_config(),
         caps: net.caps(),
+        anchor: perftest_on(&net),
         net,
         floor: entry.floor,
         sim_sizes,
@@ -187,11 +246,24 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
         max_size: s.net.eager_max(&s.cfg) as usize,
         ..s.o.clone()
     };
-    let r = bench::pingpong::run(&o, s.cfg, &s.net, &[]);
+    let mut r = bench::pingpong::run(&o, s.cfg, &s.net, &[]);
+    let cols = ("ib_send_lat_us", "x_ib_send_lat");
+    anchor(
+        s,
+        &mut r,
+        Tool::SendLat,
+        "t_avg[usec]",
+        1.0,
+        cols,
+        "latency_us",
+    );
     record(s.out, &mut s.md, "pingpong", &r)?;
     let mut series = vec![("latency_us", "rmx latency")];
     if r.results.iter().any(|row| row.get("p99_us").is_some()) {
         series.push(("p99_us", "rmx p99"));
+    }
+    if s.anchor.is_some() {
+        series.push(("ib_send_lat_us", "ib_send_lat (perftest)"));
     }
     series.push(("floor_us", s.floor));
     r.svg(&s.out.join("pingpong.svg"), &series, "one-way latency (us)")
@@ -200,7 +272,17 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
 /// One streaming run serves both the message-rate and the bandwidth plot.
 fn msgrate(s: &mut Suite) -> Result<(), String> {
     let setups = bench::rate::Setup::PAPER;
-    let r = bench::rate::run("msgrate", &s.o, s.cfg, &s.net, &setups);
+    let mut r = bench::rate::run("msgrate", &s.o, s.cfg, &s.net, &setups);
+    let cols = ("ib_send_bw_msg_per_s", "x_ib_send_bw");
+    anchor(
+        s,
+        &mut r,
+        Tool::SendBw,
+        "MsgRate[Mpps]",
+        1e6,
+        cols,
+        "msg_per_s",
+    );
     record(s.out, &mut s.md, "msgrate", &r)?;
     bench::rate::plot(&r, "msg_per_s", "messages/s", &s.out.join("msgrate.svg"))?;
     bench::rate::plot(&r, "mb_per_s", "MB/s", &s.out.join("bw.svg"))?;
@@ -232,7 +314,11 @@ fn header_cache(s: &mut Suite) -> Result<(), String> {
 }
 
 fn memory_member(s: &mut Suite) -> Result<(), String> {
-    let r = memory_report(8192, &[5, 10, 200], LoopConfig::default(), &|_| None, true);
+    let wqes = [5, 10, 200];
+    // On a device, what its provider maps per queue pair, measured.
+    let measured = measured_on(&s.net, &wqes, false)?;
+    let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
+    let r = memory_report(8192, &wqes, LoopConfig::default(), &device, true);
     record(s.out, &mut s.md, "memory", &r)?;
     memory_plot(&r, &s.out.join("memory.svg"))
 }
@@ -401,7 +487,18 @@ fn large_messages(s: &mut Suite) -> Result<(), String> {
         .iter()
         .map(|&p| bench::rate::Setup::new(10, true).rndv(p))
         .collect();
-    let r = bench::rate::run("bw-rndv", &big, cfg, nic, &setups);
+    let mut r = bench::rate::run("bw-rndv", &big, cfg, nic, &setups);
+    let cols = ("ib_write_bw_mb_per_s", "x_ib_write_bw");
+    anchor(
+        s,
+        &mut r,
+        Tool::WriteBw,
+        "BW average[MB/sec]",
+        1.0,
+        cols,
+        "mb_per_s",
+    );
+    let (out, md) = (s.out, &mut s.md);
     record(out, md, "bw-rndv", &r)?;
     bench::rate::plot(&r, "mb_per_s", "MB/s", &out.join("bw-rndv.svg"))?;
     let ov = Opts {
