@@ -502,12 +502,17 @@ mod guest {
 
     /// Two ports of this thread, connected to each other.
     fn pair() -> (VerbsPort, VerbsPort) {
+        pair_sized(Sizes::default())
+    }
+
+    /// [`pair`] with `sizes`.
+    fn pair_sized(sizes: Sizes) -> (VerbsPort, VerbsPort) {
         let sel = Select {
             device: rmx_linux::verbs::device::names().first().cloned(),
             ..Select::default()
         };
-        let mut a = VerbsPort::open(&sel, Sizes::default(), 0, 2).expect("port 0");
-        let mut b = VerbsPort::open(&sel, Sizes::default(), 1, 2).expect("port 1");
+        let mut a = VerbsPort::open(&sel, sizes, 0, 2).expect("port 0");
+        let mut b = VerbsPort::open(&sel, sizes, 1, 2).expect("port 1");
         let all = [a.address().encode(), b.address().encode()];
         a.connect(&all).expect("connect 0");
         b.connect(&all).expect("connect 1");
@@ -602,6 +607,19 @@ mod guest {
         }
     }
 
+    /// Sends `n` 8-byte inline packets from `a` to rank 1, each completed.
+    fn send_inline(a: &mut VerbsPort, n: u8) {
+        for i in 0..n {
+            let head = [i; 8];
+            let work = Work::Inline {
+                head: &head,
+                body: &[],
+            };
+            assert_eq!(a.post(1, i as u64, work), Ok(None));
+            completion(a);
+        }
+    }
+
     /// The shared receive queue's limit event posts the spare buffers at
     /// once, and the core's low-pool call reports them (once) to lend.
     #[test]
@@ -609,42 +627,15 @@ mod guest {
         if net().is_none() {
             return;
         }
-        let sel = Select {
-            device: rmx_linux::verbs::device::names().first().cloned(),
-            ..Select::default()
-        };
-        let sizes = Sizes {
+        let (mut a, mut b) = pair_sized(Sizes {
             rx_buffers: 32,
             rx_spare: 16,
             rx_low: 24,
             ..Sizes::default()
-        };
-        let mut a = VerbsPort::open(&sel, sizes, 0, 2).expect("port 0");
-        let mut b = VerbsPort::open(&sel, sizes, 1, 2).expect("port 1");
-        let all = [a.address().encode(), b.address().encode()];
-        a.connect(&all).expect("connect 0");
-        b.connect(&all).expect("connect 1");
-        let (qa, pa) = a.queue_pair(1).expect("queue pair 0");
-        let (qb, pb) = b.queue_pair(0).expect("queue pair 1");
-        a.join(1, qb, pb).expect("join 0");
-        b.join(0, qa, pa).expect("join 1");
+        });
         // 12 packets leave 20 of 32 posted: below the limit of 24.
         let mut got = Vec::new();
-        for i in 0..12u8 {
-            let head = [i; 8];
-            assert_eq!(
-                a.post(
-                    1,
-                    i as u64,
-                    Work::Inline {
-                        head: &head,
-                        body: &[]
-                    }
-                ),
-                Ok(None)
-            );
-            completion(&mut a);
-        }
+        send_inline(&mut a, 12);
         let t = std::time::Instant::now();
         while (got.len() < 12 || b.counters().srq_limit == 0) && t.elapsed().as_secs() < 10 {
             if let Some(r) = b.poll_recv() {
@@ -656,21 +647,7 @@ mod guest {
         assert_eq!(b.rx_pool_low(20), 16, "the spare ones, posted at the event");
         assert_eq!(b.rx_pool_low(20), 0, "told once");
         // All 48 are usable: 36 more arrive with 12 still held.
-        for i in 0..36u8 {
-            let head = [i; 8];
-            assert_eq!(
-                a.post(
-                    1,
-                    i as u64,
-                    Work::Inline {
-                        head: &head,
-                        body: &[]
-                    }
-                ),
-                Ok(None)
-            );
-            completion(&mut a);
-        }
+        send_inline(&mut a, 36);
         let t = std::time::Instant::now();
         while got.len() < 48 && t.elapsed().as_secs() < 10 {
             if let Some(r) = b.poll_recv() {
