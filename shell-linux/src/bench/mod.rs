@@ -44,8 +44,14 @@ impl Opts {
     /// The options of a report that is not a message benchmark (a model, a
     /// calibration): no sizes, no iterations.
     pub fn tool(quiet: bool) -> Opts {
+        Opts::tool_on("loop", quiet)
+    }
+
+    /// [`tool`](Self::tool) for a tool that measures `transport`'s
+    /// own costs (a device's registration or queue pairs).
+    pub fn tool_on(transport: &str, quiet: bool) -> Opts {
         Opts {
-            transport: "loop".into(),
+            transport: transport.into(),
             min_size: 0,
             max_size: 0,
             iters: 0,

@@ -83,10 +83,7 @@ pub(crate) fn calibrate(
             })
         })
         .collect();
-    let o = Opts {
-        transport: reg.name().into(),
-        ..Opts::tool(json_out)
-    };
+    let o = Opts::tool_on(reg.name(), json_out);
     let config = json!({
         "registration": reg.name(),
         "speculate_permille": cal.speculate_permille,

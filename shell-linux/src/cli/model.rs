@@ -116,10 +116,7 @@ pub(crate) fn memory_report(
     );
     let measured = wqes.iter().any(|&w| device(w).is_some());
     let transport = if measured { "verbs" } else { "loop" };
-    let o = Opts {
-        transport: transport.into(),
-        ..Opts::tool(quiet)
-    };
+    let o = Opts::tool_on(transport, quiet);
     let config = json!({
         "transport": transport,
         "rx_buffers": nic.srq_depth,
