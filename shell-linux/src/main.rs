@@ -177,7 +177,8 @@ fn run(cli: Cli) -> Result<(), String> {
             transport,
             net,
             sim_ranks,
-        }) => suite(&out, iters, &transport, net, sim_ranks),
+            only,
+        }) => suite(&out, iters, &transport, net, sim_ranks, &only),
         Cmd::Calibrate {
             json,
             dry_run,

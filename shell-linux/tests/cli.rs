@@ -450,6 +450,14 @@ fn absurd_values_are_refused_with_a_clear_error() {
         ),
         (vec!["bench", "suite", "--iters", "0"], "--iters"),
         (
+            vec!["bench", "suite", "--only", "pingpong,bogus"],
+            "--only bogus is not a member",
+        ),
+        (
+            vec!["bench", "suite", "--only", "lossy"],
+            "--only lossy: not for this transport",
+        ),
+        (
             vec!["bench", "pingpong", "--medium-max", "4294967295"],
             "--medium-max 4294967295 is above",
         ),
@@ -585,6 +593,39 @@ fn suite_writes_a_report_with_plots() {
         let f = l.split_once("](").unwrap().1.trim_end_matches(')');
         assert!(dir.join(f).exists(), "report.md shows {f}, never drawn");
     }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn suite_runs_only_the_members_named() {
+    let dir = std::env::temp_dir().join(format!("rmx-suite-only-{}", std::process::id()));
+    let (code, out, err) = rmx(&[
+        "bench",
+        "suite",
+        "--out",
+        dir.to_str().unwrap(),
+        "--iters",
+        "100",
+        "--only",
+        "header-cache,memory",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let want = [
+        "header-cache.json",
+        "header-cache.svg",
+        "memory.json",
+        "memory.svg",
+        "report.md",
+    ];
+    assert_eq!(files, want, "{out}");
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## header-cache") && md.contains("## memory"));
+    assert!(!md.contains("## pingpong"), "{md}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -534,7 +534,10 @@ mod guest {
         (a, b)
     }
 
+    /// The next send completion, held sends posted first (as a rank's wait
+    /// does).
     fn completion(p: &mut VerbsPort) -> Completion {
+        p.doorbell();
         let mut out = [Completion {
             wr_id: 0,
             result: Ok(()),
@@ -616,6 +619,56 @@ mod guest {
                 assert_eq!(sent, Err(rmx_core::PostError::Down), "bad {case}");
             }
         }
+    }
+
+    /// A send to a queue pair with work outstanding waits for the
+    /// doorbell; there the held ones leave as one list, in order, inline
+    /// bytes as they were when posted.
+    #[test]
+    fn guest_sends_behind_outstanding_work_leave_together_at_the_doorbell() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair();
+        let mut head = [0u8; 8];
+        for i in 0..4u8 {
+            head.fill(i);
+            let work = Work::Inline {
+                head: &head,
+                body: &[],
+            };
+            assert_eq!(a.post(1, u64::from(i), work), Ok(None));
+        }
+        // Overwritten after the posts: held sends carry their own copy.
+        head.fill(0xEE);
+        let mut out = [Completion {
+            wr_id: 0,
+            result: Ok(()),
+        }; 4];
+        let mut got = Vec::new();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(500) {
+            let n = a.poll_cq(&mut out);
+            got.extend(out[..n].iter().map(|c| c.wr_id));
+        }
+        assert_eq!(got, [0], "only the first left before the doorbell");
+        a.doorbell();
+        while got.len() < 4 && t.elapsed().as_secs() < 30 {
+            let n = a.poll_cq(&mut out);
+            got.extend(out[..n].iter().map(|c| c.wr_id));
+        }
+        assert_eq!(got, [0, 1, 2, 3], "the rest, in order, after it");
+        let mut seen = Vec::new();
+        while seen.len() < 4 && t.elapsed().as_secs() < 30 {
+            if let Some(r) = b.poll_recv() {
+                seen.push(b.rx_bytes(r.buf).expect("a packet").to_vec());
+                b.repost(r.buf);
+            }
+        }
+        let want: Vec<Vec<u8>> = (0..4).map(|i| vec![i; 8]).collect();
+        assert_eq!(seen, want);
+        let c = a.counters();
+        assert_eq!((c.batched, c.doorbells), (3, 1), "{c:?}");
     }
 
     /// Sends `n` 8-byte inline packets from `a` to rank 1, each completed.
@@ -891,7 +944,9 @@ mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-si
 /// Runs the shell script in `$RMX_VM_SCRIPT` in a guest with rxe0 up and
 /// rmx at `$RMX` (and the host files `$RMX_VM_FILES`, separated by `:`,
 /// in the job folder beside it; `$RMX_VM_SYSTEM` at their own paths),
-/// printing its console: for measurements by hand, e.g.
+/// printing its console (also to the file `$RMX_VM_CONSOLE` as it comes;
+/// the guest is stopped after `$RMX_VM_TIMEOUT` seconds, default 3000):
+/// for measurements by hand, e.g.
 /// `RMX_VM_SCRIPT='$RMX bench overlap --transport verbs' cargo test
 /// --release --features verbs --test verbs script -- --ignored --nocapture`.
 #[test]
@@ -910,7 +965,11 @@ fn script() {
         .map(|f| f.split(':').map(PathBuf::from).collect())
         .unwrap_or_default();
     let system: Vec<&Path> = system.iter().map(PathBuf::as_path).collect();
-    if let Some(out) = in_vm_with_system(&script, &files, &system, Duration::from_secs(3000)) {
+    let secs = std::env::var("RMX_VM_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    if let Some(out) = in_vm_with_system(&script, &files, &system, Duration::from_secs(secs)) {
         println!("{}", out.console);
     }
 }

@@ -1,5 +1,5 @@
 //! perftest as an anchor: the device's own floor, measured by the tools
-//! RDMA users know (`ib_send_lat`, `ib_send_bw`, `ib_write_bw`) on the same
+//! RDMA users know (`ib_send_lat`, `ib_write_lat`, `ib_send_bw`, `ib_write_bw`) on the same
 //! device in the same run, so that rmx's verbs figures read as ratios to
 //! what raw verbs reach there. Each run is perftest's usual pair, a server
 //! and a client on this host.
@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 pub enum Tool {
     /// Send/receive latency: `t_avg[usec]`, one way (half a round trip).
     SendLat,
+    /// RDMA write latency, the device's floor: `t_avg[usec]`, one way.
+    WriteLat,
     /// Send/receive streaming: `MsgRate[Mpps]`, `BW average[MB/sec]`.
     SendBw,
     /// RDMA write streaming: `BW average[MB/sec]`.
@@ -23,6 +25,7 @@ impl Tool {
     pub fn program(self) -> &'static str {
         match self {
             Tool::SendLat => "ib_send_lat",
+            Tool::WriteLat => "ib_write_lat",
             Tool::SendBw => "ib_send_bw",
             Tool::WriteBw => "ib_write_bw",
         }

@@ -225,7 +225,8 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
                     let packets = (s.packets_out - before[k].packets_out) as f64;
                     let timed = (per_slice * SLICES) as f64 * WINDOW as f64;
                     let secs = ns[k] as f64 / 1e9;
-                    rows.push((size, k, timed / secs, msgs / packets.max(1.0), floor));
+                    let row = (size, k, timed, timed / secs, msgs / packets.max(1.0));
+                    rows.push((row, floor));
                 }
                 pb.inc(1);
             }
@@ -235,7 +236,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
     pb.finish_and_clear();
     let results = out[0]
         .iter()
-        .map(|&(size, k, rate, per_packet, floor)| {
+        .map(|&((size, k, timed, rate, per_packet), floor)| {
             let s = setups[k];
             let best = floor.map(|(best, _)| best);
             json!({
@@ -250,6 +251,7 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
                 "wqes": s.wqes,
                 "coalesce": s.coalesce,
                 "header_cache": s.header_cache,
+                "messages": timed as u64,
                 "msg_per_s": rate,
                 "mb_per_s": rate * size as f64 / 1e6,
                 "msgs_per_packet": per_packet,

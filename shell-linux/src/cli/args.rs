@@ -187,7 +187,7 @@ pub(crate) enum BenchCmd {
         /// progress; the memory model, eager reuse, the fences and
         /// collectives where there is RDMA; a run with 1% loss and 5%
         /// reordering where the wire is lossy. On verbs, where perftest is
-        /// installed, ib_send_lat, ib_send_bw and ib_write_bw run on the
+        /// installed, ib_send_lat, ib_write_lat, ib_send_bw and ib_write_bw run on the
         /// same device beside rmx: columns and curves of their own.
         #[arg(long, default_value = "loop")]
         transport: String,
@@ -199,6 +199,13 @@ pub(crate) enum BenchCmd {
         /// (2, 4, ... up to it; at most 4096).
         #[arg(long, default_value_t = 1024)]
         sim_ranks: u16,
+        /// Run only these members (comma-separated), e.g. to split a long
+        /// run: pingpong, msgrate, header-cache, rendezvous (latency,
+        /// bandwidth, overlap and progress of each rendezvous), memory,
+        /// eager-reuse (with spectrum), one-sided (collectives and fences),
+        /// lossy.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 

@@ -57,6 +57,8 @@ pub(crate) fn suite_opts(transport: &str, iters: u64) -> Opts {
 /// One benchmark of the suite, run where the transport's capabilities
 /// make it mean something.
 struct Member {
+    /// What `--only` calls it.
+    name: &'static str,
     wants: fn(&Caps) -> bool,
     run: fn(&mut Suite) -> Result<(), String>,
 }
@@ -100,9 +102,11 @@ fn perftest_on(net: &Net) -> Option<Perftest> {
     None
 }
 
-/// Runs `tool` at each row's size (once per size), adds the figure `key`
-/// of its output to the row as `column`, and rmx's `ours` over it as
-/// `ratio`; the columns join the table.
+/// Runs `tool` at each row's size (once per size) for as many messages
+/// as rmx timed there (the row's `messages`, else the suite's
+/// iterations), adds the figure `key` of its output to the row as
+/// `column`, and rmx's `ours` over it as `ratio`; the columns join the
+/// table.
 fn anchor(
     s: &Suite,
     r: &mut Report,
@@ -121,7 +125,8 @@ fn anchor(
         let v = match seen.iter().find(|x| x.0 == size) {
             Some(x) => x.1,
             None => {
-                let v = match p.run(tool, size.max(1) as usize, s.o.iters) {
+                let n = row["messages"].as_u64().unwrap_or(s.o.iters);
+                let v = match p.run(tool, size.max(1) as usize, n) {
                     Ok(cols) => cols.get(key).map(|v| v * scale),
                     Err(e) => {
                         eprintln!("rmx: {e}");
@@ -146,54 +151,93 @@ fn anchor(
 /// wire is lossy.
 const MEMBERS: [Member; 8] = [
     Member {
+        name: "pingpong",
         wants: |_| true,
         run: pingpong,
     },
     Member {
+        name: "msgrate",
         wants: |_| true,
         run: msgrate,
     },
     Member {
+        name: "header-cache",
         wants: |_| true,
         run: header_cache,
     },
     Member {
+        name: "rendezvous",
         wants: |_| true,
         run: large_messages,
     },
     // The memory of RDMA connections (queue pairs sized in WQEs).
     Member {
+        name: "memory",
         wants: |c| c.rdma_write,
         run: memory_member,
     },
     // Zero-copy eager sends pay registrations as RDMA NICs price them.
     Member {
+        name: "eager-reuse",
         wants: |c| c.rdma_write,
         run: eager_reuse,
     },
     // The fence designs (three of four need RDMA) and the collectives
     // they are built on, measured and at scale in the model.
     Member {
+        name: "one-sided",
         wants: |c| c.rdma_write,
         run: one_sided,
     },
     // The same wire losing 1% of its packets and reordering 5%.
     Member {
+        name: "lossy",
         wants: |c| c.lossy,
         run: lossy,
     },
 ];
 
-/// `rmx bench suite --transport T`: every member `T` wants, into `out`.
+/// Every name in `only` is a member's: checked before a transport opens.
+fn known(only: &[String]) -> Result<(), String> {
+    match only.iter().find(|n| !MEMBERS.iter().any(|m| m.name == *n)) {
+        Some(n) => Err(format!(
+            "--only {n} is not a member of the suite; members: {}",
+            MEMBERS.map(|m| m.name).join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The members `only` names (all if none), of those `caps` call for; one
+/// the transport cannot run is an error that lists what it runs.
+fn chosen(only: &[String], caps: &Caps) -> Result<Vec<&'static Member>, String> {
+    let wanted: Vec<&Member> = MEMBERS.iter().filter(|m| (m.wants)(caps)).collect();
+    if let Some(n) = only.iter().find(|n| !wanted.iter().any(|m| m.name == *n)) {
+        let runs: Vec<_> = wanted.iter().map(|m| m.name).collect();
+        return Err(format!(
+            "--only {n}: not for this transport, which runs {}",
+            runs.join(", ")
+        ));
+    }
+    Ok(wanted
+        .into_iter()
+        .filter(|m| only.is_empty() || only.iter().any(|n| n == m.name))
+        .collect())
+}
+
+/// `rmx bench suite --transport T`: every member `T` wants (or those
+/// `only` names), into `out`.
 pub(crate) fn suite(
     out: &std::path::Path,
     iters: u64,
     transport: &str,
     net: rmx_linux::transport::registry::Options,
     sim_ranks: u16,
+    only: &[String],
 ) -> Result<(), String> {
     let entry = rmx_linux::transport::registry::find(transport)?;
     check_iters(iters)?;
+    known(only)?;
     let sim_sizes =
         group_sizes(Some(sim_ranks), 0, true).map_err(|e| e.replace("--ranks", "--sim-ranks"))?;
     let args = BenchArgs {
@@ -207,6 +251,7 @@ pub(crate) fn suite(
         json: false,
     };
     let (net, _lab) = network(&args, false)?;
+    let members = chosen(only, &net.caps())?;
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let o = suite_opts(transport, iters);
     let mut s = Suite {
@@ -230,8 +275,7 @@ pub(crate) fn suite(
         floor: entry.floor,
         sim_sizes,
     };
-    let caps = s.caps;
-    for m in MEMBERS.iter().filter(|m| (m.wants)(&caps)) {
+    for m in members {
         (m.run)(&mut s)?;
     }
     std::fs::write(out.join("report.md"), without_missing_plots(out, &s.md))
@@ -247,16 +291,12 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
         ..s.o.clone()
     };
     let mut r = bench::pingpong::run(&o, s.cfg, &s.net, &[]);
-    let cols = ("ib_send_lat_us", "x_ib_send_lat");
-    anchor(
-        s,
-        &mut r,
-        Tool::SendLat,
-        "t_avg[usec]",
-        1.0,
-        cols,
-        "latency_us",
-    );
+    for (tool, cols) in [
+        (Tool::SendLat, ("ib_send_lat_us", "x_ib_send_lat")),
+        (Tool::WriteLat, ("ib_write_lat_us", "x_ib_write_lat")),
+    ] {
+        anchor(s, &mut r, tool, "t_avg[usec]", 1.0, cols, "latency_us");
+    }
     record(s.out, &mut s.md, "pingpong", &r)?;
     let mut series = vec![("latency_us", "rmx latency")];
     if r.results.iter().any(|row| row.get("p99_us").is_some()) {
@@ -264,6 +304,7 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
     }
     if s.anchor.is_some() {
         series.push(("ib_send_lat_us", "ib_send_lat (perftest)"));
+        series.push(("ib_write_lat_us", "ib_write_lat (perftest)"));
     }
     series.push(("floor_us", s.floor));
     r.svg(&s.out.join("pingpong.svg"), &series, "one-way latency (us)")
@@ -341,7 +382,10 @@ fn eager_reuse(s: &mut Suite) -> Result<(), String> {
                 ],
                 "latency improvement (%)",
             )?;
-            let r = bench::spectrum::run(&o, s.cfg, &s.net, &cal, 1000);
+            // Buffer i is sent i times: a tenth of the iterations
+            // bounds the run with them (1000 buffers at the default).
+            let buffers = (s.o.iters / 10).clamp(10, 1000) as usize;
+            let r = bench::spectrum::run(&o, s.cfg, &s.net, &cal, buffers);
             record(s.out, &mut s.md, "spectrum", &r)?;
             bench::spectrum::plot(&r, &s.out.join("spectrum.svg"))
         }

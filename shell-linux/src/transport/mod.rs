@@ -52,6 +52,11 @@ pub struct Counters {
     /// Connections or devices the device reported broken by an
     /// asynchronous event (verbs).
     pub async_errors: u64,
+    /// Sends held behind a queue pair's outstanding work and posted at a
+    /// doorbell (verbs), and the lists that carried them (one
+    /// `ibv_post_send` per queue pair and doorbell).
+    pub batched: u64,
+    pub doorbells: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

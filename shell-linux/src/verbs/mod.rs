@@ -11,6 +11,7 @@
 //! transport and says how to get it.
 
 pub mod address;
+mod batch;
 pub mod device;
 pub mod footprint;
 mod network;

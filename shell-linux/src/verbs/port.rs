@@ -14,6 +14,7 @@ use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError};
 
 use super::address::Address;
+use super::batch::Batch;
 use super::device::{Async, Device, Select, Sizes};
 use super::oob::Oob;
 use super::pool::Pool;
@@ -26,6 +27,10 @@ use crate::transport::{
 
 /// Completions taken from a queue per poll.
 const WCS: usize = 32;
+
+/// Work requests held for one doorbell, across all queue pairs (a full
+/// batch is posted before another request is held).
+const BATCH: usize = 64;
 
 /// One connection: the queue pair and its sends not yet completed.
 struct Conn {
@@ -80,6 +85,8 @@ pub struct VerbsPort {
     /// before the core asked for them.
     dones: VecDeque<Completion>,
     recvs: VecDeque<Recv>,
+    /// Sends held for the doorbell.
+    batch: Batch,
     events: Events,
     pool: Pool,
     dev: Arc<Device>,
@@ -159,6 +166,7 @@ impl VerbsPort {
             lkeys: HashMap::new(),
             dones: VecDeque::with_capacity(WCS),
             recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
+            batch: Batch::new(BATCH, dev.facts.inline_max as usize),
             events,
             pool,
             dev,
@@ -430,8 +438,18 @@ impl VerbsPort {
         Ok(Mr { addr, len, key })
     }
 
-    /// Posts `wr` on `peer`'s queue pair.
-    fn post_wr(&mut self, peer: u16, wr: &mut ib::ibv_send_wr) -> Result<(), PostError> {
+    /// Posts `wr` (gather list `sges`; an inline send's bytes `parts`) on
+    /// `peer`'s queue pair, or holds it for the doorbell while the queue
+    /// pair has work outstanding: the first send of a burst leaves at
+    /// once, the rest together. A solicited send (a rendezvous control
+    /// packet, which a peer's progress thread may wait for) rings at once.
+    fn post_wr(
+        &mut self,
+        peer: u16,
+        wr: &mut ib::ibv_send_wr,
+        sges: &mut [ib::ibv_sge; MAX_SGE],
+        parts: &[&[u8]],
+    ) -> Result<(), PostError> {
         self.ready(peer)?;
         let c = self
             .conns
@@ -445,17 +463,21 @@ impl VerbsPort {
             return Err(PostError::Busy);
         }
         wr.send_flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        let mut bad = ptr::null_mut();
-        // SAFETY: the provider's op on a live queue pair; the work request
-        // and its gather list live through the call, and every address in
-        // it is checked against its key by the device.
-        let rc = unsafe {
-            match (*self.dev.ctx).ops.post_send {
-                Some(f) => f(c.qp.qp, wr, &mut bad),
-                None => libc::EOPNOTSUPP,
+        if c.pending > 0 {
+            c.pending += 1;
+            if self.batch.is_full() {
+                self.flush();
             }
-        };
-        match rc {
+            self.batch.hold(peer, wr, sges, parts);
+            self.counters.batched += 1;
+            if wr.send_flags & ib::ibv_send_flags::IBV_SEND_SOLICITED.0 != 0 {
+                self.flush();
+            }
+            return Ok(());
+        }
+        wr.sg_list = sges.as_mut_ptr();
+        let mut bad = ptr::null_mut();
+        match post_send(&self.dev, &c.qp, wr, &mut bad) {
             0 => {
                 c.pending += 1;
                 Ok(())
@@ -463,6 +485,45 @@ impl VerbsPort {
             libc::ENOMEM => Err(PostError::Busy),
             libc::EINVAL => Err(PostError::Unsupported),
             _ => Err(PostError::Down),
+        }
+    }
+
+    /// Posts the held sends. One the provider refuses fails its
+    /// connection, and completes (for the core) as `Down`.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let (dev, conns, dones) = (&self.dev, &mut self.conns, &mut self.dones);
+        let counters = &mut self.counters;
+        // The peer of each request not posted (each is reported once).
+        let mut refused = [0u16; BATCH];
+        let mut n = 0;
+        self.batch.flush(
+            |peer, first| {
+                counters.doorbells += 1;
+                let mut bad = ptr::null_mut();
+                match conns.get(peer as usize).and_then(Option::as_ref) {
+                    // SAFETY: a list linked by the batch, whose requests
+                    // and gather lists live through the call.
+                    Some(c) => (post_send(dev, &c.qp, unsafe { &mut *first }, &mut bad), bad),
+                    None => (libc::ENOTCONN, ptr::null_mut()),
+                }
+            },
+            |peer, wr_id| {
+                dones.push_back(Completion {
+                    wr_id,
+                    result: Err(RdmaError::Down),
+                });
+                refused[n] = peer;
+                n += 1;
+            },
+        );
+        for &peer in &refused[..n] {
+            if let Some(c) = self.conns.get_mut(peer as usize).and_then(Option::as_mut) {
+                c.pending = c.pending.saturating_sub(1);
+                c.down = true;
+            }
         }
     }
 
@@ -531,6 +592,24 @@ impl VerbsPort {
             };
         }
         n
+    }
+}
+
+/// `ibv_post_send` (an inline in verbs.h: the provider's op).
+fn post_send(
+    dev: &Device,
+    qp: &Qp,
+    wr: &mut ib::ibv_send_wr,
+    bad: &mut *mut ib::ibv_send_wr,
+) -> i32 {
+    // SAFETY: the provider's op on a live queue pair; the caller keeps the
+    // work requests and their gather lists alive through the call, and
+    // every address in them is checked against its key by the device.
+    unsafe {
+        match (*dev.ctx).ops.post_send {
+            Some(f) => f(qp.qp, wr, bad),
+            None => libc::EOPNOTSUPP,
+        }
     }
 }
 
@@ -606,6 +685,7 @@ impl rmx_driver::Port for VerbsPort {
         work: Work<'_>,
     ) -> Result<Option<Completion>, PostError> {
         let mut sges = [ib::ibv_sge::default(); MAX_SGE];
+        let mut parts: [&[u8]; 2] = [&[], &[]];
         let mut wr = ib::ibv_send_wr {
             wr_id,
             ..Default::default()
@@ -629,7 +709,7 @@ impl rmx_driver::Port for VerbsPort {
                 if head.len() + body.len() > self.dev.facts.inline_max as usize {
                     return Err(PostError::Unsupported);
                 }
-                let parts = [head, body];
+                parts = [head, body];
                 let mut n = 0;
                 for p in parts.iter().filter(|p| !p.is_empty()) {
                     sges[n] = ib::ibv_sge {
@@ -666,8 +746,8 @@ impl rmx_driver::Port for VerbsPort {
                 wr.__bindgen_anon_1.imm_data = imm.to_be();
             }
         }
-        wr.sg_list = sges.as_mut_ptr();
-        self.post_wr(peer, &mut wr).map(|()| None)
+        self.post_wr(peer, &mut wr, &mut sges, &parts)
+            .map(|()| None)
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {
@@ -701,6 +781,11 @@ impl rmx_driver::Port for VerbsPort {
         self.pool.repost(&self.dev, buf)
     }
 
+    #[inline]
+    fn doorbell(&mut self) {
+        self.flush();
+    }
+
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
@@ -718,6 +803,7 @@ impl rmx_driver::Port for VerbsPort {
     /// Polls until every connection's sends have completed (or failed),
     /// keeping the completions for the core.
     fn drain(&mut self) {
+        self.flush();
         let start = std::time::Instant::now();
         let idle = |p: &VerbsPort| p.conns.iter().flatten().all(|c| c.pending == 0 || c.down);
         let mut out = [Completion {

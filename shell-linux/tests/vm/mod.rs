@@ -298,9 +298,20 @@ impl Kernel {
             .spawn()
             .map_err(|e| format!("cannot start qemu: {e}"))?;
         let mut stdout = child.stdout.take().expect("piped");
+        // A long measurement's console is also written to
+        // `$RMX_VM_CONSOLE` as it comes, so a guest that runs out of time
+        // does not take what it printed with it.
+        let mut copy =
+            std::env::var_os("RMX_VM_CONSOLE").and_then(|p| std::fs::File::create(p).ok());
         let reader = std::thread::spawn(move || {
             let mut s = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut stdout, &mut s);
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut stdout, &mut buf) {
+                s.extend_from_slice(&buf[..n]);
+                if let Some(f) = copy.as_mut() {
+                    let _ = std::io::Write::write_all(f, &buf[..n]);
+                }
+            }
             String::from_utf8_lossy(&s).into_owned()
         });
         let start = Instant::now();
