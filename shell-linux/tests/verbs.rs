@@ -375,6 +375,33 @@ mod guest {
         assert!(out[0].coalesced > 0, "a 5-entry queue filled and packed");
     }
 
+    /// One-way traffic with no progress thread: the sender's first eager
+    /// send completes buffered, before its connection is made, and the
+    /// sender then waits at the benchmark's barrier, which must keep
+    /// making progress (it did not: the receiver gave the sender up).
+    #[test]
+    fn guest_progress_with_one_way_traffic_and_no_progress_thread() {
+        let Some(net) = net() else { return };
+        let o = rmx_linux::bench::Opts {
+            transport: "verbs".into(),
+            min_size: 1,
+            max_size: 1,
+            iters: 5,
+            warmup: 2,
+            eager_reuse: None,
+            quiet: true,
+        };
+        let r = rmx_linux::bench::progress::run(
+            &o,
+            loop_config(),
+            &net,
+            rmx_linux::bench::Side::Send,
+            &[Protocol::Pull],
+            &[false],
+        );
+        assert_eq!(r.results.len(), 3, "l0 and two delays");
+    }
+
     /// A receiver busy elsewhere while 3000 messages come: its shared
     /// receive queue runs dry, senders wait (credits, receiver-not-ready),
     /// and every message arrives once, in order.

@@ -28,7 +28,7 @@ pub fn run(opts: &Opts, cfg: Config, net: &Net, cal: &Calibration) -> Report {
         let mut rows = Vec::new();
         for &size in &sizes {
             for r in [&mut *plain, &mut *zc] {
-                barrier.wait();
+                barrier.wait(r);
                 rmx_rounds(r, opts.warmup, size, &sbuf, &mut rbuf);
             }
             // Timed in CHUNKS, alternating which mode goes first, so drift
@@ -38,12 +38,12 @@ pub fn run(opts: &Opts, cfg: Config, net: &Net, cal: &Calibration) -> Report {
             for c in 0..CHUNKS {
                 for k in [c % 2, 1 - c % 2] {
                     let r = if k == 0 { &mut *plain } else { &mut *zc };
-                    barrier.wait();
+                    barrier.wait(r);
                     ns[k as usize] += rmx_rounds(r, per, size, &sbuf, &mut rbuf);
                 }
             }
             let rounds = (per * CHUNKS) as f64 * 2.0;
-            barrier.wait();
+            barrier.wait(plain);
             if me == 0 {
                 let one = crate::calibrate::copy_ns(size, opts.iters.max(1000));
                 rows.push((size, ns[0] as f64 / rounds, ns[1] as f64 / rounds, one));

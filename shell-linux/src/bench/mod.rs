@@ -23,6 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rmx_core::Config;
 
 use crate::job::Net;
+use crate::rank::Rank;
 use crate::reuse::Calibration;
 
 /// Options every benchmark accepts.
@@ -132,20 +133,25 @@ impl SpinBarrier {
         }
     }
 
-    pub fn wait(&self) {
+    /// Waits for the other threads, `r` making progress meanwhile (as
+    /// `MPI_Barrier` does): a send `r` buffered may still need it to leave,
+    /// such as the first one to a peer, whose connection is made on demand
+    /// (verbs), and the peer waiting for it would wait for ever.
+    pub fn wait(&self, r: &mut Rank) {
         let gen = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.arrived.store(0, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Release);
             return;
         }
-        // Spin briefly (the peer is usually close), then yield: on an
-        // oversubscribed machine the rank we wait for may need this core.
+        // Progress briefly (the peer is usually close), then yield between
+        // rounds: on an oversubscribed machine the rank we wait for may
+        // need this core.
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == gen {
+            r.progress();
             if spins < 4096 {
                 spins += 1;
-                std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
             }

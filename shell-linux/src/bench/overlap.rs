@@ -116,13 +116,13 @@ pub(super) fn search(
     mut once: impl FnMut(&mut Rank, u64) -> u64,
 ) -> Option<(f64, f64)> {
     for _ in 0..(reps / 10).max(2) {
-        barrier.wait();
+        barrier.wait(r);
         once(r, 0);
     }
     let mut run = |r: &mut Rank, c: u64| -> u64 {
         let mut ls = Vec::with_capacity(reps as usize);
         for _ in 0..reps {
-            barrier.wait();
+            barrier.wait(r);
             ls.push(once(r, c));
         }
         median(&mut ls)
@@ -136,9 +136,9 @@ pub(super) fn search(
         if timed {
             plan.store(if over { STOP } else { m * step }, Ordering::Release);
         }
-        barrier.wait();
+        barrier.wait(r);
         let c = plan.load(Ordering::Acquire);
-        barrier.wait();
+        barrier.wait(r);
         if c == STOP {
             break;
         }

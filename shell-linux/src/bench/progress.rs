@@ -104,7 +104,7 @@ fn series(
     let mut ls = Vec::with_capacity(reps as usize);
     let mut seen = 0;
     for _ in 0..reps {
-        barrier.wait();
+        barrier.wait(r);
         let (l, s) = once(r, side, size, delay, buf);
         ls.push(l);
         seen += s as u64;
@@ -142,7 +142,7 @@ pub fn run(
             }
             .max(5);
             for _ in 0..(reps / 10).max(2) {
-                barrier.wait();
+                barrier.wait(r);
                 once(r, side, size, 0, &mut buf);
             }
             let (l0, _) = series(r, side, size, 0, reps, &barrier, &mut buf);
@@ -150,7 +150,7 @@ pub fn run(
                 shared_l0.store(l0, Ordering::Release);
                 rows.push((size, 0, 0, l0, 0, reps));
             }
-            barrier.wait();
+            barrier.wait(r);
             let l0 = shared_l0.load(Ordering::Acquire);
             for k in DELAYS {
                 let d = (k * l0).max(MIN_DELAY_NS);
@@ -159,7 +159,7 @@ pub fn run(
                     rows.push((size, k, d, l, seen, reps));
                 }
             }
-            barrier.wait();
+            barrier.wait(r);
             if timed {
                 pb.inc(1);
             }
