@@ -510,17 +510,37 @@ fn protocols(caps: &Caps) -> Vec<rmx_core::Protocol> {
 /// The suite's rendezvous part: latency and bandwidth to 4 MiB per
 /// rendezvous, then overlap and progress on both sides.
 fn large_messages(s: &mut Suite) -> Result<(), String> {
-    let (out, cfg, nic) = (s.out, s.cfg, &s.net);
-    let md = &mut s.md;
+    let (cfg, nic) = (s.cfg, &s.net);
     let all = protocols(&s.caps);
     let big = Opts {
         min_size: 65536,
         max_size: RNDV_END,
         ..s.o.clone()
     };
-    let r = bench::pingpong::run(&big, cfg, nic, &all);
+    let mut r = bench::pingpong::run(&big, cfg, nic, &all);
+    // The device's floor for the RDMA writes these sizes move by.
+    let cols = ("ib_write_lat_us", "x_ib_write_lat");
+    anchor(
+        s,
+        &mut r,
+        Tool::WriteLat,
+        "t_avg[usec]",
+        1.0,
+        cols,
+        "latency_us",
+    );
+    let (out, md) = (s.out, &mut s.md);
     record(out, md, "pingpong-rndv", &r)?;
-    let (curves, labels) = r.pivot("rndv", "latency_us");
+    let (mut curves, mut labels) = r.pivot("rndv", "latency_us");
+    if s.anchor.is_some() {
+        let floor = "ib_write_lat (perftest)";
+        for row in curves.results.iter_mut() {
+            let size = row["size"].as_u64();
+            let v = r.results.iter().find(|x| x["size"].as_u64() == size);
+            row[floor] = v.map_or(serde_json::Value::Null, |x| x["ib_write_lat_us"].clone());
+        }
+        labels.push(floor.into());
+    }
     let series: Vec<(&str, &str)> = labels.iter().map(|l| (l.as_str(), l.as_str())).collect();
     curves.svg(
         &out.join("pingpong-rndv.svg"),
