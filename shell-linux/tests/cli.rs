@@ -530,20 +530,19 @@ fn calibration_files_are_read_with_bounds() {
     assert_eq!(json(&out)["results"].as_array().unwrap().len(), 2);
 }
 
+/// `rmx bench suite --out DIR` plus `args`, into a folder of its own.
+fn suite_into(name: &str, args: &[&str]) -> (std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("rmx-{name}-{}", std::process::id()));
+    let mut all = vec!["bench", "suite", "--out", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (code, out, err) = rmx(&all);
+    assert_eq!(code, 0, "{err}");
+    (dir, out)
+}
+
 #[test]
 fn suite_writes_a_report_with_plots() {
-    let dir = std::env::temp_dir().join(format!("rmx-suite-{}", std::process::id()));
-    let (code, out, err) = rmx(&[
-        "bench",
-        "suite",
-        "--out",
-        dir.to_str().unwrap(),
-        "--iters",
-        "200",
-        "--sim-ranks",
-        "64",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (dir, out) = suite_into("suite", &["--iters", "200", "--sim-ranks", "64"]);
     assert!(out.contains("pingpong") && out.contains("msgrate"));
     for f in [
         "report.md",
@@ -598,18 +597,10 @@ fn suite_writes_a_report_with_plots() {
 
 #[test]
 fn suite_runs_only_the_members_named() {
-    let dir = std::env::temp_dir().join(format!("rmx-suite-only-{}", std::process::id()));
-    let (code, out, err) = rmx(&[
-        "bench",
-        "suite",
-        "--out",
-        dir.to_str().unwrap(),
-        "--iters",
-        "100",
-        "--only",
-        "header-cache,memory",
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (dir, out) = suite_into(
+        "suite-only",
+        &["--iters", "100", "--only", "header-cache,memory"],
+    );
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
