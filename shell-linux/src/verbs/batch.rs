@@ -168,11 +168,15 @@ mod tests {
         while !w.is_null() {
             // SAFETY: a list linked by `flush`, alive during its `post`.
             let r = unsafe { &*w };
-            let bytes = match r.num_sge {
-                0 => Vec::new(),
-                // SAFETY: as above; the entry's address and length.
+            // SAFETY: as above; the list's first gather entry.
+            let s = unsafe { &*r.sg_list };
+            // The tests' sends that are not inline gather nothing (address
+            // 0, length 0): only an entry with bytes is read.
+            let bytes = match (r.num_sge, s.length) {
+                (0, _) | (_, 0) => Vec::new(),
+                // SAFETY: the entry's address and length, bytes `flush`
+                // pointed at.
                 _ => unsafe {
-                    let s = &*r.sg_list;
                     std::slice::from_raw_parts(s.addr as *const u8, s.length as usize).to_vec()
                 },
             };
