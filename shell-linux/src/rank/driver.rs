@@ -9,6 +9,7 @@ use crate::window::Epochs;
 use rmx_core::RegError;
 use std::sync::Arc;
 
+use super::spin::Spin;
 use super::*;
 
 /// The endpoint and everything it names; whoever drives the rank holds it.
@@ -25,6 +26,8 @@ pub(crate) struct Driver<T: Transport> {
     /// the clock.
     pub(super) idle: u32,
     pub(super) idle_from: u64,
+    /// How long a waiter spins before it sleeps, from the waits that ended.
+    pub(super) spin: Spin,
     pub(super) wcs: [Completion; WCS],
     /// The transport may lose packets: arrivals are stamped with a fresh
     /// clock (on a reliable one no timer depends on them).
@@ -65,7 +68,15 @@ impl<T: Transport> Driver<T> {
             now_ns,
         );
         let n = round.packets + round.completions;
-        self.idle = if n > 0 { 0 } else { self.idle + 1 };
+        if n == 0 {
+            self.idle += 1;
+        } else {
+            if self.idle >= CLOCK_POLLS - 1 {
+                // A wait long enough to have read the clock ended in work.
+                self.spin.ended(now_ns().saturating_sub(self.idle_from));
+            }
+            self.idle = 0;
+        }
         // Timers are coarse (tens of microseconds): read the clock only every
         // CLOCK_POLLS empty polls, never in the spin right after a packet,
         // where a reply is most likely to land.

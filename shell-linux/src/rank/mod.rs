@@ -29,6 +29,7 @@ use crate::transport::{AnyPort, Events, Transport};
 mod beside;
 mod driver;
 mod nic;
+mod spin;
 mod thread;
 
 pub(crate) use beside::Beside;
@@ -167,6 +168,7 @@ impl<T: Transport + 'static> Rank<T> {
             now: now_ns(),
             idle: 0,
             idle_from: 0,
+            spin: Default::default(),
             wcs: [crate::transport::Completion {
                 wr_id: 0,
                 result: Ok(()),
@@ -497,7 +499,7 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// A waiter's polls found nothing for a while: it leaves the core to the NIC's thread if
-    /// that works for this rank, and after [`SLEEP_AFTER_NS`] sleeps on the
+    /// that works for this rank, and after its [`spin`](spin::Spin) sleeps on the
     /// NIC's events, so that on an oversubscribed machine (ranks, progress
     /// threads and the `loop` NIC's own thread sharing few cores) the thread
     /// with the work gets the core instead of a spinner. `armed` carries the
@@ -505,14 +507,14 @@ impl<T: Transport + 'static> Rank<T> {
     #[inline(never)]
     fn idle(&mut self, armed: &mut Option<u64>) {
         let sleeping = armed.is_some();
-        let (idle_ns, nic_working, next) = self.with(|d| {
+        let (idle_ns, spin_ns, nic_working, next) = self.with(|d| {
             let next = if sleeping { d.timers() } else { None };
-            (d.idle_ns(), d.nic.port_ref().busy(), next)
+            (d.idle_ns(), d.spin.budget(), d.nic.port_ref().busy(), next)
         });
         if nic_working {
             std::thread::yield_now();
         }
-        if idle_ns < SLEEP_AFTER_NS {
+        if idle_ns < spin_ns {
             *armed = None;
             return;
         }

@@ -25,10 +25,6 @@ pub(super) const CLOCK_POLLS: u32 = 64;
 /// The longest a progress thread sleeps without an event: it then runs
 /// the core's timers and takes eager packets that raise no event.
 pub(super) const PROGRESS_IDLE: Duration = Duration::from_millis(1);
-/// How long [`Rank::wait`] and [`Rank::flush`] poll in vain before they
-/// sleep: well past a round trip, so a latency run never sleeps, yet short
-/// beside a time slice.
-pub(super) const SLEEP_AFTER_NS: u64 = 50_000;
 /// The longest [`Rank::wait`] sleeps without an event: bounds the cost of
 /// an event missed while arming, and lets it run the core's timers.
 pub(super) const WAIT_NAP: Duration = Duration::from_micros(200);
