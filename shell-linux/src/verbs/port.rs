@@ -87,6 +87,14 @@ pub struct VerbsPort {
     recvs: VecDeque<Recv>,
     /// Sends held for the doorbell.
     batch: Batch,
+    /// Sends posted and not yet completed, over every connection: while
+    /// none is, the send queue is not polled (a waiting rank's loop is
+    /// shorter by one provider call).
+    outstanding: u32,
+    /// The receive queue was found with fewer completions than a poll
+    /// takes: this round does not poll it again (the next doorbell, which
+    /// ends every progress round, clears this).
+    rx_drained: bool,
     /// Where completions are polled into: kept, not zeroed per poll (a
     /// waiting rank polls in a tight loop; 1.5 KiB of zeroes each time was
     /// a tenth of its time under emulation).
@@ -171,6 +179,8 @@ impl VerbsPort {
             dones: VecDeque::with_capacity(WCS),
             recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
             batch: Batch::new(BATCH, dev.facts.inline_max as usize),
+            outstanding: 0,
+            rx_drained: false,
             wcs: [wc(); WCS],
             events,
             pool,
@@ -470,6 +480,7 @@ impl VerbsPort {
         wr.send_flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
         if c.pending > 0 {
             c.pending += 1;
+            self.outstanding += 1;
             if self.batch.is_full() {
                 self.flush();
             }
@@ -485,6 +496,7 @@ impl VerbsPort {
         match post_send(&self.dev, &c.qp, wr, &mut bad) {
             0 => {
                 c.pending += 1;
+                self.outstanding += 1;
                 Ok(())
             }
             libc::ENOMEM => Err(PostError::Busy),
@@ -526,7 +538,10 @@ impl VerbsPort {
         );
         for &peer in &refused[..n] {
             if let Some(c) = self.conns.get_mut(peer as usize).and_then(Option::as_mut) {
-                c.pending = c.pending.saturating_sub(1);
+                if c.pending > 0 {
+                    c.pending -= 1;
+                    self.outstanding -= 1;
+                }
                 c.down = true;
             }
         }
@@ -535,6 +550,7 @@ impl VerbsPort {
     /// Takes up to `WCS` receive completions into `recvs`.
     fn poll_receives(&mut self) {
         let n = poll(&self.dev, self.dev.rcq, &mut self.wcs);
+        self.rx_drained = n < WCS;
         for i in 0..n {
             let w = self.wcs[i];
             let buf = w.wr_id() as u32;
@@ -574,6 +590,9 @@ impl VerbsPort {
     /// connection's count; an error fails the connection (its queue pair
     /// is in the error state).
     fn poll_sends(&mut self, out: &mut [Completion]) -> usize {
+        if self.outstanding == 0 {
+            return 0;
+        }
         let want = out.len().min(WCS);
         let n = poll(&self.dev, self.dev.scq, &mut self.wcs[..want]);
         for (i, o) in out.iter_mut().enumerate().take(n) {
@@ -588,7 +607,10 @@ impl VerbsPort {
                 .and_then(|&p| self.conns.get_mut(p as usize))
                 .and_then(Option::as_mut)
             {
-                c.pending = c.pending.saturating_sub(1);
+                if c.pending > 0 {
+                    c.pending -= 1;
+                    self.outstanding -= 1;
+                }
                 c.down |= result.is_err();
             }
             *o = Completion {
@@ -765,7 +787,7 @@ impl rmx_driver::Port for VerbsPort {
                 self.poll_async();
             }
         }
-        if self.recvs.is_empty() {
+        if self.recvs.is_empty() && !self.rx_drained {
             self.poll_receives();
         }
         self.recvs.pop_front()
@@ -788,6 +810,7 @@ impl rmx_driver::Port for VerbsPort {
 
     #[inline]
     fn doorbell(&mut self) {
+        self.rx_drained = false;
         self.flush();
     }
 

@@ -288,10 +288,8 @@ impl Kernel {
             .arg(&self.vmlinuz)
             .arg("-initrd")
             .arg(&initrd)
-            .args([
-                "-append",
-                "console=ttyS0 panic=-1 quiet rdinit=/init tsc=reliable clocksource=tsc",
-            ])
+            .arg("-append")
+            .arg(append())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -417,4 +415,16 @@ fn tempdir() -> Result<TempDir, String> {
     let root = base.join("root");
     std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
     Ok(TempDir(root))
+}
+
+/// The guest kernel's command line; `$RMX_VM_APPEND` adds to it (for a
+/// profile, e.g. `nopti` to see what page-table isolation costs).
+fn append() -> String {
+    let mut a =
+        String::from("console=ttyS0 panic=-1 quiet rdinit=/init tsc=reliable clocksource=tsc");
+    if let Ok(x) = std::env::var("RMX_VM_APPEND") {
+        a.push(' ');
+        a.push_str(&x);
+    }
+    a
 }
