@@ -19,6 +19,7 @@ const RXE: &str = "
 /usr/sbin/ip link set veth0 up
 /usr/sbin/ip link set veth1 up
 /usr/bin/rdma link add rxe0 type rxe netdev veth0 || exit 90
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 ";
 
 fn which(cmd: &str) -> Option<PathBuf> {
@@ -760,6 +761,68 @@ mod guest {
         }
     }
 
+    /// Buffers handed back go to the receive queue in batches (2 for a
+    /// pool of 32) only while enough stay posted: a queue drained dry gets
+    /// the first one back at once, and every buffer cycles with nothing
+    /// lost.
+    #[test]
+    fn guest_buffers_handed_back_reach_a_dry_queue_at_once_and_none_is_lost() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair_sized(Sizes {
+            rx_buffers: 32,
+            rx_spare: 0,
+            rx_low: 0,
+            ..Sizes::default()
+        });
+        let take = |b: &mut VerbsPort, n: usize| {
+            let mut got = Vec::new();
+            let t = std::time::Instant::now();
+            while got.len() < n && t.elapsed().as_secs() < 30 {
+                if let Some(r) = b.poll_recv() {
+                    got.push(r);
+                }
+            }
+            got
+        };
+        send_inline(&mut a, 32);
+        let got: Vec<u32> = take(&mut b, 32).iter().map(|r| r.buf).collect();
+        assert_eq!(got.len(), 32, "every posted buffer took a packet");
+        // The queue is dry: one buffer handed back is posted at once, and
+        // the next packet lands in it (held back, the sender would meet
+        // an empty queue and fail).
+        assert!(b.repost(got[0]));
+        send_inline(&mut a, 1);
+        let one = take(&mut b, 1);
+        assert_eq!(one.iter().map(|r| r.buf).collect::<Vec<_>>(), vec![got[0]]);
+        assert_eq!(b.rx_bytes(one[0].buf), Some(&[0u8; 8][..]));
+        // Every buffer back, then 5 rounds of 16 through them.
+        for &buf in &got {
+            assert!(b.repost(buf));
+            assert!(!b.repost(buf), "a buffer goes back once");
+        }
+        for round in 0..5u8 {
+            for i in 0..16u8 {
+                let head = [round * 16 + i; 8];
+                let work = Work::Inline {
+                    head: &head,
+                    body: &[],
+                };
+                assert_eq!(a.post(1, i as u64, work), Ok(None));
+                assert_eq!(completion(&mut a).result, Ok(()));
+            }
+            let rx = take(&mut b, 16);
+            assert_eq!(rx.len(), 16, "round {round}");
+            for (i, r) in rx.iter().enumerate() {
+                let want = [round * 16 + i as u8; 8];
+                assert_eq!(b.rx_bytes(r.buf), Some(&want[..]), "in order, intact");
+                assert!(b.repost(r.buf));
+            }
+        }
+        assert_eq!(b.counters().length, 0);
+    }
+
     /// Writes, reads and writes with immediate between two ports land
     /// byte-exact, and the immediate consumes a receive at the target.
     #[test]
@@ -893,6 +956,13 @@ mod guest {
     }
 }
 
+/// UCX's transports, which it loads by path.
+fn ucx_modules() -> Vec<PathBuf> {
+    std::fs::read_dir("/usr/lib/x86_64-linux-gnu/ucx")
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
 /// The experiments beside their anchors, in one guest run, alternating:
 /// `cargo test --release --features verbs --test verbs anchors -- --ignored --nocapture`.
 /// Prints every tool's own output; the ratios are read from it. Not a
@@ -916,9 +986,7 @@ fn anchors() {
             }
         }
     }
-    let ucx: Vec<PathBuf> = std::fs::read_dir("/usr/lib/x86_64-linux-gnu/ucx")
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
+    let ucx = ucx_modules();
     let rounds: u32 = std::env::var("RMX_ANCHOR_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -930,7 +998,6 @@ for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
 done
 echo "GID index $G"
 pair() {{ "$@" >/tmp/server.txt 2>&1 & sleep 1; "$@" 127.0.0.1; wait; }}
-mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 export UCX_NET_DEVICES=rxe0:1 UCX_TLS=rc_verbs,ud_verbs,self
 for round in $(seq {rounds}); do
   echo "=== round $round"
@@ -972,7 +1039,9 @@ mpiexec.hydra -launcher fork -n 2 $RMX bench pingpong --transport verbs --min-si
 /// rmx at `$RMX` (and the host files `$RMX_VM_FILES`, separated by `:`,
 /// in the job folder beside it; `$RMX_VM_SYSTEM` at their own paths),
 /// printing its console (also to the file `$RMX_VM_CONSOLE` as it comes;
-/// the guest is stopped after `$RMX_VM_TIMEOUT` seconds, default 3000):
+/// the guest is stopped after `$RMX_VM_TIMEOUT` seconds, default 3000;
+/// `$RMX_VM_SMP` vCPUs, default 2; `$RMX_VM_APPEND` added to the guest
+/// kernel's command line; UCX's transports come with `ucx_perftest`):
 /// for measurements by hand, e.g.
 /// `RMX_VM_SCRIPT='$RMX bench overlap --transport verbs' cargo test
 /// --release --features verbs --test verbs script -- --ignored --nocapture`.
@@ -988,9 +1057,12 @@ fn script() {
         .unwrap_or_default();
     let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     // Files programs load by path (UCX's transports): at their own paths.
-    let system: Vec<PathBuf> = std::env::var("RMX_VM_SYSTEM")
+    let mut system: Vec<PathBuf> = std::env::var("RMX_VM_SYSTEM")
         .map(|f| f.split(':').map(PathBuf::from).collect())
         .unwrap_or_default();
+    if system.iter().any(|p| p.ends_with("ucx_perftest")) {
+        system.extend(ucx_modules());
+    }
     let system: Vec<&Path> = system.iter().map(PathBuf::as_path).collect();
     let secs = std::env::var("RMX_VM_TIMEOUT")
         .ok()

@@ -1,8 +1,9 @@
 //! perftest as an anchor: the device's own floor, measured by the tools
 //! RDMA users know (`ib_send_lat`, `ib_write_lat`, `ib_send_bw`, `ib_write_bw`) on the same
 //! device in the same run, so that rmx's verbs figures read as ratios to
-//! what raw verbs reach there. Each run is perftest's usual pair, a server
-//! and a client on this host.
+//! what raw verbs reach there; and UCX's `ucx_perftest`, the transport
+//! layer other runtimes embed, on the same queue pairs. Each run is the
+//! tools' usual pair, a server and a client on this host.
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -19,6 +20,11 @@ pub enum Tool {
     SendBw,
     /// RDMA write streaming: `BW average[MB/sec]`.
     WriteBw,
+    /// UCX's active-message latency over its `rc_verbs` transport (UCT,
+    /// the layer under UCP's tag matching): `average[usec]`, one way.
+    /// UCP's own `tag_lat` needs a datagram transport to wire up RC, and
+    /// UCX's `ud_verbs` aborts on rxe; this is UCX on the same device.
+    UcxAmLat,
 }
 
 impl Tool {
@@ -28,14 +34,32 @@ impl Tool {
             Tool::WriteLat => "ib_write_lat",
             Tool::SendBw => "ib_send_bw",
             Tool::WriteBw => "ib_write_bw",
+            Tool::UcxAmLat => "ucx_perftest",
+        }
+    }
+
+    /// The largest message the tool measures: UCX's short active
+    /// messages are inline sends, its copied ones one segment.
+    pub fn max_size(self) -> usize {
+        match self {
+            Tool::UcxAmLat => UCX_BCOPY_MAX,
+            _ => usize::MAX,
         }
     }
 }
+
+/// UCX sends active messages up to this size inline (`-D short`).
+const UCX_SHORT_MAX: usize = 64;
+/// And up to this one copied into one segment (`-D bcopy`, rc_verbs'
+/// default segment of 8 KiB less its header).
+const UCX_BCOPY_MAX: usize = 8000;
 
 /// Where perftest runs: the device rmx measured on.
 #[derive(Clone, Debug)]
 pub struct Perftest {
     pub device: String,
+    /// The device's port (UCX names a device `name:port`).
+    pub port: u8,
     pub gid_index: Option<u8>,
 }
 
@@ -48,6 +72,46 @@ impl Perftest {
         which(Tool::SendLat.program())
     }
 
+    /// Whether `tool` is installed (perftest, or `ucx-utils` for UCX).
+    pub fn has(tool: Tool) -> bool {
+        which(tool.program())
+    }
+
+    /// The arguments both sides of `tool`'s pair take.
+    fn args(&self, tool: Tool, size: usize, iters: u64, port: &str) -> Vec<String> {
+        let mut args: Vec<String> = Vec::new();
+        let mut push = |a: &[&str]| args.extend(a.iter().map(|s| s.to_string()));
+        let (size, iters) = (size.to_string(), iters.max(5).to_string());
+        match tool {
+            Tool::UcxAmLat => {
+                let dev = format!("{}:{}", self.device, self.port);
+                let layout = match size.parse::<usize>() {
+                    Ok(n) if n <= UCX_SHORT_MAX => "short",
+                    _ => "bcopy",
+                };
+                push(&["-t", "am_lat", "-x", "rc_verbs", "-d", &dev, "-D", layout]);
+                push(&["-s", &size, "-n", &iters, "-p", port]);
+            }
+            _ => {
+                push(&[
+                    "-d",
+                    &self.device,
+                    "-s",
+                    &size,
+                    "-n",
+                    &iters,
+                    "-F",
+                    "-p",
+                    port,
+                ]);
+                if let Some(g) = self.gid_index {
+                    push(&["-x", &g.to_string()]);
+                }
+            }
+        }
+        args
+    }
+
     /// Runs `tool` at `size` bytes for `iters` iterations; the columns of
     /// the row it printed, by perftest's header names.
     pub fn run(
@@ -57,23 +121,18 @@ impl Perftest {
         iters: u64,
     ) -> Result<BTreeMap<String, f64>, String> {
         let prog = tool.program();
+        if size > tool.max_size() {
+            return Err(format!("{prog} measures messages to {} B", tool.max_size()));
+        }
         // A port of this process's own: two suites on one host do not meet.
         let port = (20_000 + std::process::id() % 20_000).to_string();
-        let mut args: Vec<String> = ["-d", &self.device, "-s", &size.to_string()]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(["-n".into(), iters.max(5).to_string(), "-F".into()]);
-        args.extend(["-p".into(), port]);
-        if let Some(g) = self.gid_index {
-            args.extend(["-x".into(), g.to_string()]);
-        }
+        let args = self.args(tool, size, iters, &port);
         let mut server = Command::new(prog)
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("{prog}: {e} (apt-get install perftest)"))?;
+            .map_err(|e| format!("{prog}: {e} (apt-get install perftest ucx-utils)"))?;
         let start = Instant::now();
         // The server listens once it has opened the device: the client
         // tries until it is let in.
@@ -99,7 +158,11 @@ impl Perftest {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        parse(&text).ok_or_else(|| format!("{prog}: no result row in:\n{text}"))
+        let row = match tool {
+            Tool::UcxAmLat => parse_ucx(&text),
+            _ => parse(&text),
+        };
+        row.ok_or_else(|| format!("{prog}: no result row in:\n{text}"))
     }
 }
 
@@ -134,6 +197,26 @@ pub fn parse(text: &str) -> Option<BTreeMap<String, f64>> {
     Some(names.into_iter().zip(row).collect())
 }
 
+/// The `Final:` row of `ucx_perftest`'s table, by the names of its
+/// latency columns (`50.0%ile[usec]`, `average[usec]`, `overall[usec]`)
+/// and `iterations`.
+pub fn parse_ucx(text: &str) -> Option<BTreeMap<String, f64>> {
+    let row = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("Final:"))?;
+    let v: Vec<f64> = row
+        .split_whitespace()
+        .map_while(|w| w.parse().ok())
+        .collect();
+    let names = [
+        "iterations",
+        "50.0%ile[usec]",
+        "average[usec]",
+        "overall[usec]",
+    ];
+    (v.len() >= names.len()).then(|| names.iter().map(|n| n.to_string()).zip(v).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +249,45 @@ mod tests {
         assert_eq!(parse("no table here"), None);
         // A row short of the header's columns is not a result.
         assert_eq!(parse(" #bytes #iterations    t_avg[usec]\n 8 5000\n"), None);
+    }
+
+    const UCX: &str = "
++--------------+--------------+------------------------------+---------------------+-----------------------+
+|              |              |        latency (usec)        |   bandwidth (MB/s)  |  message rate (msg/s) |
++--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+
+|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |  average  |  overall  |
++--------------+--------------+----------+---------+---------+----------+----------+-----------+-----------+
+Final:                  5000     16.000    26.875    26.875        0.28       0.28       37210       37210
+";
+
+    #[test]
+    fn ucx_perftest_final_rows_are_read_by_latency_column() {
+        let r = parse_ucx(UCX).expect("a row");
+        assert_eq!(r["iterations"], 5000.0);
+        assert_eq!(r["50.0%ile[usec]"], 16.0);
+        assert_eq!(r["average[usec]"], 26.875);
+        // An aborted run prints the header and no final row.
+        let head = UCX.lines().take(6).collect::<Vec<_>>().join("\n");
+        assert_eq!(parse_ucx(&head), None);
+        assert_eq!(parse_ucx("Final: 5000 16.0\n"), None);
+    }
+
+    #[test]
+    fn ucx_sends_short_messages_inline_and_longer_ones_copied() {
+        let p = Perftest {
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: Some(1),
+        };
+        let a = p.args(Tool::UcxAmLat, 8, 100, "20001").join(" ");
+        assert_eq!(
+            a,
+            "-t am_lat -x rc_verbs -d rxe0:1 -D short -s 8 -n 100 -p 20001"
+        );
+        let a = p.args(Tool::UcxAmLat, 4096, 100, "20001").join(" ");
+        assert!(a.contains("-D bcopy -s 4096"), "{a}");
+        let a = p.args(Tool::SendLat, 8, 2, "20001").join(" ");
+        assert_eq!(a, "-d rxe0 -s 8 -n 5 -F -p 20001 -x 1");
+        assert!(p.run(Tool::UcxAmLat, UCX_BCOPY_MAX + 1, 10).is_err());
     }
 }

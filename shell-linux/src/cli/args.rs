@@ -186,10 +186,12 @@ pub(crate) enum BenchCmd {
         /// call for: latency, message rate and the header cache
         /// everywhere; each rendezvous it offers to 4 MiB with overlap and
         /// progress; the memory model, eager reuse, the fences and
-        /// collectives where there is RDMA; a run with 1% loss and 5%
-        /// reordering where the wire is lossy. On verbs, where perftest is
-        /// installed, ib_send_lat, ib_write_lat, ib_send_bw and ib_write_bw run on the
-        /// same device beside rmx: columns and curves of their own.
+        /// collectives (2, 4 and 8 ranks) where there is RDMA; a run with
+        /// 1% loss and 5% reordering where the wire is lossy. On verbs,
+        /// where perftest is installed, ib_send_lat, ib_write_lat,
+        /// ib_send_bw and ib_write_bw run on the same device beside rmx,
+        /// and UCX's ucx_perftest am_lat over rc_verbs beside pingpong
+        /// (ucx-utils): columns and curves of their own.
         #[arg(long, default_value = "loop")]
         transport: String,
         /// The transport's own options (eth: --iface to use an interface

@@ -95,6 +95,7 @@ fn perftest_on(net: &Net) -> Option<Perftest> {
         let f = port.facts();
         return Some(Perftest {
             device: f.name.clone(),
+            port: f.port,
             gid_index: Some(f.gid_index),
         });
     }
@@ -124,6 +125,8 @@ fn anchor(
         };
         let v = match seen.iter().find(|x| x.0 == size) {
             Some(x) => x.1,
+            // Beyond what the tool measures: no figure, and no complaint.
+            None if size as usize > tool.max_size() => None,
             None => {
                 let n = row["messages"].as_u64().unwrap_or(s.o.iters);
                 let v = match p.run(tool, size.max(1) as usize, n) {
@@ -297,6 +300,21 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
     ] {
         anchor(s, &mut r, tool, "t_avg[usec]", 1.0, cols, "latency_us");
     }
+    let ucx = s.anchor.is_some() && Perftest::has(Tool::UcxAmLat);
+    if ucx {
+        let cols = ("ucx_am_lat_us", "x_ucx_am_lat");
+        anchor(
+            s,
+            &mut r,
+            Tool::UcxAmLat,
+            "average[usec]",
+            1.0,
+            cols,
+            "latency_us",
+        );
+    } else if s.anchor.is_some() {
+        eprintln!("rmx: no ucx_perftest (apt-get install ucx-utils): no UCX column");
+    }
     record(s.out, &mut s.md, "pingpong", &r)?;
     let mut series = vec![("latency_us", "rmx latency")];
     if r.results.iter().any(|row| row.get("p99_us").is_some()) {
@@ -305,6 +323,9 @@ fn pingpong(s: &mut Suite) -> Result<(), String> {
     if s.anchor.is_some() {
         series.push(("ib_send_lat_us", "ib_send_lat (perftest)"));
         series.push(("ib_write_lat_us", "ib_write_lat (perftest)"));
+    }
+    if ucx {
+        series.push(("ucx_am_lat_us", "UCX am_lat (rc_verbs)"));
     }
     series.push(("floor_us", s.floor));
     r.svg(&s.out.join("pingpong.svg"), &series, "one-way latency (us)")
@@ -397,17 +418,21 @@ fn eager_reuse(s: &mut Suite) -> Result<(), String> {
     }
 }
 
+/// Ranks (threads) of the measured collectives and fences: to 8, where the
+/// fence papers compare the designs at 8 neighbours.
+const GROUPS: &[u16] = &[2, 4, 8];
+
 /// The collectives the fences use, every fence design, the shape at scale
 /// in the model, and how much each design overlaps.
 fn one_sided(s: &mut Suite) -> Result<(), String> {
     let (out, few, cfg) = (s.out, s.few.clone(), s.cfg);
     let net = s.net.clone();
-    let r = bench::collectives::run(&few, cfg, &[2, 4], |_| net.clone());
+    let r = bench::collectives::run(&few, cfg, GROUPS, |_| net.clone());
     record(out, &mut s.md, "collectives", &r)?;
     let path = out.join("collectives.svg");
     r.svg_by_ranks(&path, "collective", "latency_us", |_| true, "latency (us)")?;
     let all = s.net.designs();
-    let r = bench::fence::run(&few, cfg, &[2, 4], &all, &bench::fence::PATTERNS, &s.net);
+    let r = bench::fence::run(&few, cfg, GROUPS, &all, &bench::fence::PATTERNS, &s.net);
     record(out, &mut s.md, "fence", &r)?;
     // One 16-byte put to the next rank (Fig. 8), beside the barrier.
     let keep = |row: &serde_json::Value| row["pattern"] == "single" || row["design"] == "barrier";

@@ -1,7 +1,9 @@
 //! The receive pool: one registered region cut into equal buffers, every
 //! one posted to the shared receive queue until a packet fills it, then
 //! held (readable) until the core hands it back. A few are kept back
-//! (spare) and posted once the queue runs low.
+//! (spare) and posted once the queue runs low. Buffers handed back go to
+//! the queue a few at a time, in one linked list: a post is a lock and
+//! a doorbell in the provider, paid once per batch instead of per packet.
 
 use std::ptr;
 
@@ -17,7 +19,20 @@ pub struct Pool {
     bufs: Vec<Buf>,
     /// Buffers never posted yet, kept for when the queue runs low.
     spare: Vec<u32>,
+    /// Buffers handed back, waiting for the next batched post.
+    back: Vec<u32>,
+    /// How many handed back make a post: a sixteenth of the posted
+    /// buffers, 1 … [`REPOST_BATCH`], so a small pool waits for none.
+    batch: usize,
+    /// Buffers on the queue now. Below four batches, a buffer handed
+    /// back is posted at once: the queue never runs dry while buffers
+    /// wait (a sender meeting an empty queue is refused, and rxe gives a
+    /// connection up after a few such refusals).
+    posted: usize,
 }
+
+/// The most buffers one repost carries.
+pub const REPOST_BATCH: usize = 16;
 
 /// Where one buffer is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -26,6 +41,8 @@ enum Buf {
     Posted,
     /// Filled with a packet of this many bytes, not yet handed back.
     Held(u32),
+    /// Handed back, waiting to be posted with the next batch.
+    Back,
     /// Kept back, never posted.
     Spare,
 }
@@ -64,6 +81,9 @@ impl Pool {
             mr: ptr::null_mut(),
             bufs: vec![Buf::Spare; n],
             spare: (posted..n as u32).rev().collect(),
+            back: Vec::with_capacity(REPOST_BATCH),
+            batch: (posted as usize / 16).clamp(1, REPOST_BATCH),
+            posted: 0,
         };
         // SAFETY: the mapping lives until the pool drops, after the MR.
         pool.mr = unsafe {
@@ -101,37 +121,83 @@ impl Pool {
 
     /// Posts buffer `buf` to the shared receive queue.
     fn post(&mut self, dev: &Device, buf: u32) -> Result<(), String> {
-        let mut sge = ib::ibv_sge {
-            addr: self.base as u64 + buf as u64 * self.size as u64,
-            length: self.size as u32,
-            // SAFETY: the MR lives as long as the pool.
-            lkey: unsafe { (*self.mr).lkey },
-        };
-        let mut wr = ib::ibv_recv_wr {
-            wr_id: buf as u64,
-            next: ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad = ptr::null_mut();
-        // SAFETY: the provider's op on this device's SRQ; the buffer is
-        // inside the registered pool and no longer read by anyone.
-        let rc = unsafe {
-            match (*dev.ctx).ops.post_srq_recv {
-                Some(f) => f(dev.srq, &mut wr, &mut bad),
-                None => libc::EOPNOTSUPP,
-            }
-        };
-        match rc {
-            0 => {
-                self.bufs[buf as usize] = Buf::Posted;
-                Ok(())
-            }
-            e => Err(format!(
+        match self.post_list(dev, &[buf]) {
+            (1, _) => Ok(()),
+            (_, e) => Err(format!(
                 "ibv_post_srq_recv: {}",
                 std::io::Error::from_raw_os_error(e)
             )),
         }
+    }
+
+    /// Posts `bufs` (at most [`REPOST_BATCH`]) in one linked list: how many
+    /// the queue took (the first ones; the provider stops at the first it
+    /// refuses), and its error code if it refused one.
+    fn post_list(&mut self, dev: &Device, bufs: &[u32]) -> (usize, i32) {
+        let n = bufs.len().min(REPOST_BATCH);
+        if n == 0 {
+            return (0, 0);
+        }
+        // SAFETY: the MR lives as long as the pool.
+        let lkey = unsafe { (*self.mr).lkey };
+        let mut sges = [ib::ibv_sge::default(); REPOST_BATCH];
+        for (sge, &b) in sges.iter_mut().zip(&bufs[..n]) {
+            *sge = ib::ibv_sge {
+                addr: self.base as u64 + b as u64 * self.size as u64,
+                length: self.size as u32,
+                lkey,
+            };
+        }
+        let mut wrs = [ib::ibv_recv_wr {
+            wr_id: 0,
+            next: ptr::null_mut(),
+            sg_list: ptr::null_mut(),
+            num_sge: 1,
+        }; REPOST_BATCH];
+        for (wr, &b) in wrs.iter_mut().zip(&bufs[..n]) {
+            wr.wr_id = b as u64;
+        }
+        // Linked through raw pointers taken once both arrays are filled.
+        let (w, g) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
+        for i in 0..n {
+            // SAFETY: i and i + 1 < n <= REPOST_BATCH are inside both arrays.
+            unsafe {
+                (*w.add(i)).sg_list = g.add(i);
+                if i + 1 < n {
+                    (*w.add(i)).next = w.add(i + 1);
+                }
+            }
+        }
+        let mut bad: *mut ib::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: the provider's op on this device's SRQ, with a list of
+        // `n` requests that live through the call; every buffer is inside
+        // the registered pool and no longer read by anyone.
+        let rc = unsafe {
+            match (*dev.ctx).ops.post_srq_recv {
+                Some(f) => f(dev.srq, w, &mut bad),
+                None => libc::EOPNOTSUPP,
+            }
+        };
+        let posted = match rc {
+            0 => n,
+            // SAFETY: the provider names a request of the list, or none.
+            _ if !bad.is_null() => (unsafe { bad.offset_from(w) }).clamp(0, n as isize) as usize,
+            _ => 0,
+        };
+        for &b in &bufs[..posted] {
+            self.bufs[b as usize] = Buf::Posted;
+        }
+        self.posted += posted;
+        (posted, rc)
+    }
+
+    /// Posts the buffers handed back and not yet posted; how many.
+    pub fn flush(&mut self, dev: &Device) -> usize {
+        let mut back = std::mem::take(&mut self.back);
+        let (n, _) = self.post_list(dev, &back);
+        back.drain(..n);
+        self.back = back;
+        n
     }
 
     /// Buffer `buf` now holds a packet of `len` bytes.
@@ -139,6 +205,7 @@ impl Pool {
         match self.bufs.get_mut(buf as usize) {
             Some(h @ Buf::Posted) if len as usize <= self.size => {
                 *h = Buf::Held(len);
+                self.posted = self.posted.saturating_sub(1);
                 true
             }
             _ => false,
@@ -155,10 +222,18 @@ impl Pool {
         Some(unsafe { std::slice::from_raw_parts(self.base.add(buf as usize * self.size), len) })
     }
 
-    /// Posts a held buffer again; `false` for one not held.
+    /// Takes a held buffer back, for the next batched post; `false` for
+    /// one not held.
     pub fn repost(&mut self, dev: &Device, buf: u32) -> bool {
         match self.bufs.get(buf as usize) {
-            Some(Buf::Held(_)) => self.post(dev, buf).is_ok(),
+            Some(Buf::Held(_)) => {
+                self.bufs[buf as usize] = Buf::Back;
+                self.back.push(buf);
+                if self.back.len() >= self.batch || self.posted < 4 * self.batch {
+                    self.flush(dev);
+                }
+                true
+            }
             _ => false,
         }
     }

@@ -91,9 +91,10 @@ pub struct VerbsPort {
     /// none is, the send queue is not polled (a waiting rank's loop is
     /// shorter by one provider call).
     outstanding: u32,
-    /// The receive queue was found with fewer completions than a poll
-    /// takes: this round does not poll it again (the next doorbell, which
-    /// ends every progress round, clears this).
+    /// The receive queue gave some completions, fewer than a poll takes:
+    /// the next call that finds nothing taken does not poll it again, which ends a progress round's receive loop without a
+    /// second, empty provider call (a caller polling in a loop still
+    /// reaches the queue every other call).
     rx_drained: bool,
     /// Where completions are polled into: kept, not zeroed per poll (a
     /// waiting rank polls in a tight loop; 1.5 KiB of zeroes each time was
@@ -375,6 +376,7 @@ impl VerbsPort {
             match e {
                 Async::SrqLimit => {
                     self.counters.srq_limit += 1;
+                    self.pool.flush(&self.dev);
                     self.spare_posted += self.pool.post_spare(&self.dev);
                 }
                 Async::QpFailed(qpn) => {
@@ -550,7 +552,7 @@ impl VerbsPort {
     /// Takes up to `WCS` receive completions into `recvs`.
     fn poll_receives(&mut self) {
         let n = poll(&self.dev, self.dev.rcq, &mut self.wcs);
-        self.rx_drained = n < WCS;
+        self.rx_drained = n > 0 && n < WCS;
         for i in 0..n {
             let w = self.wcs[i];
             let buf = w.wr_id() as u32;
@@ -787,7 +789,7 @@ impl rmx_driver::Port for VerbsPort {
                 self.poll_async();
             }
         }
-        if self.recvs.is_empty() && !self.rx_drained {
+        if self.recvs.is_empty() && !std::mem::take(&mut self.rx_drained) {
             self.poll_receives();
         }
         self.recvs.pop_front()
@@ -799,6 +801,7 @@ impl rmx_driver::Port for VerbsPort {
 
     /// The spare buffers, posted now or at the queue's limit event.
     fn rx_pool_low(&mut self, _free: u32) -> u32 {
+        self.pool.flush(&self.dev);
         let n = self.spare_posted + self.pool.post_spare(&self.dev);
         self.spare_posted = 0;
         n
@@ -810,7 +813,6 @@ impl rmx_driver::Port for VerbsPort {
 
     #[inline]
     fn doorbell(&mut self) {
-        self.rx_drained = false;
         self.flush();
     }
 

@@ -264,16 +264,9 @@ impl Kernel {
         )?;
         let initrd = r.parent().unwrap_or(r).join("initrd.gz");
         let mut child = Command::new("qemu-system-x86_64")
-            .args([
-                "-accel",
-                "tcg,thread=multi",
-                "-cpu",
-                "max",
-                "-smp",
-                "2",
-                "-m",
-                "1024",
-            ])
+            .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024"])
+            .arg("-smp")
+            .arg(std::env::var("RMX_VM_SMP").unwrap_or_else(|_| "2".into()))
             .args([
                 "-nic",
                 "none",
