@@ -38,12 +38,13 @@ impl Tool {
         }
     }
 
-    /// The largest message the tool measures: UCX's short active
-    /// messages are inline sends, its copied ones one segment.
-    pub fn max_size(self) -> usize {
+    /// The messages the tool measures: UCX's active messages carry an
+    /// 8-byte header inside the message; its short ones are inline
+    /// sends, its copied ones one segment.
+    pub fn sizes(self) -> std::ops::RangeInclusive<usize> {
         match self {
-            Tool::UcxAmLat => UCX_BCOPY_MAX,
-            _ => usize::MAX,
+            Tool::UcxAmLat => 8..=UCX_BCOPY_MAX,
+            _ => 0..=usize::MAX,
         }
     }
 }
@@ -121,8 +122,9 @@ impl Perftest {
         iters: u64,
     ) -> Result<BTreeMap<String, f64>, String> {
         let prog = tool.program();
-        if size > tool.max_size() {
-            return Err(format!("{prog} measures messages to {} B", tool.max_size()));
+        if !tool.sizes().contains(&size) {
+            let (lo, hi) = tool.sizes().into_inner();
+            return Err(format!("{prog} measures messages of {lo} to {hi} B"));
         }
         // A port of this process's own: two suites on one host do not meet.
         let port = (20_000 + std::process::id() % 20_000).to_string();
@@ -289,5 +291,6 @@ Final:                  5000     16.000    26.875    26.875        0.28       0.
         let a = p.args(Tool::SendLat, 8, 2, "20001").join(" ");
         assert_eq!(a, "-d rxe0 -s 8 -n 5 -F -p 20001 -x 1");
         assert!(p.run(Tool::UcxAmLat, UCX_BCOPY_MAX + 1, 10).is_err());
+        assert!(p.run(Tool::UcxAmLat, 4, 10).is_err(), "below its header");
     }
 }

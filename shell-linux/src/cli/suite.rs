@@ -126,7 +126,7 @@ fn anchor(
         let v = match seen.iter().find(|x| x.0 == size) {
             Some(x) => x.1,
             // Beyond what the tool measures: no figure, and no complaint.
-            None if size as usize > tool.max_size() => None,
+            None if !tool.sizes().contains(&(size as usize)) => None,
             None => {
                 let n = row["messages"].as_u64().unwrap_or(s.o.iters);
                 let v = match p.run(tool, size.max(1) as usize, n) {
