@@ -82,14 +82,15 @@ impl Perftest {
     fn args(&self, tool: Tool, size: usize, iters: u64, port: &str) -> Vec<String> {
         let mut args: Vec<String> = Vec::new();
         let mut push = |a: &[&str]| args.extend(a.iter().map(|s| s.to_string()));
+        let layout = if size <= UCX_SHORT_MAX {
+            "short"
+        } else {
+            "bcopy"
+        };
         let (size, iters) = (size.to_string(), iters.max(5).to_string());
         match tool {
             Tool::UcxAmLat => {
                 let dev = format!("{}:{}", self.device, self.port);
-                let layout = match size.parse::<usize>() {
-                    Ok(n) if n <= UCX_SHORT_MAX => "short",
-                    _ => "bcopy",
-                };
                 push(&["-t", "am_lat", "-x", "rc_verbs", "-d", &dev, "-D", layout]);
                 push(&["-s", &size, "-n", &iters, "-p", port]);
             }
