@@ -70,7 +70,7 @@ const DEADLINE: Duration = Duration::from_secs(120);
 impl Perftest {
     /// Whether perftest is installed (`apt-get install perftest`).
     pub fn installed() -> bool {
-        which(Tool::SendLat.program())
+        Self::has(Tool::SendLat)
     }
 
     /// Whether `tool` is installed (perftest, or `ucx-utils` for UCX).

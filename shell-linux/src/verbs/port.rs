@@ -92,9 +92,10 @@ pub struct VerbsPort {
     /// shorter by one provider call).
     outstanding: u32,
     /// The receive queue gave some completions, fewer than a poll takes:
-    /// the next call that finds nothing taken does not poll it again, which ends a progress round's receive loop without a
-    /// second, empty provider call (a caller polling in a loop still
-    /// reaches the queue every other call).
+    /// the next call that finds nothing taken does not poll it again,
+    /// which ends a progress round's receive loop without a second, empty
+    /// provider call (a caller polling in a loop still reaches the queue
+    /// every other call).
     rx_drained: bool,
     /// Where completions are polled into: kept, not zeroed per poll (a
     /// waiting rank polls in a tight loop; 1.5 KiB of zeroes each time was
