@@ -78,6 +78,11 @@ pub struct Config {
     /// entries; a send is outstanding from its post until its completion).
     /// The transport's send queue must have at least this many entries.
     pub send_wqes: u16,
+    /// An inline send asks the NIC for its own completion once in this
+    /// many to a peer (perftest's and UCX's completion moderation); those
+    /// between complete with it. Whatever the value, at least one in half
+    /// the entries a send may wait for is signalled. 1: every send.
+    pub cq_moderation: u16,
     /// When to pack queued eager messages into one send. Default
     /// [`Coalesce::WhenFull`] with 10 send entries: on `loop` it streams small
     /// messages at least as fast as a threshold trigger with 64 entries
@@ -126,6 +131,7 @@ impl Config {
             peer_timeout_ns: 5_000_000_000,
             keepalive_ns: 100_000_000,
             send_wqes: 10,
+            cq_moderation: 64,
             coalesce: Coalesce::WhenFull,
             header_cache: true,
             rendezvous: None,
@@ -173,6 +179,9 @@ impl Config {
         };
         if self.send_wqes == 0 || !threshold_ok {
             return Err(ConfigError::SendWqes);
+        }
+        if self.cq_moderation == 0 {
+            return Err(ConfigError::CqModeration);
         }
         let window = self.pull_frames as u32 * self.pull_requests as u32;
         if self.pull_frames == 0 || self.pull_requests == 0 || window > 64 {
@@ -286,6 +295,8 @@ pub enum ConfigError {
     /// `send_wqes` must be at least 1, and a coalescing threshold at least 1
     /// and at most `send_wqes`.
     SendWqes,
+    /// `cq_moderation` must be at least 1 (every send signalled).
+    CqModeration,
     /// `pull_frames` and `pull_requests` must be at least 1, and their
     /// product at most 64 (the receiver's frame bitmap).
     PullWindow,
@@ -322,6 +333,13 @@ mod tests {
                 ConfigError::RxPool,
             ),
             (Config { send_wqes: 0, ..ok }, ConfigError::SendWqes),
+            (
+                Config {
+                    cq_moderation: 0,
+                    ..ok
+                },
+                ConfigError::CqModeration,
+            ),
             (
                 Config {
                     coalesce: Coalesce::Outstanding(ok.send_wqes + 1),

@@ -160,14 +160,23 @@ pub trait Nic {
     /// key check. Called only on reliable transports, for payloads up to
     /// `Config::inline_max`. [`Posted::Later`]: the send still holds one of the
     /// connection's send entries; the shell calls `Endpoint::on_inline_complete`.
+    ///
+    /// `signal` false: the send needs no completion of its own (verbs'
+    /// unsignalled send, which spares the device a completion entry and
+    /// the shell a poll). The shell may then report its completion only
+    /// when a later signalled post to the same peer completes, as a
+    /// reliable connection completes in order; the core never waits on
+    /// such a send before it has made one. A shell may also ignore the
+    /// hint and complete every send.
     fn send_inline(
         &mut self,
         peer: u16,
         header: &[u8; crate::wire::HEADER_LEN],
         payload: Loc,
         len: usize,
+        signal: bool,
     ) -> Result<Posted, PostError> {
-        let _ = (peer, header, payload, len);
+        let _ = (peer, header, payload, len, signal);
         Err(PostError::Unsupported)
     }
 

@@ -75,6 +75,9 @@ pub struct Stats {
     pub rx_pool_low: u64,
     pub post_busy: u64,
     pub post_down: u64,
+    /// Inline sends posted without a completion of their own
+    /// (`Config::cq_moderation`).
+    pub unsignalled: u64,
     /// Sends the NIC completed with an error: the request ends with it, and
     /// a broken connection fails the peer.
     pub send_faults: u64,

@@ -337,11 +337,16 @@ impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
         header: &[u8; HEADER_LEN],
         payload: Loc,
         len: usize,
+        signal: bool,
     ) -> Result<Posted, PostError> {
         let p = self.resolve(payload, len);
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { core::slice::from_raw_parts(p as *const u8, len) };
-        let work = Work::Inline { head: header, body };
+        let work = Work::Inline {
+            head: header,
+            body,
+            signal,
+        };
         self.port.post(peer, WorkId::Inline(peer).wr_id(), work)?;
         Ok(Posted::Later)
     }

@@ -54,8 +54,15 @@ pub enum Work<'a> {
     /// wakes a thread sleeping on the peer's events.
     Send { sges: &'a [Sge], solicited: bool },
     /// `head` then `body`, copied during the call (verbs' inline send);
-    /// completes later.
-    Inline { head: &'a [u8], body: &'a [u8] },
+    /// completes later. `signal` false ([`rmx_core::Nic::send_inline`]'s
+    /// hint): the port may complete it only when a later signalled post
+    /// to the same peer completes, reported then as its own completion,
+    /// before that one's.
+    Inline {
+        head: &'a [u8],
+        body: &'a [u8],
+        signal: bool,
+    },
     /// One RDMA read or write between `local` and the peer's memory.
     Rdma {
         op: RdmaOp,

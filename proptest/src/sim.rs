@@ -106,6 +106,10 @@ pub struct Params {
     /// dead rank end (at worst with `PeerFailed`), and no survivor gives up
     /// a live peer.
     pub death_before_ns: Option<u64>,
+    /// Reliable transports with `wqes`: messages up to this many bytes go
+    /// inline, and the NIC holds an unsignalled one's completion until the
+    /// next signalled post to its peer (0: no inline sends).
+    pub inline: u32,
 }
 
 impl Params {
@@ -127,6 +131,7 @@ impl Params {
         receive_after_ns: 0,
         rx_buffers: 256,
         death_before_ns: None,
+        inline: 0,
     };
 
     /// The same over the hostile network, with the reliability layer.
@@ -254,6 +259,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
         cfg.send_wqes = w;
     }
     cfg.rendezvous = p.rndv;
+    cfg.inline_max = p.inline;
     cfg.medium_max = p.medium;
     cfg.rx_buffers = p.rx_buffers;
     cfg.rx_reserve = p.rx_buffers / 8;
@@ -284,6 +290,8 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 .collect();
             let mut nic = MemNic::new(64, EAGER as usize + 64);
             nic.later = p.wqes.is_some();
+            nic.inline = p.inline > 0;
+            nic.unsignalled = p.inline > 0;
             if p.large > 0 {
                 nic = nic.with_rdma(MAX_TRANSFER);
             }

@@ -616,3 +616,28 @@ fn harsh_loss_gives_no_live_peer_up() {
     };
     check("harsh_loss_gives_no_live_peer_up", p, 0..600);
 }
+
+/// Inline sends on connections of 1 to 8 entries, most of them posted
+/// unsignalled (their completion comes only with a later signalled post),
+/// among larger messages that wait for entries and are packed: every
+/// message arrives once and in order, and none waits on a completion that
+/// never comes.
+#[test]
+fn unsignalled_inline_sends_leave_no_send_waiting() {
+    for wqes in 1..=8u16 {
+        let p = Params {
+            ranks: 3,
+            max_size: 128,
+            wqes: Some(wqes),
+            inline: 48,
+            ..Params::RELIABLE
+        };
+        let name = "unsignalled_inline_sends_leave_no_send_waiting";
+        check(name, p, 0..20);
+        let out = run(5, &p).unwrap();
+        let quiet: u64 = out.stats.iter().map(|s| s.unsignalled).sum();
+        assert_eq!(quiet > 0, wqes >= 4, "{wqes} entries: {quiet} unsignalled");
+        let plain = run(5, &Params { inline: 0, ..p }).unwrap();
+        assert_eq!(out.digest, plain.digest, "the same messages arrived");
+    }
+}

@@ -636,6 +636,7 @@ mod guest {
                 Work::Inline {
                     head: &head,
                     body: &[],
+                    signal: true,
                 },
             );
             eprintln!("{case}: the target's send {sent:?}, {:?}", b.counters());
@@ -664,6 +665,7 @@ mod guest {
             let work = Work::Inline {
                 head: &head,
                 body: &[],
+                signal: true,
             };
             assert_eq!(a.post(1, u64::from(i), work), Ok(None));
         }
@@ -699,6 +701,158 @@ mod guest {
         assert_eq!((c.batched, c.doorbells), (3, 1), "{c:?}");
     }
 
+    /// Posts an 8-byte inline send of `id`'s byte from `a` to rank 1 and
+    /// rings the doorbell.
+    fn inline_to_1(a: &mut VerbsPort, id: u8, signal: bool) {
+        let head = [id; 8];
+        let work = Work::Inline {
+            head: &head,
+            body: &[],
+            signal,
+        };
+        assert_eq!(a.post(1, u64::from(id), work), Ok(None));
+        a.doorbell();
+    }
+
+    /// Completions `a` reports within `ms` milliseconds, or until `n`.
+    fn completions(a: &mut VerbsPort, n: usize, ms: u64) -> Vec<Completion> {
+        let mut out = [Completion {
+            wr_id: 0,
+            result: Ok(()),
+        }; 2];
+        let mut got = Vec::new();
+        let t = std::time::Instant::now();
+        while got.len() < n && t.elapsed() < std::time::Duration::from_millis(ms) {
+            let k = a.poll_cq(&mut out);
+            got.extend_from_slice(&out[..k]);
+        }
+        got
+    }
+
+    /// The packets `b` receives within `ms` milliseconds, each handed back.
+    fn packets(b: &mut VerbsPort, ms: u64) -> Vec<Vec<u8>> {
+        let mut seen = Vec::new();
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(ms) {
+            if let Some(r) = b.poll_recv() {
+                seen.push(b.rx_bytes(r.buf).expect("a packet").to_vec());
+                b.repost(r.buf);
+            }
+        }
+        seen
+    }
+
+    /// Unsignalled sends leave at once but report nothing until a later
+    /// signalled one completes; then each is reported, in order, before
+    /// it (a poll taking fewer than there are gets the rest next time).
+    #[test]
+    fn guest_unsignalled_sends_complete_with_the_next_signalled_one_in_order() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair();
+        for id in 10..13 {
+            inline_to_1(&mut a, id, false);
+        }
+        assert_eq!(
+            packets(&mut b, 300),
+            (10..13).map(|i| vec![i; 8]).collect::<Vec<_>>(),
+            "unsignalled sends leave at once"
+        );
+        assert_eq!(
+            completions(&mut a, 1, 300),
+            [],
+            "and complete on their own never"
+        );
+        inline_to_1(&mut a, 13, true);
+        let got = completions(&mut a, 4, 30_000);
+        let ids: Vec<u64> = got.iter().map(|c| c.wr_id).collect();
+        assert_eq!(ids, [10, 11, 12, 13]);
+        assert!(got.iter().all(|c| c.result.is_ok()), "{got:?}");
+        assert_eq!(completions(&mut a, 1, 200), [], "each once");
+        let c = a.counters();
+        assert_eq!((c.unsignalled, c.stray_completions), (3, 0), "{c:?}");
+    }
+
+    /// A drain makes unsignalled sends complete with a signalled, empty
+    /// RDMA write behind them: it takes no receive buffer at the peer,
+    /// the core is told of the sends only, and the connection stays up.
+    #[test]
+    fn guest_a_drain_completes_unsignalled_sends_with_an_empty_write() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair();
+        inline_to_1(&mut a, 1, false);
+        inline_to_1(&mut a, 2, false);
+        rmx_driver::Port::drain(&mut a);
+        let got = completions(&mut a, 3, 2_000);
+        assert_eq!(
+            got,
+            [1, 2].map(|wr_id| Completion {
+                wr_id,
+                result: Ok(())
+            })
+        );
+        assert_eq!(packets(&mut b, 300), [vec![1u8; 8], vec![2u8; 8]]);
+        inline_to_1(&mut a, 3, true);
+        assert_eq!(completion(&mut a).wr_id, 3, "still connected");
+        assert_eq!(packets(&mut b, 300), [vec![3u8; 8]]);
+    }
+
+    /// An error completes the unsignalled sends before it as sent (a
+    /// failed request has its own entry; those before it did not fail),
+    /// then itself with its error; the connection is then down.
+    #[test]
+    fn guest_an_error_completes_the_unsignalled_sends_before_it() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, mut b) = pair();
+        let src = [7u8; 64];
+        let mut dst = vec![0u8; 64];
+        // SAFETY: both buffers outlive the ports' registrations.
+        let (sm, dm) = unsafe {
+            (
+                a.register(src.as_ptr() as usize, src.len()).unwrap(),
+                b.register_user(dst.as_mut_ptr() as usize, dst.len())
+                    .unwrap(),
+            )
+        };
+        inline_to_1(&mut a, 1, false);
+        inline_to_1(&mut a, 2, false);
+        let work = Work::Rdma {
+            op: rmx_core::RdmaOp::Write,
+            local: Sge {
+                addr: sm.addr,
+                len: sm.len,
+                key: sm.key,
+            },
+            remote: Remote {
+                addr: dm.addr as u64,
+                key: MemKey(dm.key ^ 0x5a5a_0000),
+            },
+        };
+        assert_eq!(a.post(1, 3, work), Ok(None));
+        let got = completions(&mut a, 3, 30_000);
+        let want = [
+            (1, Ok(())),
+            (2, Ok(())),
+            (3, Err(rmx_core::RdmaError::Access)),
+        ]
+        .map(|(wr_id, result)| Completion { wr_id, result });
+        assert_eq!(got, want);
+        assert!(dst.iter().all(|&x| x == 0), "nothing written");
+        let head = [9u8; 8];
+        let work = Work::Inline {
+            head: &head,
+            body: &[],
+            signal: false,
+        };
+        assert_eq!(a.post(1, 4, work), Err(rmx_core::PostError::Down));
+        assert_eq!(packets(&mut b, 200), [vec![1u8; 8], vec![2u8; 8]]);
+    }
+
     /// Sends `n` 8-byte inline packets from `a` to rank 1, each completed.
     fn send_inline(a: &mut VerbsPort, n: u8) {
         for i in 0..n {
@@ -706,6 +860,7 @@ mod guest {
             let work = Work::Inline {
                 head: &head,
                 body: &[],
+                signal: true,
             };
             assert_eq!(a.post(1, i as u64, work), Ok(None));
             completion(a);
@@ -808,6 +963,7 @@ mod guest {
                 let work = Work::Inline {
                     head: &head,
                     body: &[],
+                    signal: true,
                 };
                 assert_eq!(a.post(1, i as u64, work), Ok(None));
                 assert_eq!(completion(&mut a).result, Ok(()));
@@ -899,7 +1055,8 @@ mod guest {
                 4,
                 Work::Inline {
                     head: b"head",
-                    body: b"body"
+                    body: b"body",
+                    signal: true
                 }
             ),
             Ok(None)
@@ -936,7 +1093,8 @@ mod guest {
                 7,
                 Work::Inline {
                     head: b"x",
-                    body: &[]
+                    body: &[],
+                    signal: true
                 }
             ),
             Err(rmx_core::PostError::Down)
@@ -948,7 +1106,8 @@ mod guest {
                 5,
                 Work::Inline {
                     head: &too_long,
-                    body: &[]
+                    body: &[],
+                    signal: true
                 }
             ),
             Err(rmx_core::PostError::Unsupported)

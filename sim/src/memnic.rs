@@ -23,6 +23,12 @@ pub struct MemNic {
     pub later: bool,
     /// Accept inline sends (else the trait's default: unsupported).
     pub inline: bool,
+    /// With `later`: an inline send posted unsignalled owes its completion
+    /// only at the next signalled post to its peer (before that one's), as
+    /// a verbs queue pair completes in order.
+    pub unsignalled: bool,
+    /// Unsignalled inline sends per peer whose completion is not yet owed.
+    quiet: HashMap<u16, usize>,
     pub inline_sent: usize,
     /// Every receive buffer handed back, in order.
     pub reposted: Vec<u32>,
@@ -112,6 +118,8 @@ impl MemNic {
             down: Vec::new(),
             later: false,
             inline: false,
+            unsignalled: false,
+            quiet: HashMap::new(),
             inline_sent: 0,
             reposted: Vec::new(),
             user_addr: Vec::new(),
@@ -165,9 +173,22 @@ impl MemNic {
         if !self.later {
             return Posted::Done;
         }
+        self.release_quiet(peer);
         self.owed.push(t);
         self.uncompleted.push(peer);
         Posted::Later
+    }
+
+    /// A signalled post to `peer`: the unsignalled sends before it now
+    /// owe their completions.
+    fn release_quiet(&mut self, peer: u16) {
+        let n = self.quiet.remove(&peer).unwrap_or(0);
+        self.owed.extend((0..n).map(|_| WorkId::Inline(peer)));
+    }
+
+    /// Unsignalled inline sends to `peer` that wait for a signalled post.
+    pub fn quiet(&self, peer: u16) -> usize {
+        self.quiet.get(&peer).copied().unwrap_or(0)
     }
 
     fn limit_reached(&self, peer: u16) -> bool {
@@ -241,6 +262,9 @@ impl MemNic {
         }
         if self.rdma_busy {
             return Err(PostError::Busy);
+        }
+        if self.later {
+            self.release_quiet(peer);
         }
         self.rdma_out.push(RdmaPost {
             peer,
@@ -374,6 +398,7 @@ impl Nic for MemNic {
         header: &[u8; HEADER_LEN],
         payload: Loc,
         len: usize,
+        signal: bool,
     ) -> Result<Posted, PostError> {
         if !self.inline {
             return Err(PostError::Unsupported);
@@ -386,6 +411,11 @@ impl Nic for MemNic {
         bytes.extend_from_slice(&v[o..o + len]);
         self.outbox.push((peer, bytes));
         self.inline_sent += 1;
+        if self.later && self.unsignalled && !signal {
+            *self.quiet.entry(peer).or_default() += 1;
+            self.uncompleted.push(peer);
+            return Ok(Posted::Later);
+        }
         Ok(self.posted(peer, WorkId::Inline(peer)))
     }
 }

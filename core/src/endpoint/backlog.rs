@@ -169,6 +169,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         };
         p.inlines -= 1;
+        p.quiet = p.quiet.min(p.inlines);
         self.send_failed(peer, result);
         self.entry_free(nic, peer);
     }

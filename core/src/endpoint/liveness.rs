@@ -133,8 +133,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return None;
         }
         let pings = p.pings;
-        if reliable && p.wqes > 0 {
-            // A send in flight completes, or fails with the connection.
+        if reliable && p.wqes > p.quiet {
+            // A signalled send in flight completes, or fails with the
+            // connection (and with it those posted unsignalled before it);
+            // the ping below is such a send.
             self.peers[peer as usize].ping_at = Some(now.saturating_add(self.probe_gap(pings)));
             return self.peers[peer as usize].ping_at;
         }

@@ -74,6 +74,10 @@ pub struct Peer {
     /// Of those, inline sends (they name no slot, so only this count can
     /// tell a true completion from a stray one).
     pub(crate) inlines: u16,
+    /// Of those, the latest posted without a completion of their own
+    /// (`Config::cq_moderation`): they complete only with a later
+    /// signalled post, so none is waited for until one is made.
+    pub(crate) quiet: u16,
     /// Filled bounce slots waiting for a send entry, oldest first, linked
     /// through the slots.
     pub(crate) backlog: Fifo,
@@ -136,6 +140,7 @@ impl Peer {
             blocked: false,
             wqes: 0,
             inlines: 0,
+            quiet: 0,
             backlog: Fifo::EMPTY,
             listed: false,
             next: [NIL; 2],

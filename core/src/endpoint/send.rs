@@ -59,12 +59,20 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if !wait && q.len <= self.cfg.inline_max && self.cfg.reliable {
             let mut hdr = [0u8; HEADER_LEN];
             let _ = h.encode(&mut hdr);
-            match nic.send_inline(q.dest, &hdr, Loc::User(q.buf, 0), q.len as usize) {
+            let signal = self.signal_inline(d);
+            let buf = Loc::User(q.buf, 0);
+            match nic.send_inline(q.dest, &hdr, buf, q.len as usize, signal) {
                 Ok(r) => {
                     self.nic_ready();
                     let later = (r == Posted::Later) as u16;
-                    self.peers[d].wqes += later;
-                    self.peers[d].inlines += later;
+                    let p = &mut self.peers[d];
+                    p.wqes += later;
+                    p.inlines += later;
+                    p.quiet = match signal {
+                        true => 0,
+                        false => p.quiet + later,
+                    };
+                    self.stats.unsignalled += u64::from(!signal && later == 1);
                     self.stats.packets_out += 1;
                     self.sent(d, &h);
                     return Sent::Done;
@@ -120,6 +128,20 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.track_unacked(now, d, slot);
         self.post_or_queue(nic, slot);
         Sent::Done
+    }
+
+    /// Whether an inline send to peer `d` asks for its own completion:
+    /// once in `Config::cq_moderation`, and at least once in half the
+    /// entries a send may wait for. The unsignalled sends after the last
+    /// signalled one then hold fewer entries than any send waits for, so
+    /// a send that waits always has a signalled one ahead to complete.
+    fn signal_inline(&self, d: usize) -> bool {
+        let limit = match self.cfg.coalesce {
+            Coalesce::Outstanding(n) => n.min(self.cfg.send_wqes),
+            _ => self.cfg.send_wqes,
+        };
+        let every = self.cfg.cq_moderation.min((limit / 2).max(1));
+        self.peers[d].quiet.saturating_add(1) >= every
     }
 
     /// A header to `dest` with the current sequence, ack and credit.

@@ -397,6 +397,13 @@ pub(crate) struct BenchArgs {
     /// copies nothing].
     #[arg(long, value_name = "BYTES")]
     pub(crate) medium_max: Option<u32>,
+    /// Completion moderation, as perftest's --cq-mod: an inline send asks
+    /// for a completion of its own once in N to a peer, the sends between
+    /// complete with it (verbs: unsignalled work requests). At least one
+    /// in half a connection's send entries is signalled whatever N; 1
+    /// signals every send [default: 64].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) cq_mod: Option<u16>,
     /// Smallest message size in bytes [default: 1; 128 for eager-reuse and
     /// spectrum, where copies below it are too cheap to save].
     #[arg(long)]

@@ -209,7 +209,7 @@ fn verbs_json(wqes: u16) -> serde_json::Value {
         let core = rmx_linux::model::Costs::of(wqes, cfg.eager_threshold, &LoopConfig::default());
         match footprint::measure(&sel, wqes as u32, 16) {
             Ok(q) => {
-                let port = VerbsPort::CONNECTION_BYTES as u64;
+                let port = VerbsPort::connection_bytes(wqes as u32) as u64;
                 let c = core.on_device(q.mapped, port);
                 json!({
                     "devices": devices,

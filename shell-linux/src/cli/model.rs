@@ -88,7 +88,7 @@ pub(crate) fn measured_on(
             .iter()
             .map(|&w| {
                 let q = footprint::measure(&v.select, w as u32, 16)?;
-                Ok((w, (q.mapped, VerbsPort::CONNECTION_BYTES as u64)))
+                Ok((w, (q.mapped, VerbsPort::connection_bytes(w as u32) as u64)))
             })
             .collect();
     }

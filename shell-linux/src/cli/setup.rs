@@ -21,9 +21,11 @@ pub(crate) const MEDIUM_LIMIT: u32 = 1 << 20;
 /// The core's configuration for a benchmark: the default with what its
 /// options change.
 pub(crate) fn bench_config(a: &BenchArgs) -> rmx_core::Config {
+    let base = rmx_linux::rank::loop_config();
     rmx_core::Config {
-        medium_max: a.medium_max.or(rmx_linux::rank::loop_config().medium_max),
-        ..rmx_linux::rank::loop_config()
+        medium_max: a.medium_max.or(base.medium_max),
+        cq_moderation: a.cq_mod.unwrap_or(base.cq_moderation),
+        ..base
     }
 }
 

@@ -247,6 +247,7 @@ pub(crate) fn suite(
         transport: transport.into(),
         net,
         medium_max: None,
+        cq_mod: None,
         min_size: None,
         max_size: None,
         iters: Some(iters),

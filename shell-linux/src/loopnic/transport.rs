@@ -70,7 +70,7 @@ impl rmx_driver::Port for Port {
                 sges,
                 solicited: false,
             } => Port::post_send(self, peer, wr_id, sges),
-            Work::Inline { head, body } => {
+            Work::Inline { head, body, .. } => {
                 return self
                     .post_send_inline(peer, wr_id, head, body)
                     .map(|()| None)

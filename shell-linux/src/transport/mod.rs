@@ -57,6 +57,11 @@ pub struct Counters {
     /// `ibv_post_send` per queue pair and doorbell).
     pub batched: u64,
     pub doorbells: u64,
+    /// Sends posted without a completion entry of their own, reported
+    /// done with a later one (verbs' selective signalling).
+    pub unsignalled: u64,
+    /// Send completions naming no post outstanding (verbs).
+    pub stray_completions: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

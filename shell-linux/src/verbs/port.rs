@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ibverbs_sys as ib;
 use rmx_core::handshake::{Action, Kind, Msg, State};
-use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError};
+use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
 
 use super::address::Address;
 use super::batch::Batch;
@@ -32,12 +32,67 @@ const WCS: usize = 32;
 /// batch is posted before another request is held).
 const BATCH: usize = 64;
 
-/// One connection: the queue pair and its sends not yet completed.
+/// One connection: the queue pair and its posts not yet completed.
+///
+/// A post goes to the device with its place in this connection's order as
+/// its work request id, and the core's id is kept here: a reliable
+/// connection completes in order, so a completion names every post before
+/// it as done too. That is what lets a send go unsignalled (no completion
+/// entry of its own): it is reported done when a later one completes.
 struct Conn {
     qp: Qp,
-    pending: u32,
+    /// The core's ids of the posts not yet completed, oldest first; the
+    /// one at index `i` went to the device as id `head + i`.
+    sent: VecDeque<u64>,
+    head: u64,
+    /// Unsignalled sends at the back of `sent`: only a later signalled
+    /// post completes them.
+    quiet: u32,
     /// The queue pair went to the error state: every post is refused.
     down: bool,
+}
+
+/// The id kept for a post the port made itself (a drain's flush), whose
+/// completion the core is not told of.
+const OWN: u64 = u64::MAX;
+
+impl Conn {
+    /// Takes the posts up to the one posted as device id `id`: each before
+    /// it completed without an entry of its own, so successfully (an error
+    /// gives every post its own entry); `id`'s ends with `result`.
+    /// Returns how many; 0 for an id not outstanding.
+    fn complete(&mut self, id: u64, result: WcResult, dones: &mut VecDeque<Completion>) -> u32 {
+        let k = id.wrapping_sub(self.head);
+        if k >= self.sent.len() as u64 {
+            return 0;
+        }
+        for i in 0..=k {
+            let wr_id = self.sent.pop_front().expect("k is below the length");
+            if wr_id != OWN {
+                let result = if i == k { result } else { Ok(()) };
+                dones.push_back(Completion { wr_id, result });
+            }
+        }
+        self.head = self.head.wrapping_add(k + 1);
+        self.quiet = self.quiet.min(self.sent.len() as u32);
+        self.down |= result.is_err();
+        k as u32 + 1
+    }
+
+    /// A post of the core's `wr_id` went to the device (or is held for
+    /// its doorbell) as [`next_id`](Self::next_id).
+    fn note(&mut self, wr_id: u64, signalled: bool) {
+        self.sent.push_back(wr_id);
+        self.quiet = match signalled {
+            true => 0,
+            false => self.quiet + 1,
+        };
+    }
+
+    /// The device id of the next post.
+    fn next_id(&self) -> u64 {
+        self.head.wrapping_add(self.sent.len() as u64)
+    }
 }
 
 /// What a peer published.
@@ -81,8 +136,8 @@ pub struct VerbsPort {
     mrs: HashMap<u32, *mut ib::ibv_mr>,
     /// rkey → lkey, where a device makes them differ.
     lkeys: HashMap<u32, u32>,
-    /// Send completions polled by [`drain`](rmx_driver::Port::drain)
-    /// before the core asked for them.
+    /// Completions taken from the device and not yet handed to the core
+    /// (one device completion may stand for several posts).
     dones: VecDeque<Completion>,
     recvs: VecDeque<Recv>,
     /// Sends held for the doorbell.
@@ -126,12 +181,16 @@ impl Notifier for Channel {
 impl VerbsPort {
     /// The port's own bytes per peer, beside what the provider maps for a
     /// connected one ([`footprint`](super::footprint)): its slot, handshake
-    /// state and published address, and an entry of the queue-pair map.
-    pub const CONNECTION_BYTES: usize = std::mem::size_of::<Option<Conn>>()
-        + std::mem::size_of::<State>()
-        + std::mem::size_of::<Peer>()
-        + std::mem::size_of::<(u32, u16)>()
-        + 1;
+    /// state and published address, an entry of the queue-pair map,
+    /// and the core's id of each post it may have outstanding.
+    pub fn connection_bytes(sq_depth: u32) -> usize {
+        std::mem::size_of::<Option<Conn>>()
+            + std::mem::size_of::<State>()
+            + std::mem::size_of::<Peer>()
+            + std::mem::size_of::<(u32, u16)>()
+            + 1
+            + sq_depth as usize * std::mem::size_of::<u64>()
+    }
 
     /// Rank `me`'s port of a job of `ranks`: the device opened, the
     /// receive pool posted, the handshake channel up; no connection yet.
@@ -252,7 +311,9 @@ impl VerbsPort {
             self.by_qpn.insert(qp.num(), peer);
             *slot = Some(Conn {
                 qp,
-                pending: 0,
+                sent: VecDeque::with_capacity(self.sizes.sq_depth as usize),
+                head: 0,
+                quiet: 0,
                 down: false,
             });
             self.counters.connections += 1;
@@ -477,16 +538,24 @@ impl VerbsPort {
         if c.down {
             return Err(PostError::Down);
         }
-        if c.pending >= self.sizes.sq_depth {
+        if c.sent.len() >= self.sizes.sq_depth as usize {
             return Err(PostError::Busy);
         }
-        wr.send_flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        if c.pending > 0 {
-            c.pending += 1;
+        if !c.sent.is_empty() && self.batch.is_full() {
+            self.flush();
+        }
+        let c = self.conns[peer as usize].as_mut().expect("found above");
+        if c.down {
+            // The flush found the connection broken.
+            return Err(PostError::Down);
+        }
+        let held = !c.sent.is_empty();
+        let core_id = wr.wr_id;
+        wr.wr_id = c.next_id();
+        let signalled = wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
+        if held {
+            c.note(core_id, signalled);
             self.outstanding += 1;
-            if self.batch.is_full() {
-                self.flush();
-            }
             self.batch.hold(peer, wr, sges, parts);
             self.counters.batched += 1;
             if wr.send_flags & ib::ibv_send_flags::IBV_SEND_SOLICITED.0 != 0 {
@@ -496,12 +565,13 @@ impl VerbsPort {
         }
         wr.sg_list = sges.as_mut_ptr();
         let mut bad = ptr::null_mut();
-        match post_send(&self.dev, &c.qp, wr, &mut bad) {
-            0 => {
-                c.pending += 1;
-                self.outstanding += 1;
-                Ok(())
-            }
+        let rc = post_send(&self.dev, &c.qp, wr, &mut bad);
+        if rc == 0 {
+            c.note(core_id, signalled);
+            self.outstanding += 1;
+            return Ok(());
+        }
+        match rc {
             libc::ENOMEM => Err(PostError::Busy),
             libc::EINVAL => Err(PostError::Unsupported),
             _ => Err(PostError::Down),
@@ -509,16 +579,18 @@ impl VerbsPort {
     }
 
     /// Posts the held sends. One the provider refuses fails its
-    /// connection, and completes (for the core) as `Down`.
+    /// connection, and completes (for the core) as `Down`, with every
+    /// post held behind it.
     fn flush(&mut self) {
         if self.batch.is_empty() {
             return;
         }
-        let (dev, conns, dones) = (&self.dev, &mut self.conns, &mut self.dones);
-        let counters = &mut self.counters;
-        // The peer of each request not posted (each is reported once).
-        let mut refused = [0u16; BATCH];
+        // The first request not posted to each peer that had one refused
+        // (its connection's later ones were held after it).
+        let mut refused = [(0u16, 0u64); BATCH];
         let mut n = 0;
+        let (dev, conns) = (&self.dev, &self.conns);
+        let counters = &mut self.counters;
         self.batch.flush(
             |peer, first| {
                 counters.doorbells += 1;
@@ -530,22 +602,29 @@ impl VerbsPort {
                     None => (libc::ENOTCONN, ptr::null_mut()),
                 }
             },
-            |peer, wr_id| {
-                dones.push_back(Completion {
-                    wr_id,
-                    result: Err(RdmaError::Down),
-                });
-                refused[n] = peer;
-                n += 1;
+            |peer, id| {
+                if !refused[..n].iter().any(|&(p, _)| p == peer) {
+                    refused[n] = (peer, id);
+                    n += 1;
+                }
             },
         );
-        for &peer in &refused[..n] {
-            if let Some(c) = self.conns.get_mut(peer as usize).and_then(Option::as_mut) {
-                if c.pending > 0 {
-                    c.pending -= 1;
-                    self.outstanding -= 1;
+        for &(peer, id) in &refused[..n] {
+            let Some(c) = self.conns.get_mut(peer as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            c.down = true;
+            let k = id.wrapping_sub(c.head);
+            if k < c.sent.len() as u64 {
+                let gone: Vec<u64> = c.sent.drain(k as usize..).collect();
+                self.outstanding -= gone.len() as u32;
+                for wr_id in gone.into_iter().filter(|&w| w != OWN) {
+                    self.dones.push_back(Completion {
+                        wr_id,
+                        result: Err(RdmaError::Down),
+                    });
                 }
-                c.down = true;
+                c.quiet = c.quiet.min(c.sent.len() as u32);
             }
         }
     }
@@ -589,39 +668,54 @@ impl VerbsPort {
         }
     }
 
-    /// Takes up to `out.len()` send completions, settling each
-    /// connection's count; an error fails the connection (its queue pair
-    /// is in the error state).
-    fn poll_sends(&mut self, out: &mut [Completion]) -> usize {
+    /// Takes up to `want` entries from the send completion queue into
+    /// `dones`, each with the unsignalled posts it completes before it;
+    /// an error fails the connection (its queue pair is in the error
+    /// state).
+    fn poll_sends(&mut self, want: usize) {
         if self.outstanding == 0 {
-            return 0;
+            return;
         }
-        let want = out.len().min(WCS);
-        let n = poll(&self.dev, self.dev.scq, &mut self.wcs[..want]);
-        for (i, o) in out.iter_mut().enumerate().take(n) {
+        let n = poll(&self.dev, self.dev.scq, &mut self.wcs[..want.clamp(1, WCS)]);
+        for i in 0..n {
             let w = self.wcs[i];
             let result = match w.error() {
                 None => Ok(()),
                 Some((status, _)) => Err(wc_error(status)),
             };
-            if let Some(c) = self
+            let c = self
                 .by_qpn
                 .get(&w.qp_num)
                 .and_then(|&p| self.conns.get_mut(p as usize))
-                .and_then(Option::as_mut)
-            {
-                if c.pending > 0 {
-                    c.pending -= 1;
-                    self.outstanding -= 1;
-                }
-                c.down |= result.is_err();
+                .and_then(Option::as_mut);
+            match c {
+                Some(c) => self.outstanding -= c.complete(w.wr_id(), result, &mut self.dones),
+                None => self.counters.stray_completions += 1,
             }
-            *o = Completion {
-                wr_id: w.wr_id(),
-                result,
-            };
         }
-        n
+    }
+
+    /// Posts a signalled, empty RDMA write behind every connection's
+    /// unsignalled sends, so that they complete: nothing else would
+    /// before the queue pair goes.
+    fn post_flushes(&mut self) {
+        for c in self.conns.iter_mut().flatten() {
+            if c.down || c.quiet == 0 || c.sent.len() >= self.sizes.sq_depth as usize {
+                continue;
+            }
+            let mut wr = ib::ibv_send_wr {
+                wr_id: c.next_id(),
+                opcode: ib::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                send_flags: ib::ibv_send_flags::IBV_SEND_SIGNALED.0,
+                num_sge: 0,
+                ..Default::default()
+            };
+            let mut bad = ptr::null_mut();
+            if post_send(&self.dev, &c.qp, &mut wr, &mut bad) == 0 {
+                c.note(OWN, true);
+                self.outstanding += 1;
+            }
+        }
     }
 }
 
@@ -721,6 +815,7 @@ impl rmx_driver::Port for VerbsPort {
             ..Default::default()
         };
         use ib::ibv_wr_opcode as O;
+        let mut signalled = true;
         match work {
             Work::Send { sges: s, solicited } => {
                 if s.len() > MAX_SGE {
@@ -735,7 +830,7 @@ impl rmx_driver::Port for VerbsPort {
                     wr.send_flags = ib::ibv_send_flags::IBV_SEND_SOLICITED.0;
                 }
             }
-            Work::Inline { head, body } => {
+            Work::Inline { head, body, signal } => {
                 if head.len() + body.len() > self.dev.facts.inline_max as usize {
                     return Err(PostError::Unsupported);
                 }
@@ -752,6 +847,7 @@ impl rmx_driver::Port for VerbsPort {
                 wr.num_sge = n as i32;
                 wr.opcode = O::IBV_WR_SEND;
                 wr.send_flags = ib::ibv_send_flags::IBV_SEND_INLINE.0;
+                signalled = signal;
             }
             Work::Rdma { op, local, remote } => {
                 sges[0] = self.sge(&local)?;
@@ -776,8 +872,12 @@ impl rmx_driver::Port for VerbsPort {
                 wr.__bindgen_anon_1.imm_data = imm.to_be();
             }
         }
-        self.post_wr(peer, &mut wr, &mut sges, &parts)
-            .map(|()| None)
+        if signalled {
+            wr.send_flags |= ib::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        self.post_wr(peer, &mut wr, &mut sges, &parts)?;
+        self.counters.unsignalled += u64::from(!signalled);
+        Ok(None)
     }
 
     fn poll_recv(&mut self) -> Option<Recv> {
@@ -818,32 +918,31 @@ impl rmx_driver::Port for VerbsPort {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            match self.dones.pop_front() {
-                Some(c) => {
-                    out[n] = c;
-                    n += 1;
-                }
-                None => break,
-            }
+        if self.dones.len() < out.len() {
+            self.poll_sends(out.len() - self.dones.len());
         }
-        n + self.poll_sends(&mut out[n..])
+        let n = out.len().min(self.dones.len());
+        for (o, c) in out.iter_mut().zip(self.dones.drain(..n)) {
+            *o = c;
+        }
+        n
     }
 
-    /// Polls until every connection's sends have completed (or failed),
-    /// keeping the completions for the core.
+    /// Polls until every connection's posts have completed (or failed),
+    /// keeping the completions for the core; unsignalled sends are made
+    /// to complete by a signalled post behind them.
     fn drain(&mut self) {
         self.flush();
+        self.post_flushes();
         let start = std::time::Instant::now();
-        let idle = |p: &VerbsPort| p.conns.iter().flatten().all(|c| c.pending == 0 || c.down);
-        let mut out = [Completion {
-            wr_id: 0,
-            result: Ok(()),
-        }; WCS];
+        let idle = |p: &VerbsPort| {
+            p.conns
+                .iter()
+                .flatten()
+                .all(|c| c.sent.is_empty() || c.down)
+        };
         while !idle(self) && start.elapsed() < std::time::Duration::from_secs(10) {
-            let n = self.poll_sends(&mut out);
-            self.dones.extend(&out[..n]);
+            self.poll_sends(WCS);
         }
     }
 }
