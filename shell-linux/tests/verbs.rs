@@ -834,6 +834,7 @@ mod guest {
             },
         };
         assert_eq!(a.post(1, 3, work), Ok(None));
+        a.doorbell();
         let got = completions(&mut a, 3, 30_000);
         let want = [
             (1, Ok(())),
@@ -851,6 +852,27 @@ mod guest {
         };
         assert_eq!(a.post(1, 4, work), Err(rmx_core::PostError::Down));
         assert_eq!(packets(&mut b, 200), [vec![1u8; 8], vec![2u8; 8]]);
+    }
+
+    /// An unsignalled send that fails with nothing signalled behind it
+    /// still reports its error: the peer's queue pair is gone, the send
+    /// exhausts its retries, and the device gives it an entry of its own.
+    #[test]
+    fn guest_a_lone_unsignalled_send_that_fails_reports_it() {
+        if net().is_none() {
+            return;
+        }
+        let (mut a, b) = pair();
+        drop(b);
+        inline_to_1(&mut a, 5, false);
+        let got = completions(&mut a, 1, 30_000);
+        assert_eq!(
+            got,
+            [Completion {
+                wr_id: 5,
+                result: Err(rmx_core::RdmaError::Down)
+            }]
+        );
     }
 
     /// Sends `n` 8-byte inline packets from `a` to rank 1, each completed.

@@ -41,15 +41,23 @@ const BATCH: usize = 64;
 /// entry of its own): it is reported done when a later one completes.
 struct Conn {
     qp: Qp,
-    /// The core's ids of the posts not yet completed, oldest first; the
-    /// one at index `i` went to the device as id `head + i`.
-    sent: VecDeque<u64>,
+    /// The posts not yet completed, oldest first; the one at index `i`
+    /// went to the device as id `head + i`.
+    sent: VecDeque<Sent>,
     head: u64,
     /// Unsignalled sends at the back of `sent`: only a later signalled
     /// post completes them.
     quiet: u32,
     /// The queue pair went to the error state: every post is refused.
     down: bool,
+}
+
+/// A post not yet completed: the core's id, and whether the device
+/// will report it with an entry of its own.
+#[derive(Clone, Copy)]
+struct Sent {
+    wr_id: u64,
+    signalled: bool,
 }
 
 /// The id kept for a post the port made itself (a drain's flush), whose
@@ -60,29 +68,40 @@ impl Conn {
     /// Takes the posts up to the one posted as device id `id`: each before
     /// it completed without an entry of its own, so successfully (an error
     /// gives every post its own entry); `id`'s ends with `result`.
-    /// Returns how many; 0 for an id not outstanding.
-    fn complete(&mut self, id: u64, result: WcResult, dones: &mut VecDeque<Completion>) -> u32 {
+    /// Returns how many signalled ones it took; `None` for an id not
+    /// outstanding.
+    fn complete(
+        &mut self,
+        id: u64,
+        result: WcResult,
+        dones: &mut VecDeque<Completion>,
+    ) -> Option<u32> {
         let k = id.wrapping_sub(self.head);
         if k >= self.sent.len() as u64 {
-            return 0;
+            return None;
         }
+        let mut signalled = 0;
         for i in 0..=k {
-            let wr_id = self.sent.pop_front().expect("k is below the length");
-            if wr_id != OWN {
+            let s = self.sent.pop_front().expect("k is below the length");
+            signalled += u32::from(s.signalled);
+            if s.wr_id != OWN {
                 let result = if i == k { result } else { Ok(()) };
-                dones.push_back(Completion { wr_id, result });
+                dones.push_back(Completion {
+                    wr_id: s.wr_id,
+                    result,
+                });
             }
         }
         self.head = self.head.wrapping_add(k + 1);
         self.quiet = self.quiet.min(self.sent.len() as u32);
         self.down |= result.is_err();
-        k as u32 + 1
+        Some(signalled)
     }
 
     /// A post of the core's `wr_id` went to the device (or is held for
     /// its doorbell) as [`next_id`](Self::next_id).
     fn note(&mut self, wr_id: u64, signalled: bool) {
-        self.sent.push_back(wr_id);
+        self.sent.push_back(Sent { wr_id, signalled });
         self.quiet = match signalled {
             true => 0,
             false => self.quiet + 1,
@@ -142,10 +161,13 @@ pub struct VerbsPort {
     recvs: VecDeque<Recv>,
     /// Sends held for the doorbell.
     batch: Batch,
-    /// Sends posted and not yet completed, over every connection: while
-    /// none is, the send queue is not polled (a waiting rank's loop is
-    /// shorter by one provider call).
-    outstanding: u32,
+    /// Signalled posts not yet completed, over every connection: while
+    /// none is, the send queue is polled only once in `OOB_EVERY` rounds
+    /// (a waiting rank's loop is shorter by one provider call; only a
+    /// failure gives an unsignalled send an entry).
+    awaited: u32,
+    /// Calls of `poll_cq`, for that once in `OOB_EVERY`.
+    cq_polls: u32,
     /// The receive queue gave some completions, fewer than a poll takes:
     /// the next call that finds nothing taken does not poll it again,
     /// which ends a progress round's receive loop without a second, empty
@@ -189,7 +211,7 @@ impl VerbsPort {
             + std::mem::size_of::<Peer>()
             + std::mem::size_of::<(u32, u16)>()
             + 1
-            + sq_depth as usize * std::mem::size_of::<u64>()
+            + sq_depth as usize * std::mem::size_of::<Sent>()
     }
 
     /// Rank `me`'s port of a job of `ranks`: the device opened, the
@@ -240,7 +262,8 @@ impl VerbsPort {
             dones: VecDeque::with_capacity(WCS),
             recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
             batch: Batch::new(BATCH, dev.facts.inline_max as usize),
-            outstanding: 0,
+            awaited: 0,
+            cq_polls: 0,
             rx_drained: false,
             wcs: [wc(); WCS],
             events,
@@ -555,7 +578,7 @@ impl VerbsPort {
         let signalled = wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
         if held {
             c.note(core_id, signalled);
-            self.outstanding += 1;
+            self.awaited += u32::from(signalled);
             self.batch.hold(peer, wr, sges, parts);
             self.counters.batched += 1;
             if wr.send_flags & ib::ibv_send_flags::IBV_SEND_SOLICITED.0 != 0 {
@@ -568,7 +591,7 @@ impl VerbsPort {
         let rc = post_send(&self.dev, &c.qp, wr, &mut bad);
         if rc == 0 {
             c.note(core_id, signalled);
-            self.outstanding += 1;
+            self.awaited += u32::from(signalled);
             return Ok(());
         }
         match rc {
@@ -616,13 +639,14 @@ impl VerbsPort {
             c.down = true;
             let k = id.wrapping_sub(c.head);
             if k < c.sent.len() as u64 {
-                let gone: Vec<u64> = c.sent.drain(k as usize..).collect();
-                self.outstanding -= gone.len() as u32;
-                for wr_id in gone.into_iter().filter(|&w| w != OWN) {
-                    self.dones.push_back(Completion {
-                        wr_id,
-                        result: Err(RdmaError::Down),
-                    });
+                for s in c.sent.drain(k as usize..) {
+                    self.awaited -= u32::from(s.signalled);
+                    if s.wr_id != OWN {
+                        self.dones.push_back(Completion {
+                            wr_id: s.wr_id,
+                            result: Err(RdmaError::Down),
+                        });
+                    }
                 }
                 c.quiet = c.quiet.min(c.sent.len() as u32);
             }
@@ -673,9 +697,6 @@ impl VerbsPort {
     /// an error fails the connection (its queue pair is in the error
     /// state).
     fn poll_sends(&mut self, want: usize) {
-        if self.outstanding == 0 {
-            return;
-        }
         let n = poll(&self.dev, self.dev.scq, &mut self.wcs[..want.clamp(1, WCS)]);
         for i in 0..n {
             let w = self.wcs[i];
@@ -688,8 +709,8 @@ impl VerbsPort {
                 .get(&w.qp_num)
                 .and_then(|&p| self.conns.get_mut(p as usize))
                 .and_then(Option::as_mut);
-            match c {
-                Some(c) => self.outstanding -= c.complete(w.wr_id(), result, &mut self.dones),
+            match c.and_then(|c| c.complete(w.wr_id(), result, &mut self.dones)) {
+                Some(n) => self.awaited = self.awaited.saturating_sub(n),
                 None => self.counters.stray_completions += 1,
             }
         }
@@ -713,7 +734,7 @@ impl VerbsPort {
             let mut bad = ptr::null_mut();
             if post_send(&self.dev, &c.qp, &mut wr, &mut bad) == 0 {
                 c.note(OWN, true);
-                self.outstanding += 1;
+                self.awaited += 1;
             }
         }
     }
@@ -918,7 +939,9 @@ impl rmx_driver::Port for VerbsPort {
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-        if self.dones.len() < out.len() {
+        self.cq_polls = self.cq_polls.wrapping_add(1);
+        let due = self.awaited > 0 || self.cq_polls.is_multiple_of(OOB_EVERY);
+        if due && self.dones.len() < out.len() {
             self.poll_sends(out.len() - self.dones.len());
         }
         let n = out.len().min(self.dones.len());
