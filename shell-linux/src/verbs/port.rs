@@ -48,6 +48,13 @@ struct Conn {
     /// Unsignalled sends at the back of `sent`: only a later signalled
     /// post completes them.
     quiet: u32,
+    /// Signalled posts in `sent`: while there are none, and nothing went
+    /// since the doorbell, the queue pair is taken for idle and a send
+    /// leaves at once (an unsignalled one long gone never says so).
+    awaited: u32,
+    /// The doorbell (`VerbsPort::rung`) after which this connection last
+    /// posted.
+    rung: u32,
     /// The queue pair went to the error state: every post is refused.
     down: bool,
 }
@@ -94,6 +101,7 @@ impl Conn {
         }
         self.head = self.head.wrapping_add(k + 1);
         self.quiet = self.quiet.min(self.sent.len() as u32);
+        self.awaited -= signalled;
         self.down |= result.is_err();
         Some(signalled)
     }
@@ -102,6 +110,7 @@ impl Conn {
     /// its doorbell) as [`next_id`](Self::next_id).
     fn note(&mut self, wr_id: u64, signalled: bool) {
         self.sent.push_back(Sent { wr_id, signalled });
+        self.awaited += u32::from(signalled);
         self.quiet = match signalled {
             true => 0,
             false => self.quiet + 1,
@@ -168,6 +177,9 @@ pub struct VerbsPort {
     awaited: u32,
     /// Calls of `poll_cq`, for that once in `OOB_EVERY`.
     cq_polls: u32,
+    /// Doorbells rung: a connection that posted since the last one holds
+    /// its next send for the next.
+    rung: u32,
     /// The receive queue gave some completions, fewer than a poll takes:
     /// the next call that finds nothing taken does not poll it again,
     /// which ends a progress round's receive loop without a second, empty
@@ -264,6 +276,7 @@ impl VerbsPort {
             batch: Batch::new(BATCH, dev.facts.inline_max as usize),
             awaited: 0,
             cq_polls: 0,
+            rung: 1,
             rx_drained: false,
             wcs: [wc(); WCS],
             events,
@@ -337,6 +350,8 @@ impl VerbsPort {
                 sent: VecDeque::with_capacity(self.sizes.sq_depth as usize),
                 head: 0,
                 quiet: 0,
+                awaited: 0,
+                rung: 0,
                 down: false,
             });
             self.counters.connections += 1;
@@ -564,7 +579,9 @@ impl VerbsPort {
         if c.sent.len() >= self.sizes.sq_depth as usize {
             return Err(PostError::Busy);
         }
-        if !c.sent.is_empty() && self.batch.is_full() {
+        let held = c.awaited > 0 || c.rung == self.rung;
+        c.rung = self.rung;
+        if held && self.batch.is_full() {
             self.flush();
         }
         let c = self.conns[peer as usize].as_mut().expect("found above");
@@ -572,7 +589,6 @@ impl VerbsPort {
             // The flush found the connection broken.
             return Err(PostError::Down);
         }
-        let held = !c.sent.is_empty();
         let core_id = wr.wr_id;
         wr.wr_id = c.next_id();
         let signalled = wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
@@ -641,6 +657,7 @@ impl VerbsPort {
             if k < c.sent.len() as u64 {
                 for s in c.sent.drain(k as usize..) {
                     self.awaited -= u32::from(s.signalled);
+                    c.awaited -= u32::from(s.signalled);
                     if s.wr_id != OWN {
                         self.dones.push_back(Completion {
                             wr_id: s.wr_id,
@@ -936,6 +953,7 @@ impl rmx_driver::Port for VerbsPort {
     #[inline]
     fn doorbell(&mut self) {
         self.flush();
+        self.rung = self.rung.wrapping_add(1);
     }
 
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
