@@ -259,7 +259,7 @@ mod guest {
     use rmx_driver::Port as _;
     use rmx_linux::job::{self, Net};
     use rmx_linux::rank::loop_config;
-    use rmx_linux::transport::{Completion, Sge, Transport as _, Work};
+    use rmx_linux::transport::{Completion, Mr, Sge, Transport as _, Work};
     use rmx_linux::verbs::{Select, Sizes, VerbsOptions, VerbsPort};
 
     /// The verbs network on the first device, if this machine has one.
@@ -577,6 +577,39 @@ mod guest {
         out[0]
     }
 
+    /// `src` registered at `a` for local access, `dst` at `b` for remote.
+    ///
+    /// # Safety
+    /// Both buffers outlive the ports' registrations.
+    unsafe fn register_both(
+        a: &mut VerbsPort,
+        b: &mut VerbsPort,
+        src: &[u8],
+        dst: &mut [u8],
+    ) -> (Mr, Mr) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            (
+                a.register(src.as_ptr() as usize, src.len()).unwrap(),
+                b.register_user(dst.as_mut_ptr() as usize, dst.len())
+                    .unwrap(),
+            )
+        }
+    }
+
+    /// An RDMA write of all of `local` to `remote`.
+    fn write_from(local: &Mr, remote: Remote) -> Work<'static> {
+        Work::Rdma {
+            op: rmx_core::RdmaOp::Write,
+            local: Sge {
+                addr: local.addr,
+                len: local.len,
+                key: local.key,
+            },
+            remote,
+        }
+    }
+
     /// An RDMA write with a key the target never gave, or past the end of
     /// its region, fails as an access error and writes nothing; the
     /// connection is then down (RC queue pairs enter the error state).
@@ -590,13 +623,7 @@ mod guest {
             let (mut a, mut b) = pair();
             let mut dst = vec![0u8; 4096];
             // SAFETY: both buffers outlive the ports' registrations.
-            let (sm, dm) = unsafe {
-                (
-                    a.register(src.as_ptr() as usize, src.len()).unwrap(),
-                    b.register_user(dst.as_mut_ptr() as usize, dst.len())
-                        .unwrap(),
-                )
-            };
+            let (sm, dm) = unsafe { register_both(&mut a, &mut b, &src, &mut dst) };
             let remote = match case {
                 "key" => Remote {
                     addr: dm.addr as u64,
@@ -607,15 +634,7 @@ mod guest {
                     key: MemKey(dm.key),
                 },
             };
-            let work = Work::Rdma {
-                op: rmx_core::RdmaOp::Write,
-                local: Sge {
-                    addr: sm.addr,
-                    len: sm.len,
-                    key: sm.key,
-                },
-                remote,
-            };
+            let work = write_from(&sm, remote);
             assert_eq!(a.post(1, 42, work), Ok(None));
             let c = completion(&mut a);
             assert_eq!(c.wr_id, 42);
@@ -671,32 +690,14 @@ mod guest {
         }
         // Overwritten after the posts: held sends carry their own copy.
         head.fill(0xEE);
-        let mut out = [Completion {
-            wr_id: 0,
-            result: Ok(()),
-        }; 4];
-        let mut got = Vec::new();
-        let t = std::time::Instant::now();
-        while t.elapsed() < std::time::Duration::from_millis(500) {
-            let n = a.poll_cq(&mut out);
-            got.extend(out[..n].iter().map(|c| c.wr_id));
-        }
+        let ids = |c: Vec<Completion>| c.iter().map(|c| c.wr_id).collect::<Vec<_>>();
+        let mut got = ids(completions(&mut a, 4, 500));
         assert_eq!(got, [0], "only the first left before the doorbell");
         a.doorbell();
-        while got.len() < 4 && t.elapsed().as_secs() < 30 {
-            let n = a.poll_cq(&mut out);
-            got.extend(out[..n].iter().map(|c| c.wr_id));
-        }
+        got.extend(ids(completions(&mut a, 3, 30_000)));
         assert_eq!(got, [0, 1, 2, 3], "the rest, in order, after it");
-        let mut seen = Vec::new();
-        while seen.len() < 4 && t.elapsed().as_secs() < 30 {
-            if let Some(r) = b.poll_recv() {
-                seen.push(b.rx_bytes(r.buf).expect("a packet").to_vec());
-                b.repost(r.buf);
-            }
-        }
         let want: Vec<Vec<u8>> = (0..4).map(|i| vec![i; 8]).collect();
-        assert_eq!(seen, want);
+        assert_eq!(packets(&mut b, 500), want);
         let c = a.counters();
         assert_eq!((c.batched, c.doorbells), (3, 1), "{c:?}");
     }
@@ -812,27 +813,16 @@ mod guest {
         let src = [7u8; 64];
         let mut dst = vec![0u8; 64];
         // SAFETY: both buffers outlive the ports' registrations.
-        let (sm, dm) = unsafe {
-            (
-                a.register(src.as_ptr() as usize, src.len()).unwrap(),
-                b.register_user(dst.as_mut_ptr() as usize, dst.len())
-                    .unwrap(),
-            )
-        };
+        let (sm, dm) = unsafe { register_both(&mut a, &mut b, &src, &mut dst) };
         inline_to_1(&mut a, 1, false);
         inline_to_1(&mut a, 2, false);
-        let work = Work::Rdma {
-            op: rmx_core::RdmaOp::Write,
-            local: Sge {
-                addr: sm.addr,
-                len: sm.len,
-                key: sm.key,
-            },
-            remote: Remote {
+        let work = write_from(
+            &sm,
+            Remote {
                 addr: dm.addr as u64,
                 key: MemKey(dm.key ^ 0x5a5a_0000),
             },
-        };
+        );
         assert_eq!(a.post(1, 3, work), Ok(None));
         a.doorbell();
         let got = completions(&mut a, 3, 30_000);

@@ -189,9 +189,10 @@ impl Device {
                 let fl = libc::fcntl(fd, libc::F_GETFL);
                 libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
             }
-            // Every send is signalled: the send queue holds each
-            // connection's send queue at once, the receive one every
-            // buffer, the handshake's every datagram either way.
+            // Any send may be signalled, and a failed queue pair gives
+            // every one an entry: the send queue holds each connection's
+            // send queue at once, the receive one every buffer, the
+            // handshake's every datagram either way.
             let sends = sizes.sq_depth.saturating_mul(sizes.peers);
             let handshakes = 2 * super::oob::BUFS as u32;
             for (cq, n) in [
