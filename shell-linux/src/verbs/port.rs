@@ -45,9 +45,6 @@ struct Conn {
     /// went to the device as id `head + i`.
     sent: VecDeque<Sent>,
     head: u64,
-    /// Unsignalled sends at the back of `sent`: only a later signalled
-    /// post completes them.
-    quiet: u32,
     /// Signalled posts in `sent`: while there are none, and nothing went
     /// since the doorbell, the queue pair is taken for idle and a send
     /// leaves at once (an unsignalled one long gone never says so).
@@ -100,7 +97,6 @@ impl Conn {
             }
         }
         self.head = self.head.wrapping_add(k + 1);
-        self.quiet = self.quiet.min(self.sent.len() as u32);
         self.awaited -= signalled;
         self.down |= result.is_err();
         Some(signalled)
@@ -111,10 +107,6 @@ impl Conn {
     fn note(&mut self, wr_id: u64, signalled: bool) {
         self.sent.push_back(Sent { wr_id, signalled });
         self.awaited += u32::from(signalled);
-        self.quiet = match signalled {
-            true => 0,
-            false => self.quiet + 1,
-        };
     }
 
     /// The device id of the next post.
@@ -349,7 +341,6 @@ impl VerbsPort {
                 qp,
                 sent: VecDeque::with_capacity(self.sizes.sq_depth as usize),
                 head: 0,
-                quiet: 0,
                 awaited: 0,
                 rung: 0,
                 down: false,
@@ -665,7 +656,6 @@ impl VerbsPort {
                         });
                     }
                 }
-                c.quiet = c.quiet.min(c.sent.len() as u32);
             }
         }
     }
@@ -738,7 +728,9 @@ impl VerbsPort {
     /// before the queue pair goes.
     fn post_flushes(&mut self) {
         for c in self.conns.iter_mut().flatten() {
-            if c.down || c.quiet == 0 || c.sent.len() >= self.sizes.sq_depth as usize {
+            // Unsignalled sends at the back: only a later post completes them.
+            let quiet = c.sent.back().is_some_and(|s| !s.signalled);
+            if c.down || !quiet || c.sent.len() >= self.sizes.sq_depth as usize {
                 continue;
             }
             let mut wr = ib::ibv_send_wr {
