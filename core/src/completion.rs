@@ -17,11 +17,14 @@ pub enum WorkId {
     /// A one-sided operation of a window's epoch
     /// ([`crate::onesided::Epoch`]): a put (with an immediate when `imm`)
     /// or a get aimed at `target`, posted in `epoch` (a completion of an
-    /// epoch that ended without it is told apart).
+    /// epoch that ended without it is told apart), the `op`th operation
+    /// posted to that target (modulo [`WINDOW_OPS`]), so that a completion
+    /// reported twice is told from another operation's.
     Window {
         window: u16,
         target: u16,
         epoch: u16,
+        op: u16,
         imm: bool,
     },
 }
@@ -29,6 +32,9 @@ pub enum WorkId {
 /// The kind lives in the top four bits; 0 there is never a core id.
 const KIND_SHIFT: u32 = 60;
 const VALUE: u64 = (1 << KIND_SHIFT) - 1;
+/// Operation numbers a window's work id carries: the 11 bits left above
+/// window, target, epoch and the immediate flag.
+pub const WINDOW_OPS: u16 = 1 << 11;
 
 impl WorkId {
     /// The id to post the work request with.
@@ -41,9 +47,11 @@ impl WorkId {
                 window,
                 target,
                 epoch,
+                op,
                 imm,
             } => {
                 4 << KIND_SHIFT
+                    | ((op % WINDOW_OPS) as u64) << 49
                     | (epoch as u64) << 33
                     | (window as u64) << 17
                     | (target as u64) << 1
@@ -59,10 +67,11 @@ impl WorkId {
             1 if v <= u16::MAX as u64 => Some(WorkId::Send(SlotId(v as u16))),
             2 if v <= u16::MAX as u64 => Some(WorkId::Inline(v as u16)),
             3 if v <= u32::MAX as u64 => Some(WorkId::Rdma(v as u32)),
-            4 if v < 1 << 49 => Some(WorkId::Window {
+            4 => Some(WorkId::Window {
                 window: (v >> 17) as u16,
                 target: (v >> 1) as u16,
                 epoch: (v >> 33) as u16,
+                op: (v >> 49) as u16,
                 imm: v & 1 == 1,
             }),
             _ => None,
@@ -100,12 +109,14 @@ mod tests {
                 window: u16::MAX,
                 target: 0,
                 epoch: 1,
+                op: WINDOW_OPS - 1,
                 imm: true,
             },
             WorkId::Window {
                 window: 0,
                 target: u16::MAX,
                 epoch: u16::MAX,
+                op: 0,
                 imm: false,
             },
         ] {
@@ -117,7 +128,7 @@ mod tests {
             u64::MAX,
             1 << 60 | 1 << 16,
             3 << 60 | 1 << 32,
-            4 << 60 | 1 << 49,
+            6 << 60 | 1 << 49,
             5 << 60,
         ] {
             assert_eq!(WorkId::from_wr_id(foreign), None, "{foreign:#x}");

@@ -74,6 +74,9 @@ pub enum SendError {
     /// Longer than one message carries (`u32::MAX` bytes): a shell whose
     /// lengths are wider refuses it rather than send a truncated message.
     TooLong,
+    /// The NIC refused the send for good: nothing left. `Access`: the
+    /// buffer could not be read; otherwise the connection failed with it.
+    Refused(PostError),
 }
 
 /// Why a receive was refused. Nothing was posted.
@@ -409,6 +412,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.slots[slot as usize].req = Some(req);
                     return Ok(req);
                 }
+                Sent::Refused(e) => return Err(SendError::Refused(e)),
                 Sent::No | Sent::Rts => {}
             }
         }

@@ -34,6 +34,9 @@ pub struct Stats {
     /// a peer that gave this rank up (which then fails it too).
     pub gone_out: u64,
     pub gone_in: u64,
+    /// Nanoseconds the endpoint was not driven past its earliest deadline:
+    /// time not counted as any peer's silence.
+    pub away_ns: u64,
     /// Sends that had to wait for a credit or a bounce slot.
     pub send_stalls: u64,
     /// Eager sends whose payload the NIC gathered from the user buffer.
@@ -75,6 +78,9 @@ pub struct Stats {
     pub rx_pool_low: u64,
     pub post_busy: u64,
     pub post_down: u64,
+    /// Posts the NIC refused for good (a key or bound it would not take,
+    /// work it cannot do): each failed its connection, or its request.
+    pub post_refused: u64,
     /// Inline sends posted without a completion of their own
     /// (`Config::cq_moderation`).
     pub unsignalled: u64,

@@ -14,8 +14,9 @@ use rmx_core::onesided::{
 };
 use rmx_core::{WcResult, WorkId};
 
-/// A NIC that answers every RDMA post with what the input chose.
-struct Told(u8);
+/// A NIC that answers every RDMA post with what the input chose, and
+/// keeps the work id of the last.
+struct Told(u8, Option<WorkId>);
 
 impl Told {
     fn answer(&self) -> Result<Posted, PostError> {
@@ -44,21 +45,23 @@ impl Nic for Told {
     fn post_rdma(
         &mut self,
         _: u16,
-        _: WorkId,
+        work: WorkId,
         _: RdmaOp,
         _: Gather,
         _: Remote,
     ) -> Result<Posted, PostError> {
+        self.1 = Some(work);
         self.answer()
     }
     fn post_write_imm(
         &mut self,
         _: u16,
-        _: WorkId,
+        work: WorkId,
         _: Gather,
         _: Remote,
         _: u32,
     ) -> Result<Posted, PostError> {
+        self.1 = Some(work);
         self.answer()
     }
 }
@@ -87,6 +90,8 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
     let mut e = Epoch::new(3, me, design, targets).expect("me is a rank");
     let mut counts = vec![0u8; Epoch::<Vec<Target>>::reduce_len(design, RANKS)];
     let mut posted = 0u32;
+    // The work ids in flight, as the NIC saw them posted.
+    let mut flying: Vec<WorkId> = Vec::new();
     for (what, a, b, bytes) in events {
         let target = (a % RANKS as u64) as u16;
         match what % 9 {
@@ -108,9 +113,14 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
                     key: MemKey(1),
                 };
                 let before = e.in_flight();
-                let mut nic = Told(bytes[0]);
+                let mut nic = Told(bytes[0], None);
                 let _ = e.post(&mut nic, target, &h, local);
                 assert!(e.in_flight() <= before + 1);
+                if e.in_flight() > before {
+                    let w = nic.1.expect("posted");
+                    assert!(!flying.contains(&w), "two in flight under one id");
+                    flying.push(w);
+                }
                 posted += e.in_flight() - before;
             }
             2 => e.message(target),
@@ -120,16 +130,25 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
                 } else {
                     Err(rmx_core::RdmaError::Access)
                 };
-                let work = WorkId::Window {
-                    window: 3,
-                    target,
-                    epoch: e.epoch().wrapping_sub(u16::from(bytes[2] & 1)),
-                    imm: bytes[1] & 1 == 1,
+                // One in flight (a repeat, once it completed), or any id.
+                let work = match flying.get(bytes[3] as usize) {
+                    Some(&w) if bytes[4] & 1 == 0 => w,
+                    _ => WorkId::Window {
+                        window: 3,
+                        target,
+                        epoch: e.epoch().wrapping_sub(u16::from(bytes[2] & 1)),
+                        op: u16::from_le_bytes([bytes[5], bytes[6]]) % 2048,
+                        imm: bytes[1] & 1 == 1,
+                    },
                 };
+                let known = flying.iter().position(|&w| w == work);
                 if e.on_completion(work, result) {
                     posted = posted
                         .checked_sub(1)
                         .expect("completed only what was in flight");
+                    flying.remove(known.expect("only an operation in flight completes"));
+                } else if let (Some(_), WorkId::Window { epoch, .. }) = (known, work) {
+                    assert_ne!(epoch, e.epoch(), "an operation in flight refused");
                 }
             }
             4 => {
@@ -174,6 +193,8 @@ fuzz_target!(|input: (u8, u8, Vec<(u8, u64, u32, [u8; 8])>, &[u8])| {
         }
         assert_eq!(e.in_flight(), posted.min(e.in_flight()));
         posted = e.in_flight();
+        // An epoch that ended awaits none of its operations.
+        flying.retain(|w| matches!(w, WorkId::Window { epoch, .. } if *epoch == e.epoch()));
     }
     let _ = OpHeader::decode(first);
 });

@@ -548,3 +548,117 @@ fn receives_for_any_source_are_covered_by_liveness() {
     assert!(b.0.stats().pings_out > 0);
     assert_eq!(b.0.test(any), Ok(None), "rank 2 may still match it");
 }
+
+/// A rank nobody drove for longer than the peer timeout (a thread that
+/// turned to another rank, a process descheduled on a busy host) could
+/// not hear its peer meanwhile: on its return it retransmits and waits,
+/// and the peer's answer keeps it alive. A dead peer is still given up,
+/// after the peer timeout spent listening.
+#[test]
+fn a_rank_away_longer_than_the_peer_timeout_gives_no_live_peer_up() {
+    let cfg = lossy(10_000_000);
+    let mut a = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut b = Ep::new(cfg, 1, 2, Tables::new(&SIZES)).unwrap();
+    let (mut an, mut bn) = (MemNic::new(32, 1024), MemNic::new(32, 1024));
+    let s = an.user_buf(vec![3; 16]);
+    let into = bn.user_buf(vec![0; 16]);
+    b.irecv(0, &mut bn, Source::Rank(0), TagSel::Any, 0, into, 16)
+        .unwrap();
+    a.isend(0, &mut an, 1, 1, 0, s, 16).unwrap();
+    // The packet is lost; then both ranks are away for 20 timeouts.
+    an.outbox.clear();
+    let back = 200_000_000;
+    a.poll(back, &mut an);
+    assert!(!a.failed(1), "given up on its return");
+    assert!(a.stats().away_ns >= back - 1_000_000, "{:?}", a.stats());
+    // The retransmission reaches b, whose answer reaches a.
+    let mut now = back;
+    for _ in 0..50 {
+        for (_, p) in an.outbox.drain(..) {
+            let buf = bn.deliver(p);
+            b.on_receive(now, &mut bn, buf);
+        }
+        b.poll(now, &mut bn);
+        for (_, p) in bn.outbox.drain(..) {
+            let buf = an.deliver(p);
+            a.on_receive(now, &mut an, buf);
+        }
+        match a.poll_timeout() {
+            Some(t) => now = now.max(t),
+            None => break,
+        }
+        a.poll(now, &mut an);
+    }
+    assert!(!a.failed(1) && !b.failed(0));
+    assert_eq!(b.stats().messages_in, 1);
+    // Now b is dead: a, driven on time, gives it up after the timeout.
+    let s = an.user_buf(vec![4; 16]);
+    a.isend(now, &mut an, 1, 2, 0, s, 16).unwrap();
+    let start = now;
+    let gave_up = run_until(&mut a, &mut an, now, 1000, |a| a.failed(1));
+    assert!(a.failed(1));
+    assert!(gave_up - start >= 10_000_000, "{}", gave_up - start);
+}
+
+/// A send the NIC refuses for good is never reported sent. Inline (the
+/// user's bytes unreadable): `isend` says so, nothing was sequenced and
+/// the connection goes on. From a bounce slot (sequenced, counted against
+/// credit): `isend` says so and the connection fails, so a rendezvous
+/// whose RTS was refused ends `PeerFailed` at the next poll and a lossy
+/// wire does not re-post it until the peer timeout. Before, each was
+/// reported sent and the rendezvous waited with no timer.
+#[test]
+fn a_send_the_nic_refuses_is_never_reported_sent() {
+    let mut cfg = Config {
+        inline_max: 64,
+        ..Config::reliable(THRESHOLD, 4)
+    };
+    // Inline, refused with an access error.
+    let mut a = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut nic = MemNic::new(32, 1024);
+    nic.inline = true;
+    let s = nic.user_buf(vec![1; 16]);
+    nic.refuse = Some(PostError::Access);
+    assert_eq!(
+        a.isend(0, &mut nic, 1, 1, 0, s, 16),
+        Err(SendError::Refused(PostError::Access))
+    );
+    assert!(nic.outbox.is_empty());
+    a.poll(1, &mut nic);
+    assert!(!a.failed(1), "the connection goes on");
+    nic.refuse = None;
+    assert_eq!(a.isend(2, &mut nic, 1, 1, 0, s, 16), Ok(Request::COMPLETE));
+    assert_eq!(nic.outbox.len(), 1);
+    assert_eq!(a.stats().post_refused, 1);
+    // From a bounce slot, refused as unsupported.
+    cfg.inline_max = 0;
+    for reliable in [true, false] {
+        let cfg = Config { reliable, ..cfg };
+        let mut a = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+        let mut nic = MemNic::new(32, 1024);
+        let s = nic.user_buf(vec![1; 16]);
+        nic.refuse = Some(PostError::Unsupported);
+        assert_eq!(
+            a.isend(0, &mut nic, 1, 1, 0, s, 16),
+            Err(SendError::Refused(PostError::Unsupported)),
+            "reliable {reliable}"
+        );
+        let until = run_until(&mut a, &mut nic, 1, 100, |a| a.failed(1));
+        assert!(a.failed(1), "reliable {reliable}");
+        assert!(until < cfg.peer_timeout_ns / 100, "failed at once: {until}");
+        assert_eq!(a.stats().retransmits, 0, "never re-posted");
+    }
+    // A rendezvous whose RTS is refused ends at the next poll.
+    let mut a = Ep::new(cfg, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut nic = MemNic::new(32, 1024);
+    let big = nic.user_buf(vec![9; 1000]);
+    nic.refuse = Some(PostError::Access);
+    let r = a.isend(0, &mut nic, 1, 5, 0, big, 1000).unwrap();
+    assert_ne!(r, Request::COMPLETE);
+    assert_eq!(a.test(r), Ok(None));
+    a.poll(1, &mut nic);
+    assert_eq!(
+        a.test(r).unwrap().expect("ended").fault,
+        Some(RecvFault::PeerFailed)
+    );
+}

@@ -670,3 +670,33 @@ fn pull_frames_are_gathered_from_the_senders_buffer_where_that_is_cheap() {
     assert_eq!(an.gathered, frames, "every frame gathered");
     assert!(an.regs.is_empty(), "the registration ended with the send");
 }
+
+/// The RDMA side of a transfer whose peer died (its write or read fails
+/// with the connection): the request ends `PeerFailed`, as every request
+/// naming a failed peer does, not `Rdma(Down)`; the peer is failed at the
+/// next poll.
+#[test]
+fn a_transfer_whose_peer_died_ends_peer_failed() {
+    for p in [Protocol::Rput, Protocol::Rget] {
+        let mut t = started(p, LEN);
+        pump(&mut t.bn, &mut t.a, &mut t.an);
+        let (ep, nic) = match p {
+            Protocol::Rput => (&mut t.a, &mut t.an),
+            _ => (&mut t.b, &mut t.bn),
+        };
+        let req = match p {
+            Protocol::Rput => t.send,
+            _ => t.recv,
+        };
+        let posts: Vec<_> = nic.rdma_out.drain(..).collect();
+        assert!(!posts.is_empty(), "{p:?}");
+        for q in &posts {
+            let WorkId::Rdma(id) = q.work else { panic!() };
+            ep.on_rdma_complete(nic, id, Err(RdmaError::Down));
+        }
+        ep.poll(1, nic);
+        let st = ep.test(req).unwrap().expect("ended");
+        assert_eq!(st.fault, Some(RecvFault::PeerFailed), "{p:?}");
+        assert!(ep.failed(1 - ep.rank()), "{p:?}");
+    }
+}

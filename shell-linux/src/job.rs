@@ -346,7 +346,7 @@ fn blaming_failed_peers<T>(
         );
         if say_now {
             let me = ranks.first().map_or(0, |r| r.rank());
-            eprintln!("rmx: rank {me}: {why}");
+            crate::say::say(format_args!("rank {me}: {why}"));
             std::panic::panic_any(Said(why));
         }
         panic!("{why}")

@@ -16,6 +16,7 @@ pub mod monitor;
 pub mod pmi;
 pub mod rank;
 pub mod reuse;
+pub mod say;
 pub mod tables;
 pub mod transport;
 #[cfg(feature = "verbs")]

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use rmx_linux::bench::{self};
+use rmx_linux::say::say;
 
 mod cli;
 
@@ -15,7 +16,7 @@ fn main() -> ExitCode {
     if let Some(why) = rmx_linux::pmi::foreign_launcher() {
         // Each process would run the whole job alone, and the copies
         // would take each other's frames: refuse before anything starts.
-        eprintln!("rmx: {why}");
+        say(why);
         return ExitCode::from(2);
     }
     rmx_linux::pmi::ignore_launcher_notice();
@@ -26,12 +27,12 @@ fn main() -> ExitCode {
         // not bad input.
         Err(_) => {
             if let Some(why) = first_stop() {
-                eprintln!("rmx: {why}");
+                say(why);
             }
             1
         }
         Ok(Err(e)) => {
-            eprintln!("rmx: {e}");
+            say(e);
             2
         }
     };
@@ -79,7 +80,7 @@ fn one_line_panics() {
         let line = match rank {
             // Printed already: nothing left to say.
             _ if info.payload().is::<rmx_linux::job::Said>() => String::new(),
-            Some(r) => format!("{r}: {msg}"),
+            Some(r) => rmx_linux::say::for_rank(&r, msg),
             None => msg.to_string(),
         };
         let mut stopped = STOPPED.lock().unwrap_or_else(|e| e.into_inner());

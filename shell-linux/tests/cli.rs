@@ -1289,19 +1289,17 @@ fn benchmarks_on_a_busy_host_give_no_live_peer_up() {
     }
 }
 
-/// A launcher that hangs up after the PMI handshake, in the middle of the
-/// job's address exchange: the rank says so in one line naming itself and
-/// the cause, and exits 1. The launcher here is the test itself, serving
-/// PMI-1 on the socket it hands over as `PMI_FD`.
-#[test]
-fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
+/// Runs `rmx bench pingpong` over eth on lo as rank 0 of 2 under a
+/// launcher that is the test itself, serving PMI-1 on the socket it hands
+/// over as `PMI_FD`: it answers the handshake and puts, then hangs up at
+/// the exchange's barrier, or with `peer` answers the barrier and gives
+/// `peer` as rank 1's every value. Exit code, standard error, and what
+/// the rank asked.
+fn under_fake_launcher(peer: Option<&str>) -> (Option<i32>, String, Vec<String>) {
     use std::io::{BufRead, BufReader, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::os::unix::process::CommandExt;
-    if !raw_on_lo() {
-        return;
-    }
     let (ours, theirs) = UnixStream::pair().unwrap();
     let fd = theirs.as_raw_fd();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmx"));
@@ -1334,15 +1332,22 @@ fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
             break;
         }
         asked.push(line.trim().to_string());
-        let reply = match line.split_whitespace().next().unwrap_or("") {
-            "cmd=init" => "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
-            "cmd=get_maxes" => "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n",
-            "cmd=get_my_kvsname" => "cmd=my_kvsname kvsname=kvs_0\n",
-            "cmd=put" => "cmd=put_result rc=0 msg=success\n",
+        let reply = match (line.split_whitespace().next().unwrap_or(""), peer) {
+            ("cmd=init", _) => "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n".into(),
+            ("cmd=get_maxes", _) => {
+                "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n".into()
+            }
+            ("cmd=get_my_kvsname", _) => "cmd=my_kvsname kvsname=kvs_0\n".into(),
+            ("cmd=put", _) => "cmd=put_result rc=0 msg=success\n".into(),
+            ("cmd=barrier_in", Some(_)) => "cmd=barrier_out\n".to_string(),
+            // Rank 0 asks only for rank 1's values.
+            ("cmd=get", Some(p)) => format!("cmd=get_result rc=0 msg=success value={p}\n"),
             // The exchange's barrier: the launcher goes away.
             _ => break,
         };
-        w.write_all(reply.as_bytes()).unwrap();
+        if w.write_all(reply.as_bytes()).is_err() {
+            break;
+        }
     }
     drop((lines, w));
     let t0 = Instant::now();
@@ -1350,7 +1355,10 @@ fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        assert!(t0.elapsed() < DEADLINE, "rmx still ran: {asked:?}");
+        if t0.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("rmx still ran: {asked:?}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut err = String::new();
@@ -1360,14 +1368,47 @@ fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
+    (status.code(), err, asked)
+}
+
+/// A launcher that hangs up after the PMI handshake, in the middle of the
+/// job's address exchange: the rank says so in one line naming itself and
+/// the cause, and exits 1.
+#[test]
+fn a_launcher_that_hangs_up_after_the_handshake_ends_the_rank_with_one_line() {
+    if !raw_on_lo() {
+        return;
+    }
+    let (code, err, asked) = under_fake_launcher(None);
     assert!(
         asked.iter().any(|l| l.starts_with("cmd=put")),
         "the handshake was done and the exchange begun: {asked:?}"
     );
-    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(code, Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with("rmx: rank 0: ") && err.contains("PMI"),
         "{err}"
     );
+}
+
+/// A peer's address that is not hex is named as such, and an address of
+/// the wrong length as no eth address; either way the rank is named once
+/// ("rmx: rank 0: rank 0: ..." before).
+#[test]
+fn a_bad_peer_address_is_named_in_one_line_naming_the_rank_once() {
+    if !raw_on_lo() {
+        return;
+    }
+    for (value, want) in [
+        ("zz", "is not hex"),
+        ("abcd", "rank 1 has no eth address (2 bytes)"),
+    ] {
+        let (code, err, asked) = under_fake_launcher(Some(value));
+        assert_eq!(code, Some(1), "{value}: {err} {asked:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("rmx: rank 0: rank 1"), "{value}: {err}");
+        assert!(err.contains(want), "{value}: {err}");
+        assert!(!err.contains("could not open its port"), "{err}");
+    }
 }

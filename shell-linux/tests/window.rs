@@ -250,3 +250,35 @@ fn windows_that_cannot_be_reserved_are_refused() {
     });
     assert_eq!(out, vec![2, 1]);
 }
+
+/// A get's handle names its epoch: kept past a later fence it is refused,
+/// and the later epoch's get still has its own bytes. Before, the handle
+/// was an index restarting each epoch, and the old one took the new
+/// get's bytes.
+#[test]
+fn a_get_handle_from_an_earlier_epoch_is_refused() {
+    for design in Design::ALL {
+        let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let mut w = r.win_create_with(8, 1, design).expect("window");
+            let me = r.rank();
+            w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+            w.write(0, &[10 + me as u8; 8]).unwrap();
+            w.fence_with(r, Assert::NO_PRECEDE).unwrap();
+            let first = w.get(r, 1 - me, 0, 8).unwrap();
+            w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+            w.write(0, &[20 + me as u8; 8]).unwrap();
+            w.fence_with(r, Assert::NO_PRECEDE).unwrap();
+            let second = w.get(r, 1 - me, 0, 8).unwrap();
+            w.fence_with(r, Assert::NO_SUCCEED).unwrap();
+            let stale = w.take(first);
+            let fresh = w.take(second);
+            w.free(r).unwrap();
+            (stale, fresh)
+        });
+        for (me, (stale, fresh)) in out.into_iter().enumerate() {
+            assert_eq!(stale, None, "{design:?}: a stale handle taken");
+            let peer = 1 - me as u8;
+            assert_eq!(fresh, Some(vec![20 + peer; 8]), "{design:?}");
+        }
+    }
+}

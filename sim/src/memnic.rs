@@ -17,6 +17,9 @@ pub struct MemNic {
     pub outbox: Vec<(u16, Vec<u8>)>,
     /// Reject posts with `Busy` while set.
     pub busy: bool,
+    /// Refuse every send (from a slot, gathered or inline) with this
+    /// error while set, as a NIC refuses a bad key or an invalid request.
+    pub refuse: Option<PostError>,
     /// Reject posts to these peers with `Down` (their connection is gone).
     pub down: Vec<u16>,
     /// Report posted sends as completing later (`Posted::Later`).
@@ -115,6 +118,7 @@ impl MemNic {
             user: Vec::new(),
             outbox: Vec::new(),
             busy: false,
+            refuse: None,
             down: Vec::new(),
             later: false,
             inline: false,
@@ -308,6 +312,9 @@ impl Nic for MemNic {
         if self.down.contains(&peer) {
             return Err(PostError::Down);
         }
+        if let Some(e) = self.refuse {
+            return Err(e);
+        }
         if self.busy {
             return Err(PostError::Busy);
         }
@@ -375,6 +382,9 @@ impl Nic for MemNic {
         header_len: usize,
         payload: Gather,
     ) -> Result<Posted, PostError> {
+        if let Some(e) = self.refuse {
+            return Err(e);
+        }
         if self.busy {
             return Err(PostError::Busy);
         }
@@ -402,6 +412,9 @@ impl Nic for MemNic {
     ) -> Result<Posted, PostError> {
         if !self.inline {
             return Err(PostError::Unsupported);
+        }
+        if let Some(e) = self.refuse {
+            return Err(e);
         }
         if self.busy || self.limit_reached(peer) {
             return Err(PostError::Busy);

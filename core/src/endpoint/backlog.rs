@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// What became of a bounce slot's post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Post {
+    /// Posted (or queued for a send entry), or lost with a broken
+    /// connection, as any send on it is.
+    Posted,
+    /// The NIC was busy: nothing happened.
+    Busy,
+    /// The NIC refused it for good: its connection fails.
+    Refused(PostError),
+}
+
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Puts `slot` at the tail of its peer's backlog.
     pub(super) fn enqueue(&mut self, slot: u16) {
@@ -32,7 +44,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             let p = &self.peers[d];
             Header::refresh(nic.slot_mut(SlotId(slot)), p.rx_next, p.limit);
             let credit = p.limit;
-            if !self.post_now(nic, slot) {
+            if self.post_now(nic, slot) == Post::Busy {
                 return;
             }
             self.peers[d].carried(credit);
@@ -60,21 +72,27 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     }
 
     /// Posts an encoded slot, or queues it behind its peer's backlog when the
-    /// connection has no free send entry or the NIC is busy.
+    /// connection has no free send entry or the NIC is busy; `Refused` if
+    /// the NIC refused it for good (its connection then fails).
     #[inline]
-    pub(super) fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) {
+    pub(super) fn post_or_queue<N: Nic>(&mut self, nic: &mut N, slot: u16) -> Post {
         let p = &self.peers[self.slots[slot as usize].peer as usize];
-        if !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes || !self.post_now(nic, slot) {
+        let r = match !p.backlog.is_empty() || p.wqes >= self.cfg.send_wqes {
+            true => Post::Busy,
+            false => self.post_now(nic, slot),
+        };
+        if r == Post::Busy {
             self.enqueue(slot);
-            return;
+            return Post::Posted;
         }
         self.slots.put(slot);
+        r
     }
 
-    /// Posts `slot` now; `false` if the NIC was busy (nothing happened).
+    /// Posts `slot` now: `Busy` if the NIC was busy (nothing happened).
     /// The caller frees the slot if nothing else holds it.
     #[inline]
-    pub(super) fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> bool {
+    pub(super) fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> Post {
         let m = self.slots[slot as usize];
         let r = if m.wake {
             nic.post_send_solicited(m.peer, SlotId(slot), m.len as usize)
@@ -93,17 +111,20 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             Err(PostError::Busy) => {
                 self.stats.post_busy += 1;
                 self.nic_busy(Timer::Retry);
-                return false;
+                return Post::Busy;
             }
-            Err(e) => {
+            Err(PostError::Down) => {
                 self.stats.post_down += 1;
-                if e == PostError::Down {
-                    self.peer_down(m.peer);
-                }
+                self.peer_down(m.peer);
+            }
+            Err(e @ (PostError::Access | PostError::Unsupported)) => {
+                self.post_refused(m.peer);
+                self.slots[slot as usize].sealed = true;
+                return Post::Refused(e);
             }
         }
         self.slots[slot as usize].sealed = true;
-        true
+        Post::Posted
     }
 
     /// The NIC finished a send posted with [`Posted::Later`]: its send entry

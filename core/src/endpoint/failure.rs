@@ -22,6 +22,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// The transport reported `peer`'s connection down. It is failed at the
     /// next poll, not here: the caller may be walking the peer's lists.
+    /// The NIC refused a post to `peer` for good ([`PostError::Access`] or
+    /// [`PostError::Unsupported`]) though the packet was sequenced and
+    /// counted against credit: the connection cannot go on in order, so
+    /// it fails as a broken one does, and whatever waits on it ends.
+    pub(super) fn post_refused(&mut self, peer: u16) {
+        self.stats.post_refused += 1;
+        self.peer_down(peer);
+    }
+
     pub(super) fn peer_down(&mut self, peer: u16) {
         let p = &mut self.peers[peer as usize];
         if !p.down && !p.failed {

@@ -22,6 +22,14 @@
 //! minutes without polling gets a few dozen pings, not thousands. A peer
 //! with sends in flight is not pinged: their completions tell.
 //!
+//! Silence counts only while this rank listens. A rank that nobody drove
+//! for a while (a thread that turned to other work, a process descheduled
+//! on a busy host, a benchmark that alternates between ranks) could not
+//! have heard its peers, and they may have been away just as long: the
+//! time it was away is taken off every peer's silence (see
+//! [`away`](Endpoint::away)), so a peer is given up only after
+//! `Config::peer_timeout_ns` of listening in vain.
+//!
 //! A give-up is mutual: a rank answers any packet from a peer it gave up
 //! with a GONE notice, and a rank told so fails that peer in turn, so the
 //! other side never waits on a peer that drops everything it sends.
@@ -75,6 +83,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn unposted(&mut self, pr: &PostedRecv) {
         if let Some(r) = pr.source {
             self.unawait_peer(r);
+        }
+    }
+
+    /// The endpoint was not driven for `ns` past its earliest deadline:
+    /// that time is nobody's silence. Every silence clock moves on by it.
+    pub(super) fn away(&mut self, ns: u64) {
+        self.stats.away_ns = self.stats.away_ns.saturating_add(ns);
+        self.any_since = self.any_since.saturating_add(ns);
+        for p in self.peers.all_mut()[..self.npeers as usize].iter_mut() {
+            p.heard = p.heard.saturating_add(ns);
         }
     }
 

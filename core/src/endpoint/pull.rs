@@ -430,7 +430,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.free_slot(slot);
                 true
             }
-            Err(_) => false,
+            Err(PostError::Access | PostError::Unsupported) => {
+                self.post_refused(x.peer);
+                self.free_slot(slot);
+                true
+            }
+            Err(PostError::Busy) => false,
         }
     }
 

@@ -107,6 +107,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         x.chunks -= 1;
         if let Err(e) = result {
             x.fault = Some(e);
+            if e == RdmaError::Down {
+                // The connection broke: the peer is failed at the next poll.
+                let peer = x.peer;
+                self.peer_down(peer);
+            }
         }
         self.settle(nic, i);
     }

@@ -174,13 +174,22 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             }
             Err(e) => {
                 self.slots.put(slot);
-                if e == PostError::Down {
-                    self.stats.post_down += 1;
-                    self.peer_down(dest);
-                    return true;
+                match e {
+                    PostError::Busy => {
+                        self.stats.post_busy += 1;
+                        false
+                    }
+                    PostError::Down => {
+                        self.stats.post_down += 1;
+                        self.peer_down(dest);
+                        true
+                    }
+                    // Retried, it would be refused again for ever.
+                    PostError::Access | PostError::Unsupported => {
+                        self.post_refused(dest);
+                        true
+                    }
                 }
-                self.stats.post_busy += 1;
-                false
             }
         }
     }

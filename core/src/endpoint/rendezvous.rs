@@ -498,10 +498,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn complete<N: Nic>(&mut self, nic: &mut N, i: usize) {
         self.release_buf(nic, i);
         let x = self.work[i].xfer;
-        // `fail_transfers` gave every transfer with a failed peer its fault.
-        let failed = self.peers[x.peer as usize].failed;
+        // `fail_transfers` gave every transfer with a failed peer its fault;
+        // a broken connection (down, failed at the next poll) is one too.
+        let (failed, down) = {
+            let p = &self.peers[x.peer as usize];
+            (p.failed, p.down)
+        };
         let fault = |e| {
-            if failed {
+            if failed || (down && e == RdmaError::Down) {
                 RecvFault::PeerFailed
             } else {
                 RecvFault::Rdma(e)

@@ -2,6 +2,7 @@
 //! into a bounce slot, or zero-copy), packed with others into one packet,
 //! or queued until a credit or a slot frees.
 
+use super::backlog::Post;
 use super::*;
 
 /// How far `try_send` got.
@@ -14,6 +15,8 @@ pub(super) enum Sent {
     Reading(u16),
     /// A rendezvous's RTS left; its request stays pending.
     Rts,
+    /// The NIC refused the send for good: nothing left.
+    Refused(PostError),
 }
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
@@ -85,13 +88,18 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                         return self.pack(now, nic, q);
                     }
                 }
-                Err(e @ (PostError::Down | PostError::Access)) => {
+                Err(PostError::Down) => {
+                    // Lost with its connection, as any send on it is.
                     self.stats.post_down += 1;
-                    if e == PostError::Down {
-                        self.peer_down(q.dest);
-                    }
+                    self.peer_down(q.dest);
                     self.sent(d, &h);
                     return Sent::Done;
+                }
+                Err(PostError::Access) => {
+                    // The user's bytes could not be read: nothing was
+                    // sequenced, the connection goes on.
+                    self.stats.post_refused += 1;
+                    return Sent::Refused(PostError::Access);
                 }
                 Err(PostError::Unsupported) => {}
             }
@@ -126,8 +134,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.sent(d, &h);
         self.slots[slot as usize] = meta;
         self.track_unacked(now, d, slot);
-        self.post_or_queue(nic, slot);
-        Sent::Done
+        match self.post_or_queue(nic, slot) {
+            Post::Refused(e) => Sent::Refused(e),
+            _ => Sent::Done,
+        }
     }
 
     /// Whether an inline send to peer `d` asks for its own completion:
@@ -297,6 +307,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         Some(sent)
     }
 
+    /// How a request whose post the NIC refused for good ends.
+    pub(super) fn refused(e: PostError) -> State {
+        let fault = match e {
+            PostError::Access => RecvFault::Rdma(RdmaError::Access),
+            // Its connection failed with it.
+            _ => RecvFault::PeerFailed,
+        };
+        State::Done(Status {
+            fault: Some(fault),
+            ..Status::SENT
+        })
+    }
+
     /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
     #[inline]
     pub(super) fn sent(&mut self, d: usize, h: &Header) {
@@ -363,6 +386,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     continue;
                 }
                 Sent::Done => self.reqs.set(q.req, State::SendDone),
+                Sent::Refused(e) => self.reqs.set(q.req, Self::refused(e)),
                 Sent::Rts => {}
                 Sent::Reading(slot) => {
                     self.reqs.set(q.req, State::SendInFlight);

@@ -58,6 +58,11 @@ impl Timers {
     }
 }
 
+/// A call later than this past the endpoint's earliest deadline (or its
+/// last call) means the endpoint was not driven meanwhile: long beside a
+/// missed wake-up or a time slice, short beside `Config::peer_timeout_ns`.
+pub(super) const AWAY_NS: u64 = 1_000_000;
+
 /// How long the second try of a post that met a busy NIC waits; each
 /// further failure in a row doubles it, up to the delayed-ack time.
 const FIRST_BACKOFF_NS: u64 = 1_000;
@@ -69,9 +74,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.timers.arm(Timer::Peers, t);
     }
 
-    /// Time moves on: the latest `now` a call brought.
+    /// Time moves on: the latest `now` a call brought. A call that comes
+    /// long after the endpoint's earliest deadline finds it was away (see
+    /// [`away`](Self::away)).
     #[inline]
     pub(super) fn tick(&mut self, now: u64) {
+        if let Some(due) = self.timers.next_timeout() {
+            let since = due.max(self.now);
+            if now.saturating_sub(since) > AWAY_NS {
+                self.away(now - since);
+            }
+        }
         self.now = self.now.max(now);
     }
 

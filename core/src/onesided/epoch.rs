@@ -34,7 +34,7 @@
 //! collective a fence waits for is queued behind them: a fence with more
 //! operations than the pool holds would never end.
 
-use crate::completion::{WcResult, WorkId};
+use crate::completion::{WcResult, WorkId, WINDOW_OPS};
 use crate::nic::{Gather, Nic, PostError, Posted, RdmaOp, Remote};
 use crate::wire::onesided::{
     imm, Descriptor, OpHeader, RmaError, RmaKind, HEADER, INLINE, MAX_GETS,
@@ -56,7 +56,17 @@ pub struct Target {
     /// Operations from it received this fence before its finish message
     /// said how many to await (designs with finish messages).
     arrived: u32,
+    /// RDMA operations posted to it since the window was made: the next
+    /// one's number (its work id carries it modulo [`WINDOW_OPS`]).
+    posted: u16,
+    /// Which of the last [`IN_FLIGHT`] numbers are in flight (bit `n % 64`):
+    /// a completion of one that is not is a repeat and changes nothing.
+    flying: u64,
 }
+
+/// RDMA operations in flight to one target at most; the next post waits
+/// ([`EpochError::Busy`]) until the oldest completes.
+pub const IN_FLIGHT: u16 = 64;
 
 impl Target {
     /// A rank's entry, from the descriptor it published.
@@ -67,7 +77,16 @@ impl Target {
             msgs: 0,
             used: false,
             arrived: 0,
+            posted: 0,
+            flying: 0,
         }
+    }
+
+    /// Whether operation number `op` (modulo [`WINDOW_OPS`]) is among the
+    /// last [`IN_FLIGHT`] posted and has not completed.
+    fn in_flight(&self, op: u16) -> bool {
+        let age = self.posted.wrapping_sub(op) % WINDOW_OPS;
+        (1..=IN_FLIGHT).contains(&age) && self.flying & (1 << (op % IN_FLIGHT)) != 0
     }
 }
 
@@ -428,7 +447,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         h: &OpHeader,
         local: Gather,
     ) -> Result<(), EpochError> {
-        let op = match h.kind {
+        let rdma = match h.kind {
             RmaKind::Put => RdmaOp::Write,
             RmaKind::Get => RdmaOp::Read,
             _ => return Err(RmaError::Malformed.into()),
@@ -444,8 +463,14 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         let Some(t) = self.targets.as_ref().get(target as usize) else {
             return Err(RmaError::Target.into());
         };
+        let op = t.posted % WINDOW_OPS;
+        if t.flying & (1 << (op % IN_FLIGHT)) != 0 {
+            // The operation [`IN_FLIGHT`] before this one is still in flight.
+            self.retries += 1;
+            return Err(EpochError::Busy);
+        }
         let with_imm =
-            op == RdmaOp::Write && self.design.completion() == TargetCompletion::Immediates;
+            rdma == RdmaOp::Write && self.design.completion() == TargetCompletion::Immediates;
         let remote = Remote {
             // Checked against the descriptor's length by `check`; an
             // address past the end of memory fails at the NIC, never wraps.
@@ -456,12 +481,13 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             window: self.window,
             target,
             epoch: self.epoch,
+            op,
             imm: with_imm,
         };
         let r = if with_imm {
             nic.post_write_imm(target, work, local, remote, imm(self.window, self.epoch))
         } else {
-            nic.post_rdma(target, work, op, local, remote)
+            nic.post_rdma(target, work, rdma, local, remote)
         };
         match r {
             Err(PostError::Busy) => {
@@ -475,6 +501,10 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         self.ops += 1;
         let t = &mut self.targets.as_mut()[target as usize];
         t.used = true;
+        t.posted = t.posted.wrapping_add(1) % WINDOW_OPS;
+        if r == Ok(Posted::Later) {
+            t.flying |= 1 << (op % IN_FLIGHT);
+        }
         if with_imm && r.is_ok() {
             t.puts += 1;
         }
@@ -490,6 +520,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             window,
             target,
             epoch,
+            op,
             imm: with_imm,
         } = work
         else {
@@ -498,16 +529,19 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         if window != self.window || epoch != self.epoch || self.in_flight == 0 {
             return false;
         }
-        self.in_flight -= 1;
-        if result.is_err() {
-            self.failed += 1;
-            // A put with immediate that failed raises none: not counted.
-            if let Some(t) = self.targets.as_mut().get_mut(target as usize) {
-                if with_imm {
-                    t.puts = t.puts.saturating_sub(1);
-                }
-            }
+        let Some(t) = self.targets.as_mut().get_mut(target as usize) else {
+            return false;
+        };
+        if !t.in_flight(op) {
+            return false;
         }
+        t.flying &= !(1 << (op % IN_FLIGHT));
+        // A put with immediate that failed raises none: not counted.
+        if result.is_err() && with_imm {
+            t.puts = t.puts.saturating_sub(1);
+        }
+        self.in_flight -= 1;
+        self.failed += result.is_err() as u32;
         true
     }
 
@@ -864,7 +898,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     /// Starts counting anew for the next epoch.
     fn end_epoch(&mut self) {
         for t in self.targets.as_mut() {
-            (t.puts, t.msgs, t.used, t.arrived) = (0, 0, false, 0);
+            (t.puts, t.msgs, t.used, t.arrived, t.flying) = (0, 0, false, 0, 0);
         }
         self.ops = 0;
         self.gets = 0;

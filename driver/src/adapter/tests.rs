@@ -171,6 +171,7 @@ fn each_post_is_one_work_request_with_the_cores_id() {
         window: 2,
         target: 1,
         epoch: 3,
+        op: 5,
         imm: true,
     };
     a.post_write_imm(1, w, g, remote, 77).unwrap();

@@ -136,10 +136,18 @@ impl Swap {
             }
             Swap::Launched(l) => {
                 let hexed = mine.as_deref().map_or_else(|| "none".into(), hex);
-                l.exchange(&format!("rmx-net{k}"), &hexed)?
-                    .iter()
-                    .map(|v| unhex(v))
-                    .collect()
+                let told = l.exchange(&format!("rmx-net{k}"), &hexed)?;
+                let mut all = Vec::with_capacity(told.len());
+                for (r, v) in told.iter().enumerate() {
+                    all.push(match (v.as_str(), unhex(v)) {
+                        ("none", _) => None,
+                        (_, Some(a)) => Some(a),
+                        (_, None) => return Err(format!(
+                            "rank {me}: rank {r}'s address {v:?} from the launcher is not hex: is another program using the key rmx-net{k} in this job?"
+                        )),
+                    });
+                }
+                all
             }
         };
         all.into_iter()

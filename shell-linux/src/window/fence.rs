@@ -85,9 +85,13 @@ pub(super) fn run<T: Transport + 'static>(
     // the requests are waited for or abandoned below.
     let steps = unsafe { steps(w, r, epoch, &mut io, &mut inbox, &mut counts) };
     io.counts = counts;
-    let end = |w: &mut Win, io: &mut Io| match w.design.immediate() {
-        true => immediate::end_epoch(w, gets),
-        false => deferred::end_epoch(w, gets, io),
+    let end = |w: &mut Win, io: &mut Io| {
+        match w.design.immediate() {
+            true => immediate::end_epoch(w, gets),
+            false => deferred::end_epoch(w, gets, io),
+        }
+        w.got_epoch = w.epochs;
+        w.epochs += 1;
     };
     let done = match steps {
         Ok((outcome, fault)) => {

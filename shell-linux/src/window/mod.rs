@@ -184,9 +184,15 @@ impl From<EpochError> for WinError {
     }
 }
 
-/// A get's result, once the fence that ends its epoch returned.
+/// A get's result, once the fence that ends its epoch returned: the
+/// epoch it was issued in (counted over the window's life) and its number
+/// there, so a handle kept past a later fence is refused, never taken for
+/// a later get's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Get(u32);
+pub struct Get {
+    epoch: u64,
+    id: u32,
+}
 
 /// An operation the deferred design holds until the fence.
 struct Queued {
@@ -210,7 +216,11 @@ pub struct Win {
     /// kept here for calls that take no rank).
     closed: bool,
     queued: Vec<Queued>,
+    /// The open epoch's number over the window's life (the core's wraps).
+    epochs: u64,
+    /// The gets' bytes of the epoch the last fence ended, and its number.
     got: Vec<Option<Vec<u8>>>,
+    got_epoch: u64,
     /// Refused operations and posts retried, as of the last call that
     /// reached the epoch; accumulates that failed to apply.
     refused: u64,
@@ -291,7 +301,9 @@ impl<T: Transport + 'static> Rank<T> {
             mem_key,
             closed: false,
             queued: Vec::new(),
+            epochs: 0,
             got: Vec::new(),
+            got_epoch: u64::MAX,
             refused: 0,
             retries: 0,
             misapplied: 0,
@@ -517,11 +529,18 @@ impl Win {
     ) -> Result<Get, WinError> {
         if self.imm.is_none() {
             let h = self.defer(r, target, disp, len, &[], RmaKind::Get)?;
-            return Ok(Get(h.id));
+            return Ok(self.handle(h.id));
         }
         let mut h = self.check(r, target, disp, len, RmaKind::Get)?;
         immediate::get(self, r, target, &mut h)?;
-        Ok(Get(h.id))
+        Ok(self.handle(h.id))
+    }
+
+    fn handle(&self, id: u32) -> Get {
+        Get {
+            epoch: self.epochs,
+            id,
+        }
     }
 
     /// Checks and queues an operation of `len` bytes for the deferred
@@ -557,10 +576,14 @@ impl Win {
         Ok(header)
     }
 
-    /// The bytes of a get whose epoch ended; `None` if it has not, or if
-    /// they were taken already.
+    /// The bytes of a get whose epoch the last fence ended; `None` if it
+    /// has not ended, if they were taken already, or if a later fence
+    /// ended another epoch since (take them before the next fence).
     pub fn take(&mut self, g: Get) -> Option<Vec<u8>> {
-        self.got.get_mut(g.0 as usize)?.take()
+        if g.epoch != self.got_epoch {
+            return None;
+        }
+        self.got.get_mut(g.id as usize)?.take()
     }
 
     /// Ends the epoch (and starts the next): every operation this rank

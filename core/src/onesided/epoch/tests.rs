@@ -41,7 +41,7 @@ impl Nic for Rec {
         _: Gather,
         _: Remote,
     ) -> Result<Posted, PostError> {
-        self.posts[self.n] = Some((peer, work, None));
+        self.posts[self.n % 8] = Some((peer, work, None));
         self.n += 1;
         self.answer
     }
@@ -53,7 +53,7 @@ impl Nic for Rec {
         _: Remote,
         imm: u32,
     ) -> Result<Posted, PostError> {
-        self.posts[self.n] = Some((peer, work, Some(imm)));
+        self.posts[self.n % 8] = Some((peer, work, Some(imm)));
         self.n += 1;
         self.answer
     }
@@ -117,6 +117,7 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
         window: 7,
         target: t,
         epoch: 0,
+        op: 0,
         imm: false,
     };
     assert_eq!(nic.posts[0], Some((1, work(1), None)));
@@ -129,6 +130,7 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
         window: 8,
         target: 1,
         epoch: 0,
+        op: 0,
         imm: false,
     };
     assert!(!e.on_completion(other, Ok(())), "another window's");
@@ -136,11 +138,15 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
         window: 7,
         target: 1,
         epoch: 9,
+        op: 0,
         imm: false,
     };
     assert!(!e.on_completion(stale, Ok(())), "an epoch long over");
     assert_eq!(e.in_flight(), 2);
     assert!(e.on_completion(work(1), Ok(())));
+    // A repeat of the put's completion is not the get's.
+    assert!(!e.on_completion(work(1), Ok(())), "a repeat");
+    assert_eq!(e.in_flight(), 1, "the get is still in flight");
     assert!(e.on_completion(work(2), Ok(())));
     assert!(!e.on_completion(work(2), Ok(())), "nothing left in flight");
     let len = Epoch::<[Target; 3]>::reduce_len(Design::ImmOpt, 3);
@@ -325,7 +331,7 @@ fn a_failed_put_with_immediate_is_reported_and_not_awaited() {
     put(&mut e, &mut nic, 2).unwrap();
     let w = nic.posts[0].unwrap().1;
     assert!(e.on_completion(w, Err(crate::nic::RdmaError::Access)));
-    assert!(e.on_completion(w, Ok(())));
+    assert!(e.on_completion(nic.posts[1].unwrap().1, Ok(())));
     e.fence(false, false).unwrap();
     let mut c = [0u8; 64];
     e.step(&mut c);
@@ -584,4 +590,48 @@ fn finish_messages_await_only_what_did_not_arrive_early() {
     assert_eq!(e.step(&mut c), Step::Barrier);
     assert!(!e.awaiting());
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
+}
+
+/// Each operation to a target has its own number in its work id: a
+/// completion reported twice ends nothing else, and an operation whose
+/// number is still in flight ([`IN_FLIGHT`] posts back) waits.
+#[test]
+fn a_repeated_completion_ends_no_other_operation() {
+    let mut e = epoch(Design::ImmNaive);
+    let mut nic = Rec::new(Ok(Posted::Later));
+    for _ in 0..3 {
+        put(&mut e, &mut nic, 1).unwrap();
+    }
+    let ids = [0, 1, 2].map(|i| nic.posts[i].unwrap().1);
+    let op = |w: WorkId| match w {
+        WorkId::Window { op, .. } => op,
+        _ => unreachable!(),
+    };
+    assert_eq!(ids.map(op), [0, 1, 2]);
+    assert!(e.on_completion(ids[1], Ok(())));
+    assert!(!e.on_completion(ids[1], Ok(())), "a repeat");
+    let failed = Err(crate::nic::RdmaError::Access);
+    assert!(!e.on_completion(ids[1], failed), "a repeat");
+    assert_eq!(e.in_flight(), 2);
+    assert!(e.on_completion(ids[0], Ok(())));
+    assert!(e.on_completion(ids[2], Ok(())));
+    assert_eq!(e.in_flight(), 0);
+    // At most IN_FLIGHT in flight to one target: the next waits.
+    let mut f = epoch(Design::ImmNaive);
+    let mut nic = Rec::new(Ok(Posted::Later));
+    put(&mut f, &mut nic, 1).unwrap();
+    let first = nic.posts[0].unwrap().1;
+    for _ in 1..IN_FLIGHT {
+        put(&mut f, &mut nic, 1).unwrap();
+    }
+    assert_eq!(put(&mut f, &mut nic, 1), Err(EpochError::Busy));
+    put(&mut f, &mut nic, 2).unwrap();
+    assert!(f.on_completion(first, Ok(())));
+    put(&mut f, &mut nic, 1).unwrap();
+    // The new operation took the first one's bit: the old id is not it.
+    assert!(
+        !f.on_completion(first, Ok(())),
+        "a repeat of a long-done one"
+    );
+    assert_eq!(f.in_flight(), IN_FLIGHT as u32 + 1);
 }
