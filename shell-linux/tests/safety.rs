@@ -138,3 +138,57 @@ fn rdma_through_unregistered_or_stale_keys_touches_nothing() {
     }
     assert_eq!(remote, vec![1u8; 64], "nothing written");
 }
+
+/// A peer's puts still queued on the NIC's thread when a rank drops its
+/// window and itself (safe code, no fence): before, the NIC checked the
+/// target's key when the put was posted and wrote into the freed window
+/// later, over the rank's next allocations. The key is now checked as
+/// the bytes move, under the lock its deregistration takes.
+#[test]
+fn dropping_a_rank_while_a_peers_puts_are_queued_writes_nothing_after() {
+    use rmx_core::onesided::Design;
+    use std::sync::mpsc;
+    let _guard = watchdog(
+        "dropping_a_rank_while_a_peers_puts_are_queued_writes_nothing_after",
+        300,
+    );
+    const LEN: usize = 64 << 10;
+    const PUTS: usize = 64;
+    for round in 0..4 {
+        let f = Fabric::new(2, LoopConfig::default()).unwrap();
+        let (p0, p1) = (f.port(0), f.port(1));
+        let (started, wait_started) = mpsc::channel();
+        let origin = std::thread::spawn(move || {
+            let mut r = Rank::new(p1, 2, loop_config()).unwrap();
+            let mut w = r.win_create_with(LEN, 1, Design::ImmNaive).unwrap();
+            w.fence(&mut r).unwrap();
+            let data = vec![0xC5u8; LEN];
+            for i in 0..PUTS {
+                if w.put(&mut r, 0, 0, &data).is_err() {
+                    break;
+                }
+                if i == 0 {
+                    started.send(()).unwrap();
+                }
+            }
+            // Rank 0 is gone: no fence; dropping drains what is in flight.
+            drop(w);
+            drop(r);
+        });
+        let mut r = Rank::new(p0, 2, loop_config()).unwrap();
+        let mut w = r.win_create_with(LEN, 1, Design::ImmNaive).unwrap();
+        w.fence(&mut r).unwrap();
+        wait_started.recv().unwrap();
+        drop(w);
+        drop(r);
+        // Fresh memory of this rank's, likely where the window was.
+        let fresh: Vec<Vec<u8>> = (0..64).map(|_| vec![0x11u8; LEN]).collect();
+        origin.join().unwrap();
+        for (i, v) in fresh.iter().enumerate() {
+            assert!(
+                v.iter().all(|&b| b == 0x11),
+                "round {round}: allocation {i} written after the rank dropped"
+            );
+        }
+    }
+}

@@ -7,13 +7,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// Work handed to the engine: a copy, then what completes it.
+use super::region::KeyError;
+
+/// Work handed to the engine: a copy, then what completes it (with the
+/// copy's outcome).
 pub struct Job {
     pub dst: usize,
     pub src: usize,
     pub len: usize,
-    pub then: Box<dyn FnOnce() + Send>,
+    /// Runs the copy it is given if the memory is still there (a remote
+    /// key checked as the bytes move, see [`super::region::Pd::access`]);
+    /// `None`: the poster's own memory, always copied.
+    pub guard: Option<Guard>,
+    pub then: Box<dyn FnOnce(Result<(), KeyError>) + Send>,
 }
+
+/// See [`Job::guard`].
+pub type Guard = Box<dyn FnOnce(&mut dyn FnMut()) -> Result<(), KeyError> + Send>;
 
 #[derive(Default)]
 struct Queue {
@@ -65,10 +75,20 @@ fn run(q: &Queue) {
                 jobs = q.wake.wait(jobs).unwrap_or_else(|e| e.into_inner());
             }
         };
-        // SAFETY: the poster checked both ranges against registered regions, and
-        // the verbs contract keeps them valid and untouched until completion.
-        unsafe { crate::copy::move_bytes(job.dst as *mut u8, job.src as *const u8, job.len) };
-        (job.then)();
+        let (dst, src, len) = (job.dst, job.src, job.len);
+        // SAFETY: the poster checked both ranges against registered regions;
+        // the verbs contract keeps the poster's own valid and untouched
+        // until completion, and the guard re-checks the peer's while the
+        // bytes move (its owner may have deregistered it since).
+        let mut copy = || unsafe { crate::copy::move_bytes(dst as *mut u8, src as *const u8, len) };
+        let r = match job.guard {
+            Some(g) => g(&mut copy),
+            None => {
+                copy();
+                Ok(())
+            }
+        };
+        (job.then)(r);
     }
 }
 
@@ -107,7 +127,8 @@ mod tests {
             dst: nowhere,
             src: nowhere,
             len: 0,
-            then: Box::new(move || {
+            guard: None,
+            then: Box::new(move |_| {
                 let mine = e.lock().unwrap().take();
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(mine)));
                 o.store(if r.is_ok() { 1 } else { 2 }, Ordering::Release);

@@ -222,6 +222,14 @@ impl Hca {
         }
     }
 
+    /// Publishes the immediate claimed at `pos` once its write landed; a
+    /// write that did not (its memory gone) leaves an empty packet in the
+    /// claimed place instead, which the core drops as malformed, so the
+    /// ring goes on.
+    fn deliver_imm(&self, pos: u64, imm: u32, src: u16, landed: bool) {
+        self.deliver(pos, 0, landed.then_some(imm), src, false);
+    }
+
     /// Raises one event if a sleeper armed for any packet. No fence orders
     /// this load after the delivery's store: a sleeper arming at that very
     /// moment can miss the event, which is why every sleep is bounded.
@@ -656,7 +664,8 @@ impl Port {
                 dst: base as usize + off,
                 src: s.addr,
                 len: s.len,
-                then,
+                guard: None,
+                then: Box::new(move |_| then()),
             });
             off += s.len;
         }
@@ -780,26 +789,42 @@ impl Port {
             _ => (local.addr, raddr),
         };
         let me = self.rank;
+        let len = local.len;
+        // The peer's memory is checked again as the bytes move: its owner
+        // may deregister (and free) it at any time.
+        let status = |r: Result<(), KeyError>| match r {
+            Ok(()) => WcStatus::Success,
+            Err(e) => WcStatus::RemoteAccess(e),
+        };
         if !big {
-            // SAFETY: both ranges checked against registered regions above.
-            unsafe { crate::copy::move_bytes(to as *mut u8, from as *const u8, local.len) };
+            // SAFETY: the local range was checked against a registered
+            // region above; the remote one is checked under the domain's
+            // lock while the bytes move.
+            let mut copy =
+                || unsafe { crate::copy::move_bytes(to as *mut u8, from as *const u8, len) };
+            let r = dst.pd.access(rkey, raddr, len, rneed, &mut copy);
             if let Some((pos, v)) = imm {
-                dst.deliver(pos, 0, Some(v), me, false);
+                dst.deliver_imm(pos, v, me, r.is_ok());
             }
-            return Ok(Some(done(WcStatus::Success, local.len)));
+            return Ok(Some(done(status(r), len)));
         }
         self.outstanding[peer as usize] += 1;
         let shared = Arc::clone(&self.shared);
-        let len = local.len;
+        let checker = Arc::clone(&self.shared);
         self.shared.engine.submit(Job {
             dst: to,
             src: from,
             len,
-            then: Box::new(move || {
+            guard: Some(Box::new(move |copy| {
+                checker.hcas[peer as usize]
+                    .pd
+                    .access(rkey, raddr, len, rneed, copy)
+            })),
+            then: Box::new(move |r| {
                 if let Some((pos, v)) = imm {
-                    shared.hcas[peer as usize].deliver(pos, 0, Some(v), me, false);
+                    shared.hcas[peer as usize].deliver_imm(pos, v, me, r.is_ok());
                 }
-                shared.hcas[me as usize].complete(done(WcStatus::Success, len));
+                shared.hcas[me as usize].complete(done(status(r), len));
             }),
         });
         Ok(None)

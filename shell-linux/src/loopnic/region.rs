@@ -52,6 +52,17 @@ struct Table {
     free: std::collections::VecDeque<u32>,
 }
 
+impl Table {
+    /// The live region `key` names.
+    fn find(&self, key: u32) -> Result<Region, KeyError> {
+        self.slots
+            .get((key >> 16) as usize)
+            .and_then(|s| s.1)
+            .filter(|r| r.key == key)
+            .ok_or(KeyError::BadKey)
+    }
+}
+
 /// Slots a domain can have: the index must fit the key's high 16 bits.
 const MAX_SLOTS: usize = 1 << 16;
 
@@ -161,17 +172,32 @@ impl Pd {
 
     fn lookup(&self, key: u32) -> Result<Region, KeyError> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
-        t.slots
-            .get((key >> 16) as usize)
-            .and_then(|s| s.1)
-            .filter(|r| r.key == key)
-            .ok_or(KeyError::BadKey)
+        t.find(key)
     }
 
     /// Checks that `key` covers `[addr, addr+len)` with the `need` rights
     /// (0 for a local read, which every region allows).
     pub fn check(&self, key: u32, addr: usize, len: usize, need: u8) -> Result<(), KeyError> {
         self.lookup(key)?.covers(addr, len, need)
+    }
+
+    /// Runs `copy` if `key` covers `[addr, addr+len)` with the `need`
+    /// rights, holding the table while it runs: a deregistration waits
+    /// for a copy under way, and no copy starts after it. A remote access
+    /// is checked here, when it moves bytes, not only when it was posted:
+    /// the owner may have deregistered (and freed) the memory since.
+    pub fn access(
+        &self,
+        key: u32,
+        addr: usize,
+        len: usize,
+        need: u8,
+        copy: &mut dyn FnMut(),
+    ) -> Result<(), KeyError> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.find(key)?.covers(addr, len, need)?;
+        copy();
+        Ok(())
     }
 
     /// [`check`](Self::check) through a port's one-entry cache.
