@@ -75,6 +75,8 @@ pub struct Adapter<P: Port, H: Host, S: Storage> {
     /// Head of the free user rows (`NONE`: the table is full).
     free: u32,
     regs: S::Regs,
+    /// Calls that named what the adapter does not hold (see [`faults`](Self::faults)).
+    faults: u64,
 }
 
 const NONE: u32 = u32::MAX;
@@ -133,7 +135,19 @@ impl<P: Port, H: Host, S: Storage> Adapter<P, H, S> {
             users,
             free: if n == 0 { NONE } else { 0 },
             regs,
+            faults: 0,
         })
+    }
+
+    /// Calls refused because they named what the adapter or its port does
+    /// not hold: a user buffer never handed out, bytes past a handle's
+    /// memory, a receive buffer the port has no bytes for, a repost of a
+    /// buffer not held. A copy or post so named does nothing (a post is
+    /// [`PostError::Access`]); a receive buffer reads as empty (the core
+    /// drops it as malformed). Never a panic: a kernel shell cannot have
+    /// one. Non-zero means a bug in the shell or the port.
+    pub fn faults(&self) -> u64 {
+        self.faults
     }
 
     pub fn port(&mut self) -> &mut P {
@@ -193,29 +207,36 @@ impl<P: Port, H: Host, S: Storage> Adapter<P, H, S> {
         }
     }
 
-    /// Resolves a location to a pointer with `len` bytes behind it.
-    fn resolve(&mut self, l: Loc, len: usize) -> *mut u8 {
+    /// Resolves a location to a pointer with `len` bytes behind it; `None`
+    /// (counted in [`faults`](Self::faults)) if nothing held is there.
+    fn resolve(&mut self, l: Loc, len: usize) -> Option<*mut u8> {
         let (base, size, off) = match l {
             Loc::Slot(s, o) => {
-                let at = s.0 as usize * self.slot_size;
-                let b = &mut self.slots.as_mut()[at..at + self.slot_size];
-                (b.as_mut_ptr(), b.len(), o)
+                let at = (s.0 as usize).saturating_mul(self.slot_size);
+                match self
+                    .slots
+                    .as_mut()
+                    .get_mut(at..at.saturating_add(self.slot_size))
+                {
+                    Some(b) => (b.as_mut_ptr(), b.len(), o),
+                    None => (core::ptr::null_mut(), 0, o),
+                }
             }
-            Loc::Rx(b, o) => {
-                let r = self.rx(b);
-                (r.as_ptr() as *mut u8, r.len(), o)
-            }
+            Loc::Rx(b, o) => match self.port.rx_bytes(b.0) {
+                Some(r) => (r.as_ptr() as *mut u8, r.len(), o),
+                None => (core::ptr::null_mut(), 0, o),
+            },
             Loc::User(b, o) => match self.users.as_ref().get(b.0 as usize) {
                 Some(&UserEntry::Used { addr, len }) => (addr as *mut u8, len, o),
-                _ => panic!("the core named a user buffer it was not given: {b:?}"),
+                _ => (core::ptr::null_mut(), 0, o),
             },
         };
-        assert!(
-            (off as usize).checked_add(len).is_some_and(|e| e <= size),
-            "core named {l:?}+{len} beyond {size} bytes"
-        );
+        if base.is_null() || !(off as usize).checked_add(len).is_some_and(|e| e <= size) {
+            self.faults += 1;
+            return None;
+        }
         // SAFETY: bounds checked just above.
-        unsafe { base.add(off as usize) }
+        Some(unsafe { base.add(off as usize) })
     }
 
     /// Registers `len` bytes at `addr` for local and remote access and
@@ -274,17 +295,18 @@ impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
         &mut self.slots.as_mut()[s..s + self.slot_size]
     }
 
+    /// A buffer the port has no bytes for reads as empty: the core drops
+    /// it as malformed (see [`Adapter::faults`]).
     #[inline]
     fn rx(&self, buf: RxBuf) -> &[u8] {
-        self.port
-            .rx_bytes(buf.0)
-            .expect("the core names held receive buffers")
+        self.port.rx_bytes(buf.0).unwrap_or(&[])
     }
 
     #[inline]
     fn copy(&mut self, dst: Loc, src: Loc, len: usize) {
-        let s = self.resolve(src, len);
-        let d = self.resolve(dst, len);
+        let (Some(s), Some(d)) = (self.resolve(src, len), self.resolve(dst, len)) else {
+            return;
+        };
         // SAFETY: both ranges bounds-checked by `resolve`; distinct objects.
         unsafe { self.host.copy(d, s, len) }
     }
@@ -339,7 +361,7 @@ impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
         len: usize,
         signal: bool,
     ) -> Result<Posted, PostError> {
-        let p = self.resolve(payload, len);
+        let p = self.resolve(payload, len).ok_or(PostError::Access)?;
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { core::slice::from_raw_parts(p as *const u8, len) };
         let work = Work::Inline {
@@ -347,14 +369,15 @@ impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
             body,
             signal,
         };
-        self.port.post(peer, WorkId::Inline(peer).wr_id(), work)?;
-        Ok(Posted::Later)
+        // An inline send may complete during the call, as any post.
+        Self::sent(self.port.post(peer, WorkId::Inline(peer).wr_id(), work))
     }
 
     #[inline]
     fn repost(&mut self, buf: RxBuf) {
-        let held = self.port.repost(buf.0);
-        debug_assert!(held, "the core reposts each buffer it was given once");
+        if !self.port.repost(buf.0) {
+            self.faults += 1;
+        }
     }
 
     fn rx_pool_low(&mut self, free: u32) -> u32 {

@@ -31,9 +31,11 @@ pub struct Span {
 impl Span {
     pub const EMPTY: Span = Span { at: 0, len: 0 };
 
-    /// The range as indices of a slice.
+    /// The range as indices of a slice. A caller-made span whose end
+    /// passes the address space ends there: no slice has it, so a lookup
+    /// with it fails instead of overflowing.
     pub fn range(&self) -> core::ops::Range<usize> {
-        self.at..self.at + self.len
+        self.at..self.at.saturating_add(self.len)
     }
 }
 

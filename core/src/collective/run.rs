@@ -283,5 +283,22 @@ mod tests {
             ),
             Err(ReduceError::Lengths { acc: 64, other: 64 })
         );
+        // A span whose end passes the address space: refused, no overflow.
+        assert_eq!(
+            Run::reduce(
+                [
+                    Some(Span {
+                        at: usize::MAX,
+                        len: 2
+                    }),
+                    None
+                ],
+                Op::Sum,
+                Int::U8,
+                &mut [0; 64],
+                &[0; 64]
+            ),
+            Err(ReduceError::Lengths { acc: 64, other: 64 })
+        );
     }
 }
