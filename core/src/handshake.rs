@@ -7,6 +7,11 @@
 //! message may come twice. When both ends ask at once, the lower rank's
 //! request wins. Pure: the shell passes in time and messages and does what
 //! the [`Action`] says.
+//!
+//! A peer process that restarts is not supported: it would ask again with
+//! a new queue pair, while this end is connected to its old one. Such a
+//! request ([`Action::Restarted`]) fails the peer here, so nothing waits
+//! on a connection that leads nowhere; a job whose rank died ends.
 
 /// Bytes of one handshake message.
 pub const LEN: usize = 16;
@@ -101,10 +106,11 @@ pub enum State {
     /// This end made its queue pair and asked (last at `since`, first at
     /// `first`).
     Asked { since: u64, first: u64 },
-    /// This end answered a request and waits for the confirmation.
-    Answered { since: u64, first: u64 },
-    /// Connected both ways: sends may go.
-    Ready,
+    /// This end answered a request from queue pair `qpn` and waits for
+    /// the confirmation.
+    Answered { since: u64, first: u64, qpn: u32 },
+    /// Connected both ways, to the peer's queue pair `qpn`: sends may go.
+    Ready { qpn: u32 },
     /// The peer answered nothing for [`GIVE_UP_NS`].
     Failed,
 }
@@ -130,12 +136,23 @@ pub enum Action {
     },
     /// Send the RTU again.
     Confirm,
+    /// The peer asked again from another queue pair while connected: it
+    /// restarted, which is unsupported. The peer is now
+    /// [`State::Failed`]: fail it (its connection leads nowhere).
+    Restarted,
 }
 
 impl State {
     /// A send to the peer is wanted at `now`: ask, or ask again when the
     /// last request or answer went unanswered for [`RETRY_NS`].
     pub fn want(&mut self, now: u64) -> Action {
+        // A clock that went back: the waits count from now.
+        if let State::Asked { since, first } | State::Answered { since, first, .. } = self {
+            if now < *since {
+                *since = now.saturating_sub(RETRY_NS);
+                *first = (*first).min(now);
+            }
+        }
         match *self {
             State::Idle => {
                 *self = State::Asked {
@@ -144,7 +161,7 @@ impl State {
                 };
                 Action::Ask
             }
-            State::Asked { since, first } | State::Answered { since, first } => {
+            State::Asked { since, first } | State::Answered { since, first, .. } => {
                 if now.saturating_sub(first) >= GIVE_UP_NS {
                     *self = State::Failed;
                     return Action::Nothing;
@@ -164,38 +181,54 @@ impl State {
                     _ => Action::Nothing,
                 }
             }
-            State::Ready | State::Failed => Action::Nothing,
+            State::Ready { .. } | State::Failed => Action::Nothing,
         }
     }
 
     /// `msg` came from peer `msg.from` (already checked against its
-    /// nonce) to rank `me` at `now`.
+    /// nonce) to rank `me` at `now`. A message claiming to be from `me`
+    /// itself is no peer's and changes nothing.
     pub fn on_msg(&mut self, me: u16, msg: &Msg, now: u64) -> Action {
         let (qpn, psn) = (msg.qpn, msg.psn);
+        if msg.from == me {
+            return Action::Nothing;
+        }
         match (msg.kind, *self) {
             (Kind::Req, State::Idle) => {
                 *self = State::Answered {
                     since: now,
                     first: now,
+                    qpn,
                 };
                 Action::ConnectAndAnswer { qpn, psn }
             }
             // Both asked: the lower rank's request wins.
             (Kind::Req, State::Asked { .. }) if me < msg.from => Action::Nothing,
             (Kind::Req, State::Asked { first, .. }) => {
-                *self = State::Answered { since: now, first };
+                *self = State::Answered {
+                    since: now,
+                    first,
+                    qpn,
+                };
                 Action::ConnectAndAnswer { qpn, psn }
             }
             // The answer was lost, or the asker has not seen it yet.
-            (Kind::Req, State::Answered { .. }) => Action::Answer,
+            (Kind::Req, State::Answered { qpn: q, .. }) if q == qpn => Action::Answer,
+            // A late copy of the request this end answered.
+            (Kind::Req, State::Ready { qpn: q }) if q == qpn => Action::Nothing,
+            // Another queue pair asks: the peer restarted (unsupported).
+            (Kind::Req, State::Answered { .. } | State::Ready { .. }) => {
+                *self = State::Failed;
+                Action::Restarted
+            }
             (Kind::Rep, State::Asked { .. }) => {
-                *self = State::Ready;
+                *self = State::Ready { qpn };
                 Action::ConnectAndConfirm { qpn, psn }
             }
             // The confirmation was lost: the answerer asks again by answering.
-            (Kind::Rep, State::Ready) => Action::Confirm,
-            (Kind::Rtu, State::Answered { .. }) => {
-                *self = State::Ready;
+            (Kind::Rep, State::Ready { qpn: q }) if q == qpn => Action::Confirm,
+            (Kind::Rtu, State::Answered { qpn: q, .. }) if q == qpn => {
+                *self = State::Ready { qpn };
                 Action::Nothing
             }
             _ => Action::Nothing,
@@ -205,8 +238,8 @@ impl State {
     /// Traffic came from the peer over the connection: whatever
     /// confirmation was lost, it is ready.
     pub fn heard(&mut self) {
-        if let State::Answered { .. } = self {
-            *self = State::Ready;
+        if let State::Answered { qpn, .. } = *self {
+            *self = State::Ready { qpn };
         }
     }
 }
@@ -277,6 +310,7 @@ mod tests {
             let from = me as u16;
             match a {
                 Action::Nothing => {}
+                Action::Restarted => panic!("no end restarts here"),
                 Action::Ask => send(wire, to, msg(Kind::Req, from, qpn), sent),
                 Action::ConnectAndAnswer { qpn: q, .. } => {
                     *c = q;
@@ -291,14 +325,14 @@ mod tests {
             }
         };
         for _ in 0..1000 {
-            if sa == State::Ready && sb == State::Ready {
+            if matches!(sa, State::Ready { .. }) && matches!(sb, State::Ready { .. }) {
                 return (ca, cb);
             }
-            if a_asks && sa != State::Ready {
+            if a_asks && !matches!(sa, State::Ready { .. }) {
                 let act = sa.want(now);
                 reply(0, act, &mut wire, &mut ca, &mut sent);
             }
-            if b_asks && sb != State::Ready {
+            if b_asks && !matches!(sb, State::Ready { .. }) {
                 let act = sb.want(now);
                 reply(1, act, &mut wire, &mut cb, &mut sent);
             }
@@ -311,10 +345,10 @@ mod tests {
                 reply(1, act, &mut wire, &mut cb, &mut sent);
             }
             // An end that asked sends once ready; its peer hears it.
-            if a_asks && sa == State::Ready {
+            if a_asks && matches!(sa, State::Ready { .. }) {
                 sb.heard();
             }
-            if b_asks && sb == State::Ready {
+            if b_asks && matches!(sb, State::Ready { .. }) {
                 sa.heard();
             }
             now += RETRY_NS / 3;
@@ -350,7 +384,7 @@ mod tests {
         let a = s.on_msg(1, &msg(Kind::Req, 0, 7), 0);
         assert_eq!(a, Action::ConnectAndAnswer { qpn: 7, psn: 5 });
         s.heard();
-        assert_eq!(s, State::Ready);
+        assert_eq!(s, State::Ready { qpn: 7 });
         // A late request from a peer already connected changes nothing.
         assert_eq!(s.on_msg(1, &msg(Kind::Req, 0, 7), 1), Action::Nothing);
     }
@@ -363,5 +397,62 @@ mod tests {
         assert_eq!(s.want(RETRY_NS), Action::Ask);
         assert_eq!(s.want(GIVE_UP_NS), Action::Nothing);
         assert_eq!(s, State::Failed);
+    }
+
+    /// A clock that went back: the request is repeated (before, `want`
+    /// waited until the clock came back past the last request).
+    #[test]
+    fn a_clock_that_goes_back_still_retries() {
+        let mut s = State::Idle;
+        assert_eq!(s.want(5 * RETRY_NS), Action::Ask);
+        assert_eq!(s.want(RETRY_NS), Action::Ask, "gone back");
+        assert_eq!(s.want(RETRY_NS + 1), Action::Nothing);
+        assert_eq!(s.want(2 * RETRY_NS), Action::Ask);
+        assert_eq!(s.want(GIVE_UP_NS + RETRY_NS), Action::Nothing);
+        assert_eq!(
+            s,
+            State::Failed,
+            "given up counting from the clock's new time"
+        );
+    }
+
+    /// A request that names the receiving rank itself is no peer's: it is
+    /// not answered (before, it was, as if from a peer).
+    #[test]
+    fn a_request_from_this_rank_itself_changes_nothing() {
+        let mut s = State::Idle;
+        assert_eq!(s.on_msg(3, &msg(Kind::Req, 3, 7), 0), Action::Nothing);
+        assert_eq!(s, State::Idle);
+    }
+
+    /// A peer that restarted asks from a new queue pair while this end is
+    /// connected to its old one: unsupported, so the peer is failed at
+    /// once (before, the request went unanswered for ever). A late copy of
+    /// the request this end answered changes nothing.
+    #[test]
+    fn a_peer_that_restarts_with_a_new_queue_pair_is_failed() {
+        for answered_only in [false, true] {
+            let mut s = State::Idle;
+            s.on_msg(1, &msg(Kind::Req, 0, 7), 0);
+            if !answered_only {
+                s.heard();
+            }
+            assert_eq!(s.on_msg(1, &msg(Kind::Req, 0, 7), 1), {
+                if answered_only {
+                    Action::Answer
+                } else {
+                    Action::Nothing
+                }
+            });
+            assert_eq!(s.on_msg(1, &msg(Kind::Req, 0, 8), 2), Action::Restarted);
+            assert_eq!(s, State::Failed);
+        }
+        // The asking end, connected, hears a request from a new queue pair.
+        let mut s = State::Idle;
+        s.want(0);
+        s.on_msg(0, &msg(Kind::Rep, 1, 9), 1);
+        assert_eq!(s, State::Ready { qpn: 9 });
+        assert_eq!(s.on_msg(0, &msg(Kind::Rep, 1, 9), 2), Action::Confirm);
+        assert_eq!(s.on_msg(0, &msg(Kind::Req, 1, 10), 3), Action::Restarted);
     }
 }

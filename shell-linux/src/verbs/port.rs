@@ -322,7 +322,7 @@ impl VerbsPort {
     /// itself; tests): sends may go at once.
     pub fn join(&mut self, peer: u16, qpn: u32, psn: u32) -> Result<(), String> {
         self.connect_to(peer, qpn, psn)?;
-        self.states[peer as usize] = State::Ready;
+        self.states[peer as usize] = State::Ready { qpn };
         self.settle();
         Ok(())
     }
@@ -385,6 +385,8 @@ impl VerbsPort {
     fn act(&mut self, peer: u16, action: Action) {
         let r = match action {
             Action::Nothing => Ok(()),
+            // Restart is unsupported: the state is failed already.
+            Action::Restarted => Err(String::new()),
             Action::Ask => self.tell(peer, Kind::Req),
             Action::Answer => self.tell(peer, Kind::Rep),
             Action::Confirm => self.tell(peer, Kind::Rtu),
@@ -441,7 +443,7 @@ impl VerbsPort {
     /// if not, and looks for answers.
     fn ready(&mut self, peer: u16) -> Result<(), PostError> {
         match self.states.get(peer as usize) {
-            Some(State::Ready) => return Ok(()),
+            Some(State::Ready { .. }) => return Ok(()),
             None | Some(State::Failed) => return Err(PostError::Down),
             _ => {}
         }
@@ -449,7 +451,7 @@ impl VerbsPort {
         self.act(peer, action);
         self.poll_handshakes();
         match self.states[peer as usize] {
-            State::Ready => Ok(()),
+            State::Ready { .. } => Ok(()),
             State::Failed => Err(PostError::Down),
             _ => Err(PostError::Busy),
         }
