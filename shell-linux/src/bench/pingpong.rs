@@ -47,12 +47,15 @@ pub(crate) fn rmx_rounds(
 const SYNC: u32 = 0xFFFF_FF01;
 
 /// Both ranks reach this point before either goes on: an empty message
-/// each way (between threads or processes alike).
+/// each way (between threads or processes alike). The floor's rounds
+/// that follow leave the rank undriven: on a lossy wire its message waits
+/// for its acknowledgement first (see [`Rank::settle`]).
 fn sync(r: &mut Rank) {
     let peer = 1 - r.rank().min(1);
     r.send(peer, SYNC, &[]).expect("sync");
     r.recv(Source::Rank(peer), TagSel::Tag(SYNC), &mut [])
         .expect("sync");
+    r.settle(super::rate::SETTLE_NS);
 }
 
 /// The floor beside rmx: a shared-memory copy between the two threads on

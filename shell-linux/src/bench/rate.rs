@@ -156,10 +156,17 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
     }
     let ns = crate::clock::now_ns() - t0;
     // This thread turns to its rank of another setup next: the ACK (or a
-    // FIN) may still wait in this one's queue for a send entry.
+    // FIN) may still wait in this one's queue for a send entry, and on a
+    // lossy wire for its acknowledgement (lost, it would be resent only
+    // once this rank is driven again, while its peer waits for it).
     r.flush();
+    r.settle(SETTLE_NS);
     ns
 }
+
+/// How long a rank is driven past its slice for its last packets to be
+/// acknowledged: many retransmission timeouts.
+pub(crate) const SETTLE_NS: u64 = 20_000_000;
 
 /// Measures every size under every setup; `name` is `msgrate` or `bw`
 /// (the same measurement, tabled by message rate or by bandwidth first).

@@ -487,6 +487,35 @@ impl<T: Transport + 'static> Rank<T> {
         }
     }
 
+    /// Drives the rank until its endpoint is
+    /// [`settled`](rmx_core::Endpoint::settled) (every send left and
+    /// acknowledged, no acknowledgement owed), for at most `max_ns`;
+    /// whether it settled. For a thread about to leave this rank undriven
+    /// while it turns to another: otherwise the last message of an
+    /// exchange, lost, waits for a retransmission from a rank nobody
+    /// drives, and its peer waits in vain. Bounded, since the peer's own
+    /// acknowledgement may be lost in turn; what is left is resent when
+    /// the rank is driven again.
+    pub fn settle(&mut self, max_ns: u64) -> bool {
+        let t0 = crate::clock::now_ns();
+        let mut armed = None;
+        loop {
+            let (done, idle) = self.with(|d| {
+                d.progress();
+                let now = crate::clock::now_ns();
+                d.ep.ack_now(now, &mut d.nic);
+                (d.ep.settled(), d.idle)
+            });
+            if done {
+                return true;
+            }
+            if crate::clock::now_ns().saturating_sub(t0) >= max_ns {
+                return false;
+            }
+            self.rest(idle, &mut armed);
+        }
+    }
+
     /// After a waiter's poll: `idle` empty polls in a row. Cheap while the
     /// clock has not been read yet; then [`idle`](Self::idle).
     #[inline]
