@@ -231,7 +231,7 @@ impl<P: Port, H: Host, S: Storage> Adapter<P, H, S> {
                 _ => (core::ptr::null_mut(), 0, o),
             },
         };
-        if base.is_null() || !(off as usize).checked_add(len).is_some_and(|e| e <= size) {
+        if base.is_null() || (off as usize).checked_add(len).is_none_or(|e| e > size) {
             self.faults += 1;
             return None;
         }
