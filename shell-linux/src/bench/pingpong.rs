@@ -55,7 +55,7 @@ fn sync(r: &mut Rank) {
     r.send(peer, SYNC, &[]).expect("sync");
     r.recv(Source::Rank(peer), TagSel::Tag(SYNC), &mut [])
         .expect("sync");
-    r.settle(super::rate::SETTLE_NS);
+    r.settle(super::rate::SETTLE_TRIES);
 }
 
 /// The floor beside rmx: a shared-memory copy between the two threads on

@@ -160,13 +160,14 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
     // lossy wire for its acknowledgement (lost, it would be resent only
     // once this rank is driven again, while its peer waits for it).
     r.flush();
-    r.settle(SETTLE_NS);
+    r.settle(SETTLE_TRIES);
     ns
 }
 
-/// How long a rank is driven past its slice for its last packets to be
-/// acknowledged: many retransmission timeouts.
-pub(crate) const SETTLE_NS: u64 = 20_000_000;
+/// Retransmission timeouts a rank waits out past its slice for its last
+/// packets to be acknowledged (backing off from 200 µs: about 25 ms of
+/// being driven).
+pub(crate) const SETTLE_TRIES: u64 = 7;
 
 /// Measures every size under every setup; `name` is `msgrate` or `bw`
 /// (the same measurement, tabled by message rate or by bandwidth first).

@@ -489,27 +489,30 @@ impl<T: Transport + 'static> Rank<T> {
 
     /// Drives the rank until its endpoint is
     /// [`settled`](rmx_core::Endpoint::settled) (every send left and
-    /// acknowledged, no acknowledgement owed), for at most `max_ns`;
-    /// whether it settled. For a thread about to leave this rank undriven
-    /// while it turns to another: otherwise the last message of an
-    /// exchange, lost, waits for a retransmission from a rank nobody
-    /// drives, and its peer waits in vain. Bounded, since the peer's own
-    /// acknowledgement may be lost in turn; what is left is resent when
-    /// the rank is driven again.
-    pub fn settle(&mut self, max_ns: u64) -> bool {
-        let t0 = crate::clock::now_ns();
+    /// acknowledged, no acknowledgement owed), or until `tries`
+    /// retransmission timeouts went unanswered; whether it settled. For a
+    /// thread about to leave this rank undriven while it turns to another:
+    /// otherwise the last message of an exchange, lost, waits for a
+    /// retransmission from a rank nobody drives, and its peer waits in
+    /// vain. Bounded by timeouts, not by time, so that a thread the
+    /// scheduler keeps off the core for a while still resends before it
+    /// leaves; bounded, since the peer's acknowledgement may be lost in
+    /// turn after the peer left. What is left is resent when the rank is
+    /// driven again.
+    pub fn settle(&mut self, tries: u64) -> bool {
+        let first = self.stats().timeouts;
         let mut armed = None;
         loop {
-            let (done, idle) = self.with(|d| {
+            let (done, idle, timeouts) = self.with(|d| {
                 d.progress();
                 let now = crate::clock::now_ns();
                 d.ep.ack_now(now, &mut d.nic);
-                (d.ep.settled(), d.idle)
+                (d.ep.settled(), d.idle, d.ep.stats().timeouts)
             });
             if done {
                 return true;
             }
-            if crate::clock::now_ns().saturating_sub(t0) >= max_ns {
+            if timeouts.saturating_sub(first) >= tries {
                 return false;
             }
             self.rest(idle, &mut armed);
