@@ -507,6 +507,8 @@ impl<T: Transport + 'static> Rank<T> {
                 d.progress();
                 let now = crate::clock::now_ns();
                 d.ep.ack_now(now, &mut d.nic);
+                // The acknowledgements leave now, not at the next call.
+                d.nic.port().doorbell();
                 (d.ep.settled(), d.idle, d.ep.stats().timeouts)
             });
             if done {
