@@ -62,6 +62,9 @@ pub struct Target {
     /// Which of the last [`IN_FLIGHT`] numbers are in flight (bit `n % 64`):
     /// a completion of one that is not is a repeat and changes nothing.
     flying: u64,
+    /// Which of those are puts with immediate: a completion must name
+    /// the operation as it was posted.
+    imms: u64,
 }
 
 /// RDMA operations in flight to one target at most; the next post waits
@@ -79,6 +82,7 @@ impl Target {
             arrived: 0,
             posted: 0,
             flying: 0,
+            imms: 0,
         }
     }
 
@@ -504,6 +508,9 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         t.posted = t.posted.wrapping_add(1) % WINDOW_OPS;
         if r == Ok(Posted::Later) {
             t.flying |= 1 << (op % IN_FLIGHT);
+            if with_imm {
+                t.imms |= 1 << (op % IN_FLIGHT);
+            }
         }
         if with_imm && r.is_ok() {
             t.puts += 1;
@@ -532,10 +539,12 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         let Some(t) = self.targets.as_mut().get_mut(target as usize) else {
             return false;
         };
-        if !t.in_flight(op) {
+        let bit = 1 << (op % IN_FLIGHT);
+        if !t.in_flight(op) || (t.imms & bit != 0) != with_imm {
             return false;
         }
-        t.flying &= !(1 << (op % IN_FLIGHT));
+        t.flying &= !bit;
+        t.imms &= !bit;
         // A put with immediate that failed raises none: not counted.
         if result.is_err() && with_imm {
             t.puts = t.puts.saturating_sub(1);
@@ -898,7 +907,8 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     /// Starts counting anew for the next epoch.
     fn end_epoch(&mut self) {
         for t in self.targets.as_mut() {
-            (t.puts, t.msgs, t.used, t.arrived, t.flying) = (0, 0, false, 0, 0);
+            (t.puts, t.msgs, t.used, t.arrived) = (0, 0, false, 0);
+            (t.flying, t.imms) = (0, 0);
         }
         self.ops = 0;
         self.gets = 0;

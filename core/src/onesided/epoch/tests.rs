@@ -608,6 +608,26 @@ fn a_repeated_completion_ends_no_other_operation() {
         _ => unreachable!(),
     };
     assert_eq!(ids.map(op), [0, 1, 2]);
+    // The operation named otherwise than it was posted (an immediate
+    // it did not carry) is no operation of this epoch's.
+    let WorkId::Window {
+        window,
+        target,
+        epoch: ep,
+        op,
+        imm,
+    } = ids[1]
+    else {
+        unreachable!()
+    };
+    let other = WorkId::Window {
+        window,
+        target,
+        epoch: ep,
+        op,
+        imm: !imm,
+    };
+    assert!(!e.on_completion(other, Ok(())), "misnamed");
     assert!(e.on_completion(ids[1], Ok(())));
     assert!(!e.on_completion(ids[1], Ok(())), "a repeat");
     let failed = Err(crate::nic::RdmaError::Access);
