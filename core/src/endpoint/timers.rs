@@ -61,7 +61,7 @@ impl Timers {
 /// A call later than this past the endpoint's earliest deadline (or its
 /// last call) means the endpoint was not driven meanwhile: long beside a
 /// missed wake-up or a time slice, short beside `Config::peer_timeout_ns`.
-pub(super) const AWAY_NS: u64 = 1_000_000;
+const AWAY_NS: u64 = 1_000_000;
 
 /// How long the second try of a post that met a busy NIC waits; each
 /// further failure in a row doubles it, up to the delayed-ack time.
