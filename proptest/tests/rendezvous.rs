@@ -373,6 +373,39 @@ fn a_lost_fin_is_recovered_by_a_probe_however_many_receives_finished_since() {
     assert_eq!((a.stats().rndv_probes, b.stats().rndv_fin_repeats), (1, 1));
 }
 
+/// A PULL sender whose FIN never comes probes less and less often (each
+/// probe waits twice as long as the one before, up to the longest
+/// retransmission timeout), and probes again at once after serving a
+/// frame. Before, every transfer of a window probed at every timeout: 64
+/// transfers flooded a peer that was only away.
+#[test]
+fn a_sender_without_its_fin_backs_off_its_probes() {
+    let (mut a, mut an) = (Ep::new(lossy(), 0, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let (mut b, mut bn) = (Ep::new(lossy(), 1, 2, Tables::new(&SIZES)).unwrap(), nic());
+    let dst = bn.user_buf(vec![0; LEN]);
+    b.irecv(0, &mut bn, Source::Rank(0), TagSel::Any, 0, dst, LEN as u32)
+        .unwrap();
+    let src = an.user_buf(data());
+    let send = a.isend(0, &mut an, 1, 4, 0, src, LEN as u32).unwrap();
+    // Every frame arrives; the FIN does not, and the receiver then falls
+    // silent.
+    exchange(&mut a, &mut an, &mut b, &mut bn, 0, |from, p| {
+        from == 1 && p[1] == wire::Kind::Fin as u8
+    });
+    assert_eq!(a.test(send), Ok(None), "its FIN was lost");
+    let rto = a.config().rto_ns;
+    let span = 64 * rto;
+    let mut now = 0;
+    while now < span {
+        now += rto / 4;
+        a.poll(now, &mut an);
+        an.outbox.clear();
+    }
+    let probes = a.stats().rndv_probes;
+    // 1 + 2 + 4 + 8 + 16 + 32 timeouts: six probes in 64, not 64.
+    assert!((4..=7).contains(&probes), "{probes} probes in 64 timeouts");
+}
+
 /// A probe naming a receive that is still live is not answered with a FIN
 /// (the receiver finishes by itself); on a reliable transport a probe is stray.
 #[test]

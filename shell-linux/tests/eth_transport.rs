@@ -804,35 +804,3 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
         );
     }
 }
-
-/// A rank about to leave its endpoint undriven settles it first: the
-/// acknowledgement it owes leaves at once and its last message is
-/// acknowledged. Before, the owed acknowledgement waited in the port for
-/// a doorbell that only the rank's next call rang: the rank that settled
-/// first left its peer retransmitting until it ran out of tries.
-#[test]
-fn both_ranks_settle_after_each_exchange() {
-    let Some((lab, _net)) = lab("s", 2, 9000, Faults::default()) else {
-        return;
-    };
-    let out = pair(&lab, loop_config(), |r| {
-        (0..10)
-            .filter(|_| {
-                meet(r);
-                // Rank 1's message is the exchange's last: rank 0 owes
-                // its acknowledgement and has nothing of its own waiting.
-                if r.rank() == 1 {
-                    r.send(0, 7, b"last").unwrap();
-                } else {
-                    r.recv(Source::Rank(1), TagSel::Tag(7), &mut [0u8; 4])
-                        .unwrap();
-                }
-                let settled = r.settle(7);
-                // Then the rank turns to other work for a while.
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                settled
-            })
-            .count()
-    });
-    assert_eq!(out, [10, 10]);
-}

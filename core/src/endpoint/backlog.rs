@@ -247,32 +247,4 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 .iter(self.peers.all(), BACKLOGGED)
                 .all(|d| self.peers[d as usize].backlog.is_empty())
     }
-
-    /// Sends every acknowledgement owed now rather than at its delay: a
-    /// rank about to leave this endpoint undriven for a while (a thread
-    /// turning to another of its ranks) does not leave a peer waiting for
-    /// one. See [`settled`](Self::settled).
-    pub fn ack_now<N: Nic>(&mut self, now: u64, nic: &mut N) {
-        self.tick(now);
-        for i in 0..self.npeers {
-            if self.peers[i as usize].ack_at.is_some()
-                && !self.peers[i as usize].failed
-                && self.send_control(now, nic, i, Kind::Ack, 0)
-            {
-                self.peers[i as usize].ack_at = None;
-            }
-        }
-    }
-
-    /// Nothing sent waits for an acknowledgement, none is owed, and every
-    /// send has left: a peer needs nothing more from this endpoint until
-    /// new work comes. A rank that will not drive the endpoint for a while
-    /// drives it until this holds (or a bound passes) first, so its peer is
-    /// not left retransmitting to nobody.
-    pub fn settled(&self) -> bool {
-        self.flushed()
-            && self.peers.all()[..self.npeers as usize]
-                .iter()
-                .all(|p| p.failed || (p.unacked.is_empty() && p.ack_at.is_none()))
-    }
 }

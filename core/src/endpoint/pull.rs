@@ -378,6 +378,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             let x = &mut self.work[i].xfer;
             x.asked.pop();
             x.served = true;
+            x.probes = 0;
             x.last = now;
         }
         self.arm_transfer(i);
@@ -451,7 +452,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         let rto = self.cfg.rto_ns;
-        let mut at = x.last.saturating_add(rto);
+        let mut at = x.last.saturating_add(self.backoff_ns(x.probes));
         if !x.send {
             // A receive asks again once no frame came for a timeout, or
             // once passed over long enough (see `poll_transfers`).
@@ -470,11 +471,13 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.serve(now, nic, i);
             } else if !self.cfg.reliable
                 && x.served
-                && now >= x.last.saturating_add(self.cfg.rto_ns)
+                && now >= x.last.saturating_add(self.backoff_ns(x.probes))
             {
                 // No FIN: it may be lost. A probe makes a receiver that
                 // ended repeat it; one still receiving asks on its own.
-                self.work[i].xfer.last = now;
+                let w = &mut self.work[i].xfer;
+                w.last = now;
+                w.probes = w.probes.saturating_add(1);
                 let probe = Probe {
                     sender: x.req.to_wire(),
                     receiver: x.remote_id,

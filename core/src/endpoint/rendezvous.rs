@@ -71,6 +71,11 @@ pub(super) struct Transfer {
     pub asked: Asked,
     /// PULL sender: sent a frame since the last FIN-less timeout.
     pub served: bool,
+    /// PULL sender: probes for a lost FIN since it last sent a frame; each
+    /// waits twice as long as the one before (`Endpoint::backoff_ns`), so
+    /// that the transfers of a window, probing a peer that went quiet, do
+    /// not flood it with a probe each per timeout.
+    pub probes: u16,
     /// When the transfer last moved (PULL timers on lossy transports).
     pub last: u64,
 }
@@ -100,6 +105,7 @@ impl Transfer {
         arrivals: Arrivals::new(0),
         asked: Asked::EMPTY,
         served: false,
+        probes: 0,
         last: 0,
     };
 }

@@ -25,10 +25,19 @@ use crate::eth::RawSocket;
 use crate::rank::Rank;
 use rmx_core::{Source, TagSel};
 
+/// Drives the ranks of the floor's thread once ([`Rank::tend`]). A floor's
+/// wait that hears nothing for a while calls it: the other thread may not
+/// have joined the floor yet, waiting on one of those ranks for a packet
+/// (its last one lost) that only a driven rank resends.
+pub type Tend<'a> = &'a mut dyn FnMut();
+
 /// The floors' EtherType: IEEE's second local experimental one.
 pub const FLOOR_ETHERTYPE: u16 = 0x88B6;
 /// How long a floor waits for a frame before it gives up.
 pub const PATIENCE_NS: u64 = 2_000_000_000;
+/// How long a floor's wait hears nothing before it tends the thread's
+/// ranks (see [`Tend`]).
+const TEND_AFTER_NS: u64 = 1_000_000;
 /// Frames per `sendmmsg`/`recvmmsg`.
 const BATCH: usize = 32;
 /// First payload byte of a stream's last frame (data frames carry 0).
@@ -233,7 +242,7 @@ impl WireSide {
     /// Busy-polls the ring for one frame of the other side and copies its
     /// data into `body` (as a receive from the ring must); `None` after
     /// [`PATIENCE_NS`].
-    fn recv(&mut self, body: &mut [u8]) -> Option<usize> {
+    fn recv(&mut self, body: &mut [u8], tend: Tend<'_>) -> Option<usize> {
         let mut since = 0;
         for spin in 0u64.. {
             if let Some(n) = self.try_recv_peer(body) {
@@ -245,6 +254,8 @@ impl WireSide {
                     since = now;
                 } else if now - since > PATIENCE_NS {
                     return None;
+                } else if now - since > TEND_AFTER_NS {
+                    tend();
                 }
             }
         }
@@ -259,14 +270,15 @@ impl WireSide {
         size: usize,
         sbuf: &[u8],
         rbuf: &mut [u8],
+        tend: Tend<'_>,
     ) -> Option<u64> {
         let t0 = now_ns();
         for _ in 0..rounds {
             if self.me == 0 {
                 self.message_out(&sbuf[..size])?;
-                self.message_in(&mut rbuf[..size])?;
+                self.message_in(&mut rbuf[..size], tend)?;
             } else {
-                self.message_in(&mut rbuf[..size])?;
+                self.message_in(&mut rbuf[..size], tend)?;
                 self.message_out(&sbuf[..size])?;
             }
         }
@@ -283,13 +295,13 @@ impl WireSide {
         Some(())
     }
 
-    fn message_in(&mut self, data: &mut [u8]) -> Option<()> {
+    fn message_in(&mut self, data: &mut [u8], tend: Tend<'_>) -> Option<()> {
         let mtu = self.mtu - 1;
         let n = data.len().div_ceil(mtu).max(1);
         for i in 0..n {
             let at = (i * mtu).min(data.len());
             let end = (at + mtu).min(data.len());
-            self.recv(&mut data[at..end])?;
+            self.recv(&mut data[at..end], &mut *tend)?;
         }
         Some(())
     }
@@ -302,7 +314,7 @@ impl WireSide {
     /// counts what arrives and credits it every quarter window. Both
     /// return the frames per second side 1 saw (first frame to end mark),
     /// or `None` if the stream stalled.
-    pub fn stream(&mut self, frames: u64, payload: usize) -> Option<f64> {
+    pub fn stream(&mut self, frames: u64, payload: usize, tend: Tend<'_>) -> Option<f64> {
         let payload = payload.clamp(1, self.mtu);
         // End marks, credits and answers name their stream: one left over
         // from an earlier stream must not end, pace or answer this one.
@@ -358,6 +370,7 @@ impl WireSide {
                 if now_ns() - t0 > PATIENCE_NS {
                     return None;
                 }
+                tend();
             }
         } else {
             let mut buf = vec![0u8; self.mtu];
@@ -368,8 +381,11 @@ impl WireSide {
             'stream: loop {
                 let lens = self.recv_batch(&mut frames);
                 if lens.is_empty() {
-                    if now_ns() - since > PATIENCE_NS {
+                    let quiet = now_ns() - since;
+                    if quiet > PATIENCE_NS {
                         return None;
+                    } else if quiet > TEND_AFTER_NS {
+                        tend();
                     }
                     continue;
                 }
@@ -413,7 +429,7 @@ impl WireSide {
                         self.send(&reply).ok()?;
                     }
                 } else {
-                    std::hint::spin_loop();
+                    tend();
                 }
             }
             Some(r)

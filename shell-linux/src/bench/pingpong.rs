@@ -7,7 +7,7 @@ use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
 use super::floor::Floor;
-use super::frame_floor::{WireFloor, WireSide};
+use super::frame_floor::{Tend, WireFloor, WireSide};
 use super::hist::Hist;
 use super::report::{Column, Report};
 use super::Opts;
@@ -47,15 +47,14 @@ pub(crate) fn rmx_rounds(
 const SYNC: u32 = 0xFFFF_FF01;
 
 /// Both ranks reach this point before either goes on: an empty message
-/// each way (between threads or processes alike). The floor's rounds
-/// that follow leave the rank undriven: on a lossy wire its message waits
-/// for its acknowledgement first (see [`Rank::settle`]).
+/// each way (between threads or processes alike). Either may go on
+/// before its own message is acknowledged: the floor's rounds that follow
+/// tend the rank while they wait (see [`Tend`]).
 fn sync(r: &mut Rank) {
     let peer = 1 - r.rank().min(1);
     r.send(peer, SYNC, &[]).expect("sync");
     r.recv(Source::Rank(peer), TagSel::Tag(SYNC), &mut [])
         .expect("sync");
-    r.settle(super::rate::SETTLE_TRIES);
 }
 
 /// The floor beside rmx: a shared-memory copy between the two threads on
@@ -73,15 +72,22 @@ enum Bare<'a> {
 
 impl Bare<'_> {
     /// `rounds` round trips of `size` bytes: elapsed ns, or `None` if the
-    /// wire lost a frame.
-    fn rounds(&mut self, rounds: u64, size: usize, sbuf: &[u8], rbuf: &mut [u8]) -> Option<u64> {
+    /// wire lost a frame. A wire's waits `tend` the rank.
+    fn rounds(
+        &mut self,
+        rounds: u64,
+        size: usize,
+        sbuf: &[u8],
+        rbuf: &mut [u8],
+        tend: Tend<'_>,
+    ) -> Option<u64> {
         match self {
             Bare::Memory { side, seq, buf } => {
                 let t = side.run(*seq, rounds, size, buf);
                 *seq += rounds;
                 Some(t)
             }
-            Bare::Wire(w) => w.pingpong(rounds, size, sbuf, rbuf),
+            Bare::Wire(w) => w.pingpong(rounds, size, sbuf, rbuf, tend),
             Bare::None => None,
         }
     }
@@ -193,9 +199,9 @@ fn measure(
         let mut rows = Vec::new();
         for &size in sizes {
             sync(r);
-            bare.rounds(warmup, size, &sbuf, &mut rbuf);
+            bare.rounds(warmup, size, &sbuf, &mut rbuf, &mut || r.tend());
             sync(r);
-            let f = bare.rounds(iters, size, &sbuf, &mut rbuf);
+            let f = bare.rounds(iters, size, &sbuf, &mut rbuf, &mut || r.tend());
             sync(r);
             rmx_rounds(r, warmup, size, &sbuf, &mut rbuf);
             sync(r);

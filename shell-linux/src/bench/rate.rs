@@ -7,10 +7,12 @@
 //! round before each slice: the best round is `floor_msg_per_s`, and
 //! `floor_spread_pct` says how far the worst fell below it.
 
+use std::convert::Infallible;
+
 use rmx_core::{Coalesce, Config, Protocol, Source, TagSel};
 use serde_json::json;
 
-use super::frame_floor::{WireFloor, WireSide};
+use super::frame_floor::{Tend, WireFloor, WireSide};
 use super::report::{Column, Report};
 use super::Opts;
 use crate::job;
@@ -105,9 +107,15 @@ impl Setup {
 /// link: the frame rate of a paced, batched stream of frames as full as
 /// the transport's own for that size (`per_frame` bytes of message each),
 /// over the frames one message takes. `None` if the stream stalled.
-fn floor_rate(side: &mut WireSide, size: usize, per_frame: usize, frames: u64) -> Option<f64> {
+fn floor_rate(
+    side: &mut WireSide,
+    size: usize,
+    per_frame: usize,
+    frames: u64,
+    tend: Tend<'_>,
+) -> Option<f64> {
     let payload = size.clamp(1, per_frame.min(side.mtu()));
-    let fps = side.stream(frames, payload)?;
+    let fps = side.stream(frames, payload, tend)?;
     Some(fps / size.div_ceil(payload).max(1) as f64)
 }
 
@@ -119,8 +127,33 @@ fn floor_frames(size: usize, per_frame: usize) -> u64 {
     (2_000u64).min((3 << 20) / payload).max(100)
 }
 
-/// Runs `n` windows of `size`-byte messages; the sender's elapsed time.
-fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]) -> u64 {
+/// Runs `n` windows of `size`-byte messages on `ranks[k]`; the sender's
+/// elapsed time. A wait that stalls tends the thread's ranks of the other
+/// setups: the peer's thread may still be in one of them, waiting for a
+/// packet of this thread's (its last one lost, or the answer to a probe)
+/// that only a driven rank resends. Stalled waits only: while traffic
+/// flows, the measured rank has the thread to itself.
+fn windows(
+    ranks: &mut [Rank],
+    k: usize,
+    n: u64,
+    size: usize,
+    sbuf: &[u8],
+    rbufs: &mut [Vec<u8>],
+) -> u64 {
+    let (before, rest) = ranks.split_at_mut(k);
+    let (r, after) = rest.split_first_mut().expect("a rank of the setup");
+    let mut beside = |_: &mut Rank| -> Result<(), Infallible> {
+        before
+            .iter_mut()
+            .chain(after.iter_mut())
+            .for_each(Rank::tend);
+        Ok(())
+    };
+    let mut wait = |r: &mut Rank, q: Req| match r.wait_beside(q, &mut beside) {
+        Ok(_) => {}
+        Err((_, never)) => match never {},
+    };
     let mut ack = [0u8; 4];
     let mut reqs: Vec<Req> = Vec::with_capacity(WINDOW);
     let t0 = crate::clock::now_ns();
@@ -135,9 +168,9 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
                     reqs.push(r.isend_raw(1, DATA, sbuf.as_ptr(), size).unwrap());
                 }
                 for q in reqs.drain(..) {
-                    r.wait(q);
+                    wait(r, q);
                 }
-                r.wait(a);
+                wait(r, a);
             }
         } else {
             for _ in 0..n {
@@ -148,26 +181,19 @@ fn windows(r: &mut Rank, n: u64, size: usize, sbuf: &[u8], rbufs: &mut [Vec<u8>]
                     );
                 }
                 for q in reqs.drain(..) {
-                    r.wait(q);
+                    wait(r, q);
                 }
-                r.send(0, ACK, &ack).unwrap();
+                let q = r.isend_raw(0, ACK, ack.as_ptr(), ack.len()).unwrap();
+                wait(r, q);
             }
         }
     }
     let ns = crate::clock::now_ns() - t0;
-    // This thread turns to its rank of another setup next: the ACK (or a
-    // FIN) may still wait in this one's queue for a send entry, and on a
-    // lossy wire for its acknowledgement (lost, it would be resent only
-    // once this rank is driven again, while its peer waits for it).
+    // The ACK (or a FIN) may still wait in this rank's queue for a send
+    // entry: it leaves now rather than at this thread's next stall.
     r.flush();
-    r.settle(SETTLE_TRIES);
     ns
 }
-
-/// Retransmission timeouts a rank waits out past its slice for its last
-/// packets to be acknowledged (backing off from 200 µs: about 25 ms of
-/// being driven).
-pub(crate) const SETTLE_TRIES: u64 = 7;
 
 /// Measures every size under every setup; `name` is `msgrate` or `bw`
 /// (the same measurement, tabled by message rate or by bandwidth first).
@@ -200,8 +226,8 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
             // size moves about as many bytes as 64 KiB messages do.
             let scale = |w: u64| (w * 65536 / size.max(65536) as u64).max(1);
             let (warm, per_slice) = (scale(warm), scale(per_slice));
-            for r in ranks.iter_mut() {
-                windows(r, warm, size, &sbuf, &mut rbufs);
+            for k in 0..ranks.len() {
+                windows(ranks, k, warm, size, &sbuf, &mut rbufs);
             }
             let mut ns = vec![0u64; ranks.len()];
             let before: Vec<_> = ranks.iter().map(|r| r.stats()).collect();
@@ -215,10 +241,11 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
                         size,
                         per_frame,
                         floor_frames(size, per_frame),
+                        &mut || ranks.iter_mut().for_each(Rank::tend),
                     ));
                 }
-                for (k, r) in ranks.iter_mut().enumerate() {
-                    ns[k] += windows(r, per_slice, size, &sbuf, &mut rbufs);
+                for (k, ns) in ns.iter_mut().enumerate() {
+                    *ns += windows(ranks, k, per_slice, size, &sbuf, &mut rbufs);
                 }
             }
             let floor = (!rounds.is_empty()).then(|| {

@@ -487,40 +487,6 @@ impl<T: Transport + 'static> Rank<T> {
         }
     }
 
-    /// Drives the rank until its endpoint is
-    /// [`settled`](rmx_core::Endpoint::settled) (every send left and
-    /// acknowledged, no acknowledgement owed), or until `tries`
-    /// retransmission timeouts went unanswered; whether it settled. For a
-    /// thread about to leave this rank undriven while it turns to another:
-    /// otherwise the last message of an exchange, lost, waits for a
-    /// retransmission from a rank nobody drives, and its peer waits in
-    /// vain. Bounded by timeouts, not by time, so that a thread the
-    /// scheduler keeps off the core for a while still resends before it
-    /// leaves; bounded, since the peer's acknowledgement may be lost in
-    /// turn after the peer left. What is left is resent when the rank is
-    /// driven again.
-    pub fn settle(&mut self, tries: u64) -> bool {
-        let first = self.stats().timeouts;
-        let mut armed = None;
-        loop {
-            let (done, idle, timeouts) = self.with(|d| {
-                d.progress();
-                let now = crate::clock::now_ns();
-                d.ep.ack_now(now, &mut d.nic);
-                // The acknowledgements leave now, not at the next call.
-                d.nic.port().doorbell();
-                (d.ep.settled(), d.idle, d.ep.stats().timeouts)
-            });
-            if done {
-                return true;
-            }
-            if timeouts.saturating_sub(first) >= tries {
-                return false;
-            }
-            self.rest(idle, &mut armed);
-        }
-    }
-
     /// After a waiter's poll: `idle` empty polls in a row. Cheap while the
     /// clock has not been read yet; then [`idle`](Self::idle).
     #[inline]
@@ -636,6 +602,17 @@ impl<T: Transport + 'static> Rank<T> {
     #[inline]
     pub fn progress(&mut self) -> usize {
         self.with(|d| d.progress())
+    }
+
+    /// Polls the NIC once and runs the core's timers that are due. For a
+    /// rank driven beside another's stalled wait: its own idle count would
+    /// run them only every few dozen calls, and a peer may wait on its
+    /// retransmission or its answer to a probe.
+    pub fn tend(&mut self) {
+        self.with(|d| {
+            d.progress();
+            d.timers();
+        });
     }
 }
 
