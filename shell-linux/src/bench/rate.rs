@@ -127,12 +127,52 @@ fn floor_frames(size: usize, per_frame: usize) -> u64 {
     (2_000u64).min((3 << 20) / payload).max(100)
 }
 
-/// Runs `n` windows of `size`-byte messages on `ranks[k]`; the sender's
-/// elapsed time. A wait that stalls tends the thread's ranks of the other
-/// setups: the peer's thread may still be in one of them, waiting for a
-/// packet of this thread's (its last one lost, or the answer to a probe)
-/// that only a driven rank resends. Stalled waits only: while traffic
-/// flows, the measured rank has the thread to itself.
+/// The ranks of a thread's other setups, while it measures one. The peer's
+/// thread may still be in one of them, waiting for a packet of this
+/// thread's (its last one lost, or the answer to a probe) that only a
+/// driven rank resends; and a rank tended on one side listens, so its
+/// peer here must not go undriven for long either. So they are tended
+/// whenever a wait stalls, and between windows once [`TEND_EVERY_NS`]
+/// passed: the measured rank has the thread to itself but for a few polls
+/// a millisecond (and a clock read a window).
+struct Others<'a> {
+    before: &'a mut [Rank],
+    after: &'a mut [Rank],
+    last: u64,
+}
+
+/// How long a thread's other ranks go untended while traffic flows.
+const TEND_EVERY_NS: u64 = 1_000_000;
+
+impl Others<'_> {
+    fn tend(&mut self) {
+        self.before
+            .iter_mut()
+            .chain(self.after.iter_mut())
+            .for_each(Rank::tend);
+        self.last = crate::clock::now_ns();
+    }
+
+    fn tend_if_due(&mut self) {
+        if crate::clock::now_ns().saturating_sub(self.last) >= TEND_EVERY_NS {
+            self.tend();
+        }
+    }
+
+    /// Waits for `q` on `r`, tending these ranks if it stalls.
+    fn wait(&mut self, r: &mut Rank, q: Req) {
+        let tend = &mut |_: &mut Rank| -> Result<(), Infallible> {
+            self.tend();
+            Ok(())
+        };
+        if let Err((_, never)) = r.wait_beside(q, tend) {
+            match never {}
+        }
+    }
+}
+
+/// Runs `n` windows of `size`-byte messages on `ranks[k]`, tending the
+/// thread's other ranks ([`Others`]); the sender's elapsed time.
 fn windows(
     ranks: &mut [Rank],
     k: usize,
@@ -143,16 +183,10 @@ fn windows(
 ) -> u64 {
     let (before, rest) = ranks.split_at_mut(k);
     let (r, after) = rest.split_first_mut().expect("a rank of the setup");
-    let mut beside = |_: &mut Rank| -> Result<(), Infallible> {
-        before
-            .iter_mut()
-            .chain(after.iter_mut())
-            .for_each(Rank::tend);
-        Ok(())
-    };
-    let mut wait = |r: &mut Rank, q: Req| match r.wait_beside(q, &mut beside) {
-        Ok(_) => {}
-        Err((_, never)) => match never {},
+    let mut others = Others {
+        before,
+        after,
+        last: crate::clock::now_ns(),
     };
     let mut ack = [0u8; 4];
     let mut reqs: Vec<Req> = Vec::with_capacity(WINDOW);
@@ -161,6 +195,7 @@ fn windows(
     unsafe {
         if r.rank() == 0 {
             for _ in 0..n {
+                others.tend_if_due();
                 let a = r
                     .irecv_raw(Source::Rank(1), TagSel::Tag(ACK), ack.as_mut_ptr(), 4)
                     .unwrap();
@@ -168,12 +203,13 @@ fn windows(
                     reqs.push(r.isend_raw(1, DATA, sbuf.as_ptr(), size).unwrap());
                 }
                 for q in reqs.drain(..) {
-                    wait(r, q);
+                    others.wait(r, q);
                 }
-                wait(r, a);
+                others.wait(r, a);
             }
         } else {
             for _ in 0..n {
+                others.tend_if_due();
                 for b in rbufs.iter_mut() {
                     reqs.push(
                         r.irecv_raw(Source::Rank(0), TagSel::Tag(DATA), b.as_mut_ptr(), size)
@@ -181,10 +217,10 @@ fn windows(
                     );
                 }
                 for q in reqs.drain(..) {
-                    wait(r, q);
+                    others.wait(r, q);
                 }
                 let q = r.isend_raw(0, ACK, ack.as_ptr(), ack.len()).unwrap();
-                wait(r, q);
+                others.wait(r, q);
             }
         }
     }
