@@ -164,6 +164,8 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     work: Rows<WorkEntry, S::Table<WorkEntry>>,
     /// Sends waiting for a credit or a bounce slot, oldest first (requests).
     queued: Fifo,
+    /// Of those, sends of a priority context ([`crate::wire::context::is_priority`]).
+    priority_queued: u32,
     /// Peers whose backlog is not empty (each listed once).
     backlogged: Fifo,
     timers: Timers,
@@ -283,6 +285,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             reqs: Table::new(requests),
             work: Rows::new(work),
             queued: Fifo::EMPTY,
+            priority_queued: 0,
             backlogged: Fifo::EMPTY,
             timers: Timers::default(),
             now: 0,

@@ -74,6 +74,12 @@ pub struct Stats {
     pub credit_requests_in: u64,
     /// Credits lent on request beyond the initial shares.
     pub credits_lent: u64,
+    /// Of those, credits lent from the reserve to a collective's message
+    /// while point-to-point messages held the budget.
+    pub reserve_loans: u64,
+    /// Receives ended by a stall that lasted the peer timeout
+    /// ([`RecvFault::NoBuffers`](crate::RecvFault::NoBuffers)).
+    pub stalls_ended: u64,
     /// Times unexpected messages took the receive pool to its low watermark.
     pub rx_pool_low: u64,
     pub post_busy: u64,

@@ -337,3 +337,105 @@ fn a_medium_message_asks_for_all_its_fragments_at_once() {
     assert_eq!(ep.test(rr).unwrap().expect("arrived").len, 4000);
     assert_eq!(nic.user[d.0 as usize], data);
 }
+
+/// A collective's message queued behind a flood the receiver has not
+/// received: it goes first, on a credit lent from the receiver's reserve
+/// once the budget is spent, and the flood still arrives whole and in
+/// order afterwards. Without a priority message waiting, the reserve
+/// lends nothing.
+#[test]
+fn a_collective_message_overtakes_a_flood_on_a_reserve_credit() {
+    use rmx_core::wire::context::COLLECTIVE;
+    // A budget of 48 - 16 = 32, below the 64 unexpected messages kept.
+    let pool = |c: Config| Config {
+        rx_buffers: 48,
+        rx_reserve: 16,
+        rx_low_water: 16,
+        ..c
+    };
+    for cfg in [
+        pool(Config::reliable(THRESHOLD, 8)),
+        pool(Config::unreliable(THRESHOLD, 8)),
+    ] {
+        let mut rs = ranks(cfg, 2);
+        let flood: Vec<Request> = (0..50).map(|k| send(&mut rs, 1, 0, k, k as u8)).collect();
+        settle(&mut rs);
+        // The budget less the receiver's own share of 8, which it never uses.
+        assert_eq!(rs[0].0.held_buffers(), 24, "the budget, spent");
+        assert!(rs[0].0.stall().is_some());
+        assert_eq!(rs[0].0.stats().reserve_loans, 0);
+        let (ep, nic) = &mut rs[0];
+        let d = nic.user_buf(vec![0; 8]);
+        let r = ep
+            .irecv(0, nic, Source::Rank(1), TagSel::Tag(3), COLLECTIVE, d, 8)
+            .unwrap();
+        let (ep, nic) = &mut rs[1];
+        let s = nic.user_buf(vec![0xC0; 8]);
+        let c = ep.isend(0, nic, 0, 3, COLLECTIVE, s, 8).unwrap();
+        settle(&mut rs);
+        let st = rs[0].0.test(r).unwrap().expect("the collective's message");
+        assert_eq!((st.source, st.tag), (1, 3));
+        assert_eq!(rs[0].1.user[d.0 as usize], vec![0xC0; 8]);
+        assert!(rs[1].0.test(c).unwrap().is_some());
+        assert_eq!(rs[0].0.stats().reserve_loans, 1);
+        for k in 0..50u8 {
+            let (r, d) = recv(&mut rs, 0, TagSel::Any);
+            settle(&mut rs);
+            let st = rs[0].0.test(r).unwrap().expect("the flood goes on");
+            assert_eq!((st.tag, rs[0].1.user[d.0 as usize][0]), (k as u32, k));
+        }
+        for q in flood {
+            assert!(rs[1].0.test(q).unwrap().is_some());
+        }
+        assert_eq!((rs[0].0.held_buffers(), rs[0].0.stall()), (0, None));
+    }
+}
+
+/// A correct program a bounded pool cannot carry: rank 1 sends 50
+/// messages rank 0 receives only after a later one. Past the budget the
+/// later one queues behind them for good; once that has lasted the peer
+/// timeout, the receive waiting for it ends with `NoBuffers` (the
+/// setting to raise), and nothing accepted is lost: the flood and the
+/// later message are still received afterwards.
+#[test]
+fn a_stall_that_lasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
+    let cfg = Config {
+        rx_buffers: 48,
+        rx_reserve: 16,
+        rx_low_water: 16,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let timeout = cfg.peer_timeout_ns;
+    let mut rs = ranks(cfg, 2);
+    let (late, _) = recv(&mut rs, 0, TagSel::Tag(2));
+    let flood: Vec<Request> = (0..50).map(|k| send(&mut rs, 1, 0, 1, k)).collect();
+    let last = send(&mut rs, 1, 0, 2, 0xEE);
+    settle(&mut rs);
+    assert!(rs[0].0.stall().is_some());
+    // Driven as a shell drives a rank that waits: a poll a millisecond.
+    let (ep, nic) = &mut rs[0];
+    let step = 1_000_000;
+    let mut now = 0;
+    while now + step < timeout {
+        now += step;
+        ep.poll(now, nic);
+        assert_eq!(ep.test(late).unwrap(), None, "not before the peer timeout");
+    }
+    ep.poll(now + step, nic);
+    let st = ep.test(late).unwrap().expect("ended by the stall");
+    assert_eq!((st.source, st.fault), (1, Some(RecvFault::NoBuffers)));
+    assert_eq!(ep.stats().stalls_ended, 1);
+    for k in 0..50u8 {
+        let (r, d) = recv(&mut rs, 0, TagSel::Tag(1));
+        settle(&mut rs);
+        assert!(rs[0].0.test(r).unwrap().is_some());
+        assert_eq!(rs[0].1.user[d.0 as usize][0], k);
+    }
+    let (r, d) = recv(&mut rs, 0, TagSel::Tag(2));
+    settle(&mut rs);
+    assert!(rs[0].0.test(r).unwrap().is_some());
+    assert_eq!(rs[0].1.user[d.0 as usize][0], 0xEE);
+    for q in flood.into_iter().chain([last]) {
+        assert!(rs[1].0.test(q).unwrap().is_some());
+    }
+}

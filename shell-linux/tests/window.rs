@@ -282,3 +282,37 @@ fn a_get_handle_from_an_earlier_epoch_is_refused() {
         }
     }
 }
+
+/// Hundreds of accumulates in an open epoch, then a barrier and an
+/// allgather before the fence (MPI allows a collective between fences):
+/// in the immediate designs the accumulates go as messages at once and
+/// the target receives them only in its fence, so they held its credit
+/// and both ranks waited in the barrier for ever. A collective's
+/// messages now go ahead of them.
+#[test]
+fn a_collective_inside_an_epoch_of_many_accumulates_ends() {
+    const ADDS: u64 = 400;
+    for design in Design::ALL {
+        let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let mut w = r.win_create_with(64, 4, design).expect("window");
+            w.fence(r).unwrap();
+            let peer = 1 - r.rank();
+            for k in 0..ADDS {
+                let one = 1u32.to_le_bytes();
+                w.accumulate(r, peer, k % 16, &one, Op::Sum, Int::U32)
+                    .unwrap();
+            }
+            r.barrier().expect("barrier");
+            let mut all = [0u8; 8];
+            all[4 * r.rank() as usize..][..4].copy_from_slice(&[7; 4]);
+            r.allgather(&mut all).expect("allgather");
+            w.fence(r).unwrap();
+            let mem = w.to_vec();
+            let sum: u64 = (0..16)
+                .map(|i| u32::from_le_bytes(mem[4 * i..4 * i + 4].try_into().unwrap()) as u64)
+                .sum();
+            (sum, all == [7; 8])
+        });
+        assert_eq!(out, vec![(ADDS, true); 2], "{design:?}");
+    }
+}

@@ -11,6 +11,7 @@ use rmx_core::onesided::Design;
 
 use crate::collective::CollTask;
 use crate::fence::{apply, issue, FenceTask, Kind, RmaOp, Win};
+use crate::flood::{self, DrainTask};
 use crate::model::{Faults, Model};
 use crate::net::{Net, What};
 use crate::node::{Node, Rx};
@@ -40,6 +41,13 @@ pub enum Action {
         compute_ns: u64,
         strawman: bool,
     },
+    /// Every rank but `to` sends it `count` small messages and goes on
+    /// without waiting ([`crate::flood`]).
+    Flood { to: u16, count: u32 },
+    /// The floods' targets receive every message of the floods before
+    /// (wildcard sources when `any_source`), and their senders wait for
+    /// their sends.
+    Drain { any_source: bool },
 }
 
 /// What to run.
@@ -76,12 +84,29 @@ pub struct Outcome {
 enum Task {
     Collective(Box<CollTask>),
     Fence(Box<FenceTask>),
+    Drain(Box<DrainTask>),
 }
 
 struct Place {
     step: usize,
     task: Option<Task>,
     wake_at: Option<u64>,
+    /// Flood sends not yet waited for.
+    flood: Vec<crate::node::Req>,
+}
+
+/// The numbers of the messages `origin` sent `target` in the floods
+/// before `step` since the drain before it: first, and past the last.
+fn flooded(program: &[Action], target: u16, origin: u16, step: usize) -> (u32, u32) {
+    let (mut first, mut end) = (0, 0);
+    for a in &program[..step] {
+        match a {
+            Action::Flood { to, count } if *to == target && origin != target => end += count,
+            Action::Drain { .. } => first = end,
+            _ => {}
+        }
+    }
+    (first, end)
 }
 
 /// The bytes of operation `i` of rank `origin` in step `step`: u32s small
@@ -175,6 +200,8 @@ impl Job {
                 .map(|a| match a {
                     Action::Collective(_) => (0, 0),
                     Action::Epoch { window, .. } => (1, *window),
+                    Action::Flood { to, .. } => (2, *to),
+                    Action::Drain { .. } => (3, 0),
                 })
                 .collect()
         };
@@ -244,6 +271,7 @@ impl Job {
                 step: 0,
                 task: None,
                 wake_at: None,
+                flood: Vec::new(),
             })
             .collect();
         let steps = programs[0].len();
@@ -428,6 +456,22 @@ impl Job {
                         let f = FenceTask::new(node, *window, n, *strawman, sends)?;
                         Task::Fence(Box::new(f))
                     }
+                    &Action::Flood { to, count } => {
+                        if r != to {
+                            let (_, end) = flooded(&self.programs[ri], to, r, step);
+                            flood::send(node, to, end, count, &mut self.places[ri].flood)?;
+                        }
+                        self.ends[ri][step] = self.nodes[ri].cpu;
+                        self.places[ri].step += 1;
+                        continue;
+                    }
+                    &Action::Drain { any_source } => {
+                        let from = (0..n)
+                            .map(|o| flooded(&self.programs[ri], r, o, step))
+                            .collect();
+                        let sends = std::mem::take(&mut self.places[ri].flood);
+                        Task::Drain(Box::new(DrainTask::new(node, from, any_source, sends)?))
+                    }
                 },
             };
             let done = match task {
@@ -438,6 +482,13 @@ impl Job {
                     }
                     false => {
                         self.places[ri].task = Some(Task::Collective(c));
+                        false
+                    }
+                },
+                Task::Drain(mut d) => match d.poll(node)? {
+                    true => true,
+                    false => {
+                        self.places[ri].task = Some(Task::Drain(d));
                         false
                     }
                 },

@@ -13,6 +13,7 @@
 
 pub mod collective;
 pub mod fence;
+pub mod flood;
 pub mod heap;
 pub mod job;
 pub mod memnic;

@@ -78,7 +78,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             Kind::Ping => {
                 self.send_control(now, nic, h.src, Kind::Ack, 0);
             }
-            Kind::Credit => self.on_credit_request(now, nic, h.src, h.tag),
+            Kind::Credit => {
+                let priority = crate::wire::context::is_priority(h.context);
+                self.on_credit_request(now, nic, h.src, h.tag, priority)
+            }
             Kind::Nack => {
                 if !self.cfg.reliable {
                     let p = &self.peers[src];

@@ -25,13 +25,30 @@
 //! every credit is a loan.
 //!
 //! Nothing accepted is lost: a sender without credit waits (its request is
-//! pending) and asks; a lossy transport repeats the request. The one state
-//! no credit scheme with bounded memory can leave: the budget is held
-//! entirely by unexpected messages nobody receives while peers wait for
-//! credit. [`Endpoint::stall`] reports it instead of letting a rank hang.
+//! pending) and asks; a lossy transport repeats the request.
+//!
+//! Traffic a rank waits on must not queue behind traffic it has not
+//! received. A collective's messages ([`crate::wire::context::is_priority`])
+//! are the case a correct program hits: a rank floods a peer with sends the
+//! peer receives only after a barrier, and the barrier's message would wait
+//! for credit the flood holds. So a sender sends its queued priority
+//! messages before the point-to-point ones queued ahead of them (MPI orders
+//! messages only within a context), and says in its credit request that
+//! one waits; a receiver whose budget is spent lends such a peer one credit
+//! from its reserve (an overdraft, at most half the reserve at once, within
+//! the unexpected-message capacity), repaid by the next lent credit that
+//! comes back. The reserve, not a context's own budget, because a
+//! collective's rounds are few per rank and received at once: a share per
+//! context would idle in every peer's window.
+//!
+//! The one state no credit scheme with bounded memory can leave: the
+//! budget is held entirely by unexpected messages nobody receives while
+//! peers wait for credit. [`Endpoint::stall`] reports it instead of letting
+//! a rank hang.
 
-use super::peer::STARVING;
+use super::peer::{PRIORITY, STARVING};
 use super::*;
+use crate::wire::context;
 
 /// The credit budget and the peers waiting for a share of it.
 pub(super) struct Lender {
@@ -45,6 +62,13 @@ pub(super) struct Lender {
     pub low: bool,
     /// The most the budget may grow to: unexpected messages that can be kept.
     pub cap: u32,
+    /// Reserve credits lent to priority messages and not yet repaid.
+    pub overdraft: u32,
+    /// Peers with a priority message waiting for a reserve credit.
+    pub priority: Fifo,
+    /// Since when the budget has been held while peers wait, with nothing
+    /// received here.
+    pub stalled_at: Option<u64>,
 }
 
 impl Lender {
@@ -63,8 +87,18 @@ impl Lender {
             starving: Fifo::EMPTY,
             low: false,
             cap,
+            overdraft: 0,
+            priority: Fifo::EMPTY,
+            stalled_at: None,
         };
         (lender, share as u16)
+    }
+
+    /// Reserve credits that may be lent at once: half the reserve (the
+    /// rest stays for packets handled at once), and only as many as the
+    /// unexpected-message table has room for beyond the budget.
+    fn overdraft_max(&self, cfg: &Config) -> u32 {
+        (cfg.rx_reserve / 2).min(self.cap.saturating_sub(self.budget))
     }
 }
 
@@ -91,6 +125,48 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         })
     }
 
+    /// Ends what a stall would leave waiting for ever. Once peers have
+    /// waited for credit for the peer timeout while unexpected messages
+    /// held the whole budget and nothing was received here, the receives
+    /// naming a waiting peer, and those for any source, end with
+    /// [`RecvFault::NoBuffers`]: what they wait for is queued behind
+    /// messages nobody receives. Returns when to look again.
+    pub(super) fn poll_stall(&mut self, now: u64) -> Option<u64> {
+        if self.stall().is_none() {
+            self.lender.stalled_at = None;
+            return None;
+        }
+        let since = *self.lender.stalled_at.get_or_insert(now);
+        let due = since.saturating_add(self.cfg.peer_timeout_ns);
+        if now < due {
+            return Some(due);
+        }
+        self.lender.stalled_at = None;
+        let status = |source| Status {
+            source,
+            tag: 0,
+            len: 0,
+            fault: Some(RecvFault::NoBuffers),
+        };
+        let mut at = self.lender.starving.head();
+        while let Some(q) = at {
+            while let Some(pr) = self.matcher.remove_posted_from(q) {
+                self.unposted(&pr);
+                self.reqs.set(pr.req, State::Done(status(q)));
+                self.stats.stalls_ended += 1;
+            }
+            let next = self.peers[q as usize].next[STARVING];
+            at = (next != NIL).then_some(next);
+        }
+        // An any-source receive names the peer that waited longest.
+        let first = self.lender.starving.head().unwrap_or(self.me);
+        while let Some(pr) = self.matcher.remove_posted_any() {
+            self.reqs.set(pr.req, State::Done(status(first)));
+            self.stats.stalls_ended += 1;
+        }
+        None
+    }
+
     /// A message from `src` was consumed: its credit is granted again to
     /// `src` if it was of its share, or goes back to the budget if lent.
     /// While a medium message of `src` that matched a receive is part way
@@ -100,13 +176,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// received only after it).
     #[inline]
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
+        self.lender.stalled_at = None;
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);
         let matched_part_way = matches!(p.assembly.into, super::medium::Into::Recv(_));
         if p.lent > 0 && !matched_part_way {
             p.lent -= 1;
-            self.lender.free += 1;
-            self.serve_starving(now, nic);
+            if self.lender.overdraft > 0 {
+                self.lender.overdraft -= 1;
+                self.serve_priority(now, nic);
+            } else {
+                self.lender.free += 1;
+                self.serve_starving(now, nic);
+            }
         } else {
             p.limit = p.limit.wrapping_add(1);
         }
@@ -117,24 +199,75 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
-    /// A peer out of credit asks for its limit to reach `target`.
+    /// A peer out of credit asks for its limit to reach `target`;
+    /// `priority`: a priority message waits there.
     pub(super) fn on_credit_request<N: Nic>(
         &mut self,
         now: u64,
         nic: &mut N,
         src: u16,
         target: u32,
+        priority: bool,
     ) {
         self.stats.credit_requests_in += 1;
         let p = &mut self.peers[src as usize];
         if seq_le(p.target, target) {
             p.target = target;
         }
+        p.wants_priority = priority;
         // A loan goes out with its own acknowledgement. Without one, answer
         // anyway: a lossy network may have lost the one that carried the
         // last grant.
-        if self.lend(now, nic, src) == 0 && self.peers[src as usize].window() > 0 {
+        if self.lend(now, nic, src) > 0 {
+            return;
+        }
+        if priority && self.lender.free == 0 {
+            if self.overdraw(now, nic, src) {
+                return;
+            }
+            let p = &mut self.peers[src as usize];
+            if !p.priority_waiting {
+                p.priority_waiting = true;
+                self.lender
+                    .priority
+                    .push_back(self.peers.all_mut(), PRIORITY, src);
+            }
+        }
+        if self.peers[src as usize].window() > 0 {
             self.send_control(now, nic, src, Kind::Ack, 0);
+        }
+    }
+
+    /// Lends `peer` one credit from the reserve for its priority message,
+    /// if the overdraft has room and the peer asked for more than it has.
+    fn overdraw<N: Nic>(&mut self, now: u64, nic: &mut N, peer: u16) -> bool {
+        let p = &self.peers[peer as usize];
+        let asks_more = seq_le(p.limit, p.target) && p.limit != p.target;
+        if !asks_more || p.failed || p.lent == u16::MAX {
+            return false;
+        }
+        if self.lender.overdraft >= self.lender.overdraft_max(&self.cfg) {
+            return false;
+        }
+        self.lender.overdraft += 1;
+        let p = &mut self.peers[peer as usize];
+        p.limit = p.limit.wrapping_add(1);
+        p.lent += 1;
+        self.stats.credits_lent += 1;
+        self.stats.reserve_loans += 1;
+        self.arm_ack(now, peer as usize);
+        self.send_control(now, nic, peer, Kind::Ack, 0);
+        true
+    }
+
+    /// A reserve credit came back: the oldest peer still waiting with a
+    /// priority message gets it.
+    fn serve_priority<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        while let Some(q) = self.lender.priority.pop_front(self.peers.all(), PRIORITY) {
+            self.peers[q as usize].priority_waiting = false;
+            if self.peers[q as usize].wants_priority && self.overdraw(now, nic, q) {
+                return;
+            }
         }
     }
 
@@ -162,6 +295,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 .starving
                 .push_back(self.peers.all_mut(), STARVING, peer);
         }
+        if rest > 0 && self.lender.free == 0 && self.lender.stalled_at.is_none() {
+            // A stall begins: `poll_stall` bounds it.
+            self.lender.stalled_at = Some(now);
+            self.arm(now.saturating_add(self.cfg.peer_timeout_ns));
+        }
         if g > 0 {
             self.arm_ack(now, peer as usize);
             self.send_control(now, nic, peer, Kind::Ack, 0);
@@ -188,12 +326,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// answers: liveness (the queued sends wait on it) gives it up.
     pub(super) fn ask_credit<N: Nic>(&mut self, now: u64, nic: &mut N, dest: u16) {
         let p = &self.peers[dest as usize];
-        if p.asked || p.queued == 0 || p.credits_left() > 0 {
+        let priority = p.priority_queued > 0;
+        // A priority message queued since the last request asks again.
+        let asked = p.asked && (p.asked_priority || !priority);
+        if asked || p.queued == 0 || p.credits_left() > 0 {
             return;
         }
         let target = p.tx_seq.wrapping_add(p.need);
         let h = Header {
             tag: target,
+            context: if priority { context::COLLECTIVE } else { 0 },
             ..self.header(dest, Kind::Credit)
         };
         if !self.post_control(nic, dest, h, &[], false) {
@@ -204,6 +346,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let wait = self.backoff_ns(self.peers[dest as usize].asks);
         let p = &mut self.peers[dest as usize];
         p.asked = true;
+        p.asked_priority = priority;
         if !self.cfg.reliable {
             p.asks = p.asks.saturating_add(1);
             let t = now.saturating_add(wait);

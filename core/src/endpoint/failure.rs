@@ -90,7 +90,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.reqs.set(q.req, State::Done(st));
             }
         }
-        (self.peers[d].queued, self.peers[d].need) = (0, 0);
+        self.priority_queued -= self.peers[d].priority_queued;
+        let p = &mut self.peers[d];
+        (p.queued, p.need, p.priority_queued) = (0, 0, 0);
         self.fail_transfers(nic, peer);
         self.fail_assembly(peer);
         // Receives posted for this peer alone.

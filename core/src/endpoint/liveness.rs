@@ -91,6 +91,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn away(&mut self, ns: u64) {
         self.stats.away_ns = self.stats.away_ns.saturating_add(ns);
         self.any_since = self.any_since.saturating_add(ns);
+        if let Some(t) = &mut self.lender.stalled_at {
+            *t = t.saturating_add(ns);
+        }
         for p in self.peers.all_mut()[..self.npeers as usize].iter_mut() {
             p.heard = p.heard.saturating_add(ns);
         }

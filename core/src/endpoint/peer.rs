@@ -38,6 +38,11 @@ pub struct Peer {
     /// Credit requests sent since the limit last rose: each waits twice as
     /// long as the one before (a receiver with nothing to lend stays silent).
     pub(crate) asks: u16,
+    /// The request out said a priority message waits
+    /// ([`crate::wire::context::is_priority`]).
+    pub(crate) asked_priority: bool,
+    /// Of the sends queued for this peer, those of a priority context.
+    pub(crate) priority_queued: u32,
     /// Bounce slots of unacknowledged packets, oldest first (unreliable
     /// only), linked through the slots.
     pub(crate) unacked: Fifo,
@@ -57,6 +62,10 @@ pub struct Peer {
     pub(crate) target: u32,
     /// Waiting in the endpoint's queue of peers owed credits.
     pub(crate) starving: bool,
+    /// The peer's last credit request said a priority message waits there.
+    pub(crate) wants_priority: bool,
+    /// Waiting in the endpoint's queue of peers owed a reserve loan.
+    pub(crate) priority_waiting: bool,
     /// When an ACK must go if no packet carries the ack and credit before.
     pub(crate) ack_at: Option<u64>,
     /// The `rx_next` a NACK was already sent for.
@@ -83,8 +92,9 @@ pub struct Peer {
     pub(crate) backlog: Fifo,
     /// Listed in the endpoint's peers-with-backlog queue.
     pub(crate) listed: bool,
-    /// Next peer on each list of peers it is on (`STARVING`, `BACKLOGGED`).
-    pub(crate) next: [u16; 2],
+    /// Next peer on each list of peers it is on (`STARVING`, `BACKLOGGED`,
+    /// `PRIORITY`).
+    pub(crate) next: [u16; 3],
     /// The transport reported the connection down; failed at the next poll.
     pub(crate) down: bool,
     /// Given up on: nothing goes to it or is taken from it any more.
@@ -123,6 +133,8 @@ impl Peer {
             asked: false,
             ask_at: None,
             asks: 0,
+            asked_priority: false,
+            priority_queued: 0,
             unacked: Fifo::EMPTY,
             rto_at: None,
             rto,
@@ -133,6 +145,8 @@ impl Peer {
             lent: 0,
             target: share as u32,
             starving: false,
+            wants_priority: false,
+            priority_waiting: false,
             ack_at: None,
             nacked: None,
             queued: 0,
@@ -143,7 +157,7 @@ impl Peer {
             quiet: 0,
             backlog: Fifo::EMPTY,
             listed: false,
-            next: [NIL; 2],
+            next: [NIL; 3],
             down: false,
             failed: false,
             assembly: super::medium::Assembly::IDLE,
@@ -174,6 +188,7 @@ impl Peer {
         if seq_le(self.peer_limit, limit) && limit != self.peer_limit {
             self.peer_limit = limit;
             self.asked = false;
+            self.asked_priority = false;
             self.ask_at = None;
             self.asks = 0;
         }
@@ -201,6 +216,7 @@ impl Peer {
 /// The lists a peer can be on, as indices of its links.
 pub(crate) const STARVING: usize = 0;
 pub(crate) const BACKLOGGED: usize = 1;
+pub(crate) const PRIORITY: usize = 2;
 
 impl Node for Peer {
     fn next(&self, list: usize) -> u16 {

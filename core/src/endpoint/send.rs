@@ -4,6 +4,7 @@
 
 use super::backlog::Post;
 use super::*;
+use crate::wire::context::is_priority;
 
 /// How far `try_send` got.
 pub(super) enum Sent {
@@ -339,7 +340,21 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let p = &mut self.peers[q.dest as usize];
         p.queued += 1;
         p.need = p.need.saturating_add(need);
+        if is_priority(q.context) {
+            p.priority_queued += 1;
+            self.priority_queued += 1;
+        }
         self.stats.send_stalls += 1;
+    }
+
+    /// A queued send left the queue (sent, refused or failed).
+    pub(super) fn unqueued(&mut self, q: &QueuedSend) {
+        let p = &mut self.peers[q.dest as usize];
+        p.queued -= 1;
+        if is_priority(q.context) {
+            p.priority_queued -= 1;
+            self.priority_queued -= 1;
+        }
     }
 
     /// Credits `q` still needs: each fragment left of a medium message
@@ -357,8 +372,21 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Sends queued sends in order, skipping peers already blocked in this
     /// pass so that each peer's messages leave in the order they were
-    /// posted; a blocked peer holds back its own sends only.
+    /// posted; a blocked peer holds back its own sends only. Priority
+    /// messages go first, in their own order: a reserve credit lent for
+    /// one must carry it, and a rank waiting in a collective must not wait
+    /// for point-to-point messages it has not received.
     pub(super) fn flush_queued<N: Nic>(&mut self, now: u64, nic: &mut N) {
+        if self.priority_queued > 0 {
+            self.flush_pass(now, nic, true);
+        }
+        self.flush_pass(now, nic, false);
+    }
+
+    /// One pass over the queue; `priority`: only priority messages, each
+    /// overtaking the others queued to its peer unless a medium message
+    /// to the peer is part way (its fragments must follow each other).
+    fn flush_pass<N: Nic>(&mut self, now: u64, nic: &mut N, priority: bool) {
         let mut any_blocked = false;
         for _ in 0..self.queued.len() {
             let Some(i) = self.queued.pop_front(self.reqs.all(), 0) else {
@@ -366,6 +394,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             };
             let mut q = self.work[i as usize].send;
             let d = q.dest as usize;
+            if priority && !is_priority(q.context) {
+                if q.sent > 0 && !self.peers[d].blocked {
+                    self.peers[d].blocked = true;
+                    any_blocked = true;
+                }
+                self.queued.push_back(self.reqs.all_mut(), 0, i);
+                continue;
+            }
             let before = self.peers[d].tx_seq;
             let sent = if self.peers[d].blocked {
                 Sent::No
@@ -377,7 +413,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             p.need = p.need.saturating_sub(p.tx_seq.wrapping_sub(before));
             match sent {
                 Sent::No => {
-                    // A medium message may have sent some fragments.
+                    // A medium message may have sent some fragments: the
+                    // other pass must not send between them.
                     self.work[i as usize].send = q;
                     self.peers[d].blocked = true;
                     any_blocked = true;
@@ -393,13 +430,24 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     self.slots[slot as usize].req = Some(q.req);
                 }
             }
-            self.peers[d].queued -= 1;
+            self.unqueued(&q);
         }
-        if any_blocked {
-            // Only sends still queued can have blocked their peer.
+        if !any_blocked {
+            return;
+        }
+        // Only sends still queued can have blocked their peer.
+        for i in self.queued.iter(self.reqs.all(), 0) {
+            let d = self.work[i as usize].send.dest as usize;
+            self.peers[d].blocked = false;
+        }
+        if priority {
+            // A priority message part way keeps its peer's others back
+            // in the pass that follows.
             for i in self.queued.iter(self.reqs.all(), 0) {
-                let d = self.work[i as usize].send.dest;
-                self.peers[d as usize].blocked = false;
+                let q = &self.work[i as usize].send;
+                if is_priority(q.context) && q.sent > 0 {
+                    self.peers[q.dest as usize].blocked = true;
+                }
             }
         }
     }

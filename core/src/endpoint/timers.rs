@@ -153,6 +153,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.timers.stop(Timer::Peers);
             self.poll_peers(now, nic);
         }
+        if let Some(t) = self.poll_stall(now) {
+            self.arm(t);
+        }
         if self.timers.expired(Timer::Rndv, now) {
             self.timers.stop(Timer::Rndv);
         }

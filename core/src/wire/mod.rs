@@ -24,4 +24,14 @@ pub mod context {
     pub const COLLECTIVE: u16 = 0xC011;
     /// One-sided operations' messages ([`crate::wire::onesided`]).
     pub const ONESIDED: u16 = 0xC012;
+
+    /// Messages of a context every rank of the job is about to receive:
+    /// a collective's. A rank waits in a collective only for the others'
+    /// rounds, so they must not queue behind point-to-point messages it
+    /// has not received yet (MPI orders messages only within a context):
+    /// they go first to their peer, and a receiver whose budget is spent
+    /// lends them a credit from its reserve.
+    pub const fn is_priority(context: u16) -> bool {
+        context == COLLECTIVE
+    }
 }
