@@ -51,7 +51,7 @@ pub enum RecvFault {
     /// The peer failed (it stopped acknowledging, or the transport reported
     /// its connection down): the request ended without it.
     PeerFailed,
-    /// The receive pool stayed full for the peer timeout: unexpected
+    /// The receive pool stayed full for twice the peer timeout: unexpected
     /// messages nobody received held every credit while the message this
     /// receive waits for queued at its sender. Raise
     /// [`Config::rx_buffers`](crate::Config::rx_buffers), or receive

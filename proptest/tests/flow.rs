@@ -393,19 +393,19 @@ fn a_collective_message_overtakes_a_flood_on_a_reserve_credit() {
 
 /// A correct program a bounded pool cannot carry: rank 1 sends 50
 /// messages rank 0 receives only after a later one. Past the budget the
-/// later one queues behind them for good; once that has lasted the peer
-/// timeout, the receive waiting for it ends with `NoBuffers` (the
+/// later one queues behind them for good; once that has lasted twice the
+/// peer timeout, the receive waiting for it ends with `NoBuffers` (the
 /// setting to raise), and nothing accepted is lost: the flood and the
 /// later message are still received afterwards.
 #[test]
-fn a_stall_that_lasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
+fn a_stall_that_outlasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
     let cfg = Config {
         rx_buffers: 48,
         rx_reserve: 16,
         rx_low_water: 16,
         ..Config::reliable(THRESHOLD, 8)
     };
-    let timeout = cfg.peer_timeout_ns;
+    let timeout = 2 * cfg.peer_timeout_ns;
     let mut rs = ranks(cfg, 2);
     let (late, _) = recv(&mut rs, 0, TagSel::Tag(2));
     let flood: Vec<Request> = (0..50).map(|k| send(&mut rs, 1, 0, 1, k)).collect();
@@ -419,7 +419,11 @@ fn a_stall_that_lasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
     while now + step < timeout {
         now += step;
         ep.poll(now, nic);
-        assert_eq!(ep.test(late).unwrap(), None, "not before the peer timeout");
+        assert_eq!(
+            ep.test(late).unwrap(),
+            None,
+            "not before twice the peer timeout"
+        );
     }
     ep.poll(now + step, nic);
     let st = ep.test(late).unwrap().expect("ended by the stall");

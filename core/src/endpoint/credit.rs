@@ -125,19 +125,31 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         })
     }
 
+    /// How long a stall may last: twice the peer timeout, so that a peer
+    /// that died holding buffers (a medium message part way) is given up,
+    /// and what it held freed, first.
+    fn stall_timeout(&self) -> u64 {
+        self.cfg.peer_timeout_ns.saturating_mul(2)
+    }
+
     /// Ends what a stall would leave waiting for ever. Once peers have
-    /// waited for credit for the peer timeout while unexpected messages
+    /// waited for credit for twice the peer timeout while unexpected messages
     /// held the whole budget and nothing was received here, the receives
     /// naming a waiting peer, and those for any source, end with
     /// [`RecvFault::NoBuffers`]: what they wait for is queued behind
     /// messages nobody receives. Returns when to look again.
     pub(super) fn poll_stall(&mut self, now: u64) -> Option<u64> {
-        if self.stall().is_none() {
+        // A failed peer stays listed until served, and waits for nothing.
+        let live = |s: &Self| {
+            let mut waiting = s.lender.starving.iter(s.peers.all(), STARVING);
+            waiting.any(|q| !s.peers[q as usize].failed)
+        };
+        if self.stall().is_none() || !live(self) {
             self.lender.stalled_at = None;
             return None;
         }
         let since = *self.lender.stalled_at.get_or_insert(now);
-        let due = since.saturating_add(self.cfg.peer_timeout_ns);
+        let due = since.saturating_add(self.stall_timeout());
         if now < due {
             return Some(due);
         }
@@ -298,7 +310,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if rest > 0 && self.lender.free == 0 && self.lender.stalled_at.is_none() {
             // A stall begins: `poll_stall` bounds it.
             self.lender.stalled_at = Some(now);
-            self.arm(now.saturating_add(self.cfg.peer_timeout_ns));
+            self.arm(now.saturating_add(self.stall_timeout()));
         }
         if g > 0 {
             self.arm_ack(now, peer as usize);
