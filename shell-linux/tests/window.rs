@@ -169,11 +169,12 @@ fn fence_assertions(design: Design) {
         let peer = 1 - r.rank();
         w.fence_with(r, Assert::NO_PRECEDE).unwrap();
         w.put(r, peer, r.rank() as u64, &[5]).unwrap();
+        // A false assertion: the fence completes the put all the same.
         assert_eq!(
             w.fence_with(r, Assert::NO_PRECEDE),
             Err(WinError::Assertion)
         );
-        // The put is still pending: a plain fence completes it.
+        assert_eq!(w.to_vec()[peer as usize], 5, "landed in that fence");
         w.fence_with(r, Assert::NO_SUCCEED).unwrap();
         assert_eq!(w.memory().unwrap()[peer as usize], 5, "closed: a slice");
         assert_eq!(w.put(r, peer, 0, &[1]), Err(WinError::Assertion));
@@ -314,5 +315,52 @@ fn a_collective_inside_an_epoch_of_many_accumulates_ends() {
             (sum, all == [7; 8])
         });
         assert_eq!(out, vec![(ADDS, true); 2], "{design:?}");
+    }
+}
+
+/// Ranks passing different `NO_PRECEDE` to one fence (erroneous in MPI):
+/// the asserting rank once ran another reduction than the others, and
+/// every rank waited for ever. Now every rank ends the fence with
+/// `Disagree`; a rank that asserts it falsely gets `Assertion` while the
+/// others end normally, its put landed; the window goes on.
+#[test]
+fn ranks_disagreeing_on_no_precede_all_end_their_fence() {
+    for design in Design::ALL {
+        let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let me = r.rank();
+            let mut w = r.win_create_with(8, 1, design).expect("window");
+            w.fence(r).unwrap();
+            let only_0 = if me == 0 {
+                Assert::NO_PRECEDE
+            } else {
+                Assert::NONE
+            };
+            let apart = w.fence_with(r, only_0);
+            if me == 1 {
+                w.put(r, 2, 1, &[9]).unwrap();
+            }
+            let falsely = w.fence_with(
+                r,
+                if me == 1 {
+                    Assert::NO_PRECEDE
+                } else {
+                    Assert::NONE
+                },
+            );
+            w.put(r, (me + 1) % 3, 0, &[me as u8 + 1]).unwrap();
+            w.fence(r).unwrap();
+            let mem = w.to_vec();
+            (apart, falsely, mem[0], mem[1])
+        });
+        let d = || Err(WinError::Disagree);
+        assert_eq!(
+            out,
+            vec![
+                (d(), Ok(()), 3, 0),
+                (d(), Err(WinError::Assertion), 1, 0),
+                (d(), Ok(()), 2, 9)
+            ],
+            "{design:?}"
+        );
     }
 }

@@ -386,6 +386,7 @@ impl FenceTask {
                         self.wait = Wait::Sent(Outcome {
                             failed: 0,
                             disagree: false,
+                            false_assertion: false,
                         });
                         continue;
                     }

@@ -494,7 +494,7 @@ impl Job {
                 },
                 Task::Fence(mut f) => match f.poll(node)? {
                     Some(o) => {
-                        if o.failed > 0 || o.disagree {
+                        if o.failed > 0 || o.disagree || o.false_assertion {
                             return Err(format!(
                                 "rank {r} step {step}: the fence ended with {o:?}"
                             ));

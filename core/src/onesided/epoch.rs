@@ -135,9 +135,13 @@ pub struct Outcome {
     /// RDMA operations of the epoch the NIC refused or failed: their data
     /// is missing; the fence itself completed on every rank.
     pub failed: u32,
-    /// Ranks passed different "no operation follows" assertions: the
-    /// window stays open on every rank.
+    /// Ranks passed different assertions: "no operation follows" (the
+    /// window stays open on every rank) or "no operation precedes" (every
+    /// rank completed the epoch as if none had asserted it).
     pub disagree: bool,
+    /// This rank asserted that no operation of its precedes the fence,
+    /// yet it issued some: the fence completed them on every rank.
+    pub false_assertion: bool,
 }
 
 /// What the shell does next for a fence under way. Messages the shell
@@ -222,6 +226,12 @@ struct Fencing {
     /// Finish messages or operations received.
     got: u32,
     closers: u32,
+    /// This rank asserted that no operation precedes, truthfully; and
+    /// falsely (it issued some).
+    asserted: bool,
+    false_assertion: bool,
+    /// Ranks that asserted it truthfully, once the counts are summed.
+    asserters: u32,
     /// Every rank's count was zero: nothing is left to order, the opening
     /// is skipped.
     quiet: bool,
@@ -237,6 +247,9 @@ impl Fencing {
         expected: 0,
         got: 0,
         closers: 0,
+        asserted: false,
+        false_assertion: false,
+        asserters: 0,
         quiet: false,
         expecting: false,
     };
@@ -575,22 +588,31 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     /// Starts a fence: `no_precede` (no operation of this rank's epoch ends
     /// here) and `no_succeed` (none follows until the next fence) as MPI's
     /// assertions; every rank passes the same. Then [`step`](Self::step).
+    ///
+    /// Every fence sums the same counts whatever its assertions, with the
+    /// number of ranks asserting `no_precede` among them: a rank that
+    /// asserts it alone (an erroneous program) would otherwise run another
+    /// collective than the others, and every rank would wait for ever.
+    /// So ranks that disagree all learn it ([`Outcome::disagree`]), and a
+    /// rank that asserts it falsely completes its operations as any fence
+    /// does ([`Outcome::false_assertion`]). Only when every rank asserts it
+    /// is the rest skipped: nothing was issued, so nothing is awaited and
+    /// the next epoch needs no opening.
     pub fn fence(&mut self, no_precede: bool, no_succeed: bool) -> Result<(), EpochError> {
         if self.fence.stage != Stage::Idle {
             return Err(EpochError::Fencing);
         }
-        if no_precede && self.issued() {
-            return Err(EpochError::Assertion);
-        }
-        let steps = self.design.steps(no_precede, no_succeed);
-        // Whatever this rank asserts, the others may open with flags
-        // (their assertion differs): only without a completion step does
-        // no rank send one.
-        let flags = self.design.opening() == Opening::AllPairs && steps.completion.is_some();
+        let false_assertion = no_precede && self.issued();
+        let steps = self.design.steps(false, no_succeed);
+        // The naive design's flags may come whatever this rank asserts:
+        // their receives are posted, and dropped if none is sent.
+        let flags = self.design.opening() == Opening::AllPairs;
         self.fence = Fencing {
             stage: if flags { Stage::Expect } else { Stage::Flush },
             completion: steps.completion,
             closing: no_succeed,
+            asserted: no_precede && !false_assertion,
+            false_assertion,
             // Operations received before this fence began.
             got: self.fence.got,
             ..Fencing::IDLE
@@ -598,9 +620,6 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         if self.design == Design::Def {
             // Nothing reaches a deferred window outside its own fence.
             self.closed = no_succeed;
-            if steps.completion.is_none() {
-                self.fence.stage = Stage::Done;
-            }
         }
         Ok(())
     }
@@ -609,9 +628,9 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     /// buffer [`step`](Self::step) writes counts into must be this long.
     pub const fn reduce_len(design: Design, ranks: usize) -> usize {
         match design.completion() {
-            TargetCompletion::CountedMessages => 4 * ranks,
-            TargetCompletion::FinishMessages => 8 * ranks,
-            TargetCompletion::Immediates => 4 * (ranks + 1),
+            TargetCompletion::CountedMessages => 8 * ranks,
+            TargetCompletion::FinishMessages => 12 * ranks,
+            TargetCompletion::Immediates => 4 * (ranks + 2),
         }
     }
 
@@ -625,6 +644,7 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             Stage::Idle => Step::Done(Outcome {
                 failed: 0,
                 disagree: false,
+                false_assertion: false,
             }),
             Stage::Expect => {
                 self.fence.stage = Stage::Flush;
@@ -712,9 +732,12 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
             }
             Stage::Done => {
                 let all = f.closers == self.ranks() as u32;
+                let n = self.ranks() as u32;
                 let outcome = Outcome {
                     failed: self.failed,
-                    disagree: self.design.immediate() && f.closers > 0 && !all,
+                    disagree: (self.design.immediate() && f.closers > 0 && !all)
+                        || (f.asserters > 0 && f.asserters < n),
+                    false_assertion: f.false_assertion,
                 };
                 if self.design.immediate() {
                     self.closed = all;
@@ -729,38 +752,40 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
     fn fill(&self, counts: &mut [u8]) -> usize {
         let n = self.ranks();
         let closing = self.fence.closing as u32;
+        let asserted = self.fence.asserted as u32;
         let mut put = |i: usize, v: u32| {
             if let Some(b) = counts.get_mut(4 * i..4 * i + 4) {
                 b.copy_from_slice(&v.to_ne_bytes());
             }
         };
+        // Each target's block ends with the assertion, so that a
+        // reduce_scatter gives every rank the number of asserters.
         match self.fence.completion {
             Some(TargetCompletion::CountedMessages) => {
                 for (i, t) in self.targets.as_ref().iter().enumerate() {
-                    put(i, t.msgs);
+                    put(2 * i, t.msgs);
+                    put(2 * i + 1, asserted);
                 }
-                4 * n
+                8 * n
             }
             Some(TargetCompletion::FinishMessages) => {
                 for (i, t) in self.targets.as_ref().iter().enumerate() {
-                    put(2 * i, t.used as u32);
-                    put(2 * i + 1, closing);
+                    put(3 * i, t.used as u32);
+                    put(3 * i + 1, closing);
+                    put(3 * i + 2, asserted);
                 }
-                8 * n
+                12 * n
             }
             Some(TargetCompletion::Immediates) => {
                 for (i, t) in self.targets.as_ref().iter().enumerate() {
                     put(i, t.puts.saturating_add(t.msgs));
                 }
                 put(n, closing);
-                4 * (n + 1)
+                put(n + 1, asserted);
+                4 * (n + 2)
             }
-            // No completion step: only the closers are counted (an
-            // allreduce, itself a barrier).
-            None => {
-                put(0, closing);
-                4
-            }
+            // Not fencing: nothing to sum.
+            None => 0,
         }
     }
 
@@ -780,25 +805,30 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         let f = &mut self.fence;
         match f.completion {
             Some(TargetCompletion::CountedMessages) => {
-                f.expected = at(me);
+                f.expected = at(2 * me);
+                f.asserters = at(2 * me + 1);
                 f.stage = Stage::AwaitAny;
             }
             Some(TargetCompletion::FinishMessages) => {
-                f.expected = at(2 * me);
-                f.closers = at(2 * me + 1);
+                f.expected = at(3 * me);
+                f.closers = at(3 * me + 1);
+                f.asserters = at(3 * me + 2);
                 f.stage = Stage::SendFinish(0);
             }
             Some(TargetCompletion::Immediates) => {
                 f.expected = at(me);
                 f.closers = at(n);
+                f.asserters = at(n + 1);
                 f.quiet = (0..n).all(|i| at(i) == 0);
                 f.stage = Stage::AwaitAny;
             }
-            None => {
-                f.closers = at(0);
-                f.quiet = true;
-                f.stage = Stage::Open;
-            }
+            None => return,
+        }
+        if f.asserters == n as u32 {
+            // Every rank asserted it, truthfully: nothing was issued.
+            f.quiet = true;
+            f.expected = 0;
+            f.stage = Stage::Open;
         }
     }
 

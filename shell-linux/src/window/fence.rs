@@ -98,6 +98,8 @@ pub(super) fn run<T: Transport + 'static>(
             end(w, &mut io);
             if let Some(f) = fault {
                 Err(WinError::Collective(CollectiveError::Failed(f)))
+            } else if outcome.false_assertion {
+                Err(WinError::Assertion)
             } else if outcome.failed > 0 {
                 Err(WinError::Transfer {
                     failed: outcome.failed.into(),

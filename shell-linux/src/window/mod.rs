@@ -116,9 +116,9 @@ pub enum WinError {
     Memory {
         len: usize,
     },
-    /// Ranks passed different [`Assert::NO_SUCCEED`] to the same fence:
-    /// the fence completed on every rank, and the window stays open as if
-    /// none had asserted it.
+    /// Ranks passed different [`Assert::NO_SUCCEED`] or
+    /// [`Assert::NO_PRECEDE`] to the same fence: the fence completed on
+    /// every rank as if none had asserted it (the window stays open).
     Disagree,
     /// The window's memory is open to other ranks' RDMA in this epoch: read
     /// and write it with [`Win::read`] and [`Win::write`], or close the
@@ -127,9 +127,9 @@ pub enum WinError {
 }
 
 /// What a fence may assume (MPI's `MPI_MODE_*` assertions). Every rank of
-/// the window must give the same `NO_PRECEDE` and `NO_SUCCEED`; an
-/// immediate design checks `NO_SUCCEED` ([`WinError::Disagree`]), since
-/// the window's memory is handed out on it.
+/// the window must give the same `NO_PRECEDE` and `NO_SUCCEED`; every
+/// design checks `NO_PRECEDE`, and an immediate design `NO_SUCCEED`
+/// ([`WinError::Disagree`]), since the window's memory is handed out on it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Assert(pub u8);
 
@@ -593,9 +593,12 @@ impl Win {
         self.fence_with(r, Assert::NONE)
     }
 
-    /// [`fence`](Self::fence) with assertions: `NO_PRECEDE` skips the
-    /// completion step (an error, with nothing done, if this rank issued
-    /// operations this epoch); `NO_SUCCEED` skips opening the next epoch
+    /// [`fence`](Self::fence) with assertions: `NO_PRECEDE` skips waiting
+    /// for operations and opening the next epoch when every rank gives it
+    /// (the counts are still summed, so that a rank giving it alone is
+    /// found out: [`WinError::Disagree`] on every rank, and
+    /// [`WinError::Assertion`] on one that issued operations, which the
+    /// fence completes anyway); `NO_SUCCEED` skips opening the next epoch
     /// and refuses operations until the next fence. `NO_STORE` and
     /// `NO_PUT` change nothing in these designs.
     pub fn fence_with<T: Transport + 'static>(

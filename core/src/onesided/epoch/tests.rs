@@ -102,6 +102,7 @@ fn ne(v: &[u32]) -> [u8; 64] {
 const CLEAN: Outcome = Outcome {
     failed: 0,
     disagree: false,
+    false_assertion: false,
 };
 
 #[test]
@@ -157,10 +158,10 @@ fn opt_waits_for_its_rdma_then_finishes_each_channel_it_used() {
             len
         }
     );
-    // Used, closing: per target.
-    assert_eq!(&c[..24], &ne(&[0, 0, 1, 0, 1, 0])[..24]);
+    // Used, closing, asserted no operation precedes: per target.
+    assert_eq!(&c[..36], &ne(&[0, 0, 0, 1, 0, 0, 1, 0, 0])[..36]);
     // Rank 0 learns one finish message comes, nobody closes.
-    e.reduced(&ne(&[1, 0, 0, 0, 0, 0]));
+    e.reduced(&ne(&[1, 0, 0, 0, 0, 0, 0, 0, 0]));
     assert_eq!(
         e.step(&mut c),
         Step::SendFinish {
@@ -218,7 +219,7 @@ fn naive_expects_every_flag_first_and_drops_them_when_all_close() {
         assert_eq!(e.step(&mut c), reduce);
         // Nothing was used; three closers, or none.
         let closers = if all_close { 3 } else { 0 };
-        e.reduced(&ne(&[0, closers, 0, 0, 0, 0]));
+        e.reduced(&ne(&[0, closers, 0, 0, 0, 0, 0, 0, 0]));
         let opening = if all_close {
             Step::DropFlags
         } else {
@@ -228,11 +229,19 @@ fn naive_expects_every_flag_first_and_drops_them_when_all_close() {
         assert_eq!(e.step(&mut c), Step::Done(CLEAN));
         assert_eq!(e.closed(), all_close);
     }
-    // A fence with no completion step sends no flags: none is expected.
+    // Every rank asserts no operation precedes: the counts are summed
+    // (so that a rank asserting alone is found out), then no flag is
+    // sent, and the receives posted for them are dropped.
     let mut e = epoch(Design::ImmNaive);
     let mut c = [0u8; 64];
     e.fence(true, false).unwrap();
+    assert_eq!(e.step(&mut c), Step::ExpectFlags);
     assert_eq!(e.step(&mut c), Step::Flush);
+    assert!(matches!(e.step(&mut c), Step::Reduce { .. }));
+    assert_eq!(&c[..36], &ne(&[0, 0, 1, 0, 0, 1, 0, 0, 1])[..36]);
+    e.reduced(&ne(&[0, 0, 3, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(e.step(&mut c), Step::DropFlags);
+    assert_eq!(e.step(&mut c), Step::Done(CLEAN));
 }
 
 #[test]
@@ -292,33 +301,81 @@ fn a_quiet_ri_epoch_skips_its_barrier_and_closing_by_all_closes() {
     assert_eq!(e.check(1, 0, 1, RmaKind::Put), Err(EpochError::Assertion));
 }
 
+/// Steps a fence whose counts are `sums` (this rank's view) to its end.
+fn finish(e: &mut Epoch<[Target; 3]>, sums: &[u32]) -> Outcome {
+    let mut c = [0u8; 64];
+    for _ in 0..8 {
+        match e.step(&mut c) {
+            Step::Reduce { .. } => e.reduced(&ne(sums)),
+            Step::Done(o) => return o,
+            _ => {}
+        }
+    }
+    panic!("the fence did not end");
+}
+
 #[test]
 fn ranks_closing_apart_disagree_and_the_window_stays_open() {
     for design in [Design::ImmNaive, Design::ImmOpt, Design::ImmRi] {
         let mut e = epoch(design);
-        let mut c = [0u8; 64];
-        e.fence(true, true).unwrap();
-        assert_eq!(e.step(&mut c), Step::Flush);
-        assert_eq!(
-            e.step(&mut c),
-            Step::Reduce {
-                collective: Reduction::Allreduce,
-                len: 4
-            }
-        );
-        assert_eq!(&c[..4], &1u32.to_ne_bytes());
-        e.reduced(&ne(&[2]));
-        let out = e.step(&mut c);
-        assert_eq!(
-            out,
-            Step::Done(Outcome {
-                failed: 0,
-                disagree: true
-            }),
-            "{design:?}"
-        );
+        e.fence(false, true).unwrap();
+        // Two of three ranks close: (used, closing, asserted) per target,
+        // or the counts, the closers and the asserters.
+        let sums: &[u32] = match design {
+            Design::ImmRi => &[0, 0, 0, 2, 0],
+            _ => &[0, 2, 0],
+        };
+        let out = finish(&mut e, sums);
+        let disagree = Outcome {
+            disagree: true,
+            ..CLEAN
+        };
+        assert_eq!(out, disagree, "{design:?}");
         assert!(!e.closed());
     }
+}
+
+/// A rank asserting that no operation precedes while another does not
+/// runs the same reduction as the others (before, it ran another, and
+/// every rank waited for ever): every rank learns they disagree. A rank
+/// asserting it falsely completes its operations like any fence.
+#[test]
+fn ranks_asserting_no_precede_apart_disagree_and_a_false_assertion_completes() {
+    for design in Design::ALL {
+        let mut e = epoch(design);
+        e.fence(true, false).unwrap();
+        let sums: &[u32] = match design {
+            Design::Def => &[0, 2],
+            Design::ImmRi => &[0, 0, 0, 0, 2],
+            _ => &[0, 0, 2],
+        };
+        let out = finish(&mut e, sums);
+        let disagree = Outcome {
+            disagree: true,
+            ..CLEAN
+        };
+        assert_eq!(out, disagree, "{design:?}");
+    }
+    let mut e = epoch(Design::ImmRi);
+    let mut nic = Rec::new(Ok(Posted::Done));
+    put(&mut e, &mut nic, 2).unwrap();
+    e.fence(true, false).unwrap();
+    let mut c = [0u8; 64];
+    assert_eq!(e.step(&mut c), Step::Flush);
+    assert!(matches!(e.step(&mut c), Step::Reduce { .. }));
+    assert_eq!(
+        &c[..20],
+        &ne(&[0, 0, 1, 0, 0])[..20],
+        "counted, not asserted"
+    );
+    e.reduced(&ne(&[0, 0, 1, 0, 2]));
+    let out = finish(&mut e, &[]);
+    let falsely = Outcome {
+        disagree: true,
+        false_assertion: true,
+        ..CLEAN
+    };
+    assert_eq!(out, falsely);
 }
 
 #[test]
@@ -343,7 +400,8 @@ fn a_failed_put_with_immediate_is_reported_and_not_awaited() {
         e.step(&mut c),
         Step::Done(Outcome {
             failed: 2,
-            disagree: false
+            disagree: false,
+            false_assertion: false,
         })
     );
 }
@@ -398,11 +456,12 @@ fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
         e.step(&mut c),
         Step::Reduce {
             collective: Reduction::ReduceScatter,
-            len: 12
+            len: 24
         }
     ));
-    assert_eq!(&c[..12], &ne(&[0, 2, 0])[..12]);
-    e.reduced(&ne(&[1, 0, 0]));
+    // Messages, asserted no operation precedes: per target.
+    assert_eq!(&c[..24], &ne(&[0, 0, 2, 0, 0, 0])[..24]);
+    e.reduced(&ne(&[1, 0, 0, 0, 0, 0]));
     assert_eq!(
         e.step(&mut c),
         Step::Await {
@@ -414,7 +473,11 @@ fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
     // Closed: nothing is issued until the next fence reopens it.
     assert_eq!(e.check(1, 0, 4, RmaKind::Put), Err(EpochError::Assertion));
+    // Every rank asserts no operation precedes: the counts are summed, nothing awaited.
     e.fence(true, false).unwrap();
+    assert_eq!(e.step(&mut c), Step::SendQueued);
+    assert!(matches!(e.step(&mut c), Step::Reduce { .. }));
+    e.reduced(&ne(&[0, 3, 0, 0, 0, 0]));
     assert_eq!(e.step(&mut c), Step::Done(CLEAN));
     assert!(e.check(1, 0, 4, RmaKind::Put).is_ok());
 }
@@ -423,7 +486,6 @@ fn deferred_sends_its_queue_then_receives_what_the_counts_say() {
 fn assertions_and_fences_under_way_refuse_operations() {
     let mut e = epoch(Design::ImmOpt);
     e.local();
-    assert_eq!(e.fence(true, false), Err(EpochError::Assertion));
     e.fence(false, false).unwrap();
     assert_eq!(e.check(1, 0, 4, RmaKind::Put), Err(EpochError::Fencing));
     assert_eq!(e.fence(false, false), Err(EpochError::Fencing));
