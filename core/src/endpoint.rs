@@ -178,6 +178,10 @@ pub struct Endpoint<S: Storage, Z = NoReuse> {
     /// When receives for any source began to be posted (without a gap):
     /// the silence of the peers they wait on counts from then at the latest.
     any_since: u64,
+    /// Collectives of every rank under way ([`Endpoint::watch_all`]), and
+    /// since when they wait.
+    watching: u16,
+    watch_since: u64,
     stats: Stats,
     reuse: Z,
     /// Transfers active.
@@ -292,6 +296,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             backoff: 0,
             downs: false,
             any_since: 0,
+            watching: 0,
+            watch_since: 0,
             stats: Stats::default(),
             reuse,
             active: 0,

@@ -130,6 +130,32 @@ impl<T: Transport + 'static> Rank<T> {
             }
         }
         self.collectives = self.collectives.wrapping_add(1);
+        // Every rank takes part: once one has failed, wherever, some round
+        // here may wait for ever on a rank that needed it, so the
+        // collective ends (and the core watches every rank while it runs).
+        let gone = |r: &Rank<T>| r.stats().peers_failed > 0;
+        if gone(self) {
+            return Err(CollectiveError::Failed(RecvFault::PeerFailed).into());
+        }
+        let mut watched = |r: &mut Rank<T>| match gone(r) {
+            true => Err(CollectiveError::Failed(RecvFault::PeerFailed).into()),
+            false => beside(r),
+        };
+        self.watch_all(true);
+        let done = self.rounds(&mut run, data, op, &mut watched);
+        self.watch_all(false);
+        done
+    }
+
+    /// The rounds of `run` over `data`.
+    fn rounds<E: From<CollectiveError>>(
+        &mut self,
+        run: &mut Run,
+        data: &mut [u8],
+        op: Option<(Op, Int)>,
+        beside: Beside<'_, T, E>,
+    ) -> Result<(), E> {
+        let plan = *run.plan();
         // Small reductions (a fence's counts) reduce on the stack.
         let mut small = [0u8; 256];
         let mut big = Vec::new();

@@ -388,3 +388,96 @@ fn a_stopped_peer_process_ends_the_job_with_an_error_naming_it() {
         "{err}"
     );
 }
+
+/// One rank of the job below (run only under mpiexec): allreduces until
+/// one fails; rank 3 kills itself part way.
+#[test]
+fn allreduce_until_a_peer_dies_rank() {
+    if std::env::var_os("RMX_LAUNCH_DIE").is_none() {
+        return;
+    }
+    use rmx_core::collective::{Int, Op};
+    use rmx_linux::eth::EthOpts;
+    use rmx_linux::job::{self, EthNet, Launch, Net};
+    let pmi = rmx_linux::pmi::Pmi::from_env()
+        .unwrap()
+        .expect("started by mpiexec");
+    let launch = Launch::new(pmi);
+    let n = launch.size();
+    let net = Net::Eth(EthNet {
+        iface: "lo".into(),
+        netns: Vec::new(),
+        opts: EthOpts::default(),
+        launch: Some(launch.clone()),
+    });
+    job::run(n, rmx_linux::rank::loop_config(), &net, |r| {
+        let me = r.rank();
+        for i in 0..u32::MAX {
+            if me == 3 && i == 300 {
+                // Silent from here on, as a dead process is (the launcher
+                // would kill the others at a death).
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+            let mut v = i.to_ne_bytes();
+            if let Err(e) = r.allreduce(&mut v, Int::U32, Op::Sum) {
+                println!("rank {me} ended after {i}: {e:?}");
+                return;
+            }
+            assert_eq!(u32::from_ne_bytes(v), i.wrapping_mul(n as u32));
+        }
+    });
+}
+
+/// A rank of four that goes silent during allreduces under hydra (as a
+/// process killed without the launcher's cleanup is): the ranks that
+/// waited on it ended `PeerFailed`, but rank 0, waiting in a later round
+/// on a live rank that had left the allreduce, waited for ever. Every
+/// survivor's allreduce now ends with an error. (The processes then wait
+/// for the silent one at the launcher's end of job: the test ends them.)
+#[test]
+fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    if !ready() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(rmx_linux::pmi::HYDRA)
+        .args(["-launcher", "fork"])
+        .args(["-genv", "RMX_LAUNCH_DIE", "1", "-n", "4"])
+        .arg(exe)
+        .args(["allreduce_until_a_peer_dies_rank", "--exact", "--nocapture"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("run mpiexec");
+    let group = child.id() as i32;
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let start = std::time::Instant::now();
+    let mut ended = Vec::new();
+    while ended.len() < 3 && start.elapsed() < std::time::Duration::from_secs(90) {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            if l.contains("ended after") {
+                ended.push(l);
+            }
+        }
+    }
+    // SAFETY: kill(2) on the process group this test started.
+    unsafe { libc::kill(-group, libc::SIGKILL) };
+    let _ = child.wait();
+    ended.sort();
+    assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
+    for (me, l) in ended.iter().enumerate() {
+        assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");
+        assert!(l.contains("Failed(PeerFailed)"), "{l}");
+    }
+}

@@ -73,6 +73,27 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
+    /// A collective of every rank begins to wait: each rank's liveness
+    /// matters, not only that of the peers of its current round. A rank
+    /// that died elsewhere in the group leaves the others waiting for
+    /// rounds that never come (the peer that needed it gives up and stops
+    /// sending, but stays alive); so while any such collective runs, every
+    /// peer is waited on, pinged when silent and given up after the peer
+    /// timeout, which the collective then reports. Paired with
+    /// [`unwatch_all`](Self::unwatch_all).
+    pub fn watch_all(&mut self, now: u64) {
+        if self.watching == 0 {
+            self.watch_since = now;
+        }
+        self.watching = self.watching.saturating_add(1);
+        self.arm_keepalive(now);
+    }
+
+    /// A collective that [`watch_all`](Self::watch_all) began ended.
+    pub fn unwatch_all(&mut self) {
+        self.watching = self.watching.saturating_sub(1);
+    }
+
     /// Something stopped waiting on `peer`.
     pub(super) fn unawait_peer(&mut self, peer: u16) {
         let p = &mut self.peers[peer as usize];
@@ -91,6 +112,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn away(&mut self, ns: u64) {
         self.stats.away_ns = self.stats.away_ns.saturating_add(ns);
         self.any_since = self.any_since.saturating_add(ns);
+        self.watch_since = self.watch_since.saturating_add(ns);
         if let Some(t) = &mut self.lender.stalled_at {
             *t = t.saturating_add(ns);
         }
@@ -115,6 +137,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let p = &self.peers[peer as usize];
         if waits_on(p) || p.rto_at.is_some() {
             return Some(p.heard);
+        }
+        if self.watching > 0 {
+            return Some(p.heard.max(self.watch_since));
         }
         let talked = p.tx_seq != 0 || p.rx_next != 0 || p.consumed != 0;
         (talked && self.matcher.any_posted()).then(|| p.heard.max(self.any_since))

@@ -560,6 +560,16 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(self.wait(r))
     }
 
+    /// A collective of every rank starts (`true`) or ends: while one runs
+    /// the core watches every rank's liveness
+    /// ([`rmx_core::Endpoint::watch_all`]).
+    pub(crate) fn watch_all(&mut self, on: bool) {
+        self.with(|d| match on {
+            true => d.ep.watch_all(now_ns()),
+            false => d.ep.unwatch_all(),
+        })
+    }
+
     /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
     pub(crate) fn free_requests(&self) -> usize {
         self.with_ref(|d| d.ep.free_requests())
