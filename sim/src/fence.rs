@@ -289,13 +289,23 @@ impl FenceTask {
         node: &mut Node,
         w: u16,
         ranks: u16,
-        strawman: bool,
+        fence: crate::job::Fence,
         sends: Vec<Req>,
     ) -> Result<FenceTask, String> {
+        use crate::job::Fence;
         let e = &mut node.windows[w as usize].epoch;
         let epoch = e.epoch();
+        let strawman = fence == Fence::Strawman;
+        let (no_precede, no_succeed) = match fence {
+            Fence::Assert {
+                no_precede,
+                no_succeed,
+            } => (no_precede, no_succeed),
+            _ => (false, false),
+        };
         if !strawman {
-            e.fence(false, false).map_err(|x| format!("fence: {x:?}"))?;
+            e.fence(no_precede, no_succeed)
+                .map_err(|x| format!("fence: {x:?}"))?;
         }
         let design = e.design();
         Ok(FenceTask {

@@ -33,13 +33,12 @@ pub enum Action {
     /// A collective summing u32s, over data made from the rank and step.
     Collective(Collective),
     /// An epoch of window `window`: these operations, `compute_ns` of
-    /// work, then a fence (or, for the hazard's sake, the strawman:
-    /// local completion, then a barrier).
+    /// work, then `fence`.
     Epoch {
         window: u16,
         ops: Vec<OpSpec>,
         compute_ns: u64,
-        strawman: bool,
+        fence: Fence,
     },
     /// Every rank but `to` sends it `count` small messages and goes on
     /// without waiting ([`crate::flood`]).
@@ -48,6 +47,19 @@ pub enum Action {
     /// (wildcard sources when `any_source`), and their senders wait for
     /// their sends.
     Drain { any_source: bool },
+}
+
+/// How an epoch ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// A fence without assertions.
+    Plain,
+    /// A fence with MPI's assertions: no operation of this rank's epoch
+    /// ends here, none follows until the next fence.
+    Assert { no_precede: bool, no_succeed: bool },
+    /// For the hazard's sake, the strawman: local completion, then a
+    /// barrier. Not a design.
+    Strawman,
 }
 
 /// What to run.
@@ -440,7 +452,7 @@ impl Job {
                         window,
                         ops,
                         compute_ns,
-                        strawman,
+                        fence,
                     } => {
                         let mut sends = Vec::new();
                         for (i, s) in ops.iter().enumerate() {
@@ -453,7 +465,7 @@ impl Job {
                             issue(node, *window, &op, &mut sends)?;
                         }
                         node.spend(*compute_ns);
-                        let f = FenceTask::new(node, *window, n, *strawman, sends)?;
+                        let f = FenceTask::new(node, *window, n, *fence, sends)?;
                         Task::Fence(Box::new(f))
                     }
                     &Action::Flood { to, count } => {

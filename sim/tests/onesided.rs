@@ -7,7 +7,7 @@
 use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_sim::fence::Kind;
-use rmx_sim::job::{Action, Job, OpSpec, Outcome, Spec};
+use rmx_sim::job::{Action, Fence, Job, OpSpec, Outcome, Spec};
 use rmx_sim::model::{Faults, Model};
 use rmx_sim::rng::Rng;
 
@@ -101,7 +101,7 @@ fn random_programs(n: u16, epochs: usize, rng: &mut Rng) -> Vec<Vec<Action>> {
                     window: 0,
                     ops,
                     compute_ns: rng.below(3) * 5_000,
-                    strawman: false,
+                    fence: Fence::Plain,
                 });
             }
             p
@@ -178,7 +178,11 @@ fn late_puts(design: Design, strawman: bool, seed: u64) -> u64 {
                         len: 8,
                     }],
                     compute_ns: 0,
-                    strawman,
+                    fence: if strawman {
+                        Fence::Strawman
+                    } else {
+                        Fence::Plain
+                    },
                 })
                 .collect()
         })
@@ -242,7 +246,7 @@ fn a_thousand_ranks_fence_in_every_design() {
                             },
                         ],
                         compute_ns: 0,
-                        strawman: false,
+                        fence: Fence::Plain,
                     })
                     .collect()
             })
@@ -281,7 +285,7 @@ fn naive_flags_never_starve_a_finish_message_of_credit() {
                         })
                         .collect(),
                     compute_ns: 0,
-                    strawman: false,
+                    fence: Fence::Plain,
                 })
                 .collect()
         })
@@ -319,7 +323,7 @@ fn epochs_larger_than_the_receive_pool_end_in_every_design() {
                             })
                             .collect(),
                         compute_ns: 0,
-                        strawman: false,
+                        fence: Fence::Plain,
                     })
                     .collect()
             })
@@ -367,7 +371,7 @@ fn accumulates_between_collectives(n: u16, buffers: u32, designs: &[Design]) {
                             })
                             .collect(),
                         compute_ns: 0,
-                        strawman: false,
+                        fence: Fence::Plain,
                     });
                 }
                 p
@@ -427,7 +431,7 @@ fn many_accumulates_into_a_small_pool_end_in_one_fence() {
                     window: 0,
                     ops,
                     compute_ns: 0,
-                    strawman: false,
+                    fence: Fence::Plain,
                 }]
             })
             .collect();
@@ -448,5 +452,79 @@ fn many_accumulates_into_a_small_pool_end_in_one_fence() {
                 assert!(o.is_ok(), "{design:?}, reserve {reserve}: {:?}", o.err());
             }
         }
+    }
+}
+
+/// Four epochs, each rank putting into its own region of the next rank's
+/// window in epochs 1 and 3; rank `r` ends epoch `k` with `assert(r, k)`.
+fn asserted(
+    n: u16,
+    design: Design,
+    assert: impl Fn(u16, usize) -> Fence,
+) -> Result<Outcome, String> {
+    // Epochs 0 and 2 have no operations: NO_PRECEDE may close them, and
+    // NO_SUCCEED may close epoch 1.
+    let progs = (0..n)
+        .map(|r| {
+            (0..4)
+                .map(|k| Action::Epoch {
+                    window: 0,
+                    ops: match k {
+                        1 | 3 => vec![OpSpec {
+                            target: (r + 1) % n,
+                            disp: REGION * r as u64,
+                            kind: Kind::Put,
+                            len: 8,
+                        }],
+                        _ => Vec::new(),
+                    },
+                    compute_ns: 0,
+                    fence: assert(r, k),
+                })
+                .collect()
+        })
+        .collect();
+    Job::new(spec(n, design, JITTER, 17), progs)
+        .expect("a valid job")
+        .run()
+}
+
+/// Fence assertions every rank gives alike: `NO_PRECEDE` on epochs
+/// without operations, `NO_SUCCEED` before one without: every window as
+/// the reference says.
+#[test]
+fn fence_assertions_every_rank_gives_leave_windows_as_the_reference_says() {
+    for design in Design::ALL {
+        let o = asserted(5, design, |_, k| match k {
+            0 | 2 => Fence::Assert {
+                no_precede: true,
+                no_succeed: false,
+            },
+            1 => Fence::Assert {
+                no_precede: false,
+                no_succeed: true,
+            },
+            _ => Fence::Plain,
+        });
+        assert!(o.is_ok(), "{design:?}: {:?}", o.err());
+    }
+}
+
+/// `NO_PRECEDE` given by one rank only (erroneous): a fence that ran
+/// another reduction on that rank once left every rank waiting for ever;
+/// now the fence ends on every rank and reports the disagreement.
+#[test]
+fn no_precede_given_by_one_rank_ends_the_fence_as_a_disagreement() {
+    for design in Design::ALL {
+        let o = asserted(5, design, |r, k| match (r, k) {
+            (2, 2) => Fence::Assert {
+                no_precede: true,
+                no_succeed: false,
+            },
+            _ => Fence::Plain,
+        });
+        let e = o.expect_err("a disagreement");
+        assert!(e.contains("disagree: true"), "{design:?}: {e}");
+        assert!(!e.contains("stalled"), "{design:?}: {e}");
     }
 }

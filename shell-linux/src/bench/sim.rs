@@ -13,7 +13,7 @@ use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_core::Config;
 use rmx_sim::fence::Kind;
-use rmx_sim::job::{Action, Job, OpSpec, Spec};
+use rmx_sim::job::{Action, Fence, Job, OpSpec, Spec};
 use rmx_sim::model::{Faults, Model};
 use serde_json::{json, Value};
 
@@ -207,7 +207,7 @@ pub fn fence_report(
                             })
                             .collect(),
                         compute_ns: if halo { HALO_COMPUTE_NS } else { 0 },
-                        strawman: false,
+                        fence: Fence::Plain,
                     };
                     groups.push((p, size, halo, repeat(&mut programs, opts, epoch)));
                 }
