@@ -250,6 +250,23 @@ fn a_launched_benchmark_refuses_what_it_cannot_run() {
     assert!(err.contains("mpiexec.hydra -n 2"), "{err}");
 }
 
+/// This process's place in the job mpiexec started, and the eth transport
+/// on loopback between its ranks.
+fn launched_on_lo() -> (rmx_linux::job::Launch, rmx_linux::job::Net) {
+    use rmx_linux::job::{EthNet, Launch, Net};
+    let pmi = rmx_linux::pmi::Pmi::from_env()
+        .unwrap()
+        .expect("started by mpiexec");
+    let launch = Launch::new(pmi);
+    let net = Net::Eth(EthNet {
+        iface: "lo".into(),
+        netns: Vec::new(),
+        opts: rmx_linux::eth::EthOpts::default(),
+        launch: Some(launch.clone()),
+    });
+    (launch, net)
+}
+
 /// One rank of the four-process job below (run only under mpiexec).
 #[test]
 fn four_process_rank() {
@@ -257,19 +274,9 @@ fn four_process_rank() {
         return;
     }
     use rmx_core::{Source, TagSel};
-    use rmx_linux::eth::EthOpts;
-    use rmx_linux::job::{self, EthNet, Launch, Net};
-    let pmi = rmx_linux::pmi::Pmi::from_env()
-        .unwrap()
-        .expect("started by mpiexec");
-    let launch = Launch::new(pmi);
+    use rmx_linux::job;
+    let (launch, net) = launched_on_lo();
     let n = launch.size();
-    let net = Net::Eth(EthNet {
-        iface: "lo".into(),
-        netns: Vec::new(),
-        opts: EthOpts::default(),
-        launch: Some(launch.clone()),
-    });
     let out = job::run(n, rmx_linux::rank::loop_config(), &net, |r| {
         let me = r.rank();
         if me == 0 {
@@ -390,26 +397,16 @@ fn a_stopped_peer_process_ends_the_job_with_an_error_naming_it() {
 }
 
 /// One rank of the job below (run only under mpiexec): allreduces until
-/// one fails; rank 3 kills itself part way.
+/// one fails; rank 3 goes silent part way.
 #[test]
 fn allreduce_until_a_peer_dies_rank() {
     if std::env::var_os("RMX_LAUNCH_DIE").is_none() {
         return;
     }
     use rmx_core::collective::{Int, Op};
-    use rmx_linux::eth::EthOpts;
-    use rmx_linux::job::{self, EthNet, Launch, Net};
-    let pmi = rmx_linux::pmi::Pmi::from_env()
-        .unwrap()
-        .expect("started by mpiexec");
-    let launch = Launch::new(pmi);
+    use rmx_linux::job;
+    let (launch, net) = launched_on_lo();
     let n = launch.size();
-    let net = Net::Eth(EthNet {
-        iface: "lo".into(),
-        netns: Vec::new(),
-        opts: EthOpts::default(),
-        launch: Some(launch.clone()),
-    });
     job::run(n, rmx_linux::rank::loop_config(), &net, |r| {
         let me = r.rank();
         for i in 0..u32::MAX {
