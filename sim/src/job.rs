@@ -74,6 +74,9 @@ pub struct Spec {
     pub seed: u64,
     /// The windows, created before the programs start: bytes and design.
     pub windows: Vec<(usize, Design)>,
+    /// Every rank's request table, if not the std shell's size: a small
+    /// one makes collectives and fences wait for free handles.
+    pub requests: Option<usize>,
     /// Count windows unlike the reference after a fence (the strawman's
     /// hazard) rather than fail at the first.
     pub count_late: bool,
@@ -231,7 +234,7 @@ impl Job {
             return Err(format!("{} needs RDMA, which a lossy wire lacks", d.name()));
         }
         let mut nodes = (0..n)
-            .map(|me| Node::new(me, n, spec.model, spec.config))
+            .map(|me| Node::new(me, n, spec.model, spec.config, spec.requests))
             .collect::<Result<Vec<_>, _>>()?;
         let mut incoming = HashMap::new();
         for (step, a) in programs[0].iter().enumerate() {

@@ -85,14 +85,21 @@ impl Node {
     /// Rank `me` of `ranks` under `cfg`: over a reliable wire with RDMA,
     /// or (`cfg.reliable` false) a lossy one without. Its tables are the
     /// ones the std shell sizes ([`Sizes::for_job`]), with room for a
-    /// request to and from every rank (all-pairs flags) and fewer send
-    /// bounce slots (a thousand ranks in one process).
-    pub fn new(me: u16, ranks: u16, model: Model, cfg: Config) -> Result<Node, String> {
+    /// request to and from every rank (all-pairs flags) unless `requests`
+    /// sizes that table, and fewer send bounce slots (a thousand ranks in
+    /// one process).
+    pub fn new(
+        me: u16,
+        ranks: u16,
+        model: Model,
+        cfg: Config,
+        requests: Option<usize>,
+    ) -> Result<Node, String> {
         let n = ranks as usize;
         let job = Sizes::for_job(ranks, &cfg);
         let sizes = Sizes {
             posted: job.posted.max(n + 64),
-            requests: job.requests.max(2 * n + 64),
+            requests: requests.unwrap_or(job.requests.max(2 * n + 64)),
             slots: SLOTS,
             ..job
         };

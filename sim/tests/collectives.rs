@@ -32,6 +32,7 @@ fn run(n: u16, faults: Faults, seed: u64) -> rmx_sim::job::Outcome {
         seed,
         windows: Vec::new(),
         count_late: false,
+        requests: None,
     };
     let o = Job::new(spec, progs).expect("a valid job").run();
     o.unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"))
@@ -76,4 +77,27 @@ fn a_thousand_ranks_run_every_collective() {
     let ends = run(1024, Faults::NONE, 0).ends;
     // A barrier of 1024 is ten rounds: at least ten latencies.
     assert!(ends[0] >= 10 * Model::IB_DDR.latency_ns, "{ends:?}");
+}
+
+/// Every collective with a request table of four handles per rank instead
+/// of the std shell's 2048.
+#[test]
+fn collectives_run_with_a_small_request_table() {
+    for n in [2, 5, 8] {
+        let progs = (0..n)
+            .map(|_| every(n).into_iter().map(Action::Collective).collect())
+            .collect();
+        let spec = Spec {
+            ranks: n,
+            model: Model::IB_DDR,
+            faults: Faults::NONE,
+            config: rmx_sim::node::config(false),
+            seed: 3,
+            windows: Vec::new(),
+            count_late: false,
+            requests: Some(4),
+        };
+        let o = Job::new(spec, progs).expect("a valid job").run();
+        assert!(o.is_ok(), "{n} ranks: {:?}", o.err());
+    }
 }

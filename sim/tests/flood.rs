@@ -15,6 +15,7 @@ fn spec(ranks: u16, faults: Faults, seed: u64) -> Spec {
         seed,
         windows: Vec::new(),
         count_late: false,
+        requests: None,
     }
 }
 

@@ -90,6 +90,7 @@ fn spec(ranks: u16, cfg: Config, windows: Vec<(usize, Design)>) -> Spec {
         seed: 1,
         windows,
         count_late: false,
+        requests: None,
     }
 }
 
