@@ -77,7 +77,7 @@ pub struct Stats {
     /// Of those, credits lent from the reserve to a collective's message
     /// while point-to-point messages held the budget.
     pub reserve_loans: u64,
-    /// Receives ended by a stall that lasted the peer timeout
+    /// Receives ended by a stall that lasted twice the peer timeout
     /// ([`RecvFault::NoBuffers`](crate::RecvFault::NoBuffers)).
     pub stalls_ended: u64,
     /// Times unexpected messages took the receive pool to its low watermark.

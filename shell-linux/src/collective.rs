@@ -130,16 +130,15 @@ impl<T: Transport + 'static> Rank<T> {
             }
         }
         self.collectives = self.collectives.wrapping_add(1);
-        // Every rank takes part: once one has failed, wherever, some round
-        // here may wait for ever on a rank that needed it, so the
-        // collective ends (and the core watches every rank while it runs).
-        let gone = |r: &Rank<T>| r.stats().peers_failed > 0;
-        if gone(self) {
-            return Err(CollectiveError::Failed(RecvFault::PeerFailed).into());
+        // Every rank takes part: the core watches each while the rounds
+        // run, and the collective ends once any has failed.
+        let failed = || CollectiveError::Failed(RecvFault::PeerFailed).into();
+        if !self.group_intact() {
+            return Err(failed());
         }
-        let mut watched = |r: &mut Rank<T>| match gone(r) {
-            true => Err(CollectiveError::Failed(RecvFault::PeerFailed).into()),
-            false => beside(r),
+        let mut watched = |r: &mut Rank<T>| match r.group_intact() {
+            true => beside(r),
+            false => Err(failed()),
         };
         self.watch_all(true);
         let done = self.rounds(&mut run, data, op, &mut watched);

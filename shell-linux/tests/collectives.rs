@@ -89,15 +89,11 @@ fn flood_then_collective(n: u16, to: u16, count: u32, any: bool) {
             let mut next = vec![0u64; n as usize];
             for _ in 0..count * (n as u32 - 1) {
                 let mut got = [0u8; 8];
+                // Named: each sender's messages in turn.
+                let left = (0..n).find(|&o| o != to && next[o as usize] < count as u64);
                 let src = match any {
                     true => Source::Any,
-                    false => Source::Rank(if next[(to as usize + 1) % n as usize] < count as u64 {
-                        (to + 1) % n
-                    } else {
-                        (0..n)
-                            .find(|&o| o != to && next[o as usize] < count as u64)
-                            .unwrap()
-                    }),
+                    false => Source::Rank(left.expect("a sender with messages left")),
                 };
                 let st = r.recv(src, TagSel::Any, &mut got).expect("flood receive");
                 let o = st.source as usize;

@@ -82,6 +82,24 @@ pub struct Spec {
     pub count_late: bool,
 }
 
+impl Spec {
+    /// `ranks` ranks of the IB DDR model over a wire with `faults`, with
+    /// that wire's usual settings ([`crate::node::config`]), no windows
+    /// and the std shell's tables: tests change what they are about.
+    pub fn new(ranks: u16, faults: Faults, seed: u64) -> Spec {
+        Spec {
+            ranks,
+            model: Model::IB_DDR,
+            faults,
+            config: crate::node::config(faults.lossy()),
+            seed,
+            windows: Vec::new(),
+            requests: None,
+            count_late: false,
+        }
+    }
+}
+
 /// What a run did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {

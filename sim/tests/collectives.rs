@@ -24,17 +24,9 @@ fn run(n: u16, faults: Faults, seed: u64) -> rmx_sim::job::Outcome {
     let progs = (0..n)
         .map(|_| every(n).into_iter().map(Action::Collective).collect())
         .collect();
-    let spec = Spec {
-        ranks: n,
-        model: Model::IB_DDR,
-        faults,
-        config: rmx_sim::node::config(faults.lossy()),
-        seed,
-        windows: Vec::new(),
-        count_late: false,
-        requests: None,
-    };
-    let o = Job::new(spec, progs).expect("a valid job").run();
+    let o = Job::new(Spec::new(n, faults, seed), progs)
+        .expect("a valid job")
+        .run();
     o.unwrap_or_else(|e| panic!("{n} ranks, seed {seed}: {e}"))
 }
 
@@ -88,14 +80,8 @@ fn collectives_run_with_a_small_request_table() {
             .map(|_| every(n).into_iter().map(Action::Collective).collect())
             .collect();
         let spec = Spec {
-            ranks: n,
-            model: Model::IB_DDR,
-            faults: Faults::NONE,
-            config: rmx_sim::node::config(false),
-            seed: 3,
-            windows: Vec::new(),
-            count_late: false,
             requests: Some(4),
+            ..Spec::new(n, Faults::NONE, 3)
         };
         let o = Job::new(spec, progs).expect("a valid job").run();
         assert!(o.is_ok(), "{n} ranks: {:?}", o.err());

@@ -4,20 +4,7 @@
 
 use rmx_core::collective::Collective;
 use rmx_sim::job::{Action, Job, Spec};
-use rmx_sim::model::{Faults, Model};
-
-fn spec(ranks: u16, faults: Faults, seed: u64) -> Spec {
-    Spec {
-        ranks,
-        model: Model::IB_DDR,
-        faults,
-        config: rmx_sim::node::config(faults.lossy()),
-        seed,
-        windows: Vec::new(),
-        count_late: false,
-        requests: None,
-    }
-}
+use rmx_sim::model::Faults;
 
 /// Every rank but `to` sends it `count` messages; all call `between`;
 /// `to` receives them.
@@ -28,7 +15,7 @@ fn flood(ranks: u16, to: u16, count: u32, between: Collective, any: bool, faults
         Action::Drain { any_source: any },
         Action::Collective(Collective::Barrier),
     ];
-    let job = Job::new(spec(ranks, faults, 7), vec![program; ranks as usize]).expect("a job");
+    let job = Job::new(Spec::new(ranks, faults, 7), vec![program; ranks as usize]).expect("a job");
     if let Err(e) = job.run() {
         panic!("{ranks} ranks, {count} each into rank {to}, {between:?}, any source {any}: {e}");
     }

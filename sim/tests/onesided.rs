@@ -8,7 +8,7 @@ use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_sim::fence::Kind;
 use rmx_sim::job::{Action, Fence, Job, OpSpec, Outcome, Spec};
-use rmx_sim::model::{Faults, Model};
+use rmx_sim::model::Faults;
 use rmx_sim::rng::Rng;
 
 /// Bytes of the window each origin may put to, in every target.
@@ -22,14 +22,8 @@ const JITTER: Faults = Faults {
 
 fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
     Spec {
-        ranks: n,
-        model: Model::IB_DDR,
-        faults,
-        config: rmx_sim::node::config(faults.lossy()),
-        seed,
         windows: vec![(REGION as usize * n as usize + 64, design)],
-        count_late: false,
-        requests: None,
+        ..Spec::new(n, faults, seed)
     }
 }
 

@@ -94,6 +94,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.watching = self.watching.saturating_sub(1);
     }
 
+    /// No rank of the job has been given up. Once one has, a collective of
+    /// every rank must end (with `PeerFailed`) rather than wait: some rank
+    /// that needed the failed one left it, and a round here may wait on
+    /// that rank for ever.
+    pub fn group_intact(&self) -> bool {
+        self.stats.peers_failed == 0
+    }
+
     /// Something stopped waiting on `peer`.
     pub(super) fn unawait_peer(&mut self, peer: u16) {
         let p = &mut self.peers[peer as usize];

@@ -83,14 +83,10 @@ pub fn pooled(cfg: Config, ranks: u16) -> Config {
 /// the model's perfect wire.
 fn spec(ranks: u16, cfg: Config, windows: Vec<(usize, Design)>) -> Spec {
     Spec {
-        ranks,
         model: MODEL,
-        faults: Faults::NONE,
         config: pooled(cfg, ranks),
-        seed: 1,
         windows,
-        count_late: false,
-        requests: None,
+        ..Spec::new(ranks, Faults::NONE, 1)
     }
 }
 
