@@ -21,6 +21,9 @@ pub enum Kind {
     Put,
     /// Adds its bytes, as u32s (a message in every design).
     Add,
+    /// Reads bytes of the window as the epoch began (RDMA in the
+    /// immediate designs, a request the target answers in Def).
+    Get,
 }
 
 /// One operation of an epoch.
@@ -30,17 +33,33 @@ pub struct RmaOp {
     /// Byte offset in the target's window.
     pub disp: u64,
     pub kind: Kind,
+    /// What a put or an accumulate carries; a get's is as long as what it
+    /// reads (its bytes unused).
     pub data: Vec<u8>,
 }
 
 /// Applies `op` to a window's bytes, as the target does (and the
-/// reference model).
+/// reference model); a get changes nothing.
 pub fn apply(mem: &mut [u8], kind: Kind, at: usize, data: &[u8]) {
     let to = &mut mem[at..at + data.len()];
     match kind {
         Kind::Put => to.copy_from_slice(data),
         Kind::Add => reduce(Op::Sum, Int::U32, to, data).expect("whole u32s"),
+        Kind::Get => {}
     }
+}
+
+/// A get of the open epoch, by its number: where its bytes are, or will be
+/// once the fence ends.
+enum Got {
+    /// Read when issued (this rank's own window, or nothing to read).
+    Bytes(Vec<u8>),
+    /// An RDMA read into the epoch's source buffer, at this offset.
+    Read { at: usize, len: usize },
+    /// To ask of `target` in the fence (Def).
+    Asked { target: u16, len: u32 },
+    /// The target's answer, being received.
+    Answer(Req),
 }
 
 /// An operation's messages, composed as the std shell composes them: the
@@ -79,6 +98,7 @@ pub struct Win {
     /// Source of this epoch's RDMA puts: buffer, address, key, bytes used.
     src: (UserBuf, u64, MemKey),
     src_used: usize,
+    gets: Vec<Got>,
 }
 
 /// The key a rank's window `id` shows (what accesses must carry).
@@ -87,19 +107,26 @@ fn key(id: u16, rank: u16) -> u32 {
 }
 
 impl Win {
-    /// Every rank's window `id` of `len` bytes under `design`, each able
-    /// to put `src_len` bytes per epoch: one per node, descriptors
-    /// swapped.
+    /// Every rank's window `id` under `design`, `lens[rank]` bytes each,
+    /// each able to put and get `src_len` bytes per epoch: one per node,
+    /// descriptors swapped.
     pub fn create(
         nodes: &mut [Node],
         id: u16,
-        len: usize,
+        lens: &[usize],
         design: Design,
         src_len: usize,
     ) -> Result<(), String> {
+        if lens.len() != nodes.len() {
+            return Err(format!(
+                "{} window sizes for {} ranks",
+                lens.len(),
+                nodes.len()
+            ));
+        }
         let mut descs = Vec::new();
         let mut mems = Vec::new();
-        for n in nodes.iter_mut() {
+        for (n, &len) in nodes.iter_mut().zip(lens) {
             let mem = n.nic.user_buf(vec![0; len]);
             let addr = n.nic.user_addr[mem.0 as usize];
             let remote = if design.immediate() {
@@ -123,7 +150,7 @@ impl Win {
             mems.push(mem);
         }
         let targets: Vec<Target> = descs.iter().map(|d| Target::new(*d)).collect();
-        for (n, mem) in nodes.iter_mut().zip(mems) {
+        for ((n, mem), &len) in nodes.iter_mut().zip(mems).zip(lens) {
             let epoch =
                 Epoch::new(id, n.me, design, targets.clone()).ok_or("a rank outside its window")?;
             let s = n.nic.user_buf(vec![0; src_len.max(1)]);
@@ -144,6 +171,7 @@ impl Win {
                 queued: Vec::new(),
                 src: (s, sa, sk),
                 src_used: 0,
+                gets: Vec::new(),
             });
         }
         Ok(())
@@ -155,6 +183,21 @@ impl Win {
     }
 }
 
+/// The bytes of the gets of window `w`'s epoch the last fence ended, in
+/// the order they were issued (taken: the next epoch's start afresh).
+pub fn take_gets(node: &mut Node, w: u16) -> Result<Vec<Vec<u8>>, String> {
+    let win = &mut node.windows[w as usize];
+    let src = &node.nic.user[win.src.0 .0 as usize];
+    std::mem::take(&mut win.gets)
+        .into_iter()
+        .map(|g| match g {
+            Got::Bytes(b) => Ok(b),
+            Got::Read { at, len } => Ok(src[at..at + len].to_vec()),
+            Got::Asked { .. } | Got::Answer(_) => Err("a get the fence did not end".into()),
+        })
+        .collect()
+}
+
 /// Issues `op` on window `w` of `node`: an RDMA put, or the operation's
 /// messages now (immediate designs), queued for the fence (deferred), or
 /// applied here (its own window). Message requests go on `sends`.
@@ -164,11 +207,39 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
     let kind = match op.kind {
         Kind::Put => RmaKind::Put,
         Kind::Add => RmaKind::Accumulate(Op::Sum, Int::U32),
+        Kind::Get => RmaKind::Get,
     };
-    let h = win
+    let refused = |e: EpochError| format!("rank {me}: {op:?} refused: {e:?}");
+    let mut h = win
         .epoch
         .check(op.target, op.disp, op.data.len() as u64, kind)
-        .map_err(|e| format!("rank {me}: {op:?} refused: {e:?}"))?;
+        .map_err(refused)?;
+    let design = win.epoch.design();
+    if op.kind == Kind::Get {
+        win.epoch.number_get(&mut h).map_err(refused)?;
+        let len = op.data.len();
+        if op.target == me || len == 0 {
+            let at = h.offset as usize;
+            let b = node.nic.user[win.mem.0 as usize][at..at + len].to_vec();
+            win.gets.push(Got::Bytes(b));
+            win.epoch.local();
+            return Ok(());
+        }
+        if !design.immediate() {
+            win.gets.push(Got::Asked {
+                target: op.target,
+                len: len as u32,
+            });
+            win.epoch.message(op.target);
+            win.queued.push(Outgoing::new(op.target, &h, &[]));
+            return Ok(());
+        }
+        win.gets.push(Got::Read {
+            at: win.src_used,
+            len,
+        });
+        return rdma(node, w, op.target, &h, None);
+    }
     if op.target == me {
         win.epoch.local();
         let mem = win.mem.0 as usize;
@@ -180,27 +251,8 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
         );
         return Ok(());
     }
-    let design = win.epoch.design();
     if op.kind == Kind::Put && design.immediate() {
-        let (buf, addr, key) = win.src;
-        let at = win.src_used;
-        win.src_used += op.data.len();
-        node.nic.user[buf.0 as usize][at..at + op.data.len()].copy_from_slice(&op.data);
-        let local = Gather {
-            addr: addr + at as u64,
-            key,
-            len: op.data.len() as u32,
-        };
-        let Node { windows, nic, .. } = node;
-        match windows[w as usize].epoch.post(nic, op.target, &h, local) {
-            Ok(()) => {}
-            Err(EpochError::Busy) => {
-                return Err(format!("rank {me}: the NIC refused an RDMA post"))
-            }
-            Err(e) => return Err(format!("rank {me}: {op:?}: {e:?}")),
-        }
-        node.collect();
-        return Ok(());
+        return rdma(node, w, op.target, &h, Some(&op.data));
     }
     win.epoch.message(op.target);
     let out = Outgoing::new(op.target, &h, &op.data);
@@ -210,6 +262,39 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
         node.windows[w as usize].queued.push(out);
         Ok(())
     }
+}
+
+/// Posts an RDMA put of `data` (copied to the epoch's source buffer) or,
+/// without data, a get of `h.len` bytes into that buffer.
+fn rdma(
+    node: &mut Node,
+    w: u16,
+    target: u16,
+    h: &OpHeader,
+    data: Option<&[u8]>,
+) -> Result<(), String> {
+    let me = node.me;
+    let win = &mut node.windows[w as usize];
+    let (buf, addr, key) = win.src;
+    let at = win.src_used;
+    let len = h.len as usize;
+    win.src_used += len;
+    if let Some(data) = data {
+        node.nic.user[buf.0 as usize][at..at + len].copy_from_slice(data);
+    }
+    let local = Gather {
+        addr: addr + at as u64,
+        key,
+        len: h.len,
+    };
+    let Node { windows, nic, .. } = node;
+    match windows[w as usize].epoch.post(nic, target, h, local) {
+        Ok(()) => {}
+        Err(EpochError::Busy) => return Err(format!("rank {me}: the NIC refused an RDMA post")),
+        Err(e) => return Err(format!("rank {me}: {h:?}: {e:?}")),
+    }
+    node.collect();
+    Ok(())
 }
 
 /// Starts an operation's messages.
@@ -356,7 +441,7 @@ impl FenceTask {
                 self.op = Some(q);
                 return Ok(());
             };
-            match first_message(node, self.w, self.epoch, st.source, &first)? {
+            match first_message(node, self.w, self.epoch, st.source, &first, &mut self.sends)? {
                 None => node.windows[w].epoch.arrived(st.source),
                 Some(rest) => self.rest = Some(rest),
             }
@@ -425,7 +510,14 @@ impl FenceTask {
                         self.wait = Wait::Step;
                         continue;
                     }
-                    match first_message(node, self.w, self.epoch, st.source, &first)? {
+                    match first_message(
+                        node,
+                        self.w,
+                        self.epoch,
+                        st.source,
+                        &first,
+                        &mut self.sends,
+                    )? {
                         None => self.input = Input::Arrived(st.source),
                         Some((arrival, from, q)) => {
                             self.wait = Wait::Rest(arrival, from, q);
@@ -460,6 +552,12 @@ impl FenceTask {
                         }
                         self.sends.remove(0);
                     }
+                    let mut gets = std::mem::take(&mut node.windows[w].gets);
+                    let answered = answers(node, &mut gets);
+                    node.windows[w].gets = gets;
+                    if !answered.map_err(|e| fail("get answer", &e))? {
+                        return Ok(None);
+                    }
                     return Ok(Some(*outcome));
                 }
             }
@@ -485,6 +583,17 @@ impl FenceTask {
         let w = self.w;
         Ok(match step {
             Step::SendQueued => {
+                // The answers' receives first: a target answers as soon as
+                // it takes the get.
+                let mut gets = std::mem::take(&mut node.windows[w as usize].gets);
+                for (gid, g) in gets.iter_mut().enumerate() {
+                    if let Got::Asked { target, len } = *g {
+                        let sel = TagSel::Tag(tag(w, self.epoch, gid as u32));
+                        let q = node.irecv(Source::Rank(target), sel, CONTEXT, len as usize);
+                        *g = Got::Answer(q.map_err(|e| fail("get answer", &e))?);
+                    }
+                }
+                node.windows[w as usize].gets = gets;
                 let queued = std::mem::take(&mut node.windows[w as usize].queued);
                 for out in &queued {
                     send(node, w, out, &mut self.sends)?;
@@ -574,6 +683,21 @@ impl FenceTask {
     }
 }
 
+/// Takes the gets' answers received (Def): `true` once every one is.
+fn answers(node: &mut Node, gets: &mut [Got]) -> Result<bool, String> {
+    for g in gets.iter_mut() {
+        let Got::Answer(q) = g else {
+            continue;
+        };
+        match node.test(q).map_err(|e| format!("{e:?}"))? {
+            None => return Ok(false),
+            Some((st, _)) if st.fault.is_some() => return Err(format!("{:?}", st.fault)),
+            Some((_, b)) => *g = Got::Bytes(b),
+        }
+    }
+    Ok(true)
+}
+
 /// Posts the receive of window `w`'s next operation of `epoch`, from any
 /// rank.
 fn post_op(node: &mut Node, w: u16, epoch: u16) -> Result<Req, String> {
@@ -582,17 +706,31 @@ fn post_op(node: &mut Node, w: u16, epoch: u16) -> Result<Req, String> {
         .map_err(|e| format!("rank {}: operation: {e:?}", node.me))
 }
 
-/// An operation's first message from `src`: admitted and applied, or the
-/// receive of its data apart posted (then `Some`).
+/// An operation's first message from `src`: admitted and applied (a get
+/// answered, the answer's send on `sends`), or the receive of its data
+/// apart posted (then `Some`).
 fn first_message(
     node: &mut Node,
     w: u16,
     epoch: u16,
     src: u16,
     first: &[u8],
+    sends: &mut Vec<Req>,
 ) -> Result<Option<(Arrival, u16, Req)>, String> {
     let arrival = node.windows[w as usize].epoch.admit(first);
     match arrival.data {
+        Data::Inline(_) if matches!(&arrival.admitted, Ok((h, _)) if h.kind == RmaKind::Get) => {
+            let Ok((h, range)) = &arrival.admitted else {
+                unreachable!()
+            };
+            let mem = &node.nic.user[node.windows[w as usize].mem.0 as usize];
+            let b = mem[range.start as usize..range.end as usize].to_vec();
+            let q = node
+                .isend(src, tag(w, epoch, h.id), CONTEXT, &b)
+                .map_err(|e| format!("rank {}: get answer: {e:?}", node.me))?;
+            sends.push(q);
+            Ok(None)
+        }
         Data::Inline(n) => {
             land(
                 node,
@@ -629,6 +767,7 @@ fn land(node: &mut Node, w: usize, arrival: &Arrival, data: &[u8]) {
 fn kind_of(h: &OpHeader) -> Kind {
     match h.kind {
         RmaKind::Put => Kind::Put,
+        RmaKind::Get => Kind::Get,
         _ => Kind::Add,
     }
 }

@@ -62,6 +62,24 @@ pub enum Fence {
     Strawman,
 }
 
+/// A window every rank creates before the programs start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WinSpec {
+    pub design: Design,
+    /// Each rank's bytes: MPI lets every rank expose a size of its own.
+    pub lens: Vec<usize>,
+}
+
+impl WinSpec {
+    /// `len` bytes on each of `ranks` ranks.
+    pub fn same(len: usize, design: Design, ranks: u16) -> WinSpec {
+        WinSpec {
+            design,
+            lens: vec![len; ranks as usize],
+        }
+    }
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -72,8 +90,8 @@ pub struct Spec {
     /// not lossy ([`crate::node::config`] gives the usual ones).
     pub config: rmx_core::Config,
     pub seed: u64,
-    /// The windows, created before the programs start: bytes and design.
-    pub windows: Vec<(usize, Design)>,
+    /// The windows, created before the programs start.
+    pub windows: Vec<WinSpec>,
     /// Every rank's request table, if not the std shell's size: a small
     /// one makes collectives and fences wait for free handles.
     pub requests: Option<usize>,
@@ -155,9 +173,85 @@ fn op_bytes(step: usize, origin: u16, i: usize, s: &OpSpec) -> Vec<u8> {
                 Kind::Put => (x >> 56) as u8,
                 // Each u32's low byte only: small addends.
                 Kind::Add => ((k % 4 == 0) as u8) * ((x >> 60) as u8),
+                Kind::Get => 0,
             }
         })
         .collect()
+}
+
+/// The bytes each rank's gets read in an epoch step, by (step, rank), in
+/// the order the rank issued them.
+type Reads = HashMap<(usize, u16), Vec<Vec<u8>>>;
+
+/// Applies epoch step `step`'s operations `inc` (origin, index) to a
+/// target's window bytes `mem` (only the puts if `puts_only`).
+fn apply_incoming(
+    programs: &[Vec<Action>],
+    inc: &[(u16, u32)],
+    step: usize,
+    mem: &mut [u8],
+    puts_only: bool,
+) {
+    for &(o, i) in inc {
+        let Action::Epoch { ops, .. } = &programs[o as usize][step] else {
+            unreachable!()
+        };
+        let op = &ops[i as usize];
+        if puts_only && op.kind != Kind::Put {
+            continue;
+        }
+        apply(
+            mem,
+            op.kind,
+            op.disp as usize,
+            &op_bytes(step, o, i as usize, op),
+        );
+    }
+}
+
+/// What every get of the programs reads: its target's window as the epoch
+/// began, from `windows` (every rank's, before the first step). A get of
+/// bytes another operation of its epoch changes is erroneous in MPI, and
+/// refused here.
+fn read_by_gets(
+    programs: &[Vec<Action>],
+    incoming: &HashMap<usize, Vec<Vec<(u16, u32)>>>,
+    mut windows: Vec<Vec<Vec<u8>>>,
+) -> Result<Reads, String> {
+    let mut read = HashMap::new();
+    for (step, a) in programs[0].iter().enumerate() {
+        let Action::Epoch { window, .. } = a else {
+            continue;
+        };
+        let w = *window as usize;
+        let ops = |o: usize| match &programs[o][step] {
+            Action::Epoch { ops, .. } => ops,
+            _ => unreachable!(),
+        };
+        let span = |s: &OpSpec| s.disp..s.disp + s.len as u64;
+        for o in 0..programs.len() {
+            let mut got = Vec::new();
+            for g in ops(o).iter().filter(|s| s.kind == Kind::Get) {
+                let t = g.target as usize;
+                let clash = incoming[&step][t].iter().any(|&(p, i)| {
+                    let u = &ops(p as usize)[i as usize];
+                    let (a, b) = (span(g), span(u));
+                    u.kind != Kind::Get && a.start < b.end && b.start < a.end
+                });
+                if clash {
+                    return Err(format!(
+                        "rank {o} step {step}: {g:?} reads bytes another operation of its epoch changes"
+                    ));
+                }
+                got.push(windows[t][w][span(g).start as usize..span(g).end as usize].to_vec());
+            }
+            read.insert((step, o as u16), got);
+        }
+        for (t, inc) in incoming[&step].iter().enumerate() {
+            apply_incoming(programs, inc, step, &mut windows[t][w], false);
+        }
+    }
+    Ok(read)
 }
 
 /// Rank `r`'s contribution to collective step `step`.
@@ -214,6 +308,8 @@ pub struct Job {
     incoming: HashMap<usize, Vec<Vec<(u16, u32)>>>,
     /// Each rank's windows as the reference has them after its last fence.
     reference: Vec<Vec<Vec<u8>>>,
+    /// What each rank's gets of each epoch step read, in issue order.
+    gets: Reads,
     /// Each collective step's result, once computed.
     results: HashMap<usize, Vec<u8>>,
     /// When each rank finished each step.
@@ -248,8 +344,14 @@ impl Job {
                     .into(),
             );
         }
-        if let Some((_, d)) = spec.windows.iter().find(|(_, d)| lossy && d.immediate()) {
-            return Err(format!("{} needs RDMA, which a lossy wire lacks", d.name()));
+        if let Some(w) = spec.windows.iter().find(|w| lossy && w.design.immediate()) {
+            return Err(format!(
+                "{} needs RDMA, which a lossy wire lacks",
+                w.design.name()
+            ));
+        }
+        if let Some(w) = spec.windows.iter().find(|w| w.lens.len() != n as usize) {
+            return Err(format!("{} window sizes for {n} ranks", w.lens.len()));
         }
         let mut nodes = (0..n)
             .map(|me| Node::new(me, n, spec.model, spec.config, spec.requests))
@@ -259,16 +361,18 @@ impl Job {
             let Action::Epoch { window, .. } = a else {
                 continue;
             };
-            let (len, _) = *spec
+            let lens = &spec
                 .windows
                 .get(*window as usize)
-                .ok_or(format!("step {step}: no window {window}"))?;
+                .ok_or(format!("step {step}: no window {window}"))?
+                .lens;
             let mut to: Vec<Vec<(u16, u32)>> = vec![Vec::new(); n as usize];
             for (o, p) in programs.iter().enumerate() {
                 let Action::Epoch { ops, .. } = &p[step] else {
                     unreachable!()
                 };
                 for (i, s) in ops.iter().enumerate() {
+                    let len = lens.get(s.target as usize).copied().unwrap_or(0);
                     if s.target >= n || s.disp.saturating_add(s.len as u64) > len as u64 {
                         return Err(format!("rank {o} step {step}: {s:?} is outside the window"));
                     }
@@ -277,7 +381,7 @@ impl Job {
             }
             incoming.insert(step, to);
         }
-        for (id, &(len, design)) in spec.windows.iter().enumerate() {
+        for (id, win) in spec.windows.iter().enumerate() {
             let src = programs
                 .iter()
                 .flat_map(|p| p.iter())
@@ -289,16 +393,12 @@ impl Job {
                 })
                 .max()
                 .unwrap_or(0);
-            Win::create(&mut nodes, id as u16, len, design, src)?;
+            Win::create(&mut nodes, id as u16, &win.lens, win.design, src)?;
         }
-        let reference = (0..n)
-            .map(|_| {
-                spec.windows
-                    .iter()
-                    .map(|&(len, _)| vec![0u8; len])
-                    .collect()
-            })
+        let reference: Vec<Vec<Vec<u8>>> = (0..n as usize)
+            .map(|r| spec.windows.iter().map(|w| vec![0u8; w.lens[r]]).collect())
             .collect();
+        let gets = read_by_gets(&programs, &incoming, reference.clone())?;
         let places = (0..n)
             .map(|_| Place {
                 step: 0,
@@ -316,6 +416,7 @@ impl Job {
             places,
             incoming,
             reference,
+            gets,
             results: HashMap::new(),
             ends: vec![vec![0; steps]; n as usize],
             late: 0,
@@ -533,6 +634,7 @@ impl Job {
                             ));
                         }
                         self.check_window(r, step)?;
+                        self.check_gets(r, step)?;
                         true
                     }
                     None => {
@@ -586,6 +688,32 @@ impl Job {
         Ok(())
     }
 
+    /// What the rank's gets of this epoch read, against the reference.
+    fn check_gets(&mut self, r: u16, step: usize) -> Result<(), String> {
+        let ri = r as usize;
+        let Action::Epoch { window, .. } = self.programs[ri][step] else {
+            unreachable!()
+        };
+        let got = crate::fence::take_gets(&mut self.nodes[ri], window)
+            .map_err(|e| format!("rank {r} step {step}: {e}"))?;
+        let want = &self.gets[&(step, r)];
+        if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
+            return Err(format!(
+                "rank {r} step {step}: get {i} of the epoch read {:?}, the reference {:?}",
+                got.get(i),
+                want[i]
+            ));
+        }
+        if got.len() != want.len() {
+            return Err(format!(
+                "rank {r} step {step}: {} gets ended, {} issued",
+                got.len(),
+                want.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// The reference's window after this epoch, against the rank's.
     fn check_window(&mut self, r: u16, step: usize) -> Result<(), String> {
         let ri = r as usize;
@@ -593,29 +721,8 @@ impl Job {
             unreachable!()
         };
         let w = window as usize;
-        let apply_step = |programs: &[Vec<Action>],
-                          inc: &[(u16, u32)],
-                          s: usize,
-                          mem: &mut [u8],
-                          puts_only: bool| {
-            for &(o, i) in inc {
-                let Action::Epoch { ops, .. } = &programs[o as usize][s] else {
-                    unreachable!()
-                };
-                let op = &ops[i as usize];
-                if puts_only && op.kind != Kind::Put {
-                    continue;
-                }
-                apply(
-                    mem,
-                    op.kind,
-                    op.disp as usize,
-                    &op_bytes(s, o, i as usize, op),
-                );
-            }
-        };
         let mut want = std::mem::take(&mut self.reference[ri][w]);
-        apply_step(
+        apply_incoming(
             &self.programs,
             &self.incoming[&step][ri],
             step,
@@ -623,7 +730,8 @@ impl Job {
             false,
         );
         let got = self.nodes[ri].windows[w].bytes(&self.nodes[ri]);
-        let (len, design) = self.spec.windows[w];
+        let design = self.spec.windows[w].design;
+        let len = got.len();
         let mut ok = got == want.as_slice();
         if !ok && design.immediate() {
             // A rank that left this fence first may already have put for
@@ -636,7 +744,7 @@ impl Job {
                 .map(|(s, _)| s);
             if let Some(s) = next {
                 let mut ahead = want.clone();
-                apply_step(&self.programs, &self.incoming[&s][ri], s, &mut ahead, true);
+                apply_incoming(&self.programs, &self.incoming[&s][ri], s, &mut ahead, true);
                 ok = (0..len).all(|k| got[k] == want[k] || got[k] == ahead[k]);
             }
         }

@@ -7,7 +7,7 @@
 use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_sim::fence::Kind;
-use rmx_sim::job::{Action, Fence, Job, OpSpec, Outcome, Spec};
+use rmx_sim::job::{Action, Fence, Job, OpSpec, Outcome, Spec, WinSpec};
 use rmx_sim::model::Faults;
 use rmx_sim::rng::Rng;
 
@@ -22,7 +22,7 @@ const JITTER: Faults = Faults {
 
 fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
     Spec {
-        windows: vec![(REGION as usize * n as usize + 64, design)],
+        windows: vec![WinSpec::same(REGION as usize * n as usize + 64, design, n)],
         ..Spec::new(n, faults, seed)
     }
 }
@@ -247,7 +247,7 @@ fn a_thousand_ranks_fence_in_every_design() {
             })
             .collect();
         let spec = Spec {
-            windows: vec![(64, design)],
+            windows: vec![WinSpec::same(64, design, n)],
             ..spec(n, design, JITTER, 3)
         };
         let o = Job::new(spec, progs)
@@ -288,7 +288,7 @@ fn naive_flags_never_starve_a_finish_message_of_credit() {
     let config = small_pool();
     let spec = Spec {
         config,
-        windows: vec![(128, Design::ImmNaive)],
+        windows: vec![WinSpec::same(128, Design::ImmNaive, n)],
         ..spec(n, Design::ImmNaive, Faults::NONE, 5)
     };
     let o = Job::new(spec, progs).expect("a valid job").run();
@@ -374,7 +374,7 @@ fn accumulates_between_collectives(n: u16, buffers: u32, designs: &[Design]) {
             .collect();
         let spec = Spec {
             config: pool(buffers),
-            windows: vec![(64, design)],
+            windows: vec![WinSpec::same(64, design, n)],
             ..spec(n, design, JITTER, 11)
         };
         let o = Job::new(spec, progs).expect("a valid job").run();
@@ -440,7 +440,7 @@ fn many_accumulates_into_a_small_pool_end_in_one_fence() {
                 };
                 let spec = Spec {
                     config,
-                    windows: vec![(64, design)],
+                    windows: vec![WinSpec::same(64, design, n)],
                     ..spec(n, design, faults, 13)
                 };
                 let o = Job::new(spec, progs.clone()).expect("a valid job").run();
@@ -542,4 +542,166 @@ fn every_design_fences_with_a_small_request_table() {
             assert!(o.is_ok(), "{design:?} seed {seed}: {:?}", o.err());
         }
     }
+}
+
+/// Random epochs of puts, accumulates and gets on a window whose size
+/// differs from rank to rank (some expose none), in blocks of `block`
+/// u32s: in each epoch a block of a target is for one origin's puts, for
+/// anyone's adds, or for anyone's gets, the roles turning from epoch to
+/// epoch so that gets read what earlier epochs wrote. Nothing a get reads
+/// changes in its epoch, and no two puts overlap, so the result is one in
+/// any order. Each rank's window bytes, then the programs.
+fn programs_with_gets(
+    n: u16,
+    epochs: usize,
+    block: u64,
+    rng: &mut Rng,
+) -> (Vec<usize>, Vec<Vec<Action>>) {
+    let bytes = 4 * block;
+    let lens: Vec<usize> = (0..n)
+        .map(|_| (bytes * rng.below(3 * n as u64 + 1)) as usize)
+        .collect();
+    // Block `b` of a target in epoch `e`: 0 gets, 1 adds, 2 one origin's puts.
+    let role = |b: u64, e: usize| (b + e as u64) % 3;
+    let owner = |b: u64, e: usize| ((b + e as u64) % n as u64) as u16;
+    let colls: Vec<bool> = (0..epochs).map(|_| rng.below(4) == 0).collect();
+    let progs: Vec<Vec<Action>> = (0..n)
+        .map(|r| {
+            let mut p = Vec::new();
+            for (e, &coll) in colls.iter().enumerate() {
+                if coll {
+                    p.push(Action::Collective(Collective::Allreduce { len: 32 }));
+                }
+                let mut ops = Vec::new();
+                let mut put_to = Vec::new();
+                for _ in 0..rng.below(6) {
+                    let target = rng.below(n as u64) as u16;
+                    let blocks = lens[target as usize] as u64 / bytes;
+                    if blocks == 0 {
+                        continue;
+                    }
+                    let want = rng.below(3);
+                    let fits: Vec<u64> = (0..blocks)
+                        .filter(|&b| role(b, e) == want)
+                        .filter(|&b| want < 2 || owner(b, e) == r && !put_to.contains(&(target, b)))
+                        .collect();
+                    let Some(&b) = fits.get(rng.below(fits.len().max(1) as u64) as usize) else {
+                        continue;
+                    };
+                    // Whole u32s within the block.
+                    let first = rng.below(block);
+                    let words = 1 + rng.below(block - first);
+                    let (disp, len) = (b * bytes + 4 * first, 4 * words as u32);
+                    let kind = [Kind::Get, Kind::Add, Kind::Put][want as usize];
+                    if kind == Kind::Put {
+                        put_to.push((target, b));
+                    }
+                    ops.push(OpSpec {
+                        target,
+                        disp,
+                        kind,
+                        len,
+                    });
+                }
+                p.push(Action::Epoch {
+                    window: 0,
+                    ops,
+                    compute_ns: rng.below(3) * 5_000,
+                    fence: Fence::Plain,
+                });
+            }
+            p
+        })
+        .collect();
+    (lens, progs)
+}
+
+fn run_with_gets(n: u16, design: Design, faults: Faults, seed: u64, block: u64) -> Outcome {
+    let mut rng = Rng::new(seed);
+    let (lens, progs) = programs_with_gets(n, 8, block, &mut rng);
+    let spec = Spec {
+        windows: vec![WinSpec { design, lens }],
+        ..Spec::new(n, faults, seed)
+    };
+    Job::new(spec, progs)
+        .expect("a valid job")
+        .run()
+        .unwrap_or_else(|e| panic!("{design:?} on {n} ranks, seed {seed}, blocks of {block}: {e}"))
+}
+
+#[test]
+fn gets_read_windows_of_every_size_as_their_epoch_began() {
+    for seed in 0..12 {
+        let n = 2 + (seed % 6) as u16;
+        // Blocks within a header's inline bytes, and past them.
+        let block = [4, 96][seed as usize % 2];
+        for d in Design::ALL {
+            let o = run_with_gets(n, d, JITTER, seed, block);
+            assert_eq!(o.late, 0);
+        }
+        run_with_gets(n, Design::Def, Faults::LOSSY, seed, block);
+    }
+}
+
+#[test]
+fn a_get_of_bytes_its_epoch_changes_is_refused_as_erroneous() {
+    let epoch = |ops| Action::Epoch {
+        window: 0,
+        ops,
+        compute_ns: 0,
+        fence: Fence::Plain,
+    };
+    let op = |kind, disp| OpSpec {
+        target: 1,
+        disp,
+        kind,
+        len: 8,
+    };
+    let spec = || Spec {
+        windows: vec![WinSpec::same(64, Design::Def, 2)],
+        ..Spec::new(2, Faults::NONE, 0)
+    };
+    // Rank 0 reads bytes 4..12 of rank 1 while rank 1 adds to 8..16.
+    let progs = vec![
+        vec![epoch(vec![op(Kind::Get, 4)])],
+        vec![epoch(vec![op(Kind::Add, 8)])],
+    ];
+    let e = Job::new(spec(), progs).err();
+    assert!(e.is_some_and(|e| e.contains("reads bytes another operation")));
+    // Beside it, it is not.
+    let progs = vec![
+        vec![epoch(vec![op(Kind::Get, 0)])],
+        vec![epoch(vec![op(Kind::Add, 8)])],
+    ];
+    assert!(Job::new(spec(), progs).is_ok());
+}
+
+#[test]
+fn windows_of_the_wrong_ranks_or_an_operation_past_a_smaller_window_are_refused() {
+    let spec = |lens: Vec<usize>| Spec {
+        windows: vec![WinSpec {
+            design: Design::ImmOpt,
+            lens,
+        }],
+        ..Spec::new(2, Faults::NONE, 0)
+    };
+    let put = |disp| {
+        vec![Action::Epoch {
+            window: 0,
+            ops: vec![OpSpec {
+                target: 1,
+                disp,
+                kind: Kind::Put,
+                len: 8,
+            }],
+            compute_ns: 0,
+            fence: Fence::Plain,
+        }]
+    };
+    let e = Job::new(spec(vec![64]), vec![put(0), put(0)]).err();
+    assert!(e.is_some_and(|e| e.contains("1 window sizes for 2 ranks")));
+    // Rank 1's window is 16 bytes: 8 at 8 fit, 8 at 12 do not.
+    assert!(Job::new(spec(vec![64, 16]), vec![put(8), put(8)]).is_ok());
+    let e = Job::new(spec(vec![64, 16]), vec![put(12), put(12)]).err();
+    assert!(e.is_some_and(|e| e.contains("outside the window")));
 }
