@@ -39,6 +39,16 @@ impl CollTask {
             ));
         }
         let scratch = vec![0; run.plan().scratch_len()];
+        // Every rank takes part: the core watches each while the rounds
+        // run, and the collective ends once any has failed (as the std
+        // shell's does).
+        if !node.ep.group_intact() {
+            return Err(format!(
+                "rank {}: {what:?}: PeerFailed (the group lost a rank)",
+                node.me
+            ));
+        }
+        node.ep.watch_all(node.cpu);
         Ok(CollTask {
             run,
             data,
@@ -50,6 +60,20 @@ impl CollTask {
 
     /// Moves the collective on as far as it goes now: `Ok(true)` once done.
     pub fn poll(&mut self, node: &mut Node) -> Result<bool, String> {
+        let r = match self.rounds(node) {
+            Ok(false) if !node.ep.group_intact() => Err(format!(
+                "rank {}: collective: PeerFailed (the group lost a rank)",
+                node.me
+            )),
+            r => r,
+        };
+        if r != Ok(false) {
+            node.ep.unwatch_all();
+        }
+        r
+    }
+
+    fn rounds(&mut self, node: &mut Node) -> Result<bool, String> {
         loop {
             while let Some(&(recv, p)) = self.to_post.first() {
                 let q = if recv {

@@ -393,6 +393,16 @@ impl FenceTask {
                 .map_err(|x| format!("fence: {x:?}"))?;
         }
         let design = e.design();
+        // A fence is collective: every rank is watched while it runs, and
+        // it ends once any has failed (a wait for any origin's operation
+        // or finish would otherwise wait for ever on a dead one).
+        if !node.ep.group_intact() {
+            return Err(format!(
+                "rank {}: fence: PeerFailed (the group lost a rank)",
+                node.me
+            ));
+        }
+        node.ep.watch_all(node.cpu);
         Ok(FenceTask {
             w,
             ranks,
@@ -450,6 +460,20 @@ impl FenceTask {
 
     /// Moves the fence on as far as it goes now: its outcome once done.
     pub fn poll(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
+        let r = match self.steps(node) {
+            Ok(None) if !node.ep.group_intact() => Err(format!(
+                "rank {}: fence: PeerFailed (the group lost a rank)",
+                node.me
+            )),
+            r => r,
+        };
+        if r != Ok(None) {
+            node.ep.unwatch_all();
+        }
+        r
+    }
+
+    fn steps(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
         let me = node.me;
         let fail = |what: &str, e: &dyn std::fmt::Debug| format!("rank {me}: {what}: {e:?}");
         loop {

@@ -98,6 +98,20 @@ pub struct Spec {
     /// Count windows unlike the reference after a fence (the strawman's
     /// hazard) rather than fail at the first.
     pub count_late: bool,
+    /// A rank killed part way through its program. Then a step of another
+    /// rank that fails ends that rank's program (recorded in
+    /// [`Outcome::ended`]) instead of the job.
+    pub death: Option<Death>,
+}
+
+/// A rank killed `after_ns` after it started step `step`: from then on it
+/// does nothing (its process gone: packets to it are lost, RDMA aimed at
+/// it fails).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Death {
+    pub rank: u16,
+    pub step: usize,
+    pub after_ns: u64,
 }
 
 impl Spec {
@@ -114,6 +128,7 @@ impl Spec {
             windows: Vec::new(),
             requests: None,
             count_late: false,
+            death: None,
         }
     }
 }
@@ -129,6 +144,9 @@ pub struct Outcome {
     pub rdma: u64,
     /// Packets the ranks' reliability layers sent again (a lossy wire).
     pub retransmits: u64,
+    /// The programs a failed step ended (a job with a [`Death`]): rank,
+    /// step and what failed. The dead rank is not among them.
+    pub ended: Vec<(u16, usize, String)>,
 }
 
 /// A rank's place in its program.
@@ -144,6 +162,22 @@ struct Place {
     wake_at: Option<u64>,
     /// Flood sends not yet waited for.
     flood: Vec<crate::node::Req>,
+    /// A step failed: the program ends there (its endpoint still runs).
+    failed: bool,
+}
+
+/// Why a rank's program stopped moving.
+enum Fail {
+    /// One of its steps failed (its endpoint said so).
+    Step(String),
+    /// It went wrong: unlike the reference.
+    Check(String),
+}
+
+impl From<String> for Fail {
+    fn from(e: String) -> Fail {
+        Fail::Step(e)
+    }
 }
 
 /// The numbers of the messages `origin` sent `target` in the floods
@@ -315,6 +349,9 @@ pub struct Job {
     /// When each rank finished each step.
     ends: Vec<Vec<u64>>,
     late: u64,
+    /// When the rank of [`Spec::death`] dies, once it reached its step.
+    dies_at: Option<u64>,
+    ended: Vec<(u16, usize, String)>,
 }
 
 impl Job {
@@ -405,6 +442,7 @@ impl Job {
                 task: None,
                 wake_at: None,
                 flood: Vec::new(),
+                failed: false,
             })
             .collect();
         let steps = programs[0].len();
@@ -420,6 +458,8 @@ impl Job {
             results: HashMap::new(),
             ends: vec![vec![0; steps]; n as usize],
             late: 0,
+            dies_at: None,
+            ended: Vec::new(),
         })
     }
 
@@ -437,6 +477,24 @@ impl Job {
             }
             let r = ev.rank;
             let ri = r as usize;
+            if self.is_dead(r, now) {
+                // Its process is gone: what reaches it is lost, RDMA
+                // aimed at it fails at its origin.
+                match ev.what {
+                    What::Land {
+                        from, post, early, ..
+                    } => {
+                        let down = Err(rmx_core::RdmaError::Down);
+                        self.net.landed(now, from, &post, early, down);
+                    }
+                    What::Read { from, post } => {
+                        let down = Err(rmx_core::RdmaError::Down);
+                        self.net.read_back(now, r, from, post, down);
+                    }
+                    _ => {}
+                }
+                continue;
+            }
             let run = match ev.what {
                 What::Packet(b) => {
                     self.nodes[ri].inbox.push_back(Rx::Packet(b));
@@ -512,6 +570,7 @@ impl Job {
         }
         let unfinished: Vec<usize> = (0..n as usize)
             .filter(|&r| self.places[r].step < self.programs[r].len())
+            .filter(|&r| !self.places[r].failed && !self.is_dead(r as u16, u64::MAX))
             .collect();
         if !unfinished.is_empty() {
             let r = unfinished[0];
@@ -540,7 +599,14 @@ impl Job {
             packets: self.net.packets,
             rdma: self.net.rdma,
             retransmits: self.nodes.iter().map(|n| n.ep.stats().retransmits).sum(),
+            ended: self.ended,
         })
+    }
+
+    /// Rank `r` is the one of [`Spec::death`], dead by `now`.
+    fn is_dead(&self, r: u16, now: u64) -> bool {
+        let rank = self.spec.death.map(|d| d.rank);
+        rank == Some(r) && self.dies_at.is_some_and(|t| now >= t)
     }
 
     fn wake(&mut self, r: u16, at: u64) {
@@ -553,10 +619,10 @@ impl Job {
 
     /// Runs rank `r` at its time as far as it goes, then hands the
     /// network what it posted.
-    fn run_rank(&mut self, r: u16) -> Result<(), String> {
+    /// Moves rank `r`'s program on as far as it goes now.
+    fn advance(&mut self, r: u16) -> Result<(), Fail> {
         let ri = r as usize;
         let n = self.spec.ranks;
-        self.nodes[ri].progress();
         loop {
             let step = self.places[ri].step;
             if step == self.programs[ri].len() {
@@ -565,6 +631,16 @@ impl Job {
             let node = &mut self.nodes[ri];
             let task = match self.places[ri].task.take() {
                 Some(t) => t,
+                None if self
+                    .spec
+                    .death
+                    .is_some_and(|d| (d.rank, d.step) == (r, step))
+                    && self.dies_at.is_none() =>
+                {
+                    let d = self.spec.death.expect("matched");
+                    self.dies_at = Some(node.cpu.saturating_add(d.after_ns));
+                    continue;
+                }
                 None => match &self.programs[ri][step] {
                     Action::Collective(what) => {
                         let data = contribution(*what, step, r, n);
@@ -611,7 +687,8 @@ impl Job {
             let done = match task {
                 Task::Collective(mut c) => match c.poll(node)? {
                     true => {
-                        self.check_collective(r, step, &c.data)?;
+                        self.check_collective(r, step, &c.data)
+                            .map_err(Fail::Check)?;
                         true
                     }
                     false => {
@@ -629,12 +706,12 @@ impl Job {
                 Task::Fence(mut f) => match f.poll(node)? {
                     Some(o) => {
                         if o.failed > 0 || o.disagree || o.false_assertion {
-                            return Err(format!(
+                            return Err(Fail::Step(format!(
                                 "rank {r} step {step}: the fence ended with {o:?}"
-                            ));
+                            )));
                         }
-                        self.check_window(r, step)?;
-                        self.check_gets(r, step)?;
+                        self.check_window(r, step).map_err(Fail::Check)?;
+                        self.check_gets(r, step).map_err(Fail::Check)?;
                         true
                     }
                     None => {
@@ -649,10 +726,36 @@ impl Job {
             self.ends[ri][step] = self.nodes[ri].cpu;
             self.places[ri].step += 1;
         }
+        Ok(())
+    }
+
+    fn run_rank(&mut self, r: u16) -> Result<(), String> {
+        let ri = r as usize;
+        self.nodes[ri].progress();
+        if !self.places[ri].failed {
+            match self.advance(r) {
+                Ok(()) => {}
+                Err(Fail::Step(e)) if self.spec.death.is_some() => {
+                    self.ended.push((r, self.places[ri].step, e));
+                    self.places[ri].failed = true;
+                }
+                Err(Fail::Step(e) | Fail::Check(e)) => return Err(e),
+            }
+        }
         let node = &mut self.nodes[ri];
         for p in std::mem::take(&mut node.posted) {
             match p {
-                crate::node::ToWire::Packet { at, to, bytes } => self.net.send(at, r, to, bytes),
+                crate::node::ToWire::Packet { at, to, bytes } => {
+                    // A reliable wire (RC) retries a packet to a process
+                    // that is gone until it gives the connection up: the
+                    // sender's next post to it fails.
+                    let gone = !self.spec.faults.lossy() && self.is_dead(to, at);
+                    let down = &mut self.nodes[ri].nic.down;
+                    if gone && !down.contains(&to) {
+                        down.push(to);
+                    }
+                    self.net.send(at, r, to, bytes)
+                }
                 crate::node::ToWire::Rdma { at, post } => {
                     let t = &self.nodes[post.peer as usize].nic;
                     let ok = t.covers(post.remote.key, post.remote.addr, post.local.len);

@@ -1,5 +1,5 @@
 //! The shipped fence designs in virtual time, against the reference model:
-//! random epochs of puts and accumulates on random groups, over a perfect
+//! random epochs of puts, accumulates and gets on random groups, over a perfect
 //! wire, a jittery one whose channels overtake each other, a lossy one
 //! (the deferred design, the only one without RDMA), at a thousand ranks,
 //! and the hazard of the fence paper's Fig. 2.
