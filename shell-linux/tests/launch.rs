@@ -396,52 +396,65 @@ fn a_stopped_peer_process_ends_the_job_with_an_error_naming_it() {
     );
 }
 
-/// One rank of the job below (run only under mpiexec): allreduces until
-/// one fails; rank 3 goes silent part way.
+/// One rank of the jobs below (run only under mpiexec): allreduces, or
+/// epochs of accumulates into every rank fenced (`RMX_LAUNCH_DIE=fence`),
+/// until one fails; rank 3 goes silent part way (fences: it says its
+/// process id, and the test stops the process wherever it is).
 #[test]
 fn allreduce_until_a_peer_dies_rank() {
-    if std::env::var_os("RMX_LAUNCH_DIE").is_none() {
+    let Some(what) = std::env::var_os("RMX_LAUNCH_DIE") else {
         return;
-    }
+    };
     use rmx_core::collective::{Int, Op};
     use rmx_linux::job;
+    let fences = what == "fence";
     let (launch, net) = launched_on_lo();
     let n = launch.size();
     job::run(n, rmx_linux::rank::loop_config(), &net, |r| {
         let me = r.rank();
+        let mut win = r.win_create(4, 1).expect("a window");
+        if fences && me == 3 {
+            println!("rank 3 is process {}", std::process::id());
+        }
         for i in 0..u32::MAX {
-            if me == 3 && i == 300 {
+            if me == 3 && i == 300 && !fences {
                 // Silent from here on, as a dead process is (the launcher
                 // would kill the others at a death).
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
-            let mut v = i.to_ne_bytes();
-            if let Err(e) = r.allreduce(&mut v, Int::U32, Op::Sum) {
-                println!("rank {me} ended after {i}: {e:?}");
+            let ended = if fences {
+                let one = 1u32.to_ne_bytes();
+                let mut e = Ok(());
+                for t in (0..n).filter(|&t| t != me) {
+                    e = e.and_then(|()| win.accumulate(r, t, 0, &one, Op::Sum, Int::U32));
+                }
+                e.and_then(|()| win.fence(r)).map_err(|e| format!("{e:?}"))
+            } else {
+                let mut v = i.to_ne_bytes();
+                let e = r.allreduce(&mut v, Int::U32, Op::Sum);
+                if e.is_ok() {
+                    assert_eq!(u32::from_ne_bytes(v), i.wrapping_mul(n as u32));
+                }
+                e.map_err(|e| format!("{e:?}"))
+            };
+            if let Err(e) = ended {
+                println!("rank {me} ended after {i}: {e}");
                 return;
             }
-            assert_eq!(u32::from_ne_bytes(v), i.wrapping_mul(n as u32));
         }
     });
 }
 
-/// A rank of four that goes silent during allreduces under hydra (as a
-/// process killed without the launcher's cleanup is): the ranks that
-/// waited on it ended `PeerFailed`, but rank 0, waiting in a later round
-/// on a live rank that had left the allreduce, waited for ever. Every
-/// survivor's allreduce now ends with an error. (The processes then wait
-/// for the silent one at the launcher's end of job: the test ends them.)
-#[test]
-fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
+/// Runs the job above under hydra with `what` (`RMX_LAUNCH_DIE`): the
+/// lines of the survivors that ended, sorted, once three have (or after
+/// 90 s), the job then killed.
+fn survivors_of_a_silent_rank(what: &str) -> Vec<String> {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    if !ready() {
-        return;
-    }
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(rmx_linux::pmi::HYDRA)
         .args(["-launcher", "fork"])
-        .args(["-genv", "RMX_LAUNCH_DIE", "1", "-n", "4"])
+        .args(["-genv", "RMX_LAUNCH_DIE", what, "-n", "4"])
         .arg(exe)
         .args(["allreduce_until_a_peer_dies_rank", "--exact", "--nocapture"])
         .stdout(std::process::Stdio::piped())
@@ -463,6 +476,15 @@ fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
     let mut ended = Vec::new();
     while ended.len() < 3 && start.elapsed() < std::time::Duration::from_secs(90) {
         if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            if let Some(pid) = l.strip_prefix("rank 3 is process ") {
+                let pid: i32 = pid.parse().expect("a process id");
+                std::thread::spawn(move || {
+                    // Well into its fences, wherever it is in one.
+                    std::thread::sleep(std::time::Duration::from_millis(700));
+                    // SAFETY: kill(2) on a process of this test's job.
+                    unsafe { libc::kill(pid, libc::SIGSTOP) };
+                });
+            }
             if l.contains("ended after") {
                 ended.push(l);
             }
@@ -472,6 +494,37 @@ fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
     unsafe { libc::kill(-group, libc::SIGKILL) };
     let _ = child.wait();
     ended.sort();
+    ended
+}
+
+/// A rank of four that goes silent during allreduces under hydra (as a
+/// process killed without the launcher's cleanup is): the ranks that
+/// waited on it ended `PeerFailed`, but rank 0, waiting in a later round
+/// on a live rank that had left the allreduce, waited for ever. Every
+/// survivor's allreduce now ends with an error. (The processes then wait
+/// for the silent one at the launcher's end of job: the test ends them.)
+#[test]
+fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
+    if !ready() {
+        return;
+    }
+    let ended = survivors_of_a_silent_rank("allreduce");
+    assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
+    for (me, l) in ended.iter().enumerate() {
+        assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");
+        assert!(l.contains("Failed(PeerFailed)"), "{l}");
+    }
+}
+
+/// The same in epochs of accumulates, rank 3 stopped (SIGSTOP) wherever it
+/// is: a fence waits for operations from any origin, and a survivor whose
+/// reduction had ended could wait there for ever on the stopped rank's.
+#[test]
+fn a_silent_peer_in_an_epoch_ends_every_survivors_fence() {
+    if !ready() {
+        return;
+    }
+    let ended = survivors_of_a_silent_rank("fence");
     assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
     for (me, l) in ended.iter().enumerate() {
         assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");

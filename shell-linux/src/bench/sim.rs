@@ -13,7 +13,7 @@ use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_core::Config;
 use rmx_sim::fence::Kind;
-use rmx_sim::job::{Action, Fence, Job, OpSpec, Spec};
+use rmx_sim::job::{Action, Fence, Job, OpSpec, Spec, WinSpec};
 use rmx_sim::model::{Faults, Model};
 use serde_json::{json, Value};
 
@@ -85,7 +85,10 @@ fn spec(ranks: u16, cfg: Config, windows: Vec<(usize, Design)>) -> Spec {
     Spec {
         model: MODEL,
         config: pooled(cfg, ranks),
-        windows,
+        windows: windows
+            .into_iter()
+            .map(|(len, d)| WinSpec::same(len, d, ranks))
+            .collect(),
         ..Spec::new(ranks, Faults::NONE, 1)
     }
 }

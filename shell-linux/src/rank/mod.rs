@@ -573,7 +573,7 @@ impl<T: Transport + 'static> Rank<T> {
     /// No rank of the job has been given up
     /// ([`rmx_core::Endpoint::group_intact`]).
     pub(crate) fn group_intact(&self) -> bool {
-        self.with_ref(|d| d.ep.group_intact())
+        self.with_ref(|d| d.group_intact())
     }
 
     /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).

@@ -81,9 +81,19 @@ pub(super) fn run<T: Transport + 'static>(
     let mut io = std::mem::take(&mut w.io);
     let mut inbox = std::mem::take(&mut w.inbox);
     let mut counts = std::mem::take(&mut io.counts);
-    // SAFETY: every buffer a request names lives in `io` and `inbox` until
-    // the requests are waited for or abandoned below.
-    let steps = unsafe { steps(w, r, epoch, &mut io, &mut inbox, &mut counts) };
+    // A fence is collective: every rank is watched while it runs, and its
+    // waits for any origin end once the group lost a rank.
+    let steps = match r.group_intact() {
+        true => {
+            r.watch_all(true);
+            // SAFETY: every buffer a request names lives in `io` and
+            // `inbox` until the requests are waited for or abandoned below.
+            let s = unsafe { steps(w, r, epoch, &mut io, &mut inbox, &mut counts) };
+            r.watch_all(false);
+            s
+        }
+        false => Err(inbox::group_lost()),
+    };
     io.counts = counts;
     let end = |w: &mut Win, io: &mut Io| {
         match w.design.immediate() {
@@ -169,6 +179,9 @@ unsafe fn steps<T: Transport + 'static>(
         macro_rules! beside {
             () => {
                 &mut |r: &mut Rank<T>| {
+                    if !r.group_intact() {
+                        return Err(inbox::group_lost());
+                    }
                     // SAFETY: the caller's contract keeps the inbox.
                     unsafe { inbox::drain(w, r, inbox) }
                 }

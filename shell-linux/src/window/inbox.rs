@@ -132,9 +132,20 @@ pub(super) unsafe fn next<T: Transport + 'static>(
 ) -> Result<u16, WinError> {
     // SAFETY: the caller's contract.
     let q = unsafe { inbox.expect(w.id, r, epoch)? };
-    let st = r.wait(q);
-    // SAFETY: the caller's contract.
-    unsafe { take(w, r, epoch, st, inbox) }
+    match r.wait_or(q, |d| !d.group_intact()) {
+        // SAFETY: the caller's contract.
+        Ok(st) => unsafe { take(w, r, epoch, st, inbox) },
+        Err(q) => {
+            inbox.op = Some(q);
+            Err(group_lost())
+        }
+    }
+}
+
+/// A fence's wait for any origin ended because a rank of the group failed:
+/// the operation it waits for may never come.
+pub(super) fn group_lost() -> WinError {
+    WinError::Collective(CollectiveError::Failed(RecvFault::PeerFailed))
 }
 
 /// As [`next`], unless the core is satisfied first (the rest came as
@@ -151,12 +162,18 @@ pub(super) unsafe fn next_unless_satisfied<T: Transport + 'static>(
     let id = w.id;
     // SAFETY: the caller's contract.
     let q = unsafe { inbox.expect(id, r, epoch)? };
-    match r.wait_or(q, |d| super::epoch_of(&mut d.windows, id).satisfied()) {
+    let stop = |d: &mut crate::rank::Driver<T>| {
+        !d.group_intact() || super::epoch_of(&mut d.windows, id).satisfied()
+    };
+    match r.wait_or(q, stop) {
         // SAFETY: the caller's contract.
         Ok(st) => unsafe { take(w, r, epoch, st, inbox).map(Some) },
         Err(q) => {
             inbox.op = Some(q);
-            Ok(None)
+            match r.group_intact() {
+                true => Ok(None),
+                false => Err(group_lost()),
+            }
         }
     }
 }
