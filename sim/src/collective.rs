@@ -75,6 +75,7 @@ impl CollTask {
 
     fn rounds(&mut self, node: &mut Node) -> Result<bool, String> {
         loop {
+            let mut moved = false;
             while let Some(&(recv, p)) = self.to_post.first() {
                 let q = if recv {
                     let q = node.irecv(
@@ -85,7 +86,7 @@ impl CollTask {
                     );
                     match q {
                         Ok(q) => (q, Some((p.buffer, p.span))),
-                        Err(rmx_core::RecvError::RequestTableFull) => return Ok(false),
+                        Err(rmx_core::RecvError::RequestTableFull) => break,
                         Err(e) => {
                             return Err(format!("rank {}: collective receive: {e:?}", node.me))
                         }
@@ -93,16 +94,21 @@ impl CollTask {
                 } else {
                     match node.isend(p.peer, p.tag, CONTEXT, &self.data[p.span.range()]) {
                         Ok(q) => (q, None),
-                        Err(rmx_core::SendError::RequestTableFull) => return Ok(false),
+                        Err(rmx_core::SendError::RequestTableFull) => break,
                         Err(e) => return Err(format!("rank {}: collective send: {e:?}", node.me)),
                     }
                 };
                 self.to_post.remove(0);
                 self.pending.push(q);
+                moved = true;
             }
-            while let Some((q, into)) = self.pending.first() {
+            // Any that ended, so that their handles serve the posts left.
+            let mut i = 0;
+            while i < self.pending.len() {
+                let (q, into) = &self.pending[i];
                 let Some((st, bytes)) = node.test(q).map_err(|e| format!("{e:?}"))? else {
-                    return Ok(false);
+                    i += 1;
+                    continue;
                 };
                 if let Some(f) = st.fault {
                     return Err(format!(
@@ -125,14 +131,24 @@ impl CollTask {
                     }
                     to[span.range()].copy_from_slice(&bytes);
                 }
-                self.pending.remove(0);
+                self.pending.remove(i);
+                moved = true;
+            }
+            if !self.to_post.is_empty() || !self.pending.is_empty() {
+                if moved {
+                    continue;
+                }
+                return Ok(false);
             }
             match self.run.step() {
                 Step::Exchange { recvs, sends } => {
-                    self.to_post
-                        .extend(recvs.into_iter().flatten().map(|p| (true, p)));
-                    self.to_post
-                        .extend(sends.into_iter().flatten().map(|p| (false, p)));
+                    // Each receive, then the send of the same part: a
+                    // table with room for two requests still moves (all
+                    // receives first would fill it, every rank alike).
+                    for (r, s) in recvs.into_iter().zip(sends) {
+                        self.to_post.extend(r.map(|p| (true, p)));
+                        self.to_post.extend(s.map(|p| (false, p)));
+                    }
                 }
                 Step::Reduce { spans } => {
                     let bytes: usize = spans.iter().flatten().map(|s| s.len).sum();

@@ -524,24 +524,37 @@ fn no_precede_given_by_one_rank_ends_the_fence_as_a_disagreement() {
     }
 }
 
-/// Random epochs in every design with a request table of 16 handles per
-/// rank instead of the std shell's 2048. (With 4, the naive design's
-/// fence refuses to start: its flags' receives, one per rank, are posted
-/// at once and end it with `RequestTableFull`.)
+/// Random epochs in every design with a request table of two handles per
+/// rank instead of the std shell's 2048 (eight for the naive design, whose
+/// fence posts a receive for every other rank's flag at once: with fewer
+/// it ends with `RequestTableFull`, never a wait).
 #[test]
 fn every_design_fences_with_a_small_request_table() {
     for design in Design::ALL {
+        // Naive posts a receive for every other rank's flag at once.
+        let handles = match design {
+            Design::ImmNaive => 8,
+            _ => 2,
+        };
         for seed in 0..3 {
             let mut rng = Rng::new(seed);
             let progs = random_programs(6, 4, &mut rng);
             let spec = Spec {
-                requests: Some(16),
+                requests: Some(handles),
                 ..spec(6, design, Faults::NONE, seed)
             };
             let o = Job::new(spec, progs).expect("a valid job").run();
             assert!(o.is_ok(), "{design:?} seed {seed}: {:?}", o.err());
         }
     }
+    // Fewer handles than its flags: an error that names the table.
+    let spec = Spec {
+        requests: Some(4),
+        ..spec(6, Design::ImmNaive, Faults::NONE, 0)
+    };
+    let progs = random_programs(6, 4, &mut Rng::new(0));
+    let e = Job::new(spec, progs).expect("a valid job").run().err();
+    assert!(e.is_some_and(|e| e.contains("flag: RequestTableFull")));
 }
 
 /// Random epochs of puts, accumulates and gets on a window whose size
