@@ -804,3 +804,108 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
         );
     }
 }
+
+/// A port with frames for a same-host peer that takes none (a rank of a
+/// busy host, descheduled) and a frame for a peer across the wire behind
+/// them, asked to end a registration the frames read: it gave the frames
+/// up after 50 ms, the wire's one as its interface gone (`Down`), and
+/// with it a live cross-host peer (the bridge test above failed so under
+/// load). The local frames are lost as on a wire; the wire's one leaves.
+#[test]
+fn a_local_peer_that_takes_nothing_never_fails_a_frame_for_the_wire() {
+    use rmx_driver::{Port, Sge, Work};
+    use std::sync::{mpsc, Barrier, Mutex};
+    const WIRE: u64 = 1 << 40;
+    let Some((lab, _net)) = lab("l", 2, 9000, Faults::default()) else {
+        return;
+    };
+    let addrs = Mutex::new([None::<EthAddr>; 3]);
+    let met = Barrier::new(2);
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::scope(|s| {
+        let (addrs, met) = (&addrs, &met);
+        let ns = |r| lab.spec().netns(r);
+        // Rank 2, on the other host: what it receives.
+        let ns1 = ns(1);
+        s.spawn(move || {
+            netns::enter(&ns1).unwrap();
+            let mut c = EthPort::open(IFACE, 2, EthOpts::default()).unwrap();
+            addrs.lock().unwrap()[2] = Some(c.addr());
+            met.wait();
+            let all: Vec<EthAddr> = addrs.lock().unwrap().iter().map(|a| a.unwrap()).collect();
+            c.connect(2, &all, KEY).unwrap();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < until {
+                if let Some(r) = c.poll_recv() {
+                    let _ = tx.send(c.rx_bytes(r.buf).unwrap().to_vec());
+                    c.repost(r.buf);
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+        // Ranks 0 and 1 on this host; rank 1 never polls.
+        let ns0 = ns(0);
+        let sender = s.spawn(move || {
+            netns::enter(&ns0).unwrap();
+            let mut a = EthPort::open(IFACE, 0, EthOpts::default()).unwrap();
+            let mut b = EthPort::open(IFACE, 1, EthOpts::default()).unwrap();
+            addrs.lock().unwrap()[0] = Some(a.addr());
+            addrs.lock().unwrap()[1] = Some(b.addr());
+            met.wait();
+            let all: Vec<EthAddr> = addrs.lock().unwrap().iter().map(|a| a.unwrap()).collect();
+            a.connect(0, &all, KEY).unwrap();
+            b.connect(1, &all, KEY).unwrap();
+            let mut data: Vec<u8> = (0..8000u32).map(|i| (i * 7 % 251) as u8).collect();
+            // A packet names its source rank in bytes 2..4 (the port checks it).
+            data[2..4].copy_from_slice(&0u16.to_le_bytes());
+            // SAFETY: `data` outlives the registration, ended below.
+            let mr = unsafe { a.register(data.as_ptr() as usize, data.len()) }.unwrap();
+            let sge = [Sge {
+                addr: mr.addr,
+                len: mr.len,
+                key: mr.key,
+            }];
+            let send = Work::Send {
+                sges: &sge,
+                solicited: false,
+            };
+            // Frames for rank 1 until its socket holds no more.
+            let (mut posted, mut done) = (0u64, Vec::new());
+            let mut cq = [rmx_driver::Completion {
+                wr_id: 0,
+                result: Ok(()),
+            }; 64];
+            loop {
+                a.post(1, posted, send).expect("a frame for rank 1");
+                posted += 1;
+                a.doorbell();
+                let n = a.poll_cq(&mut cq);
+                done.extend_from_slice(&cq[..n]);
+                if (done.len() as u64) < posted {
+                    break;
+                }
+                assert!(posted < 100_000, "rank 1's socket took every frame");
+            }
+            // One for rank 2 behind them, then the registration ends.
+            a.post(2, WIRE, send).expect("a frame for rank 2");
+            a.deregister(mr);
+            loop {
+                let n = a.poll_cq(&mut cq);
+                if n == 0 {
+                    break;
+                }
+                done.extend_from_slice(&cq[..n]);
+            }
+            drop(b);
+            (done, data)
+        });
+        let (done, data) = sender.join().unwrap();
+        let wire: Vec<_> = done.iter().filter(|c| c.wr_id == WIRE).collect();
+        assert_eq!(wire.len(), 1, "the wire's frame completed once");
+        assert_eq!(wire[0].result, Ok(()), "the wire's frame failed");
+        assert!(done.iter().all(|c| c.result == Ok(())));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert!(got.is_ok_and(|g| g == data), "rank 2 did not get the frame");
+    });
+}

@@ -75,6 +75,10 @@ impl Default for EthOpts {
     }
 }
 
+/// Flushes of a port whose memory is being given back, 50 µs apart at
+/// least, before the frames its socket refuses are given up as lost.
+const DRAIN_TRIES: u32 = 1000;
+
 /// A frame posted and not yet handed to the socket.
 #[derive(Clone, Copy)]
 struct Queued {
@@ -757,33 +761,37 @@ impl rmx_driver::Port for EthPort {
 
     fn drain(&mut self) {
         // Frames still queued name memory the caller is about to free: they
-        // leave, or fail if the socket will not take them.
+        // leave, or are lost as on a wire. A socket that refuses them for
+        // now is busy (a local peer full, a host's transmit queue): only a
+        // socket that fails (`flush` ends the queue itself then) is the
+        // interface gone.
         let mut tries = 0;
         while !self.queue.is_empty() {
-            if self.flush().is_err() {
-                tries += 1;
-                if tries > 1000 {
-                    for q in self.queue.drain(..) {
-                        // A local peer that takes nothing (it may be
-                        // draining towards this endpoint in turn) loses
-                        // the frame, as a wire would; the wire failing is
-                        // the interface gone.
-                        let result = match q.local {
-                            Some(_) => Ok(()),
-                            None => Err(rmx_core::RdmaError::Down),
-                        };
-                        self.done.push(Completion {
-                            wr_id: q.wr_id,
-                            result,
-                        });
-                    }
-                    return;
-                }
-                // A local peer may be waiting on this endpoint's queue just
-                // as this one waits on its: take what it sent meanwhile.
-                self.fill_local();
-                std::thread::sleep(std::time::Duration::from_micros(50));
+            if self.flush().is_ok() {
+                continue;
             }
+            tries += 1;
+            if tries > DRAIN_TRIES {
+                tries = 0;
+                // The frames for a local peer that takes nothing (it may be
+                // draining towards this endpoint in turn, or be descheduled)
+                // are lost, so the wire's frames behind them leave; a wire
+                // frame the socket kept refusing is lost likewise. The
+                // reliability layer sends again what it awaits.
+                let local = self.queue.iter().take_while(|q| q.local.is_some()).count();
+                for q in self.queue.drain(..local.max(1)) {
+                    self.counters.frames_lost += 1;
+                    self.done.push(Completion {
+                        wr_id: q.wr_id,
+                        result: Ok(()),
+                    });
+                }
+                continue;
+            }
+            // A local peer may be waiting on this endpoint's queue just
+            // as this one waits on its: take what it sent meanwhile.
+            self.fill_local();
+            std::thread::sleep(std::time::Duration::from_micros(50));
         }
     }
 }

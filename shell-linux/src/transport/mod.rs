@@ -42,6 +42,10 @@ pub struct Counters {
     pub forged: u64,
     /// Frames dropped on purpose (fault injection).
     pub injected_drops: u64,
+    /// Frames the socket kept refusing (a same-host peer full, a busy
+    /// transmit queue) when the memory they read had to be given back
+    /// (eth): lost, as on a wire, and sent again by the reliability layer.
+    pub frames_lost: u64,
     /// Frames sent and received.
     pub frames_out: u64,
     pub frames_in: u64,
