@@ -445,10 +445,10 @@ fn allreduce_until_a_peer_dies_rank() {
     });
 }
 
-/// Runs the job above under hydra with `what` (`RMX_LAUNCH_DIE`): the
-/// lines of the survivors that ended, sorted, once three have (or after
-/// 90 s), the job then killed.
-fn survivors_of_a_silent_rank(what: &str) -> Vec<String> {
+/// Runs the job above under hydra with `what` (`RMX_LAUNCH_DIE`) until
+/// three survivors ended (or 90 s passed), kills it, and checks that each
+/// of the three ended with `PeerFailed`.
+fn every_survivor_fails(what: &str) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().unwrap();
@@ -494,7 +494,11 @@ fn survivors_of_a_silent_rank(what: &str) -> Vec<String> {
     unsafe { libc::kill(-group, libc::SIGKILL) };
     let _ = child.wait();
     ended.sort();
-    ended
+    assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
+    for (me, l) in ended.iter().enumerate() {
+        assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");
+        assert!(l.contains("Failed(PeerFailed)"), "{l}");
+    }
 }
 
 /// A rank of four that goes silent during allreduces under hydra (as a
@@ -508,12 +512,7 @@ fn a_silent_peer_in_an_allreduce_ends_every_survivors_allreduce() {
     if !ready() {
         return;
     }
-    let ended = survivors_of_a_silent_rank("allreduce");
-    assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
-    for (me, l) in ended.iter().enumerate() {
-        assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");
-        assert!(l.contains("Failed(PeerFailed)"), "{l}");
-    }
+    every_survivor_fails("allreduce");
 }
 
 /// The same in epochs of accumulates, rank 3 stopped (SIGSTOP) wherever it
@@ -524,10 +523,5 @@ fn a_silent_peer_in_an_epoch_ends_every_survivors_fence() {
     if !ready() {
         return;
     }
-    let ended = survivors_of_a_silent_rank("fence");
-    assert_eq!(ended.len(), 3, "survivors that ended: {ended:?}");
-    for (me, l) in ended.iter().enumerate() {
-        assert!(l.starts_with(&format!("rank {me} ended after")), "{l}");
-        assert!(l.contains("Failed(PeerFailed)"), "{l}");
-    }
+    every_survivor_fails("fence");
 }

@@ -10,29 +10,35 @@ use rmx_sim::job::{Action, Death, Fence, Job, OpSpec, Outcome, Spec, WinSpec};
 use rmx_sim::model::Faults;
 use rmx_sim::rng::Rng;
 
-fn run(spec: Spec, progs: Vec<Vec<Action>>) -> Outcome {
-    let what = format!(
-        "{:?} {:?}",
-        spec.death,
-        spec.windows.first().map(|w| w.design)
-    );
-    Job::new(spec, progs)
+/// Runs the job of `spec` (with a death) to its end and checks that every
+/// rank but the dead one ended its program at or after the step of the
+/// death, with the core's `PeerFailed`.
+fn every_survivor_fails(spec: Spec, progs: Vec<Vec<Action>>) {
+    let n = spec.ranks;
+    let death = spec.death.expect("a job with a death");
+    let what = format!("{death:?} {:?}", spec.windows.first().map(|w| w.design));
+    let o: Outcome = Job::new(spec, progs)
         .expect("a valid job")
         .run()
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
-/// Every rank but the dead one ended its program at or after the step of
-/// the death, with the core's `PeerFailed`.
-fn every_survivor_failed(o: &Outcome, n: u16, death: Death) {
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut ranks: Vec<u16> = o.ended.iter().map(|e| e.0).collect();
     ranks.sort();
     let survivors: Vec<u16> = (0..n).filter(|&r| r != death.rank).collect();
-    assert_eq!(ranks, survivors, "{death:?}: {:?}", o.ended);
+    assert_eq!(ranks, survivors, "{what}: {:?}", o.ended);
     for (r, step, e) in &o.ended {
         assert!(*step >= death.step, "rank {r} failed at step {step}: {e}");
-        assert!(e.contains("PeerFailed"), "rank {r}, {death:?}: {e}");
+        assert!(e.contains("PeerFailed"), "rank {r}, {what}: {e}");
     }
+}
+
+/// Every rank's program: `program` `times` over.
+fn collectives(n: u16, program: &[Collective], times: usize) -> Vec<Vec<Action>> {
+    let p: Vec<Action> = program
+        .repeat(times)
+        .into_iter()
+        .map(Action::Collective)
+        .collect();
+    vec![p; n as usize]
 }
 
 #[test]
@@ -52,19 +58,11 @@ fn a_rank_killed_in_a_collective_ends_every_survivors_program() {
                 step: 1,
                 after_ns,
             };
-            let progs = vec![
-                program
-                    .repeat(3)
-                    .into_iter()
-                    .map(Action::Collective)
-                    .collect();
-                n as usize
-            ];
             let spec = Spec {
                 death: Some(death),
                 ..Spec::new(n, Faults::NONE, after_ns)
             };
-            every_survivor_failed(&run(spec, progs), n, death);
+            every_survivor_fails(spec, collectives(n, &program, 3));
         }
     }
 }
@@ -115,7 +113,7 @@ fn a_rank_killed_in_an_epoch_ends_every_survivors_fence_in_every_design() {
                     windows: vec![WinSpec::same(64 * n as usize, design, n)],
                     ..Spec::new(n, faults, seed)
                 };
-                every_survivor_failed(&run(spec, epochs(n, seed)), n, death);
+                every_survivor_fails(spec, epochs(n, seed));
             }
         }
     }
@@ -130,14 +128,6 @@ fn a_rank_killed_on_a_lossy_wire_ends_every_survivors_program() {
             Collective::Barrier,
             Collective::Allgather { block: 64 },
         ];
-        let progs = vec![
-            program
-                .repeat(4)
-                .into_iter()
-                .map(Action::Collective)
-                .collect();
-            n as usize
-        ];
         let death = Death {
             rank: 4,
             step: 0,
@@ -147,6 +137,6 @@ fn a_rank_killed_on_a_lossy_wire_ends_every_survivors_program() {
             death: Some(death),
             ..Spec::new(n, Faults::LOSSY, after_ns)
         };
-        every_survivor_failed(&run(spec, progs), n, death);
+        every_survivor_fails(spec, collectives(n, &program, 4));
     }
 }
