@@ -601,3 +601,101 @@ fn a_zero_copy_send_completed_with_an_error_fails_its_request_and_its_peer() {
     a.poll(0, &mut an);
     assert!(!a.failed(1));
 }
+
+/// What a drain handed over: each pusher's last range, ranges, flushes.
+#[derive(Default)]
+struct Drained {
+    last: [Option<u64>; 4],
+    seen: u64,
+    flushes: u64,
+}
+
+impl Drained {
+    fn take(&mut self, i: Invalidation) {
+        match i {
+            Invalidation::Range { start, len } => {
+                let (t, k) = ((start >> 32) as usize, start & 0xFFFF_FFFF);
+                assert_eq!(len, k + 1, "a range's two words come from one push");
+                let last = self.last[t];
+                assert!(last.is_none_or(|l| k > l), "thread {t}: {k} after {last:?}");
+                self.last[t] = Some(k);
+                self.seen += 1;
+            }
+            Invalidation::All => self.flushes += 1,
+        }
+    }
+}
+
+/// Notifiers on four threads push ranges at once while the endpoint's
+/// thread drains (the queue has no lock for a notifier to spin on): each
+/// range is handed over at most once and in its pusher's order, none is
+/// lost without a flush (`All`) covering it, and the last of each pusher
+/// is drained or flushed once the pushes are over.
+#[test]
+fn ranges_pushed_from_many_threads_are_drained_once_in_order_or_flushed() {
+    for small in [true, false] {
+        // The large queue holds every range: none may be lost.
+        let each: u64 = if small { 50_000 } else { 1000 };
+        let few: Pending<8> = Pending::new();
+        let many: Pending<4096> = Pending::new();
+        let mut d = Drained::default();
+        let drain = |d: &mut Drained| match small {
+            true => few.drain(|i| d.take(i)),
+            false => many.drain(|i| d.take(i)),
+        };
+        std::thread::scope(|s| {
+            let pushers: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (few, many) = (&few, &many);
+                    s.spawn(move || {
+                        for k in 0..each {
+                            match small {
+                                true => few.push(t << 32 | k, k + 1),
+                                false => many.push(t << 32 | k, k + 1),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            while pushers.iter().any(|p| !p.is_finished()) {
+                drain(&mut d);
+            }
+        });
+        drain(&mut d);
+        let total = 4 * each;
+        if !small {
+            assert_eq!(d.flushes, 0, "a queue of 4096 overflowed with {total}");
+        }
+        assert!(d.seen <= total);
+        if d.flushes == 0 {
+            assert_eq!(d.seen, total, "nothing flushed, nothing lost");
+        }
+        for (t, l) in d.last.iter().enumerate() {
+            assert!(
+                *l == Some(each - 1) || d.flushes > 0,
+                "thread {t}'s last range neither drained nor flushed: {l:?}"
+            );
+        }
+        assert!(few.is_empty() && many.is_empty());
+        // The queue is whole after the race: a range pushed now is the one
+        // drained.
+        let mut after = Drained::default();
+        for k in 0..3 {
+            match small {
+                true => few.push(3 << 32 | (each + k), each + k + 1),
+                false => many.push(3 << 32 | (each + k), each + k + 1),
+            }
+        }
+        drain(&mut after);
+        assert_eq!(
+            (after.seen, after.flushes, after.last[3]),
+            (3, 0, Some(each + 2))
+        );
+        eprintln!(
+            "queue of {}: {} of {total} drained, {} flushes",
+            if small { 8 } else { 4096 },
+            d.seen,
+            d.flushes
+        );
+    }
+}
