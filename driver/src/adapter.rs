@@ -58,14 +58,14 @@ impl Default for UserEntry {
 
 /// The adapter's tables, as storage the embedder supplies (arrays, or
 /// vectors sized once): bounce slots, user buffers, registrations.
-pub trait Storage {
+pub trait AdapterTables {
     type Bytes: AsRef<[u8]> + AsMut<[u8]>;
     type Users: AsRef<[UserEntry]> + AsMut<[UserEntry]>;
     type Regs: AsRef<[Option<Mr>]> + AsMut<[Option<Mr>]>;
 }
 
 /// The core's [`Nic`] over port `P`.
-pub struct Adapter<P: Port, H: Host, S: Storage> {
+pub struct Adapter<P: Port, H: Host, S: AdapterTables> {
     port: P,
     host: H,
     slot_size: usize,
@@ -90,7 +90,7 @@ pub enum AdapterError {
     TooLarge,
 }
 
-impl<P: Port, H: Host, S: Storage> Adapter<P, H, S> {
+impl<P: Port, H: Host, S: AdapterTables> Adapter<P, H, S> {
     /// The bounce slots' size for eager messages of `eager` bytes: header
     /// and payload, rounded to a cache line.
     pub const fn slot_size(eager: usize) -> usize {
@@ -274,7 +274,7 @@ impl<P: Port, H: Host, S: Storage> Adapter<P, H, S> {
     }
 }
 
-impl<P: Port, H: Host, S: Storage> Drop for Adapter<P, H, S> {
+impl<P: Port, H: Host, S: AdapterTables> Drop for Adapter<P, H, S> {
     /// Waits for the port's operations, then ends every registration the
     /// adapter holds, before the slots' memory goes.
     fn drop(&mut self) {
@@ -288,7 +288,7 @@ impl<P: Port, H: Host, S: Storage> Drop for Adapter<P, H, S> {
     }
 }
 
-impl<P: Port, H: Host, S: Storage> Nic for Adapter<P, H, S> {
+impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
     #[inline]
     fn slot_mut(&mut self, slot: SlotId) -> &mut [u8] {
         let s = slot.0 as usize * self.slot_size;

@@ -13,6 +13,6 @@ mod adapter;
 mod port;
 mod progress;
 
-pub use adapter::{Adapter, AdapterError, Host, Plain, Storage, UserEntry};
+pub use adapter::{Adapter, AdapterError, AdapterTables, Host, Plain, UserEntry};
 pub use port::{Completion, Mr, Port, Recv, Sge, Work};
 pub use progress::{complete, progress, receive, Round, Windows};

@@ -4,10 +4,10 @@
 
 use rmx_core::onesided::imm_window;
 use rmx_core::reuse::SendReuse;
-use rmx_core::storage::Storage as Tables;
+use rmx_core::storage::Storage;
 use rmx_core::{Endpoint, RxBuf, WcResult, WorkId};
 
-use crate::adapter::{Adapter, Host, Storage};
+use crate::adapter::{Adapter, AdapterTables, Host};
 use crate::port::{Completion, Port};
 
 /// Where a rank's progress hands one-sided events: the epochs of its
@@ -50,8 +50,8 @@ pub fn receive<P, H, S, T, Z, W>(
 where
     P: Port,
     H: Host,
-    S: Storage,
-    T: Tables,
+    S: AdapterTables,
+    T: Storage,
     Z: SendReuse,
     W: Windows,
 {
@@ -84,8 +84,8 @@ pub fn complete<P, H, S, T, Z, W>(
 where
     P: Port,
     H: Host,
-    S: Storage,
-    T: Tables,
+    S: AdapterTables,
+    T: Storage,
     Z: SendReuse,
     W: Windows,
 {
@@ -125,8 +125,8 @@ pub fn progress<P, H, S, T, Z, W>(
 where
     P: Port,
     H: Host,
-    S: Storage,
-    T: Tables,
+    S: AdapterTables,
+    T: Storage,
     Z: SendReuse,
     W: Windows,
 {

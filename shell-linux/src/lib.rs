@@ -17,7 +17,6 @@ pub mod pmi;
 pub mod rank;
 pub mod reuse;
 pub mod say;
-pub mod tables;
 pub mod transport;
 #[cfg(feature = "verbs")]
 pub mod verbs;

@@ -1,20 +1,8 @@
-//! Endpoint tables on the heap, sized per test.
+//! Endpoint tables on the heap ([`Heap`]), sized per test.
 
 use rmx_core::matching::{Envelope, Matcher, Pattern, Slot};
-use rmx_core::storage::{Alloc, Sizes, Storage};
-
-/// Tables in `Vec`s.
-pub struct Heap;
-
-impl Storage for Heap {
-    type Table<E: Copy + 'static> = Vec<E>;
-}
-
-impl Alloc for Heap {
-    fn table<E: Copy + 'static>(len: usize, fill: E) -> Vec<E> {
-        vec![fill; len]
-    }
-}
+pub use rmx_core::storage::Heap;
+use rmx_core::storage::Sizes;
 
 /// Table sizes for `peers` ranks, with as many held buffers as unexpected
 /// messages.

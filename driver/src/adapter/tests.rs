@@ -87,7 +87,7 @@ impl Port for Rec {
 /// Fixed tables, as a kernel shell would give them.
 struct Fixed;
 
-impl Storage for Fixed {
+impl AdapterTables for Fixed {
     type Bytes = Vec<u8>;
     type Users = [UserEntry; 3];
     type Regs = [Option<Mr>; 2];

@@ -23,8 +23,8 @@ use crate::clock::now_ns;
 use crate::eth::EthPort;
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, ShellReuse};
-use crate::tables::Heap;
 use crate::transport::{AnyPort, Events, Transport};
+use rmx_core::storage::Heap;
 
 mod beside;
 mod driver;

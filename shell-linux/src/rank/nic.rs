@@ -5,7 +5,7 @@
 
 use crate::monitor::Monitor;
 use crate::transport::{Mr, Transport};
-use rmx_driver::{Adapter, Host, Storage, UserEntry};
+use rmx_driver::{Adapter, AdapterTables, Host, UserEntry};
 use std::sync::Arc;
 
 /// What the std shell adds to the adapter.
@@ -31,16 +31,16 @@ impl Host for ShellHost {
 }
 
 /// The adapter's tables on the heap, sized once.
-pub struct Heap;
+pub struct AdapterHeap;
 
-impl Storage for Heap {
+impl AdapterTables for AdapterHeap {
     type Bytes = Vec<u8>;
     type Users = Vec<UserEntry>;
     type Regs = Vec<Option<Mr>>;
 }
 
 /// The core's NIC over transport `T`.
-pub type ShellNic<T> = Adapter<T, ShellHost, Heap>;
+pub type ShellNic<T> = Adapter<T, ShellHost, AdapterHeap>;
 
 /// A NIC with `nslots` bounce slots for eager messages of `eager` bytes,
 /// room to name `users` user buffers at once (one per pending request)
