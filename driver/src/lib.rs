@@ -4,12 +4,15 @@
 //! polled into the caller's array, a shared receive pool, memory keys), so
 //! that rdma-core, a kernel driver and rmx's software transports plug in
 //! the same way. [`Adapter`] is the core's `Nic` over any port, with
-//! fixed tables the embedder supplies, and [`progress`] one polling round.
+//! fixed tables the embedder supplies, and [`progress`] one polling round;
+//! [`ledger`] keeps a connection's posts for a device that completes
+//! unsignalled sends with a later one.
 //! `no_std` and allocation-free: a Linux kernel module links it as it
 //! links `rmx-core`; the std shell adds threads, locks and sleeping.
 #![no_std]
 
 mod adapter;
+pub mod ledger;
 mod port;
 mod progress;
 

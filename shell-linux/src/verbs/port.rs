@@ -12,6 +12,7 @@ use std::sync::Arc;
 use ibverbs_sys as ib;
 use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
+use rmx_driver::ledger::{Ledger, Post};
 
 use super::address::Address;
 use super::batch::Batch;
@@ -32,23 +33,13 @@ const WCS: usize = 32;
 /// batch is posted before another request is held).
 const BATCH: usize = 64;
 
-/// One connection: the queue pair and its posts not yet completed.
-///
-/// A post goes to the device with its place in this connection's order as
-/// its work request id, and the core's id is kept here: a reliable
-/// connection completes in order, so a completion names every post before
-/// it as done too. That is what lets a send go unsignalled (no completion
-/// entry of its own): it is reported done when a later one completes.
+/// One connection: the queue pair and its posts not yet completed, in a
+/// [`Ledger`] (each goes to the device with its place in the connection's
+/// order as its work request id, so a completion names every unsignalled
+/// post before it as done too).
 struct Conn {
     qp: Qp,
-    /// The posts not yet completed, oldest first; the one at index `i`
-    /// went to the device as id `head + i`.
-    sent: VecDeque<Sent>,
-    head: u64,
-    /// Signalled posts in `sent`: while there are none, and nothing went
-    /// since the doorbell, the queue pair is taken for idle and a send
-    /// leaves at once (an unsignalled one long gone never says so).
-    awaited: u32,
+    sent: Ledger<Vec<Post>>,
     /// The doorbell (`VerbsPort::rung`) after which this connection last
     /// posted.
     rung: u32,
@@ -56,62 +47,30 @@ struct Conn {
     down: bool,
 }
 
-/// A post not yet completed: the core's id, and whether the device
-/// will report it with an entry of its own.
-#[derive(Clone, Copy)]
-struct Sent {
-    wr_id: u64,
-    signalled: bool,
-}
-
 /// The id kept for a post the port made itself (a drain's flush), whose
 /// completion the core is not told of.
 const OWN: u64 = u64::MAX;
 
 impl Conn {
-    /// Takes the posts up to the one posted as device id `id`: each before
-    /// it completed without an entry of its own, so successfully (an error
-    /// gives every post its own entry); `id`'s ends with `result`.
-    /// Returns how many signalled ones it took; `None` for an id not
-    /// outstanding.
+    /// Takes the posts up to device id `id` into `dones` (but the port's
+    /// own), `id`'s with `result`; an error fails the connection. How many
+    /// signalled ones it took; `None` for an id not outstanding.
     fn complete(
         &mut self,
         id: u64,
         result: WcResult,
         dones: &mut VecDeque<Completion>,
     ) -> Option<u32> {
-        let k = id.wrapping_sub(self.head);
-        if k >= self.sent.len() as u64 {
-            return None;
-        }
-        let mut signalled = 0;
-        for i in 0..=k {
-            let s = self.sent.pop_front().expect("k is below the length");
-            signalled += u32::from(s.signalled);
-            if s.wr_id != OWN {
-                let result = if i == k { result } else { Ok(()) };
+        let taken = self.sent.complete(id, result, |p, result| {
+            if p.wr_id != OWN {
                 dones.push_back(Completion {
-                    wr_id: s.wr_id,
+                    wr_id: p.wr_id,
                     result,
                 });
             }
-        }
-        self.head = self.head.wrapping_add(k + 1);
-        self.awaited -= signalled;
-        self.down |= result.is_err();
-        Some(signalled)
-    }
-
-    /// A post of the core's `wr_id` went to the device (or is held for
-    /// its doorbell) as [`next_id`](Self::next_id).
-    fn note(&mut self, wr_id: u64, signalled: bool) {
-        self.sent.push_back(Sent { wr_id, signalled });
-        self.awaited += u32::from(signalled);
-    }
-
-    /// The device id of the next post.
-    fn next_id(&self) -> u64 {
-        self.head.wrapping_add(self.sent.len() as u64)
+        });
+        self.down |= taken.is_some() && result.is_err();
+        taken
     }
 }
 
@@ -215,7 +174,7 @@ impl VerbsPort {
             + std::mem::size_of::<Peer>()
             + std::mem::size_of::<(u32, u16)>()
             + 1
-            + sq_depth as usize * std::mem::size_of::<Sent>()
+            + sq_depth as usize * std::mem::size_of::<Post>()
     }
 
     /// Rank `me`'s port of a job of `ranks`: the device opened, the
@@ -339,9 +298,7 @@ impl VerbsPort {
             self.by_qpn.insert(qp.num(), peer);
             *slot = Some(Conn {
                 qp,
-                sent: VecDeque::with_capacity(self.sizes.sq_depth as usize),
-                head: 0,
-                awaited: 0,
+                sent: Ledger::new(vec![Post::default(); self.sizes.sq_depth.max(1) as usize]),
                 rung: 0,
                 down: false,
             });
@@ -569,10 +526,10 @@ impl VerbsPort {
         if c.down {
             return Err(PostError::Down);
         }
-        if c.sent.len() >= self.sizes.sq_depth as usize {
+        if c.sent.is_full() {
             return Err(PostError::Busy);
         }
-        let held = c.awaited > 0 || c.rung == self.rung;
+        let held = c.sent.awaited() > 0 || c.rung == self.rung;
         c.rung = self.rung;
         if held && self.batch.is_full() {
             self.flush();
@@ -583,10 +540,14 @@ impl VerbsPort {
             return Err(PostError::Down);
         }
         let core_id = wr.wr_id;
-        wr.wr_id = c.next_id();
+        wr.wr_id = c.sent.next_id();
         let signalled = wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
+        let post = Post {
+            wr_id: core_id,
+            signalled,
+        };
         if held {
-            c.note(core_id, signalled);
+            c.sent.note(post);
             self.awaited += u32::from(signalled);
             self.batch.hold(peer, wr, sges, parts);
             self.counters.batched += 1;
@@ -599,7 +560,7 @@ impl VerbsPort {
         let mut bad = ptr::null_mut();
         let rc = post_send(&self.dev, &c.qp, wr, &mut bad);
         if rc == 0 {
-            c.note(core_id, signalled);
+            c.sent.note(post);
             self.awaited += u32::from(signalled);
             return Ok(());
         }
@@ -646,19 +607,16 @@ impl VerbsPort {
                 continue;
             };
             c.down = true;
-            let k = id.wrapping_sub(c.head);
-            if k < c.sent.len() as u64 {
-                for s in c.sent.drain(k as usize..) {
-                    self.awaited -= u32::from(s.signalled);
-                    c.awaited -= u32::from(s.signalled);
-                    if s.wr_id != OWN {
-                        self.dones.push_back(Completion {
-                            wr_id: s.wr_id,
-                            result: Err(RdmaError::Down),
-                        });
-                    }
+            let dones = &mut self.dones;
+            let signalled = c.sent.unpost_from(id, |p| {
+                if p.wr_id != OWN {
+                    dones.push_back(Completion {
+                        wr_id: p.wr_id,
+                        result: Err(RdmaError::Down),
+                    });
                 }
-            }
+            });
+            self.awaited -= signalled;
         }
     }
 
@@ -731,12 +689,11 @@ impl VerbsPort {
     fn post_flushes(&mut self) {
         for c in self.conns.iter_mut().flatten() {
             // Unsignalled sends at the back: only a later post completes them.
-            let quiet = c.sent.back().is_some_and(|s| !s.signalled);
-            if c.down || !quiet || c.sent.len() >= self.sizes.sq_depth as usize {
+            if c.down || !c.sent.quiet_tail() || c.sent.is_full() {
                 continue;
             }
             let mut wr = ib::ibv_send_wr {
-                wr_id: c.next_id(),
+                wr_id: c.sent.next_id(),
                 opcode: ib::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
                 send_flags: ib::ibv_send_flags::IBV_SEND_SIGNALED.0,
                 num_sge: 0,
@@ -744,7 +701,10 @@ impl VerbsPort {
             };
             let mut bad = ptr::null_mut();
             if post_send(&self.dev, &c.qp, &mut wr, &mut bad) == 0 {
-                c.note(OWN, true);
+                c.sent.note(Post {
+                    wr_id: OWN,
+                    signalled: true,
+                });
                 self.awaited += 1;
             }
         }
