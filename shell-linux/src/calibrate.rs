@@ -223,6 +223,6 @@ pub fn measure(reg: &mut Registrar) -> Calibration {
         lookup_ns: lookup_ns(lookups).round().max(1.0) as u32,
         speculate_permille: 250,
         rows,
-        copy: Calibration::copy_rows(&copy),
+        copy: crate::copy::saved::rows(&copy),
     }
 }

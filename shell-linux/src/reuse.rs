@@ -166,38 +166,6 @@ impl Calibration {
         Ok(p)
     }
 
-    /// Rows for the copy engine's measured `table`.
-    pub fn copy_rows(table: &crate::copy::Table) -> Vec<CopyRow> {
-        let best = table.best();
-        (0..crate::copy::CLASSES)
-            .map(|c| CopyRow {
-                size: crate::copy::class_size(c) as u64,
-                routine: best[c].name().to_string(),
-                mb_per_s: table
-                    .routines
-                    .iter()
-                    .zip(&table.gbps[c])
-                    .map(|(r, g)| (r.name().to_string(), (g * 1000.0).round() as u32))
-                    .collect(),
-            })
-            .collect()
-    }
-
-    /// The saved routine of every copy class, if the file has them all.
-    pub fn copy_choice(&self) -> Option<[crate::copy::Routine; crate::copy::CLASSES]> {
-        if self.copy.len() != crate::copy::CLASSES {
-            return None;
-        }
-        let mut out = [crate::copy::Routine::Memcpy; crate::copy::CLASSES];
-        for (c, row) in self.copy.iter().enumerate() {
-            if row.size != crate::copy::class_size(c) as u64 {
-                return None;
-            }
-            out[c] = crate::copy::Routine::from_name(&row.routine)?;
-        }
-        Some(out)
-    }
-
     /// The core's cost model from these figures.
     pub fn model(&self) -> Result<CostModel<POINTS>, String> {
         let pts: Vec<CostPoint> = self

@@ -11,6 +11,7 @@
 
 pub mod choose;
 pub mod routines;
+pub mod saved;
 pub(crate) mod small;
 
 use std::sync::OnceLock;
@@ -48,7 +49,7 @@ impl Engine {
         let saved = crate::reuse::Calibration::load()
             .ok()
             .filter(|(_, found)| *found)
-            .and_then(|(cal, _)| cal.copy_choice());
+            .and_then(|(cal, _)| saved::choice(&cal.copy));
         match saved.and_then(|r| Engine::with(r, Origin::Calibration)) {
             Some(e) => e,
             None => Engine::with(choose::measure(Effort::Quick).best(), Origin::Measured)
