@@ -26,6 +26,7 @@ mod liveness;
 mod medium;
 mod peer;
 mod pull;
+mod pull_frames;
 mod rdma;
 mod reliability;
 mod rendezvous;

@@ -7,7 +7,7 @@
 //! Each request can carry one transfer, kept at the request's index, so a
 //! large message needs no capacity beyond its request handle.
 
-use super::pull::{Arrivals, Asked};
+use super::pull_frames::{Arrivals, Asked};
 use super::*;
 use crate::nic::{Caps, MemKey, RdmaError, Remote};
 use crate::reuse::Pinned;
