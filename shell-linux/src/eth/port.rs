@@ -168,6 +168,7 @@ impl EthPort {
         }
         let bypass = opts.bypass_qdisc && !super::qdisc::must_keep(iface);
         let sock = RawSocket::open(iface, opts.ethertype, bypass)?;
+        sock.only_endpoint(endpoint)?;
         let max_packet = frame::max_packet(sock.mtu())
             .min(opts.max_packet)
             .min(u16::MAX as u32);

@@ -110,6 +110,50 @@ impl RawSocket {
         })
     }
 
+    /// Takes only frames for endpoint `endpoint` (the rmx header's
+    /// destination endpoint, bytes 16–17): a socket filter drops the rest
+    /// in the kernel. Every endpoint on an interface is shown every frame
+    /// of the EtherType (on `lo`, every frame of every job); unfiltered, a
+    /// rank whose socket is read rarely (a benchmark's idle setup) finds
+    /// its ring full of other endpoints' frames and loses its own — for
+    /// seconds while another endpoint streams.
+    pub fn only_endpoint(&self, endpoint: u16) -> io::Result<()> {
+        let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        let prog = [
+            // A = the half-word at 16 (big-endian, as the header has it).
+            ins(
+                (libc::BPF_LD | libc::BPF_H | libc::BPF_ABS) as u16,
+                0,
+                0,
+                16,
+            ),
+            // Ours: take the whole frame; else drop it.
+            ins(
+                (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+                0,
+                1,
+                u32::from(endpoint),
+            ),
+            ins((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, u32::MAX),
+            ins((libc::BPF_RET | libc::BPF_K) as u16, 0, 0, 0),
+        ];
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr().cast_mut(),
+        };
+        // SAFETY: a filter program the kernel copies during the call.
+        unsafe {
+            check(libc::setsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                &fprog as *const _ as *const libc::c_void,
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            ))?;
+        }
+        Ok(())
+    }
+
     /// The descriptor, for a thread that sleeps in `poll(2)` on it.
     pub fn fd(&self) -> Arc<OwnedFd> {
         Arc::clone(&self.fd)
