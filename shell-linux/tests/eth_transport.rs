@@ -807,6 +807,21 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
     }
 }
 
+/// A gather entry of all of `mr`, for a port's test frames.
+fn whole(mr: rmx_driver::Mr) -> rmx_driver::Sge {
+    rmx_driver::Sge {
+        addr: mr.addr,
+        len: mr.len,
+        key: mr.key,
+    }
+}
+
+/// A place in a completion array, for a port's `poll_cq`.
+const NO_COMPLETION: rmx_driver::Completion = rmx_driver::Completion {
+    wr_id: 0,
+    result: Ok(()),
+};
+
 /// Every raw socket on an interface is shown every frame of the
 /// EtherType: on `lo`, an endpoint that nobody reads for a while (a
 /// benchmark's idle setup) filled its ring with another endpoint's stream
@@ -815,7 +830,7 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
 /// 20 000 frames for endpoint 1, endpoint 0 still gets the one for it.
 #[test]
 fn a_port_is_never_shown_another_endpoints_frames() {
-    use rmx_driver::{Port, Sge, Work};
+    use rmx_driver::{Port, Work};
     if !root() {
         return;
     }
@@ -834,19 +849,12 @@ fn a_port_is_never_shown_another_endpoints_frames() {
     let mut c = ports.pop().unwrap();
     // SAFETY: `data` outlives the registration, ended below.
     let mr = unsafe { c.register(data.as_ptr() as usize, data.len()) }.unwrap();
-    let sge = [Sge {
-        addr: mr.addr,
-        len: mr.len,
-        key: mr.key,
-    }];
+    let sge = [whole(mr)];
     let send = Work::Send {
         sges: &sge,
         solicited: false,
     };
-    let mut cq = [rmx_driver::Completion {
-        wr_id: 0,
-        result: Ok(()),
-    }; 64];
+    let mut cq = [NO_COMPLETION; 64];
     let mut sent = 0;
     while sent < 20_000 {
         if c.post(1, sent, send).is_ok() {
@@ -883,7 +891,7 @@ fn a_port_is_never_shown_another_endpoints_frames() {
 /// load). The local frames are lost as on a wire; the wire's one leaves.
 #[test]
 fn a_local_peer_that_takes_nothing_never_fails_a_frame_for_the_wire() {
-    use rmx_driver::{Port, Sge, Work};
+    use rmx_driver::{Port, Work};
     use std::sync::{mpsc, Barrier, Mutex};
     const WIRE: u64 = 1 << 40;
     let Some((lab, _net)) = lab("l", 2, 9000, Faults::default()) else {
@@ -931,21 +939,14 @@ fn a_local_peer_that_takes_nothing_never_fails_a_frame_for_the_wire() {
             data[2..4].copy_from_slice(&0u16.to_le_bytes());
             // SAFETY: `data` outlives the registration, ended below.
             let mr = unsafe { a.register(data.as_ptr() as usize, data.len()) }.unwrap();
-            let sge = [Sge {
-                addr: mr.addr,
-                len: mr.len,
-                key: mr.key,
-            }];
+            let sge = [whole(mr)];
             let send = Work::Send {
                 sges: &sge,
                 solicited: false,
             };
             // Frames for rank 1 until its socket holds no more.
             let (mut posted, mut done) = (0u64, Vec::new());
-            let mut cq = [rmx_driver::Completion {
-                wr_id: 0,
-                result: Ok(()),
-            }; 64];
+            let mut cq = [NO_COMPLETION; 64];
             loop {
                 a.post(1, posted, send).expect("a frame for rank 1");
                 posted += 1;
