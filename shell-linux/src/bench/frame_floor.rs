@@ -327,7 +327,14 @@ impl WireSide {
             let body = vec![0u8; payload];
             let (mut sent, mut counted) = (0u64, 0u64);
             let mut got = [0u8; 13];
+            let mut tended = now_ns();
             while sent < frames {
+                // The thread's ranks are driven while it streams too: a
+                // peer of theirs may be listening to them.
+                if now_ns() - tended > TEND_AFTER_NS {
+                    tend();
+                    tended = now_ns();
+                }
                 // Credits that came meanwhile; at a full window, wait for
                 // one (a lost one is taken as given after a millisecond).
                 let full = sent - counted >= WINDOW;
@@ -378,14 +385,24 @@ impl WireSide {
             let mut count = 0u64;
             let mut first = 0u64;
             let mut since = now_ns();
+            let (started, mut tended) = (since, since);
             'stream: loop {
+                // Driven every millisecond, whatever arrives: frames of
+                // another job's floor on the interface (every floor socket
+                // is shown them) must not keep this thread from its ranks,
+                // nor keep it here past its patience.
+                let now = now_ns();
+                if now - tended > TEND_AFTER_NS {
+                    tend();
+                    tended = now_ns();
+                }
+                if now - started > 2 * PATIENCE_NS {
+                    return None;
+                }
                 let lens = self.recv_batch(&mut frames);
                 if lens.is_empty() {
-                    let quiet = now_ns() - since;
-                    if quiet > PATIENCE_NS {
+                    if now_ns() - since > PATIENCE_NS {
                         return None;
-                    } else if quiet > TEND_AFTER_NS {
-                        tend();
                     }
                     continue;
                 }
