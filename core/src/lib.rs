@@ -10,9 +10,6 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::float_arithmetic)]
 
-#[cfg(feature = "alloc")]
-extern crate alloc;
-
 #[cfg(all(feature = "log", feature = "defmt"))]
 compile_error!("features `log` and `defmt` are mutually exclusive");
 

@@ -42,13 +42,7 @@ impl CollTask {
         // Every rank takes part: the core watches each while the rounds
         // run, and the collective ends once any has failed (as the std
         // shell's does).
-        if !node.ep.group_intact() {
-            return Err(format!(
-                "rank {}: {what:?}: PeerFailed (the group lost a rank)",
-                node.me
-            ));
-        }
-        node.ep.watch_all(node.cpu);
+        node.watch_group(&format!("{what:?}"))?;
         Ok(CollTask {
             run,
             data,
@@ -60,17 +54,8 @@ impl CollTask {
 
     /// Moves the collective on as far as it goes now: `Ok(true)` once done.
     pub fn poll(&mut self, node: &mut Node) -> Result<bool, String> {
-        let r = match self.rounds(node) {
-            Ok(false) if !node.ep.group_intact() => Err(format!(
-                "rank {}: collective: PeerFailed (the group lost a rank)",
-                node.me
-            )),
-            r => r,
-        };
-        if r != Ok(false) {
-            node.ep.unwatch_all();
-        }
-        r
+        let polled = self.rounds(node);
+        node.watched("collective", false, polled)
     }
 
     fn rounds(&mut self, node: &mut Node) -> Result<bool, String> {

@@ -396,13 +396,7 @@ impl FenceTask {
         // A fence is collective: every rank is watched while it runs, and
         // it ends once any has failed (a wait for any origin's operation
         // or finish would otherwise wait for ever on a dead one).
-        if !node.ep.group_intact() {
-            return Err(format!(
-                "rank {}: fence: PeerFailed (the group lost a rank)",
-                node.me
-            ));
-        }
-        node.ep.watch_all(node.cpu);
+        node.watch_group("fence")?;
         Ok(FenceTask {
             w,
             ranks,
@@ -460,17 +454,8 @@ impl FenceTask {
 
     /// Moves the fence on as far as it goes now: its outcome once done.
     pub fn poll(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
-        let r = match self.steps(node) {
-            Ok(None) if !node.ep.group_intact() => Err(format!(
-                "rank {}: fence: PeerFailed (the group lost a rank)",
-                node.me
-            )),
-            r => r,
-        };
-        if r != Ok(None) {
-            node.ep.unwatch_all();
-        }
-        r
+        let polled = self.steps(node);
+        node.watched("fence", None, polled)
     }
 
     fn steps(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {

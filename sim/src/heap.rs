@@ -1,8 +1,22 @@
-//! Endpoint tables on the heap ([`Heap`]), sized per test.
+//! Endpoint tables on the heap, for every std shell (the simulator and
+//! the std shell alike), and table sizes for tests.
 
 use rmx_core::matching::{Envelope, Matcher, Pattern, Slot};
-pub use rmx_core::storage::Heap;
-use rmx_core::storage::Sizes;
+use rmx_core::storage::{Alloc, Sizes, Storage};
+
+/// Tables in `Vec`s, each allocated once at its job's size: the endpoint
+/// itself stays small, so nothing large is ever on a thread's stack.
+pub struct Heap;
+
+impl Storage for Heap {
+    type Table<E: Copy + 'static> = Vec<E>;
+}
+
+impl Alloc for Heap {
+    fn table<E: Copy + 'static>(len: usize, fill: E) -> Vec<E> {
+        vec![fill; len]
+    }
+}
 
 /// Table sizes for `peers` ranks, with as many held buffers as unexpected
 /// messages.

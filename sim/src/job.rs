@@ -277,7 +277,8 @@ fn read_by_gets(
                         "rank {o} step {step}: {g:?} reads bytes another operation of its epoch changes"
                     ));
                 }
-                got.push(windows[t][w][span(g).start as usize..span(g).end as usize].to_vec());
+                let r = span(g);
+                got.push(windows[t][w][r.start as usize..r.end as usize].to_vec());
             }
             read.insert((step, o as u16), got);
         }

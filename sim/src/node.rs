@@ -132,6 +132,44 @@ impl Node {
         &self.model
     }
 
+    /// A step every rank takes part in (a collective, a fence) starts: the
+    /// core watches every rank while it runs, as the std shell's runner
+    /// has it; a group that lost a rank already refuses the step.
+    pub fn watch_group(&mut self, what: &str) -> Result<(), String> {
+        if !self.ep.group_intact() {
+            return Err(self.group_lost(what));
+        }
+        self.ep.watch_all(self.cpu);
+        Ok(())
+    }
+
+    /// What a poll of such a step returned (`waiting`: not done yet), as
+    /// the step ends it: a wait once the group lost a rank fails (the rank
+    /// it waits on may have left the step for good), and the watch ends
+    /// with the step.
+    pub fn watched<T: PartialEq>(
+        &mut self,
+        what: &str,
+        waiting: T,
+        polled: Result<T, String>,
+    ) -> Result<T, String> {
+        let polled = match polled {
+            Ok(w) if w == waiting && !self.ep.group_intact() => Err(self.group_lost(what)),
+            r => r,
+        };
+        if polled.as_ref().map_or(true, |w| *w != waiting) {
+            self.ep.unwatch_all();
+        }
+        polled
+    }
+
+    fn group_lost(&self, what: &str) -> String {
+        format!(
+            "rank {}: {what}: PeerFailed (the group lost a rank)",
+            self.me
+        )
+    }
+
     /// Spends `ns` of CPU.
     pub fn spend(&mut self, ns: u64) {
         self.cpu += ns;

@@ -5,8 +5,8 @@
 //!
 //! A [`Storage`] names the container of every table: [`Slices`] borrows
 //! them (static arrays, memory a kernel allocated), [`Fixed`] holds arrays
-//! of one length, and `Heap` (feature `alloc`) holds `Vec`s for a shell
-//! with a heap.
+//! of one length, and a shell with a heap implements [`Alloc`] for `Vec`
+//! (`rmx_sim::heap::Heap`, which every shell with threads uses).
 
 use core::marker::PhantomData;
 
@@ -33,23 +33,6 @@ pub struct Slices<'a>(PhantomData<&'a mut ()>);
 
 impl<'a> Storage for Slices<'a> {
     type Table<E: Copy + 'static> = &'a mut [E];
-}
-
-/// Tables in `Vec`s, each allocated once at its job's size: the endpoint
-/// itself stays small, so nothing large is ever on a thread's stack.
-#[cfg(feature = "alloc")]
-pub struct Heap;
-
-#[cfg(feature = "alloc")]
-impl Storage for Heap {
-    type Table<E: Copy + 'static> = alloc::vec::Vec<E>;
-}
-
-#[cfg(feature = "alloc")]
-impl Alloc for Heap {
-    fn table<E: Copy + 'static>(len: usize, fill: E) -> alloc::vec::Vec<E> {
-        alloc::vec![fill; len]
-    }
 }
 
 /// Tables held in arrays of `N` entries each (tests and small fixed jobs).

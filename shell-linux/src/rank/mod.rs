@@ -24,7 +24,7 @@ use crate::eth::EthPort;
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, ShellReuse};
 use crate::transport::{AnyPort, Events, Transport};
-use rmx_core::storage::Heap;
+use rmx_sim::heap::Heap;
 
 mod beside;
 mod driver;
