@@ -121,7 +121,7 @@ fn messages_of_every_size_cross_the_lab_exactly_once() {
 
 #[test]
 fn messages_survive_loss_duplication_and_reordering() {
-    let faults = Faults::percent(5.0, 2.0, 10.0, 7).unwrap();
+    let faults = rmx_linux::transport::faulty::percent(5.0, 2.0, 10.0, 7).unwrap();
     let Some((_lab, net)) = lab("f", 2, 9000, faults) else {
         return;
     };
@@ -769,12 +769,18 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
                         }
                     }
                 }
-                (
-                    whole,
-                    failed,
-                    r.stats().malformed,
-                    r.transport_counters().forged,
-                )
+                let (st, c) = (r.stats(), r.transport_counters());
+                let why = format!(
+                    "rank {}: peers failed {}, gone in/out {}/{}, timeouts {}, pings {}, away {} ms; {c:?}",
+                    r.rank(),
+                    st.peers_failed,
+                    st.gone_in,
+                    st.gone_out,
+                    st.timeouts,
+                    st.pings_out,
+                    st.away_ns / 1_000_000
+                );
+                (whole, failed, st.malformed, c.forged, why)
             })
         });
         let start = std::time::Instant::now();
@@ -799,7 +805,13 @@ fn forged_copies_of_real_frames_never_complete_a_receive_wrong() {
             out[1].1,
             out.iter().map(|o| o.2).collect::<Vec<_>>()
         );
-        assert_eq!(out[0].1 + out[1].1, 0, "seed {seed}: requests failed");
+        assert_eq!(
+            out[0].1 + out[1].1,
+            0,
+            "seed {seed}: requests failed\n{}\n{}",
+            out[0].4,
+            out[1].4
+        );
         assert!(
             sent < 10 || refused > 0,
             "seed {seed}: no forgery met the seal"

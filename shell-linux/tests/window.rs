@@ -80,7 +80,7 @@ fn immediates_survive_a_nearly_empty_receive_queue() {
 /// Needs root; skipped with the reason otherwise.
 #[test]
 fn random_operations_over_a_lossy_wire_match_the_model() {
-    use rmx_linux::eth::{EthOpts, Faults};
+    use rmx_linux::eth::EthOpts;
     use rmx_linux::job::EthNet;
     use rmx_linux::lab::{LabSpec, TempLab, IFACE};
     // SAFETY: geteuid has no preconditions.
@@ -104,7 +104,7 @@ fn random_operations_over_a_lossy_wire_match_the_model() {
         iface: IFACE.into(),
         netns: (0..N).map(|r| lab.spec().netns(r)).collect(),
         opts: EthOpts {
-            faults: Faults::percent(5.0, 2.0, 10.0, 11).unwrap(),
+            faults: rmx_linux::transport::faulty::percent(5.0, 2.0, 10.0, 11).unwrap(),
             ..EthOpts::default()
         },
         launch: None,

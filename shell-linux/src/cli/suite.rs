@@ -495,7 +495,7 @@ fn one_sided(s: &mut Suite) -> Result<(), String> {
 /// Latency to 4 MiB and PULL bandwidth with 1% of packets lost and 5%
 /// reordered on receive.
 fn lossy(s: &mut Suite) -> Result<(), String> {
-    let faults = rmx_linux::transport::Faults::percent(1.0, 0.0, 5.0, 0x5eed)?;
+    let faults = rmx_linux::transport::faulty::percent(1.0, 0.0, 5.0, 0x5eed)?;
     let lossy = s.net.with_faults(faults)?;
     let o = Opts {
         max_size: RNDV_END,

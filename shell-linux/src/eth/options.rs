@@ -2,7 +2,7 @@
 //! every benchmark's; they say which interface, lab and faults a job's
 //! network has.
 
-use super::{EthNet, EthOpts, Faults, RawSocket};
+use super::{EthNet, EthOpts, RawSocket};
 use crate::job::Launch;
 use crate::lab::{LabSpec, TempLab, IFACE};
 
@@ -65,7 +65,7 @@ impl EthOptions {
         if launched && self.iface.is_none() {
             return Err(crate::transport::network::LAUNCHED.into());
         }
-        let faults = Faults::percent(
+        let faults = crate::transport::faulty::percent(
             self.loss.unwrap_or(0.0),
             self.dup.unwrap_or(0.0),
             self.reorder.unwrap_or(0.0),

@@ -10,7 +10,7 @@
 #[cfg(test)]
 pub(crate) mod delayed;
 mod events;
-mod faulty;
+pub mod faulty;
 pub mod network;
 pub mod registry;
 
