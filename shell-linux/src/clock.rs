@@ -14,8 +14,18 @@ pub fn now_ns() -> u64 {
     origin().elapsed().as_nanos() as u64
 }
 
-/// Pins the calling thread to `cpu` (modulo the CPUs available); benchmarks pin
-/// each rank so the figures measure the protocol, not the scheduler.
+/// Whether the ranks of one process are pinned, one thread to a CPU:
+/// only when `RMX_PIN=1` asks. Pinned, two ranks never share a core and
+/// figures on an idle host are steadier; but a pinned thread cannot move
+/// off a CPU that other work holds, and the kernel's group scheduling
+/// (autogroup: one group per session) gives a group with little load on
+/// that CPU a sliver of it: on a busy two-core host a pinned rank waited
+/// over 5 s for its CPU, and its peer gave it up as dead.
+pub fn pinning() -> bool {
+    std::env::var_os("RMX_PIN").is_some_and(|v| v == "1")
+}
+
+/// Pins the calling thread to `cpu` (modulo the CPUs available).
 pub fn pin_to_cpu(cpu: usize) {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it.

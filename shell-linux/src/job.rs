@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use rmx_core::Config;
 
-use crate::clock::pin_to_cpu;
+use crate::clock::{pin_to_cpu, pinning};
 use crate::eth::netns;
 use crate::pmi::Pmi;
 use crate::rank::Rank;
@@ -170,7 +170,7 @@ where
 }
 
 /// Two ranks per thread, for comparing copy against zero-copy in one run:
-/// each of two pinned threads drives a plain rank (one fabric) and a rank
+/// each of two threads drives a plain rank (one fabric) and a rank
 /// with zero-copy eager sends from `cal` (a second fabric), handed to `body`
 /// in that order. Results in rank order.
 pub fn run_side_by_side<T, F>(cfg: Config, net: &Net, cal: &Calibration, body: F) -> Vec<T>
@@ -197,7 +197,7 @@ where
     )
 }
 
-/// One job per configuration, side by side on two pinned threads: thread
+/// One job per configuration, side by side on two threads: thread
 /// `me` drives rank `me` of every job, handed to `body` in the order of
 /// `cfgs`, so a benchmark can alternate between configurations in one run.
 pub fn run_configs<T, F>(cfgs: &[Config], net: &Net, body: F) -> Vec<T>
@@ -220,7 +220,8 @@ where
     )
 }
 
-/// `n` pinned threads (thread `me` on CPU `me`, modulo the cores), each
+/// `n` threads (with `RMX_PIN=1`, thread `me` pinned to CPU `me`, modulo
+/// the cores; see [`pinning`]), each
 /// entering its namespace if the network names one, building its ranks from
 /// its port of every network (one per entry of `nets`), running `body`,
 /// then finalizing. Results in thread order.
@@ -248,7 +249,9 @@ where
                 named
                     .spawn_scoped(s, move || {
                         let _flag = FailFlag(failed);
-                        pin_to_cpu(me as usize);
+                        if pinning() {
+                            pin_to_cpu(me as usize);
+                        }
                         let placed = match nets.iter().find_map(|n| n.netns(me)) {
                             Some(ns) => netns::enter(ns).map_err(|e| {
                                 format!("rank {me}: cannot enter network namespace {ns}: {e}")

@@ -106,3 +106,32 @@ fn a_thread_flushes_a_rank_before_turning_to_another_job() {
         "[last send complete once copied, queued then, flushed after flush()]"
     );
 }
+
+/// The CPUs the calling thread may run on.
+fn allowed_cpus() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; the call writes within it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the size is the set's.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(rc, 0);
+    // SAFETY: reads the set written above.
+    unsafe { libc::CPU_COUNT(&set) as usize }
+}
+
+/// The ranks of one process run where the kernel puts them: a thread
+/// pinned to one CPU waited over 5 s for it on a busy host (its group's
+/// share of that CPU was a sliver) and its peer gave it up. `RMX_PIN=1`
+/// pins them (before, they always were).
+#[test]
+fn ranks_of_one_process_are_pinned_only_when_asked() {
+    let _guard = watchdog("ranks_pinned_only_when_asked", 60);
+    let here = allowed_cpus();
+    let pinned = rmx_linux::clock::pinning();
+    let cfg = rmx_linux::rank::loop_config();
+    let out = job::run(2, cfg, &Net::Loop(LoopConfig::default()), |_| {
+        allowed_cpus()
+    });
+    let want = if pinned { 1 } else { here };
+    assert_eq!(out, vec![want, want], "RMX_PIN=1 set: {pinned}");
+}
