@@ -194,7 +194,7 @@ impl Device {
             // send queue at once, the receive one every buffer, the
             // handshake's every datagram either way.
             let sends = sizes.sq_depth.saturating_mul(sizes.peers);
-            let handshakes = 2 * super::oob::BUFS as u32;
+            let handshakes = 2 * HANDSHAKE_SLOTS as u32;
             for (cq, n) in [
                 (&mut dev.scq, sends),
                 (&mut dev.rcq, sizes.rx_total()),
@@ -533,4 +533,26 @@ impl Drop for Device {
             ib::ibv_close_device(self.ctx);
         }
     }
+}
+
+/// Datagrams the handshake's queue pair holds each way (its receive
+/// buffers, and as many send slots): the completion queue they share
+/// holds both.
+pub const HANDSHAKE_SLOTS: usize = 32;
+
+/// A zeroed work completion to poll into.
+pub(super) fn wc() -> ib::ibv_wc {
+    // SAFETY: plain integers; all zeroes is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+pub(super) fn poll(dev: &Device, cq: *mut ib::ibv_cq, wcs: &mut [ib::ibv_wc]) -> usize {
+    // SAFETY: the provider's op on a live queue, into `wcs.len()` entries.
+    let n = unsafe {
+        match (*dev.ctx).ops.poll_cq {
+            Some(f) => f(cq, wcs.len() as i32, wcs.as_mut_ptr()),
+            None => 0,
+        }
+    };
+    n.max(0) as usize
 }

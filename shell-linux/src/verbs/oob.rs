@@ -8,10 +8,7 @@ use std::ptr;
 use ibverbs_sys as ib;
 use rmx_core::handshake::LEN;
 
-use super::device::Device;
-
-/// Receive buffers (and send slots) of the channel.
-pub const BUFS: usize = 32;
+use super::device::{self, Device, HANDSHAKE_SLOTS as BUFS};
 /// A UD receive starts with the 40-byte global route header.
 const GRH: usize = 40;
 const SLOT: usize = GRH + LEN;
@@ -231,8 +228,8 @@ impl Oob {
     /// Calls `each` on every datagram received (its bytes after the
     /// route header), handing each buffer straight back.
     pub fn poll(&mut self, dev: &Device, mut each: impl FnMut(&[u8])) {
-        let mut wcs = [super::port::wc(); 8];
-        let n = super::port::poll(dev, dev.ucq, &mut wcs);
+        let mut wcs = [device::wc(); 8];
+        let n = device::poll(dev, dev.ucq, &mut wcs);
         for w in &wcs[..n] {
             if w.wr_id() & SEND != 0 {
                 continue;

@@ -16,7 +16,7 @@ use rmx_driver::ledger::{Ledger, Post};
 
 use super::address::Address;
 use super::batch::Batch;
-use super::device::{Async, Device, Select, Sizes};
+use super::device::{poll, wc, Async, Device, Select, Sizes};
 use super::oob::Oob;
 use super::pool::Pool;
 use super::qp::Qp;
@@ -727,23 +727,6 @@ fn post_send(
             None => libc::EOPNOTSUPP,
         }
     }
-}
-
-/// A zeroed work completion to poll into.
-pub(super) fn wc() -> ib::ibv_wc {
-    // SAFETY: plain integers; all zeroes is a valid value.
-    unsafe { std::mem::zeroed() }
-}
-
-pub(super) fn poll(dev: &Device, cq: *mut ib::ibv_cq, wcs: &mut [ib::ibv_wc]) -> usize {
-    // SAFETY: the provider's op on a live queue, into `wcs.len()` entries.
-    let n = unsafe {
-        match (*dev.ctx).ops.poll_cq {
-            Some(f) => f(cq, wcs.len() as i32, wcs.as_mut_ptr()),
-            None => 0,
-        }
-    };
-    n.max(0) as usize
 }
 
 /// A failed completion in the core's terms: a key or bound check (nothing
