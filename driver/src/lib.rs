@@ -6,13 +6,14 @@
 //! the same way. [`Adapter`] is the core's `Nic` over any port, with
 //! fixed tables the embedder supplies, and [`progress`] one polling round;
 //! [`ledger`] keeps a connection's posts for a device that completes
-//! unsignalled sends with a later one, and [`faulty`] injects a lossy
-//! wire's faults below any port.
+//! unsignalled sends with a later one; [`faulty`] injects a lossy wire's
+//! faults below any port and [`delayed`] lands RDMA writes late.
 //! `no_std` and allocation-free: a Linux kernel module links it as it
 //! links `rmx-core`; the std shell adds threads, locks and sleeping.
 #![no_std]
 
 mod adapter;
+pub mod delayed;
 pub mod faulty;
 pub mod ledger;
 mod port;

@@ -1,6 +1,6 @@
 //! The hazard of the fence paper's Fig. 2, shown rather than assumed.
 //!
-//! Four ranks over `loop` behind [`Delayed`]: an RDMA write completes at
+//! Four ranks over `loop` behind [`Delayed`](crate::transport::delayed::Delayed): an RDMA write completes at
 //! its origin at once and lands up to 2 ms later, each channel in order,
 //! channels independent. Every rank puts to the rank before it (a channel
 //! the dissemination barrier never uses), closes the epoch, and the target
@@ -16,7 +16,7 @@ use super::immediate::strawman_fence;
 use super::Win;
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::rank::{loop_config, Rank};
-use crate::transport::delayed::Delayed;
+use crate::transport::delayed::delayed;
 use crate::transport::Transport;
 
 const RANKS: u16 = 4;
@@ -30,7 +30,7 @@ fn late_puts(design: Design, strawman: bool, seed: u64) -> u32 {
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..RANKS)
             .map(|me| {
-                let port = Delayed::new(fabric.port(me), RANKS, MAX_DELAY_NS, seed + me as u64);
+                let port = delayed(fabric.port(me), MAX_DELAY_NS, seed + me as u64);
                 s.spawn(move || {
                     let mut r = Rank::new(port, RANKS, loop_config()).expect("rank");
                     let mut w = r
@@ -96,7 +96,7 @@ fn free_completes_the_operations_of_an_open_epoch() {
         let late: u32 = std::thread::scope(|s| {
             let handles: Vec<_> = (0..RANKS)
                 .map(|me| {
-                    let port = Delayed::new(fabric.port(me), RANKS, MAX_DELAY_NS, 3 + me as u64);
+                    let port = delayed(fabric.port(me), MAX_DELAY_NS, 3 + me as u64);
                     s.spawn(move || {
                         let mut r = Rank::new(port, RANKS, loop_config()).expect("rank");
                         let mut w = r.win_create_with(64, 1, design).expect("window");
