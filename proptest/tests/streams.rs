@@ -1,7 +1,7 @@
 //! The core under the deterministic simulator. A failure prints its seed;
-//! `RMX_SIM_SEED=<seed> cargo test -p rmx-proptest --test sim` replays just it.
+//! `RMX_SIM_SEED=<seed> cargo test -p rmx-proptest --test streams` replays just it.
 
-use rmx_proptest::sim::{run, Faults, Params};
+use rmx_proptest::streams::{run, Faults, Params};
 
 /// The seeds to run: `RMX_SIM_SEED` alone if set, else `default` — at most
 /// its first 100 in a debug build, which is there for overflow checks and
@@ -18,7 +18,7 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
 fn check(name: &str, p: Params, range: std::ops::Range<u64>) {
     for seed in seeds(range) {
         if let Err(e) = run(seed, &p) {
-            panic!("{name}: seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test sim {name}");
+            panic!("{name}: seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test streams {name}");
         }
     }
 }
@@ -114,8 +114,9 @@ fn zero_copy_on_and_off_deliver_the_same_messages() {
             (b.delivered, b.digest),
             "seed {seed}"
         );
-        let zc =
-            |o: &rmx_proptest::sim::Outcome| o.stats.iter().map(|s| s.zero_copy_sends).sum::<u64>();
+        let zc = |o: &rmx_proptest::streams::Outcome| {
+            o.stats.iter().map(|s| s.zero_copy_sends).sum::<u64>()
+        };
         assert_eq!(zc(&a), 0);
         assert!(zc(&b) > 100, "seed {seed}: only {} zero-copy sends", zc(&b));
     }
@@ -169,7 +170,7 @@ fn every_rendezvous_delivers_large_messages_exactly_in_order() {
                     assert_eq!(rdma == 0, name == "pull", "{name}: RDMA use");
                 }
                 Err(e) => panic!(
-                    "{name}: seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test sim every_rendezvous"
+                    "{name}: seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test streams every_rendezvous"
                 ),
             }
         }
@@ -234,7 +235,7 @@ fn many_short_pulls_across_eight_ranks_never_leave_a_send_pending() {
         match run(seed, &p) {
             Ok(o) => repeats += o.stats.iter().map(|s| s.rndv_fin_repeats).sum::<u64>(),
             Err(e) => panic!(
-                "seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test sim many_short"
+                "seed {seed}: {e}\nreplay: RMX_SIM_SEED={seed} cargo test -p rmx-proptest --test streams many_short"
             ),
         }
     }
@@ -640,4 +641,18 @@ fn unsignalled_inline_sends_leave_no_send_waiting() {
         let plain = run(5, &Params { inline: 0, ..p }).unwrap();
         assert_eq!(out.digest, plain.digest, "the same messages arrived");
     }
+}
+
+/// The faults are the one-sided simulator's; late RDMA landings, which
+/// this simulator does not model, are refused rather than ignored.
+#[test]
+fn a_late_landing_is_refused_not_ignored() {
+    let p = Params {
+        faults: Faults {
+            land_late_ns: 1_000,
+            ..Faults::NONE
+        },
+        ..Params::RELIABLE
+    };
+    assert!(run(1, &p).unwrap_err().contains("land_late_ns"));
 }

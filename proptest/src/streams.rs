@@ -1,5 +1,6 @@
-//! A deterministic simulator: N core endpoints on a virtual network with
-//! virtual time and seeded loss, duplication, reordering and delay.
+//! A deterministic simulator of two-sided streams: N core endpoints on a
+//! virtual network with virtual time, a base delay and the seeded faults
+//! of [`rmx_sim::model::Faults`] (loss, duplication, reordering, jitter).
 //!
 //! Every rank sends a stream of messages of random sizes to random peers and
 //! keeps receives posted with wildcards. Each payload names its sender, its
@@ -18,6 +19,7 @@ use crate::heap::{sizes, Heap};
 use crate::memnic::{execute_rdma, MemNic, RdmaPost};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
+pub use rmx_sim::model::Faults;
 
 /// The endpoint the simulator runs: tables on the heap, the peer table
 /// sized from the job, 128 unexpected messages (the credit budget, whatever
@@ -32,40 +34,6 @@ pub fn sim_sizes(ranks: u16) -> Sizes {
 /// Send buffers each rank reuses (when no send from them is pending).
 const POOL: usize = 6;
 
-/// Faults of the virtual network, in parts per million per packet.
-#[derive(Clone, Copy, Debug)]
-pub struct Faults {
-    pub loss_ppm: u32,
-    pub dup_ppm: u32,
-    /// A packet is held back by up to `reorder_ns` extra.
-    pub reorder_ppm: u32,
-    pub reorder_ns: u64,
-    /// Every packet takes `delay_ns` plus up to `jitter_ns`.
-    pub delay_ns: u64,
-    pub jitter_ns: u64,
-}
-
-impl Faults {
-    pub const NONE: Faults = Faults {
-        loss_ppm: 0,
-        dup_ppm: 0,
-        reorder_ppm: 0,
-        reorder_ns: 0,
-        delay_ns: 1_000,
-        jitter_ns: 0,
-    };
-
-    /// A hostile network: 5% loss, 2% duplication, 10% reordering.
-    pub const LOSSY: Faults = Faults {
-        loss_ppm: 50_000,
-        dup_ppm: 20_000,
-        reorder_ppm: 100_000,
-        reorder_ns: 30_000,
-        delay_ns: 2_000,
-        jitter_ns: 3_000,
-    };
-}
-
 /// What to run.
 #[derive(Clone, Copy, Debug)]
 pub struct Params {
@@ -74,6 +42,8 @@ pub struct Params {
     pub messages: usize,
     pub max_size: u32,
     pub faults: Faults,
+    /// Every packet takes this long on the wire, plus the faults' jitter.
+    pub delay_ns: u64,
     /// Bypass the reliability layer (only sensible with `Faults::NONE`).
     pub reliable: bool,
     /// Receives each rank keeps posted.
@@ -120,6 +90,7 @@ impl Params {
         messages: 300,
         max_size: 512,
         faults: Faults::NONE,
+        delay_ns: 1_000,
         reliable: true,
         posted: 4,
         reuse: false,
@@ -137,6 +108,7 @@ impl Params {
     /// The same over the hostile network, with the reliability layer.
     pub const LOSSY: Params = Params {
         faults: Faults::LOSSY,
+        delay_ns: 2_000,
         reliable: false,
         ..Params::RELIABLE
     };
@@ -237,6 +209,11 @@ const RDMA_JITTER_NS: u64 = 4_000;
 /// Runs one simulation. `Err` explains the first violation; include the seed
 /// when reporting it, since the same seed replays the same run.
 pub fn run(seed: u64, p: &Params) -> Result<Outcome, String> {
+    if p.faults.land_late_ns > 0 {
+        // RDMA here completes once landed: late landings are the one-sided
+        // simulator's (rmx-sim), where fences must wait them out.
+        return Err("land_late_ns: the stream simulator lands RDMA before it completes".into());
+    }
     if p.reuse {
         run_with(seed, p, || frequent::<8>(3, 16, 256, NEVER_STOP))
     } else {
@@ -372,12 +349,12 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
             for w in r.nic.owed.drain(..) {
                 order += 1;
                 let t = Done::Send(w.wr_id());
-                done.push(Reverse((now + p.faults.delay_ns, order, me as u16, t)));
+                done.push(Reverse((now + p.delay_ns, order, me as u16, t)));
             }
             // RDMA moves the data when it completes, a delay (and jitter) on.
             for post in r.nic.rdma_out.drain(..) {
                 order += 1;
-                let at = now + p.faults.delay_ns + rng.below(RDMA_JITTER_NS);
+                let at = now + p.delay_ns + rng.below(RDMA_JITTER_NS);
                 rdma.insert(order, post);
                 done.push(Reverse((at, order, me as u16, Done::Rdma)));
             }
@@ -387,7 +364,7 @@ fn run_with<Z: SendReuse>(seed: u64, p: &Params, reuse: impl Fn() -> Z) -> Resul
                 }
                 let copies = if rng.chance(p.faults.dup_ppm) { 2 } else { 1 };
                 for _ in 0..copies {
-                    let mut at = now + p.faults.delay_ns;
+                    let mut at = now + p.delay_ns;
                     if p.faults.jitter_ns > 0 {
                         at += rng.below(p.faults.jitter_ns);
                     }
