@@ -36,12 +36,19 @@ const DUP: u32 = 1 << 31;
 /// Duplicates outstanding at once; one drawn while all are out is not made.
 const DUPS: usize = 64;
 
-/// A buffer handed out twice: the port's id and how many of the two
-/// hand-outs are still held (0: the slot is free).
+/// A buffer handed out twice: the port's id and which of the two
+/// hand-outs are still held (neither: the slot is free).
 #[derive(Clone, Copy, Debug, Default)]
 struct Dup {
     buf: u32,
-    held: u8,
+    original: bool,
+    copy: bool,
+}
+
+impl Dup {
+    fn free(&self) -> bool {
+        !self.original && !self.copy
+    }
 }
 
 /// `inner` with [`Faults`] on what it receives.
@@ -108,10 +115,11 @@ impl<P: Port> Faulty<P> {
         if r.buf & DUP != 0 || self.inner.rx_bytes(r.buf).is_none() {
             return None;
         }
-        let i = self.dups.iter().position(|d| d.held == 0)?;
+        let i = self.dups.iter().position(Dup::free)?;
         self.dups[i] = Dup {
             buf: r.buf,
-            held: 2,
+            original: true,
+            copy: true,
         };
         self.dups_out += 1;
         Some(Recv {
@@ -120,12 +128,17 @@ impl<P: Port> Faulty<P> {
         })
     }
 
-    /// One hand-out of slot `i` came back: the buffer goes back to the
-    /// port with the last.
-    fn release(&mut self, i: usize) -> bool {
+    /// One hand-out of slot `i` came back (the copy, or the original):
+    /// the buffer goes back to the port with the last. `false` for a
+    /// hand-out not held (given back twice).
+    fn release(&mut self, i: usize, copy: bool) -> bool {
         let d = &mut self.dups[i];
-        d.held -= 1;
-        if d.held > 0 {
+        let held = if copy { &mut d.copy } else { &mut d.original };
+        if !*held {
+            return false;
+        }
+        *held = false;
+        if !d.free() {
             return true;
         }
         self.dups_out -= 1;
@@ -211,21 +224,21 @@ impl<P: Port> Port for Faulty<P> {
             return self.inner.rx_bytes(buf);
         }
         match self.dups.get((buf & !DUP) as usize)? {
-            d if d.held > 0 => self.inner.rx_bytes(d.buf),
+            d if d.copy => self.inner.rx_bytes(d.buf),
             _ => None,
         }
     }
 
     fn repost(&mut self, buf: u32) -> bool {
         if buf & DUP != 0 {
-            return match self.dups.get((buf & !DUP) as usize) {
-                Some(d) if d.held > 0 => self.release((buf & !DUP) as usize),
-                _ => false,
-            };
+            let i = (buf & !DUP) as usize;
+            return i < DUPS && self.release(i, true);
         }
         if self.dups_out > 0 {
-            if let Some(i) = self.dups.iter().position(|d| d.held > 0 && d.buf == buf) {
-                return self.release(i);
+            // The original of a duplicate still held: given back at most
+            // once, and to the port only after the duplicate.
+            if let Some(i) = self.dups.iter().position(|d| !d.free() && d.buf == buf) {
+                return self.release(i, false);
             }
         }
         self.inner.repost(buf)

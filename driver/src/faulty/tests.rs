@@ -115,6 +115,8 @@ fn a_duplicate_shares_its_buffer_until_both_are_returned() {
     assert_eq!(f.rx_bytes(d.buf), Some(&[0u8][..]));
     assert!(f.repost(a.buf));
     assert_eq!(f.inner().reposts, 0, "the duplicate still reads it");
+    assert!(!f.repost(a.buf), "the original given back twice is refused");
+    assert_eq!(f.inner().reposts, 0);
     assert_eq!(f.rx_bytes(d.buf), Some(&[0u8][..]));
     assert!(f.repost(d.buf));
     assert_eq!(f.inner().reposts, 1);
@@ -126,6 +128,7 @@ fn a_duplicate_shares_its_buffer_until_both_are_returned() {
     assert!(f.repost(e.buf));
     assert_eq!(f.inner().reposts, 1);
     assert_eq!(f.rx_bytes(b.buf), Some(&[1u8][..]));
+    assert!(!f.repost(e.buf), "nor twice the other way");
     assert!(f.repost(b.buf));
     assert_eq!(f.inner().reposts, 2);
     assert!(!f.repost(DUP | 63), "an id never handed out is refused");
