@@ -98,8 +98,13 @@ impl<P: Port> Faulty<P> {
         (self.rng % 1_000_000) as u32
     }
 
+    /// Queues `r` for the next poll. At most a duplicate and a packet held
+    /// back wait at once (a packet is held back only while none waits), so
+    /// there is always room: a full queue would lose a buffer.
     fn push_ready(&mut self, r: Recv) {
-        if let Some(e) = self.ready.iter_mut().find(|e| e.is_none()) {
+        let free = self.ready.iter_mut().find(|e| e.is_none());
+        debug_assert!(free.is_some(), "a third packet queued");
+        if let Some(e) = free {
             *e = Some(r);
         }
     }
