@@ -7,7 +7,9 @@
 //! fixed tables the embedder supplies, and [`progress`] one polling round;
 //! [`ledger`] keeps a connection's posts for a device that completes
 //! unsignalled sends with a later one; [`faulty`] injects a lossy wire's
-//! faults below any port and [`delayed`] lands RDMA writes late.
+//! faults below any port and [`delayed`] lands RDMA writes late; [`task`]
+//! holds the steps every shell carries out alike (collectives), as
+//! non-blocking state machines.
 //! `no_std` and allocation-free: a Linux kernel module links it as it
 //! links `rmx-core`; the std shell adds threads, locks and sleeping.
 #![no_std]
@@ -18,6 +20,7 @@ pub mod faulty;
 pub mod ledger;
 mod port;
 mod progress;
+pub mod task;
 
 pub use adapter::{Adapter, AdapterError, AdapterTables, Host, Plain, UserEntry};
 pub use port::{Completion, Mr, Port, Recv, Sge, Work};

@@ -1,32 +1,55 @@
-//! Collectives among all ranks of a job, run by the core's runner
-//! ([`rmx_core::collective::Run`]): each exchange's receives are posted,
-//! then its sends, all waited for, then the reduction it asks for applied.
-//! The context and tags of their messages are the core's, so they never
-//! match the application's messages nor another collective's.
+//! Collectives among all ranks of a job, carried out by the driver
+//! layer's task ([`CollectiveTask`]): the blocking calls start the task
+//! and wait for it; the `i` forms hand back a [`CollReq`] that owns its
+//! buffer, moved on by [`Rank::test_collective`] and ended by
+//! [`Rank::wait_collective`]. The context and tags of their messages are
+//! the core's, so they never match the application's messages nor another
+//! collective's.
 
-use rmx_core::collective::{
-    Buffer, Collective, Int, Op, PlanError, ReduceError, Run, Step, CONTEXT,
-};
-use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
+use std::task::Poll;
+
+use rmx_core::collective::{Collective, Int, Op};
+use rmx_driver::task::CollectiveTask;
 
 use crate::rank::{Beside, Rank, Req};
 use crate::transport::Transport;
 
-/// Why a collective did not complete.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectiveError {
-    /// The buffer must hold `want` bytes (a whole number of elements).
-    Length {
-        want: usize,
-        got: usize,
-    },
-    Plan(PlanError),
-    Reduce(ReduceError),
-    Send(SendError),
-    Recv(RecvError),
-    /// A peer failed during the collective.
-    Failed(RecvFault),
+pub use rmx_driver::task::CollectiveError;
+
+/// A collective under way, started by [`Rank::ibarrier`],
+/// [`Rank::iallreduce`], [`Rank::iallgather`] or
+/// [`Rank::ireduce_scatter`]. It owns its data until it completes; one
+/// dropped before then leaks its buffers rather than free memory the
+/// network may still write.
+#[must_use = "a collective must be completed with test_collective or wait_collective"]
+pub struct CollReq {
+    task: CollectiveTask<Req>,
+    data: Vec<u8>,
+    scratch: Vec<u8>,
+    /// The rank that started it (its requests are that rank's).
+    rank: u64,
+    result: Option<Result<(), CollectiveError>>,
 }
+
+impl CollReq {
+    /// The data, once the collective completed (the result on success).
+    pub fn data(&self) -> Option<&[u8]> {
+        matches!(self.result, Some(Ok(()))).then_some(&self.data[..])
+    }
+}
+
+impl Drop for CollReq {
+    fn drop(&mut self) {
+        if self.task.holds_requests() {
+            std::mem::forget(std::mem::take(&mut self.data));
+            std::mem::forget(std::mem::take(&mut self.scratch));
+        }
+    }
+}
+
+/// Scratch bytes a blocking collective keeps on the stack (a fence's
+/// counts); larger ones take a vector.
+const SMALL: usize = 256;
 
 impl<T: Transport + 'static> Rank<T> {
     /// Returns once every rank of the job has entered it.
@@ -58,6 +81,81 @@ impl<T: Transport + 'static> Rank<T> {
     pub fn allgather(&mut self, data: &mut [u8]) -> Result<(), CollectiveError> {
         let block = self.block_of(data.len())?;
         self.collective(Collective::Allgather { block }, data, None)
+    }
+
+    /// [`barrier`](Self::barrier), started: every rank has entered it once
+    /// the request completes.
+    pub fn ibarrier(&mut self) -> Result<CollReq, CollectiveError> {
+        self.icollective(Collective::Barrier, Vec::new(), None)
+    }
+
+    /// [`allreduce`](Self::allreduce), started over `data`.
+    pub fn iallreduce(
+        &mut self,
+        data: Vec<u8>,
+        ty: Int,
+        op: Op,
+    ) -> Result<CollReq, CollectiveError> {
+        let what = Collective::Allreduce { len: data.len() };
+        self.icollective(what, data, Some((op, ty)))
+    }
+
+    /// [`reduce_scatter`](Self::reduce_scatter), started over `data`.
+    pub fn ireduce_scatter(
+        &mut self,
+        data: Vec<u8>,
+        ty: Int,
+        op: Op,
+    ) -> Result<CollReq, CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.icollective(Collective::ReduceScatter { block }, data, Some((op, ty)))
+    }
+
+    /// [`allgather`](Self::allgather), started over `data`.
+    pub fn iallgather(&mut self, data: Vec<u8>) -> Result<CollReq, CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.icollective(Collective::Allgather { block }, data, None)
+    }
+
+    /// Polls the NIC once and moves `c` on: its result once it completed
+    /// (then [`CollReq::data`] holds the data), `None` while it runs.
+    ///
+    /// # Panics
+    /// If `c` was started by another rank.
+    pub fn test_collective(&mut self, c: &mut CollReq) -> Option<Result<(), CollectiveError>> {
+        assert_eq!(
+            c.rank,
+            self.id(),
+            "a collective is tested on the rank that started it"
+        );
+        if c.result.is_none() {
+            let p = self.with(|d| {
+                d.progress();
+                c.task.poll(d)
+            });
+            if let Poll::Ready(r) = p {
+                c.result = Some(r);
+            }
+        }
+        c.result
+    }
+
+    /// Waits for `c` to complete; its data.
+    ///
+    /// # Panics
+    /// If `c` was started by another rank.
+    pub fn wait_collective(&mut self, mut c: CollReq) -> Result<Vec<u8>, CollectiveError> {
+        assert_eq!(
+            c.rank,
+            self.id(),
+            "a collective is waited for on the rank that started it"
+        );
+        if c.result.is_none() {
+            let r = self.wait_task(&mut c.task, &mut |_| Ok::<(), CollectiveError>(()));
+            c.result = Some(r);
+        }
+        c.result.expect("set above")?;
+        Ok(std::mem::take(&mut c.data))
     }
 
     fn block_of(&self, len: usize) -> Result<usize, CollectiveError> {
@@ -100,6 +198,23 @@ impl<T: Transport + 'static> Rank<T> {
         self.collective_beside(what, data, op, &mut |_| Ok(()))
     }
 
+    /// The group's next collective, planned for `len` bytes of data: its
+    /// number is taken only once the plan fits.
+    fn plan(
+        &mut self,
+        what: Collective,
+        len: usize,
+        op: Option<(Op, Int)>,
+    ) -> Result<CollectiveTask<Req>, CollectiveError> {
+        let task = CollectiveTask::new(what, self.size(), self.rank(), self.collectives, op)?;
+        if task.data_len() != len {
+            let want = task.data_len();
+            return Err(CollectiveError::Length { want, got: len });
+        }
+        self.collectives = self.collectives.wrapping_add(1);
+        Ok(task)
+    }
+
     /// [`collective`](Self::collective), running `beside` whenever one of
     /// its waits stalls.
     fn collective_beside<E: From<CollectiveError>>(
@@ -109,194 +224,195 @@ impl<T: Transport + 'static> Rank<T> {
         op: Option<(Op, Int)>,
         beside: Beside<'_, T, E>,
     ) -> Result<(), E> {
-        let seq = self.collectives;
-        let mut run =
-            Run::new(what, self.size(), self.rank(), seq).map_err(CollectiveError::Plan)?;
-        let plan = *run.plan();
-        if plan.data_len() != data.len() {
-            return Err(CollectiveError::Length {
-                want: plan.data_len(),
-                got: data.len(),
-            }
-            .into());
-        }
-        if let Some((_, ty)) = op {
-            if !data.len().is_multiple_of(ty.size()) {
-                return Err(CollectiveError::Reduce(ReduceError::Misaligned {
-                    len: data.len(),
-                    size: ty.size(),
-                })
-                .into());
-            }
-        }
-        self.collectives = self.collectives.wrapping_add(1);
-        // Every rank takes part: the core watches each while the rounds
-        // run, and the collective ends once any has failed.
-        let failed = || CollectiveError::Failed(RecvFault::PeerFailed).into();
-        if !self.group_intact() {
-            return Err(failed());
-        }
-        let mut watched = |r: &mut Rank<T>| match r.group_intact() {
-            true => beside(r),
-            false => Err(failed()),
-        };
-        self.watch_all(true);
-        let done = self.rounds(&mut run, data, op, &mut watched);
-        self.watch_all(false);
-        done
-    }
-
-    /// The rounds of `run` over `data`.
-    fn rounds<E: From<CollectiveError>>(
-        &mut self,
-        run: &mut Run,
-        data: &mut [u8],
-        op: Option<(Op, Int)>,
-        beside: Beside<'_, T, E>,
-    ) -> Result<(), E> {
-        let plan = *run.plan();
-        // Small reductions (a fence's counts) reduce on the stack.
-        let mut small = [0u8; 256];
+        let mut task = self.plan(what, data.len(), op)?;
+        let mut small = [0u8; SMALL];
         let mut big = Vec::new();
-        let scratch: &mut [u8] = match plan.scratch_len() {
-            n if n <= small.len() => &mut small[..n],
+        let scratch: &mut [u8] = match task.scratch_len() {
+            n if n <= SMALL => &mut small[..n],
             n => {
                 big.resize(n, 0);
                 &mut big
             }
         };
-        loop {
-            match run.step() {
-                Step::Done => return Ok(()),
-                Step::Reduce { spans } => {
-                    if let Some((op, ty)) = op {
-                        Run::reduce(spans, op, ty, data, scratch)
-                            .map_err(CollectiveError::Reduce)?;
-                    }
-                }
-                Step::Exchange { recvs, sends } => {
-                    // At most two receives and two sends; on an error,
-                    // those posted already are ended before the buffers'
-                    // borrows do.
-                    let mut reqs: Vec<Req> = Vec::with_capacity(4);
-                    for p in recvs.iter().flatten() {
-                        let into = match p.buffer {
-                            Buffer::Data => &mut data[p.span.range()],
-                            Buffer::Scratch => &mut scratch[p.span.range()],
-                        };
-                        // SAFETY: waited for (or cancelled) below, before
-                        // the buffers' borrows end; no send of this
-                        // exchange reads the bytes it receives into.
-                        let r = unsafe {
-                            self.irecv_in(
-                                Source::Rank(p.peer),
-                                TagSel::Tag(p.tag),
-                                CONTEXT,
-                                into.as_mut_ptr(),
-                                into.len(),
-                            )
-                        };
-                        match r {
-                            Ok(r) => reqs.push(r),
-                            Err(e) => {
-                                self.abandon(reqs);
-                                return Err(CollectiveError::Recv(e).into());
-                            }
-                        }
-                    }
-                    for p in sends.iter().flatten() {
-                        let from = &data[p.span.range()];
-                        // SAFETY: as above.
-                        let r = unsafe {
-                            self.isend_in(p.peer, p.tag, CONTEXT, from.as_ptr(), from.len())
-                        };
-                        match r {
-                            Ok(r) => reqs.push(r),
-                            Err(e) => {
-                                self.abandon(reqs);
-                                return Err(CollectiveError::Send(e).into());
-                            }
-                        }
-                    }
-                    if let Some(f) = self.wait_all_beside(reqs, beside)? {
-                        return Err(CollectiveError::Failed(f).into());
-                    }
-                }
-            }
-        }
+        let (d, s) = (
+            (data.as_mut_ptr(), data.len()),
+            (scratch.as_mut_ptr(), scratch.len()),
+        );
+        // SAFETY: `wait_task` returns only once the task holds no request:
+        // the buffers outlive every one.
+        self.with(|dr| unsafe { task.start(dr, d.0, d.1, s.0, s.1) })?;
+        self.wait_task(&mut task, beside)
+    }
+
+    /// Starts `what` over `data`, owned by the request.
+    fn icollective(
+        &mut self,
+        what: Collective,
+        mut data: Vec<u8>,
+        op: Option<(Op, Int)>,
+    ) -> Result<CollReq, CollectiveError> {
+        let mut task = self.plan(what, data.len(), op)?;
+        let mut scratch = vec![0u8; task.scratch_len()];
+        let (d, s) = (
+            (data.as_mut_ptr(), data.len()),
+            (scratch.as_mut_ptr(), scratch.len()),
+        );
+        // SAFETY: the request owns both vectors (their heap bytes never
+        // move) and leaks them if dropped while the task holds requests.
+        self.with(|dr| unsafe { task.start(dr, d.0, d.1, s.0, s.1) })?;
+        Ok(CollReq {
+            task,
+            data,
+            scratch,
+            rank: self.id(),
+            result: None,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::{self, Net};
     use crate::loopnic::{Fabric, LoopConfig};
     use crate::rank::loop_config;
-    use rmx_core::collective::{tag, Plan};
-    use rmx_core::Sizes;
+    use rmx_core::{RecvFault, Sizes};
 
-    /// A collective whose send is refused after its receive was posted
-    /// returns with the receive ended: a block that arrives afterwards
-    /// never lands in the caller's buffer (before, the receive stayed
-    /// posted and the block was written into memory the caller had got
-    /// back).
+    fn words(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|w| w.to_ne_bytes()).collect()
+    }
+
+    /// Four ranks whose request tables hold two handles run allgathers of
+    /// blocks past the eager threshold (each a request that holds its
+    /// handle), an allreduce and a barrier. Before, an exchange posted all
+    /// its receives before its sends, and a round of two receives and two
+    /// sends was refused (`RequestTableFull`).
     #[test]
-    fn a_collective_that_fails_part_way_leaves_no_receive_in_the_buffer() {
-        // Larger than an eager message: a send that needs a request handle.
+    fn collectives_run_with_a_request_table_of_two_handles() {
         const BLOCK: usize = 16384;
-        let fabric = Fabric::new(2, LoopConfig::default()).expect("the default sizes fit");
-        let plan = Plan::new(Collective::Allgather { block: BLOCK }, 2, 1).expect("plan");
-        let part = plan.round(0).expect("one round").sends[0]
-            .expect("a send")
-            .part;
-        std::thread::scope(|s| {
-            let f = &fabric;
-            s.spawn(move || {
-                let cfg = loop_config();
-                let mut sizes = Sizes::for_job(2, &cfg);
-                sizes.requests = 2;
-                let mut r = Rank::with_sizes(f.port(0), 2, cfg, sizes).expect("rank");
-                // Holds one of the two request handles.
-                let mut idle = [0u8; 1];
-                // SAFETY: cancelled and waited for below.
-                let held =
-                    unsafe { r.irecv_in(Source::Rank(1), TagSel::Tag(9), 0, idle.as_mut_ptr(), 1) }
-                        .expect("one handle free");
-                let mut data = vec![0u8; 2 * BLOCK];
-                let e = r.allgather(&mut data);
-                assert_eq!(e, Err(CollectiveError::Send(SendError::RequestTableFull)));
-                let before = data.clone();
-                r.cancel(&held);
-                r.wait(held);
-                r.send(1, 1, b"go").expect("go");
-                let mut done = [0u8; 4];
-                r.recv(Source::Rank(1), TagSel::Tag(2), &mut done)
-                    .expect("done");
-                for _ in 0..1000 {
-                    r.progress();
-                }
-                let landed = data != before;
-                if !landed {
-                    // Lets the peer's send complete.
-                    let mut scratch = vec![0u8; BLOCK];
-                    let t = TagSel::Tag(tag(0, 0, part));
-                    r.recv_in(Source::Rank(1), t, CONTEXT, &mut scratch)
-                        .expect("the block");
-                }
-                assert!(!landed, "a block landed after the collective returned");
-            });
-            s.spawn(move || {
-                let mut r = Rank::new(f.port(1), 2, loop_config()).expect("rank");
-                let mut go = [0u8; 2];
-                r.recv(Source::Rank(0), TagSel::Tag(1), &mut go)
-                    .expect("go");
-                let block = [0xABu8; BLOCK];
-                // SAFETY: waited for at once.
-                let q = unsafe { r.isend_in(0, tag(0, 0, part), CONTEXT, block.as_ptr(), BLOCK) }
-                    .expect("block");
-                r.send(0, 2, b"done").expect("done");
-                r.wait(q);
-            });
+        let fabric = Fabric::new(4, LoopConfig::default()).expect("the default sizes fit");
+        let out: Vec<_> = std::thread::scope(|s| {
+            let ranks: Vec<_> = (0..4u16)
+                .map(|me| {
+                    let f = &fabric;
+                    s.spawn(move || {
+                        let cfg = loop_config();
+                        let mut sizes = Sizes::for_job(4, &cfg);
+                        sizes.requests = 2;
+                        let mut r = Rank::with_sizes(f.port(me), 4, cfg, sizes).expect("rank");
+                        let mut data = vec![0u8; 4 * BLOCK];
+                        data[me as usize * BLOCK..][..BLOCK].fill(me as u8 + 1);
+                        r.allgather(&mut data).expect("allgather");
+                        let mut sum = words(&[me as u64 + 1; 4096]);
+                        r.allreduce(&mut sum, Int::U64, Op::Sum).expect("allreduce");
+                        r.barrier().expect("barrier");
+                        (data, sum)
+                    })
+                })
+                .collect();
+            ranks.into_iter().map(|h| h.join().expect("rank")).collect()
         });
+        for (me, (data, sum)) in out.iter().enumerate() {
+            for (b, block) in data.chunks(BLOCK).enumerate() {
+                assert!(
+                    block.iter().all(|&x| x == b as u8 + 1),
+                    "rank {me}: block {b}"
+                );
+            }
+            assert_eq!(sum, &words(&[10; 4096]), "rank {me}");
+        }
+    }
+
+    /// Ranks that call collectives of different lengths get typed errors
+    /// (a short message where the plan has more, or one truncated), and
+    /// the group goes on: the next barrier and allreduce complete.
+    #[test]
+    fn ranks_that_disagree_on_a_collective_get_typed_errors_and_go_on() {
+        let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let len = 16 - 8 * r.rank() as usize;
+            let mut data = vec![1u8; len];
+            let first = r.allreduce(&mut data, Int::U8, Op::Sum);
+            let barrier = r.barrier();
+            let mut data = words(&[3, 4]);
+            let next = r.allreduce(&mut data, Int::U64, Op::Sum);
+            (first, barrier, next, data)
+        });
+        let (first, barrier, next, data) = &out[0];
+        let mismatch = CollectiveError::Mismatch {
+            from: 1,
+            got: 8,
+            want: 16,
+        };
+        assert_eq!(*first, Err(mismatch));
+        assert_eq!((barrier, next), (&Ok(()), &Ok(())));
+        assert_eq!(data, &words(&[6, 8]));
+        let truncated = RecvFault::Truncated {
+            len: 16,
+            capacity: 8,
+        };
+        assert_eq!(out[1].0, Err(CollectiveError::Failed(truncated)));
+        assert_eq!((&out[1].1, &out[1].2), (&Ok(()), &Ok(())));
+    }
+
+    /// Collectives started and left running while the rank does other
+    /// work: two at once (a barrier and an allreduce, waited for in the
+    /// other order), tested until done, then a blocking one after them.
+    #[test]
+    fn started_collectives_complete_in_any_order() {
+        let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let me = r.rank() as u64;
+            let bar = r.ibarrier().expect("ibarrier");
+            let mut sum = r
+                .iallreduce(words(&[me, 1]), Int::U64, Op::Sum)
+                .expect("iallreduce");
+            let mut polls = 0u64;
+            let tested = loop {
+                polls += 1;
+                if let Some(res) = r.test_collective(&mut sum) {
+                    break res;
+                }
+            };
+            let got = sum.data().map(<[u8]>::to_vec);
+            let barrier = r.wait_collective(bar);
+            let gathered = r.iallgather(vec![me as u8 + 1; 3]).expect("iallgather");
+            let gathered = r.wait_collective(gathered);
+            (tested, got, barrier, gathered, polls)
+        });
+        for (tested, got, barrier, gathered, polls) in out {
+            assert_eq!(tested, Ok(()));
+            assert_eq!(got, Some(words(&[3, 3])));
+            assert_eq!(barrier, Ok(Vec::new()));
+            assert_eq!(gathered, Ok(vec![1, 2, 3]));
+            assert!(polls >= 1);
+        }
+    }
+
+    /// A started collective tested on a rank other than its own panics
+    /// instead of completing that rank's requests.
+    #[test]
+    #[should_panic(expected = "on the rank that started it")]
+    fn a_collective_tested_on_another_rank_panics() {
+        let fabric = Fabric::new(2, LoopConfig::default()).expect("the default sizes fit");
+        let mut a = Rank::new(fabric.port(0), 2, loop_config()).expect("rank");
+        let mut b = Rank::new(fabric.port(1), 2, loop_config()).expect("rank");
+        let mut c = a.ibarrier().expect("ibarrier");
+        b.test_collective(&mut c);
+    }
+
+    /// Lengths no plan takes are refused before anything is posted, and
+    /// take no collective number: the next collective still matches.
+    #[test]
+    fn bad_lengths_are_refused_before_anything_is_posted() {
+        let out = job::run(2, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let odd = r.allgather(&mut [0u8; 3]);
+            let misaligned = r.iallreduce(vec![0u8; 6], Int::U32, Op::Sum).err();
+            let ok = r.barrier();
+            (odd, misaligned, ok)
+        });
+        for (odd, misaligned, ok) in out {
+            assert_eq!(odd, Err(CollectiveError::Length { want: 2, got: 3 }));
+            assert!(matches!(misaligned, Some(CollectiveError::Reduce(_))));
+            assert_eq!(ok, Ok(()));
+        }
     }
 }

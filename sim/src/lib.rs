@@ -17,6 +17,7 @@ pub mod flood;
 pub mod heap;
 pub mod job;
 pub mod memnic;
+pub mod messages;
 pub mod model;
 pub mod net;
 pub mod node;

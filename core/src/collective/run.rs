@@ -40,9 +40,10 @@ pub struct Post {
 /// What the shell does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
-    /// Post the receives, then the sends, and wait for all of them. On any
-    /// error the shell ends (cancels or waits for) every one already
-    /// posted before it gives the buffers back.
+    /// Post them (each receive before the send of the same part, so that
+    /// a request table of two handles still moves) and wait for all. On
+    /// any error every one already posted is ended (cancelled or waited
+    /// for) before the buffers go back (`rmx_driver::task`).
     Exchange {
         recvs: [Option<Post>; 2],
         sends: [Option<Post>; 2],

@@ -5,7 +5,10 @@
 //! queue behind them for good. The work beside runs only once a wait has
 //! polled nothing for a while, so waits that end quickly pay nothing.
 
+use std::task::Poll;
+
 use rmx_core::RecvFault;
+use rmx_driver::task::{CollectiveError, CollectiveTask};
 
 use super::thread::CLOCK_POLLS;
 use super::{Rank, Req};
@@ -88,6 +91,41 @@ impl<T: Transport + 'static> Rank<T> {
             }
             if idle >= STALLED {
                 beside(self)?;
+            }
+            self.rest(idle, &mut armed);
+        }
+    }
+
+    /// Drives `task` (started) until it reports, running `beside` whenever
+    /// the wait stalls. On `beside`'s error the task is aborted and waited
+    /// for (none of its requests stays posted) before the error returns.
+    pub(crate) fn wait_task<E: From<CollectiveError>>(
+        &mut self,
+        task: &mut CollectiveTask<Req>,
+        beside: Beside<'_, T, E>,
+    ) -> Result<(), E> {
+        let mut armed = None;
+        let mut failed = None;
+        loop {
+            let (p, idle) = self.with(|d| {
+                let mut p = task.poll(d);
+                if p.is_pending() {
+                    d.progress();
+                    p = task.poll(d);
+                }
+                (p, d.idle)
+            });
+            if let Poll::Ready(r) = p {
+                return match failed {
+                    Some(e) => Err(e),
+                    None => r.map_err(E::from),
+                };
+            }
+            if idle >= STALLED && failed.is_none() {
+                if let Err(e) = beside(self) {
+                    self.with(|d| task.abort(d));
+                    failed = Some(e);
+                }
             }
             self.rest(idle, &mut armed);
         }

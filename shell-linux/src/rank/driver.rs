@@ -63,7 +63,7 @@ impl<T: Transport> Driver<T> {
     /// rounds) the clock and the core's timers. Returns packets and
     /// completions handled.
     #[inline]
-    pub(super) fn progress(&mut self) -> usize {
+    pub(crate) fn progress(&mut self) -> usize {
         let round = rmx_driver::progress(
             &mut self.ep,
             &mut self.nic,

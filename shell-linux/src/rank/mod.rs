@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmx_core::{
-    Config, ConfigError, Endpoint, RecvError, RecvFault, Request, RequestError, SendError, Sizes,
-    Source, Stats, Status, Tables, TagSel, UserBuf,
+    Config, ConfigError, Endpoint, RecvError, RecvFault, Request, SendError, Sizes, Source, Stats,
+    Status, Tables, TagSel, UserBuf,
 };
+use rmx_driver::task::Messages;
 
 use crate::clock::now_ns;
 use crate::eth::EthPort;
@@ -28,6 +29,7 @@ use rmx_sim::heap::Heap;
 
 mod beside;
 mod driver;
+mod messages;
 mod nic;
 mod spin;
 mod thread;
@@ -85,7 +87,12 @@ pub struct Rank<T: Transport + 'static = AnyPort> {
     pub(crate) windows: u16,
     /// What [`wait`](Rank::wait) sleeps on once polling finds nothing.
     events: Events,
+    /// Unique in the process ([`id`](Rank::id)).
+    id: u64,
 }
+
+/// The next rank's [`Rank::id`].
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A pending operation and the user-buffer handle it holds.
 #[must_use = "a request must be completed with wait or test"]
@@ -184,7 +191,14 @@ impl<T: Transport + 'static> Rank<T> {
             collectives: 0,
             windows: 0,
             events,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// This rank's number among the process's ranks: requests carry it
+    /// so one is never completed on another rank's endpoint.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Runs `f` on the driver: directly, or under the lock when a progress
@@ -267,40 +281,6 @@ impl<T: Transport + 'static> Rank<T> {
         self.with_ref(|d| d.nic.port_ref().counters())
     }
 
-    /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
-    /// handle for the core, and gives the handle back if the core refuses.
-    /// `full` if every handle is in use (as many as requests).
-    ///
-    /// # Safety
-    /// The bytes stay valid until the request completes.
-    unsafe fn start<E>(
-        d: &mut Driver<T>,
-        ptr: usize,
-        len: usize,
-        full: E,
-        op: impl FnOnce(&mut CoreEndpoint, &mut ShellNic<T>, u64, UserBuf) -> Result<Request, E>,
-    ) -> Result<Req, E> {
-        // SAFETY: the caller's contract; the handle goes back when the
-        // request completes (`test_in`) or is refused below.
-        let Some(buf) = (unsafe { d.nic.add_user(ptr, len) }) else {
-            return Err(full);
-        };
-        match op(&mut d.ep, &mut d.nic, d.now, buf) {
-            // Done during the call (an eager send copied out): the core no
-            // longer names the buffer, and its handle serves the next
-            // request at once, however long the caller keeps this one.
-            Ok(req) if req == Request::COMPLETE => {
-                d.nic.drop_user(buf);
-                Ok(Req { req, buf: NO_USER })
-            }
-            Ok(req) => Ok(Req { req, buf }),
-            Err(e) => {
-                d.nic.drop_user(buf);
-                Err(e)
-            }
-        }
-    }
-
     /// Starts a send of `len` bytes at `ptr`. Above the eager threshold the
     /// request completes once the receiver has the data (synchronous).
     ///
@@ -330,32 +310,8 @@ impl<T: Transport + 'static> Rank<T> {
         ptr: *const u8,
         len: usize,
     ) -> Result<Req, SendError> {
-        let Ok(len32) = u32::try_from(len) else {
-            return Err(SendError::TooLong);
-        };
-        self.with(|d| {
-            if let Some((m, q)) = &d.watch {
-                // Memory unmapped before this call must not be sent from.
-                m.settle();
-                d.ep.apply_invalidations(&mut d.nic, q);
-            }
-            let full = SendError::RequestTableFull;
-            // SAFETY: the caller's contract.
-            let r = unsafe {
-                Self::start(d, ptr as usize, len, full, |ep, nic, now, buf| {
-                    ep.isend(now, nic, dest, tag, context, buf, len32)
-                })
-            };
-            // Sends wait for free send entries: take the completions the NIC
-            // has, so they leave now rather than at the next wait.
-            if !d.ep.flushed() {
-                d.completions();
-            }
-            // No doorbell: a window of sends leaves in one batch at the next
-            // wait, test or progress, and messages that find every send
-            // entry still queued are packed by the core meanwhile.
-            r
-        })
+        // SAFETY: the caller's contract.
+        self.with(|d| unsafe { d.isend(dest, tag, context, ptr, len) })
     }
 
     /// Starts a receive into `len` bytes at `ptr`.
@@ -385,31 +341,12 @@ impl<T: Transport + 'static> Rank<T> {
         ptr: *mut u8,
         len: usize,
     ) -> Result<Req, RecvError> {
-        self.with(|d| {
-            let full = RecvError::RequestTableFull;
-            // SAFETY: the caller's contract.
-            let r = unsafe {
-                Self::start(d, ptr as usize, len, full, |ep, nic, now, buf| {
-                    // A buffer past 4 GiB takes any message whole.
-                    let len = len.min(u32::MAX as usize) as u32;
-                    ep.irecv(now, nic, src, tag, context, buf, len)
-                })
-            };
-            // A matched rendezvous may have asked for its data.
-            d.nic.port().doorbell();
-            r
-        })
+        // SAFETY: the caller's contract.
+        self.with(|d| unsafe { d.irecv(src, tag, context, ptr, len) })
     }
 
     fn test_in(d: &mut Driver<T>, req: Req) -> Result<Status, Req> {
-        match d.ep.test(req.req) {
-            Ok(Some(st)) => {
-                d.nic.drop_user(req.buf);
-                Ok(st)
-            }
-            Ok(None) => Err(req),
-            Err(RequestError::Stale) => unreachable!("Req is consumed when it completes"),
-        }
+        d.test(req)
     }
 
     /// Completes `req` if it is done; otherwise hands it back. Does not
@@ -564,10 +501,7 @@ impl<T: Transport + 'static> Rank<T> {
     /// the core watches every rank's liveness
     /// ([`rmx_core::Endpoint::watch_all`]).
     pub(crate) fn watch_all(&mut self, on: bool) {
-        self.with(|d| match on {
-            true => d.ep.watch_all(now_ns()),
-            false => d.ep.unwatch_all(),
-        })
+        self.with(|d| d.watch_all(on))
     }
 
     /// No rank of the job has been given up

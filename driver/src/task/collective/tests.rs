@@ -1,0 +1,455 @@
+//! The collective task over ranks whose messages a test matches by hand:
+//! results, small request tables, and what a failure leaves posted.
+
+extern crate std;
+
+use std::cell::RefCell;
+use std::vec;
+use std::vec::Vec;
+
+use rmx_core::Status;
+
+use super::*;
+
+/// A message on its way.
+struct Msg {
+    from: u16,
+    to: u16,
+    tag: u32,
+    bytes: Vec<u8>,
+}
+
+/// A posted receive.
+struct Posted {
+    rank: u16,
+    id: u32,
+    src: u16,
+    tag: u32,
+    ptr: usize,
+    len: usize,
+}
+
+/// Every rank's messages, receives and completed requests.
+#[derive(Default)]
+struct Net {
+    msgs: Vec<Msg>,
+    posted: Vec<Posted>,
+    done: Vec<(u16, u32, Status)>,
+    next_id: u32,
+    /// Receives cancelled, by rank.
+    cancelled: Vec<u16>,
+}
+
+impl Net {
+    /// Delivers every message whose receive is posted; how many.
+    fn deliver(&mut self) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < self.msgs.len() {
+            let m = &self.msgs[i];
+            let hit = self
+                .posted
+                .iter()
+                .position(|p| p.rank == m.to && p.src == m.from && p.tag == m.tag);
+            let Some(j) = hit else {
+                i += 1;
+                continue;
+            };
+            let p = self.posted.remove(j);
+            let m = self.msgs.remove(i);
+            let copy = m.bytes.len().min(p.len);
+            // SAFETY: the task keeps the receive's bytes until it completes.
+            unsafe { core::ptr::copy_nonoverlapping(m.bytes.as_ptr(), p.ptr as *mut u8, copy) };
+            let fault = (m.bytes.len() > p.len).then_some(RecvFault::Truncated {
+                len: m.bytes.len() as u32,
+                capacity: p.len as u32,
+            });
+            let st = Status {
+                source: m.from,
+                tag: m.tag,
+                len: copy as u32,
+                fault,
+            };
+            self.done.push((p.rank, p.id, st));
+            n += 1;
+        }
+        n
+    }
+}
+
+/// One rank of the test's group.
+struct Mock<'a> {
+    me: u16,
+    net: &'a RefCell<Net>,
+    /// Requests this rank may have out at once, and has.
+    limit: usize,
+    out: usize,
+    intact: bool,
+    watching: i32,
+    reduced: usize,
+    /// Sends stay out until the test ends them (a peer that never takes
+    /// them), and how many the task forgot.
+    hold_sends: bool,
+    forgotten: usize,
+}
+
+impl<'a> Mock<'a> {
+    fn new(me: u16, net: &'a RefCell<Net>, limit: usize) -> Self {
+        Mock {
+            me,
+            net,
+            limit,
+            out: 0,
+            intact: true,
+            watching: 0,
+            reduced: 0,
+            hold_sends: false,
+            forgotten: 0,
+        }
+    }
+
+    fn id(&mut self) -> u32 {
+        let mut n = self.net.borrow_mut();
+        n.next_id += 1;
+        n.next_id
+    }
+}
+
+impl Messages for Mock<'_> {
+    type Req = u32;
+
+    unsafe fn isend(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        _: u16,
+        data: *const u8,
+        len: usize,
+    ) -> Result<u32, SendError> {
+        if self.out == self.limit {
+            return Err(SendError::RequestTableFull);
+        }
+        self.out += 1;
+        let id = self.id();
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { core::slice::from_raw_parts(data, len) }.to_vec();
+        let mut n = self.net.borrow_mut();
+        n.msgs.push(Msg {
+            from: self.me,
+            to: dest,
+            tag,
+            bytes,
+        });
+        let st = Status {
+            source: self.me,
+            tag,
+            len: 0,
+            fault: None,
+        };
+        if !self.hold_sends {
+            n.done.push((self.me, id, st));
+        }
+        Ok(id)
+    }
+
+    unsafe fn irecv(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        _: u16,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<u32, RecvError> {
+        if self.out == self.limit {
+            return Err(RecvError::RequestTableFull);
+        }
+        let (Source::Rank(src), TagSel::Tag(tag)) = (src, tag) else {
+            panic!("a collective names its peer and tag");
+        };
+        self.out += 1;
+        let id = self.id();
+        self.net.borrow_mut().posted.push(Posted {
+            rank: self.me,
+            id,
+            src,
+            tag,
+            ptr: ptr as usize,
+            len,
+        });
+        Ok(id)
+    }
+
+    fn test(&mut self, q: u32) -> Result<Status, u32> {
+        let mut n = self.net.borrow_mut();
+        let me = self.me;
+        match n.done.iter().position(|&(r, id, _)| r == me && id == q) {
+            Some(i) => {
+                self.out -= 1;
+                Ok(n.done.remove(i).2)
+            }
+            None => Err(q),
+        }
+    }
+
+    fn cancel(&mut self, q: &u32) {
+        let mut n = self.net.borrow_mut();
+        let me = self.me;
+        if let Some(i) = n.posted.iter().position(|p| p.rank == me && p.id == *q) {
+            let p = n.posted.remove(i);
+            let st = Status {
+                source: p.src,
+                tag: p.tag,
+                len: 0,
+                fault: Some(RecvFault::Cancelled),
+            };
+            n.done.push((me, p.id, st));
+            n.cancelled.push(me);
+        }
+    }
+
+    fn forget(&mut self, _: u32) {
+        self.forgotten += 1;
+    }
+
+    fn group_intact(&self) -> bool {
+        self.intact
+    }
+
+    fn watch_all(&mut self, on: bool) {
+        self.watching += if on { 1 } else { -1 };
+    }
+
+    fn reduced(&mut self, bytes: usize) {
+        self.reduced += bytes;
+    }
+}
+
+/// Every rank's data after `what` over `inputs`, each rank with room for
+/// `limit` requests; panics if the group stops moving.
+fn run(
+    what: Collective,
+    op: Option<(Op, Int)>,
+    inputs: Vec<Vec<u8>>,
+    limit: usize,
+) -> Vec<Vec<u8>> {
+    let n = inputs.len() as u16;
+    let net = RefCell::new(Net::default());
+    let mut ranks: Vec<Mock> = (0..n).map(|r| Mock::new(r, &net, limit)).collect();
+    let mut data = inputs;
+    let mut tasks: Vec<CollectiveTask<u32>> = (0..n)
+        .map(|r| CollectiveTask::new(what, n, r, 7, op).expect("plan"))
+        .collect();
+    let mut scratch: Vec<Vec<u8>> = tasks.iter().map(|t| vec![0; t.scratch_len()]).collect();
+    for r in 0..n as usize {
+        let (d, s) = (&mut data[r], &mut scratch[r]);
+        // SAFETY: the buffers outlive the loop below, which runs every
+        // task to its end.
+        unsafe {
+            tasks[r].start(
+                &mut ranks[r],
+                d.as_mut_ptr(),
+                d.len(),
+                s.as_mut_ptr(),
+                s.len(),
+            )
+        }
+        .expect("start");
+    }
+    let mut left = n as usize;
+    let mut still = 0;
+    while left > 0 {
+        for r in 0..n as usize {
+            if tasks[r].holds_requests() {
+                if let Poll::Ready(res) = tasks[r].poll(&mut ranks[r]) {
+                    assert_eq!(res, Ok(()), "rank {r}");
+                    left -= 1;
+                }
+            }
+        }
+        if net.borrow_mut().deliver() == 0 {
+            still += 1;
+            assert!(still < 4, "the group stopped moving");
+        } else {
+            still = 0;
+        }
+    }
+    for m in &ranks {
+        assert_eq!((m.out, m.watching), (0, 0), "rank {}", m.me);
+    }
+    data
+}
+
+fn words(v: &[u32]) -> Vec<u8> {
+    v.iter().flat_map(|w| w.to_ne_bytes()).collect()
+}
+
+/// Allreduce, allgather and a barrier among groups of 1 to 9, with a
+/// request table of two handles and of plenty: every rank ends with the
+/// right data and nothing out.
+#[test]
+fn collectives_complete_with_two_handles_or_many() {
+    for n in 1..=9u16 {
+        for limit in [2, 64] {
+            let sum: u32 = (0..n as u32).map(|r| r + 1).sum();
+            let ins = (0..n).map(|r| words(&[r as u32 + 1; 6])).collect();
+            let out = run(
+                Collective::Allreduce { len: 24 },
+                Some((Op::Sum, Int::U32)),
+                ins,
+                limit,
+            );
+            assert!(
+                out.iter().all(|d| *d == words(&[sum; 6])),
+                "{n} ranks, {limit}"
+            );
+            let ins = (0..n)
+                .map(|r| {
+                    let mut d = vec![0u8; 3 * n as usize];
+                    d[3 * r as usize..3 * r as usize + 3].fill(r as u8 + 1);
+                    d
+                })
+                .collect();
+            let want: Vec<u8> = (0..n).flat_map(|r| [r as u8 + 1; 3]).collect();
+            let out = run(Collective::Allgather { block: 3 }, None, ins, limit);
+            assert!(out.iter().all(|d| *d == want), "{n} ranks, {limit}");
+            run(Collective::Barrier, None, vec![vec![]; n as usize], limit);
+        }
+    }
+}
+
+/// A message of the wrong length fails the task part way; before the
+/// task reports, its other receive is cancelled and every request has
+/// ended, so nothing of it stays posted into the caller's buffer.
+#[test]
+fn a_task_that_fails_ends_every_request_before_it_reports() {
+    // Rank 1 of four in an allgather; the others' messages are written by
+    // hand. Its second round receives two messages (the blocks wrap).
+    let net = RefCell::new(Net::default());
+    let mut me = Mock::new(1, &net, 8);
+    let what = Collective::Allgather { block: 4 };
+    let mut t = CollectiveTask::new(what, 4, 1, 1, None).expect("plan");
+    let mut data = vec![0u8; 16];
+    // SAFETY: the data outlives the task's requests (checked below).
+    unsafe { t.start(&mut me, data.as_mut_ptr(), 16, core::ptr::null_mut(), 0) }.expect("start");
+    let posted = |net: &RefCell<Net>| -> Vec<(u16, u32, usize)> {
+        net.borrow()
+            .posted
+            .iter()
+            .map(|p| (p.src, p.tag, p.len))
+            .collect()
+    };
+    let answer = |net: &RefCell<Net>, (src, tag, len): (u16, u32, usize), bytes: usize| {
+        let m = Msg {
+            from: src,
+            to: 1,
+            tag,
+            bytes: vec![9; bytes],
+        };
+        assert!(len > 0);
+        net.borrow_mut().msgs.push(m);
+        net.borrow_mut().deliver();
+    };
+    let mut rounds = 0;
+    while posted(&net).len() < 2 {
+        assert_eq!(t.poll(&mut me), Poll::Pending);
+        let p = posted(&net);
+        if p.len() == 1 {
+            answer(&net, p[0], p[0].2);
+            rounds += 1;
+        }
+        assert!(rounds < 4, "no round receives two messages");
+    }
+    let p = posted(&net);
+    answer(&net, p[0], p[0].2 - 1);
+    let res = (0..100)
+        .find_map(|_| match t.poll(&mut me) {
+            Poll::Ready(r) => Some(r),
+            Poll::Pending => None,
+        })
+        .expect("the task reports once its requests ended");
+    let (from, want) = (p[0].0, p[0].2);
+    let got = want - 1;
+    assert_eq!(res, Err(CollectiveError::Mismatch { from, got, want }));
+    assert_eq!(
+        net.borrow().cancelled,
+        vec![1],
+        "the other receive was cancelled"
+    );
+    assert_eq!((me.out, me.watching), (0, 0), "nothing of the task is out");
+    assert!(net.borrow().posted.is_empty(), "no receive is posted");
+    // Polled again: the same result, and nothing posted.
+    assert_eq!(t.poll(&mut me), Poll::Ready(res));
+    assert_eq!(me.out, 0);
+}
+
+/// A group that lost a rank refuses the task at its start, and one lost
+/// while the task waits ends it: its receives cancelled and waited for,
+/// its send to a peer that will never take it (a live rank that left the
+/// collective too) forgotten rather than waited for for ever.
+#[test]
+fn a_lost_rank_ends_the_task() {
+    let net = RefCell::new(Net::default());
+    let mut me = Mock::new(0, &net, 8);
+    let mut t = CollectiveTask::new(Collective::Barrier, 2, 0, 0, None).expect("plan");
+    me.intact = false;
+    let failed = Err(CollectiveError::Failed(RecvFault::PeerFailed));
+    // SAFETY: no buffer.
+    let started = unsafe { t.start(&mut me, core::ptr::null_mut(), 0, core::ptr::null_mut(), 0) };
+    assert_eq!(started, failed);
+    assert_eq!(me.watching, 0);
+    me.intact = true;
+    me.hold_sends = true;
+    let mut t = CollectiveTask::new(Collective::Barrier, 2, 0, 0, None).expect("plan");
+    // SAFETY: no buffer.
+    unsafe { t.start(&mut me, core::ptr::null_mut(), 0, core::ptr::null_mut(), 0) }.expect("start");
+    assert_eq!(t.poll(&mut me), Poll::Pending);
+    assert_eq!(me.out, 2, "a receive and a send are out");
+    me.intact = false;
+    assert_eq!(t.poll(&mut me), Poll::Ready(failed));
+    assert_eq!(net.borrow().cancelled, vec![0]);
+    assert_eq!((me.out, me.forgotten, me.watching), (1, 1, 0));
+    assert!(net.borrow().posted.is_empty());
+}
+
+/// The caller's wrong lengths and a second start are typed errors, and a
+/// task aborted before any message came reports `Aborted` once its
+/// receives ended.
+#[test]
+fn bad_lengths_a_second_start_and_an_abort() {
+    let net = RefCell::new(Net::default());
+    let mut me = Mock::new(1, &net, 8);
+    let what = Collective::Allreduce { len: 8 };
+    let op = Some((Op::Sum, Int::U64));
+    assert_eq!(
+        CollectiveTask::<u32>::new(
+            Collective::Allreduce { len: 6 },
+            2,
+            1,
+            0,
+            Some((Op::Sum, Int::U32))
+        )
+        .err(),
+        Some(CollectiveError::Reduce(ReduceError::Misaligned {
+            len: 6,
+            size: 4
+        }))
+    );
+    let mut t = CollectiveTask::new(what, 2, 1, 0, op).expect("plan");
+    let mut data = [0u8; 16];
+    let mut scratch = vec![0u8; t.scratch_len()];
+    let s = (scratch.as_mut_ptr(), scratch.len());
+    // SAFETY: refused before anything is posted.
+    let e = unsafe { t.start(&mut me, data.as_mut_ptr(), 16, s.0, s.1) };
+    assert_eq!(e, Err(CollectiveError::Length { want: 8, got: 16 }));
+    // SAFETY: the buffers outlive the task's requests (aborted and ended
+    // below).
+    unsafe { t.start(&mut me, data.as_mut_ptr(), 8, s.0, s.1) }.expect("start");
+    // SAFETY: as above.
+    let again = unsafe { t.start(&mut me, data.as_mut_ptr(), 8, s.0, s.1) };
+    assert_eq!(again, Err(CollectiveError::Aborted));
+    assert_eq!(t.poll(&mut me), Poll::Pending);
+    t.abort(&mut me);
+    assert_eq!(t.poll(&mut me), Poll::Ready(Err(CollectiveError::Aborted)));
+    assert_eq!((me.out, me.watching), (0, 0));
+    assert!(!t.holds_requests());
+}

@@ -1,0 +1,133 @@
+//! The driver layer's tasks ([`rmx_driver::task`]) on a std rank: posts
+//! name their bytes by a user-buffer handle for the core, which goes back
+//! when the request completes; the rank's own sends and receives take the
+//! same path.
+
+use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf};
+use rmx_driver::task::Messages;
+
+use super::{CoreEndpoint, Driver, Req, ShellNic, NO_USER};
+use crate::clock::now_ns;
+use crate::transport::Transport;
+
+impl<T: Transport> Driver<T> {
+    /// Starts an operation on `len` bytes at `ptr`: names them by a user-buffer
+    /// handle for the core, and gives the handle back if the core refuses.
+    /// `full` if every handle is in use (as many as requests).
+    ///
+    /// # Safety
+    /// The bytes stay valid until the request completes.
+    unsafe fn start<E>(
+        &mut self,
+        ptr: usize,
+        len: usize,
+        full: E,
+        op: impl FnOnce(&mut CoreEndpoint, &mut ShellNic<T>, u64, UserBuf) -> Result<Request, E>,
+    ) -> Result<Req, E> {
+        // SAFETY: the caller's contract; the handle goes back when the
+        // request completes (`test`) or is refused below.
+        let Some(buf) = (unsafe { self.nic.add_user(ptr, len) }) else {
+            return Err(full);
+        };
+        match op(&mut self.ep, &mut self.nic, self.now, buf) {
+            // Done during the call (an eager send copied out): the core no
+            // longer names the buffer, and its handle serves the next
+            // request at once, however long the caller keeps this one.
+            Ok(req) if req == Request::COMPLETE => {
+                self.nic.drop_user(buf);
+                Ok(Req { req, buf: NO_USER })
+            }
+            Ok(req) => Ok(Req { req, buf }),
+            Err(e) => {
+                self.nic.drop_user(buf);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<T: Transport> Messages for Driver<T> {
+    type Req = Req;
+
+    unsafe fn isend(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Req, SendError> {
+        let Ok(len32) = u32::try_from(len) else {
+            return Err(SendError::TooLong);
+        };
+        if let Some((m, q)) = &self.watch {
+            // Memory unmapped before this call must not be sent from.
+            m.settle();
+            self.ep.apply_invalidations(&mut self.nic, q);
+        }
+        let full = SendError::RequestTableFull;
+        // SAFETY: the caller's contract.
+        let r = unsafe {
+            self.start(data as usize, len, full, |ep, nic, now, buf| {
+                ep.isend(now, nic, dest, tag, context, buf, len32)
+            })
+        };
+        // Sends wait for free send entries: take the completions the NIC
+        // has, so they leave now rather than at the next wait.
+        if !self.ep.flushed() {
+            self.completions();
+        }
+        // No doorbell: a window of sends leaves in one batch at the next
+        // wait, test or progress, and messages that find every send entry
+        // still queued are packed by the core meanwhile.
+        r
+    }
+
+    unsafe fn irecv(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+        data: *mut u8,
+        len: usize,
+    ) -> Result<Req, RecvError> {
+        let full = RecvError::RequestTableFull;
+        // SAFETY: the caller's contract.
+        let r = unsafe {
+            self.start(data as usize, len, full, |ep, nic, now, buf| {
+                // A buffer past 4 GiB takes any message whole.
+                let len = len.min(u32::MAX as usize) as u32;
+                ep.irecv(now, nic, src, tag, context, buf, len)
+            })
+        };
+        // A matched rendezvous may have asked for its data.
+        self.nic.port().doorbell();
+        r
+    }
+
+    fn test(&mut self, req: Req) -> Result<Status, Req> {
+        match self.ep.test(req.req) {
+            Ok(Some(st)) => {
+                self.nic.drop_user(req.buf);
+                Ok(st)
+            }
+            Ok(None) => Err(req),
+            Err(RequestError::Stale) => unreachable!("Req is consumed when it completes"),
+        }
+    }
+
+    fn cancel(&mut self, req: &Req) {
+        let _ = self.ep.cancel(req.req);
+    }
+
+    fn group_intact(&self) -> bool {
+        self.ep.group_intact()
+    }
+
+    fn watch_all(&mut self, on: bool) {
+        match on {
+            true => self.ep.watch_all(now_ns()),
+            false => self.ep.unwatch_all(),
+        }
+    }
+}
