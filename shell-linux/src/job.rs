@@ -12,7 +12,7 @@ use crate::eth::netns;
 use crate::pmi::Pmi;
 use crate::rank::Rank;
 use crate::reuse::Calibration;
-use crate::transport::AnyPort;
+use crate::transport::{AnyPort, SetupError};
 
 pub use crate::eth::EthNet;
 pub use crate::transport::Net;
@@ -45,9 +45,9 @@ impl Launch {
     }
 
     /// Tells the launcher this rank is done (once; later calls do nothing).
-    pub fn finalize(&self) -> Result<(), String> {
+    pub fn finalize(&self) -> Result<(), SetupError> {
         match lock(&self.pmi).take() {
-            Some(p) => p.finalize().map_err(|e| format!("PMI: {e}")),
+            Some(p) => p.finalize().map_err(|e| SetupError::Pmi(e.to_string())),
             None => Ok(()),
         }
     }
@@ -55,10 +55,10 @@ impl Launch {
     fn with<R>(
         &self,
         f: impl FnOnce(&mut Pmi) -> Result<R, crate::pmi::PmiError>,
-    ) -> Result<R, String> {
+    ) -> Result<R, SetupError> {
         match lock(&self.pmi).as_mut() {
-            Some(p) => f(p).map_err(|e| format!("PMI: {e}")),
-            None => Err("PMI was finalized".into()),
+            Some(p) => f(p).map_err(|e| SetupError::Pmi(e.to_string())),
+            None => Err(SetupError::Finalized),
         }
     }
 
@@ -71,13 +71,13 @@ impl Launch {
     }
 
     /// Every rank's value of `what`, this one's being `mine`.
-    pub(crate) fn exchange(&self, what: &str, mine: &str) -> Result<Vec<String>, String> {
+    pub(crate) fn exchange(&self, what: &str, mine: &str) -> Result<Vec<String>, SetupError> {
         self.with(|p| p.exchange(what, mine))
     }
 
     /// The launcher's barrier, while `ranks` keep answering their peers (a
     /// peer may still wait for an acknowledgement).
-    fn barrier_progressing(&self, ranks: &mut [&mut Rank]) -> Result<(), String> {
+    fn barrier_progressing(&self, ranks: &mut [&mut Rank]) -> Result<(), SetupError> {
         let passed = AtomicBool::new(false);
         std::thread::scope(|s| {
             let h = s.spawn(|| {
@@ -253,8 +253,9 @@ where
                             pin_to_cpu(me as usize);
                         }
                         let placed = match nets.iter().find_map(|n| n.netns(me)) {
-                            Some(ns) => netns::enter(ns).map_err(|e| {
-                                format!("rank {me}: cannot enter network namespace {ns}: {e}")
+                            Some(ns) => netns::enter(ns).map_err(|e| SetupError::Placement {
+                                rank: me,
+                                why: format!("rank {me}: cannot enter network namespace {ns}: {e}"),
                             }),
                             None => Ok(()),
                         };

@@ -155,7 +155,7 @@ pub(crate) fn emit_rank0(net: &Net, r: &Report, json: bool) -> Result<(), String
             if l.rank() == 0 {
                 emit(r, json);
             }
-            l.finalize()
+            l.finalize().map_err(String::from)
         }
         None => {
             emit(r, json);

@@ -9,7 +9,7 @@ use super::{EthOpts, EthPort, CAPS, ENTRY};
 use crate::job::Launch;
 use crate::transport::network::{Network, Swap, Wire};
 use crate::transport::registry::Entry;
-use crate::transport::{AnyPort, Faults};
+use crate::transport::{AnyPort, Faults, SetupError};
 
 /// Where the ranks of an `eth` job open their endpoints.
 #[derive(Clone, Debug)]
@@ -36,8 +36,14 @@ impl Network for EthNet {
     fn open(
         o: &super::EthOptions,
         launched: bool,
-    ) -> Result<(EthNet, Option<crate::lab::TempLab>), String> {
-        o.open(launched)
+    ) -> Result<(EthNet, Option<crate::lab::TempLab>), SetupError> {
+        if launched && o.iface.is_none() {
+            return Err(SetupError::Launched);
+        }
+        o.open(launched).map_err(|why| SetupError::Network {
+            transport: ENTRY.name,
+            why,
+        })
     }
 
     fn json(&self) -> serde_json::Value {
@@ -69,7 +75,7 @@ impl Network for EthNet {
         self.launch.as_ref()
     }
 
-    fn with_faults(&self, faults: Faults) -> Result<EthNet, String> {
+    fn with_faults(&self, faults: Faults) -> Result<EthNet, SetupError> {
         Ok(EthNet {
             opts: EthOpts {
                 faults,
@@ -87,7 +93,7 @@ impl Network for EthNet {
         self.netns.get(me as usize).map(String::as_str)
     }
 
-    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
         Ok(Box::new(EthWire {
             base: endpoints(),
             swap: Swap::new(ranks, self.launch.as_ref()),
@@ -122,18 +128,22 @@ impl Wire for EthWire {
         me: u16,
         k: usize,
         nets: usize,
-        placed: &Result<(), String>,
-    ) -> Result<AnyPort, String> {
+        placed: &Result<(), SetupError>,
+    ) -> Result<AnyPort, SetupError> {
         let net = &self.net;
         let endpoint = self.base.wrapping_add((me as usize * nets + k) as u16);
         let opened = placed.clone().and_then(|()| {
-            EthPort::open(&net.iface, endpoint, net.opts)
-                .map_err(|e| format!("rank {me}: cannot open {}: {e}", net.iface))
+            EthPort::open(&net.iface, endpoint, net.opts).map_err(|e| SetupError::Port {
+                rank: me,
+                what: net.iface.clone(),
+                why: e.to_string(),
+            })
         });
         let mine = opened.as_ref().ok().map(EthPort::address);
         let all = self.swap.swap(me, k, mine);
         let mut port = opened?;
-        port.join(me, &all?)?;
+        port.join(me, &all?)
+            .map_err(|why| SetupError::Join { rank: me, why })?;
         Ok(AnyPort::from(port).with_faults(net.opts.faults))
     }
 }

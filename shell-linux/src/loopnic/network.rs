@@ -8,6 +8,7 @@ use super::{Fabric, LoopConfig, Port, ENTRY};
 use crate::transport::network::{Network, Wire};
 use crate::transport::registry::Entry;
 use crate::transport::AnyPort;
+use crate::transport::SetupError;
 
 /// loop has no options of its own: its ranks are threads of one process.
 #[derive(clap::Args, Clone, Debug, Default)]
@@ -25,9 +26,9 @@ impl Network for LoopConfig {
     fn open(
         _: &LoopOptions,
         launched: bool,
-    ) -> Result<(LoopConfig, Option<crate::lab::TempLab>), String> {
+    ) -> Result<(LoopConfig, Option<crate::lab::TempLab>), SetupError> {
         match launched {
-            true => Err(crate::transport::network::LAUNCHED.into()),
+            true => Err(SetupError::Launched),
             false => Ok((LoopConfig::default(), None)),
         }
     }
@@ -60,14 +61,24 @@ impl Network for LoopConfig {
         }
     }
 
-    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
-        let f = Fabric::new(ranks as usize, *self).map_err(|e| e.to_string())?;
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
+        let f = Fabric::new(ranks as usize, *self).map_err(|e| SetupError::Network {
+            transport: ENTRY.name,
+            why: e.to_string(),
+        })?;
         Ok(Box::new(f))
     }
 }
 
 impl Wire for Fabric {
-    fn port(&self, me: u16, _: usize, _: usize, _: &Result<(), String>) -> Result<AnyPort, String> {
+    fn port(
+        &self,
+        me: u16,
+        _: usize,
+        _: usize,
+        placed: &Result<(), SetupError>,
+    ) -> Result<AnyPort, SetupError> {
+        placed.clone()?;
         Ok(Fabric::port(self, me).into())
     }
 }

@@ -9,11 +9,13 @@
 
 #[cfg(test)]
 pub(crate) mod delayed;
+mod error;
 mod events;
 pub mod faulty;
 pub mod network;
 pub mod registry;
 
+pub use error::SetupError;
 pub use events::{Events, FdEvents, Notifier};
 pub use faulty::{Faults, Faulty};
 pub use network::{Network, Swap, Wire};

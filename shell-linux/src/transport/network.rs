@@ -9,7 +9,7 @@ use std::sync::{Barrier, Mutex};
 use rmx_core::{Caps, Config};
 
 use super::registry::Entry;
-use super::{AnyPort, Faults, Transport};
+use super::{AnyPort, Faults, SetupError, Transport};
 use crate::job::Launch;
 
 /// What a benchmark started by a launcher on a transport that cannot run
@@ -38,7 +38,7 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
     fn open(
         options: &Self::Options,
         launched: bool,
-    ) -> Result<(Self, Option<crate::lab::TempLab>), String>;
+    ) -> Result<(Self, Option<crate::lab::TempLab>), SetupError>;
 
     /// The settings, for a report's `config` block.
     fn json(&self) -> serde_json::Value;
@@ -59,12 +59,11 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
     /// The network with `faults` injected on receive; `Err` where the
     /// core runs without its reliability layer on this transport (lost
     /// packets would be lost messages).
-    fn with_faults(&self, faults: Faults) -> Result<Self, String> {
+    fn with_faults(&self, faults: Faults) -> Result<Self, SetupError> {
         let _ = faults;
-        Err(format!(
-            "faults need a lossy transport's reliability layer; `{}` is reliable: use --transport eth",
-            Self::ENTRY.name
-        ))
+        Err(SetupError::Reliable {
+            transport: Self::ENTRY.name,
+        })
     }
 
     /// The network as one connection's send queue must be for `cfg`
@@ -81,7 +80,7 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
     }
 
     /// Sets the network up for a job of `ranks` ranks.
-    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String>;
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError>;
 }
 
 /// One network of a running job, handing each rank's thread its port.
@@ -95,8 +94,8 @@ pub trait Wire: Send + Sync {
         me: u16,
         k: usize,
         nets: usize,
-        placed: &Result<(), String>,
-    ) -> Result<AnyPort, String>;
+        placed: &Result<(), SetupError>,
+    ) -> Result<AnyPort, SetupError>;
 }
 
 /// How a job's ranks swap their ports' addresses, whatever the transport:
@@ -124,7 +123,12 @@ impl Swap {
     /// Every rank's address of network `k`, rank `me`'s being `mine`
     /// (`None`: its port did not open). Every rank of the job calls this
     /// at once, even one whose port failed, so that none waits for ever.
-    pub fn swap(&self, me: u16, k: usize, mine: Option<Vec<u8>>) -> Result<Vec<Vec<u8>>, String> {
+    pub fn swap(
+        &self,
+        me: u16,
+        k: usize,
+        mine: Option<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>, SetupError> {
         let all: Vec<Option<Vec<u8>>> = match self {
             Swap::Threads { addrs, met } => {
                 lock(addrs)[me as usize] = mine;
@@ -136,15 +140,21 @@ impl Swap {
             }
             Swap::Launched(l) => {
                 let hexed = mine.as_deref().map_or_else(|| "none".into(), hex);
-                let told = l.exchange(&format!("rmx-net{k}"), &hexed)?;
+                let key = format!("rmx-net{k}");
+                let told = l.exchange(&key, &hexed)?;
                 let mut all = Vec::with_capacity(told.len());
                 for (r, v) in told.iter().enumerate() {
                     all.push(match (v.as_str(), unhex(v)) {
                         ("none", _) => None,
                         (_, Some(a)) => Some(a),
-                        (_, None) => return Err(format!(
-                            "rank {me}: rank {r}'s address {v:?} from the launcher is not hex: is another program using the key rmx-net{k} in this job?"
-                        )),
+                        (_, None) => {
+                            return Err(SetupError::BadAddress {
+                                rank: me,
+                                peer: r as u16,
+                                key,
+                                value: v.clone(),
+                            })
+                        }
                     });
                 }
                 all
@@ -152,7 +162,12 @@ impl Swap {
         };
         all.into_iter()
             .enumerate()
-            .map(|(r, a)| a.ok_or_else(|| format!("rank {me}: rank {r} could not open its port")))
+            .map(|(r, a)| {
+                a.ok_or(SetupError::PeerPort {
+                    rank: me,
+                    peer: r as u16,
+                })
+            })
             .collect()
     }
 }
@@ -207,8 +222,16 @@ mod tests {
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         for (me, o) in out.into_iter().enumerate() {
+            let e = o.unwrap_err();
             assert_eq!(
-                o.unwrap_err(),
+                e,
+                SetupError::PeerPort {
+                    rank: me as u16,
+                    peer: 1
+                }
+            );
+            assert_eq!(
+                e.to_string(),
                 format!("rank {me}: rank 1 could not open its port")
             );
         }

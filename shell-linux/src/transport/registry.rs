@@ -8,7 +8,7 @@
 use rmx_core::{Caps, Config, PostError, RegError};
 
 use super::network::{Network, Wire};
-use super::{Completion, Counters, Events, Faults, Faulty, Mr, Recv, Transport, Work};
+use super::{Completion, Counters, Events, Faults, Faulty, Mr, Recv, SetupError, Transport, Work};
 use crate::job::Launch;
 
 /// A boxed port as the reference it was matched by, shared or not.
@@ -73,12 +73,12 @@ macro_rules! transports {
                 &self,
                 name: &str,
                 launched: bool,
-            ) -> Result<(Net, Option<crate::lab::TempLab>), String> {
+            ) -> Result<(Net, Option<crate::lab::TempLab>), SetupError> {
                 $(
                     let n = <$net as Network>::ENTRY.name;
                     if n != name {
                         if let Some(flag) = <$net as Network>::given(&self.$opt) {
-                            return Err(format!("{flag} applies to --transport {n} only"));
+                            return Err(SetupError::ForeignOption { flag, transport: n });
                         }
                     }
                 )+
@@ -88,7 +88,7 @@ macro_rules! transports {
                         return Ok((Net::$v(net), lab));
                     }
                 )+
-                find(name).and_then(|t| Err(format!("transport `{}` opens no network in this build", t.name)))
+                find(name).and_then(|t| Err(SetupError::NotBuilt { transport: t.name, about: t.about }))
             }
         }
 
@@ -130,7 +130,7 @@ macro_rules! transports {
 
             /// The network with `faults` injected on receive; `Err` where
             /// the transport's core runs without its reliability layer.
-            pub fn with_faults(&self, faults: Faults) -> Result<Net, String> {
+            pub fn with_faults(&self, faults: Faults) -> Result<Net, SetupError> {
                 match self {
                     $(Net::$v(n) => n.with_faults(faults).map(Net::$v),)+
                 }
@@ -158,7 +158,7 @@ macro_rules! transports {
             }
 
             /// Sets the network up for a job of `ranks` ranks.
-            pub(crate) fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+            pub(crate) fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
                 match self {
                     $(Net::$v(n) => n.wire(ranks),)+
                 }
@@ -331,20 +331,17 @@ transports! {
 }
 
 /// The transport `name` names, if this build carries it; else what to do.
-pub fn find(name: &str) -> Result<&'static Entry, String> {
+pub fn find(name: &str) -> Result<&'static Entry, SetupError> {
     match TRANSPORTS.iter().find(|t| t.name == name) {
         Some(t) if t.built => Ok(t),
-        Some(t) => Err(format!(
-            "transport `{}` is not available ({}); run with --transport loop, or see `rmx info`",
-            t.name, t.about
-        )),
-        None => {
-            let names: Vec<&str> = TRANSPORTS.iter().map(|t| t.name).collect();
-            Err(format!(
-                "unknown transport `{name}`; choose one of: {} (see `rmx info`)",
-                names.join(", ")
-            ))
-        }
+        Some(t) => Err(SetupError::NotBuilt {
+            transport: t.name,
+            about: t.about,
+        }),
+        None => Err(SetupError::UnknownTransport {
+            name: name.into(),
+            known: TRANSPORTS.iter().map(|t| t.name).collect(),
+        }),
     }
 }
 
@@ -394,14 +391,64 @@ mod tests {
         #[cfg(not(feature = "verbs"))]
         {
             let verbs = find("verbs").unwrap_err();
+            assert!(matches!(
+                verbs,
+                SetupError::NotBuilt {
+                    transport: "verbs",
+                    ..
+                }
+            ));
+            let said = verbs.to_string();
             assert!(
-                verbs.contains("not in this build") && verbs.contains("--transport loop"),
-                "{verbs}"
+                said.contains("not in this build") && said.contains("--transport loop"),
+                "{said}"
             );
         }
         #[cfg(feature = "verbs")]
         assert_eq!(find("verbs").map(|t| t.name), Ok("verbs"));
         let what = find("ib").unwrap_err();
-        assert!(what.contains("choose one of: loop, eth, verbs"), "{what}");
+        let known = vec!["loop", "eth", "verbs"];
+        let name = "ib".to_string();
+        assert_eq!(what, SetupError::UnknownTransport { name, known });
+        assert!(
+            what.to_string().contains("choose one of: loop, eth, verbs"),
+            "{what}"
+        );
+    }
+
+    /// One transport's option given to another's job, and faults asked of
+    /// a reliable transport, are refused by kind, naming the flag or the
+    /// transport.
+    #[test]
+    fn wrong_options_and_faults_are_refused_by_kind() {
+        let mut o = Options::default();
+        o.eth.iface = Some("lo".into());
+        let e = o.open("loop", false).map(|_| ()).expect_err("refused");
+        assert_eq!(
+            e,
+            SetupError::ForeignOption {
+                flag: "--iface",
+                transport: "eth"
+            }
+        );
+        assert_eq!(e.to_string(), "--iface applies to --transport eth only");
+        let (net, _) = Options::default().open("loop", false).expect("loop opens");
+        let faults = Faults {
+            loss_ppm: 1000,
+            ..Faults::default()
+        };
+        assert_eq!(
+            net.with_faults(faults).err(),
+            Some(SetupError::Reliable { transport: "loop" })
+        );
+        assert_eq!(
+            Options::default().open("loop", true).err(),
+            Some(SetupError::Launched)
+        );
+        let e = Options::default().open("ib", false).err();
+        assert!(
+            matches!(e, Some(SetupError::UnknownTransport { .. })),
+            "{e:?}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use super::{Select, Sizes, VerbsPort, CAPS, ENTRY};
 use crate::job::Launch;
 use crate::transport::network::{Network, Swap, Wire};
 use crate::transport::registry::Entry;
-use crate::transport::AnyPort;
+use crate::transport::{AnyPort, SetupError};
 
 /// Where the ranks of a `verbs` job open their ports.
 #[derive(Clone, Debug)]
@@ -32,8 +32,13 @@ impl Network for VerbsNet {
     fn open(
         o: &super::VerbsOptions,
         _launched: bool,
-    ) -> Result<(VerbsNet, Option<crate::lab::TempLab>), String> {
-        o.open().map(|n| (n, None))
+    ) -> Result<(VerbsNet, Option<crate::lab::TempLab>), SetupError> {
+        o.open()
+            .map(|n| (n, None))
+            .map_err(|why| SetupError::Network {
+                transport: ENTRY.name,
+                why,
+            })
     }
 
     fn json(&self) -> serde_json::Value {
@@ -69,7 +74,7 @@ impl Network for VerbsNet {
         n
     }
 
-    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, String> {
+    fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
         Ok(Box::new(VerbsWire {
             swap: Swap::new(ranks, self.launch.as_ref()),
             net: self.clone(),
@@ -90,20 +95,29 @@ impl Wire for VerbsWire {
         me: u16,
         k: usize,
         nets: usize,
-        placed: &Result<(), String>,
-    ) -> Result<AnyPort, String> {
+        placed: &Result<(), SetupError>,
+    ) -> Result<AnyPort, SetupError> {
         let net = &self.net;
         let opened = placed.clone().and_then(|()| {
-            VerbsPort::open(&net.select, net.sizes, me, self.ranks).map_err(|e| {
-                format!(
-                    "rank {me}: cannot open {}: {e}",
-                    net.select.device.as_deref().unwrap_or("an RDMA device")
-                )
+            VerbsPort::open(&net.select, net.sizes, me, self.ranks).map_err(|e| SetupError::Port {
+                rank: me,
+                what: net
+                    .select
+                    .device
+                    .as_deref()
+                    .unwrap_or("an RDMA device")
+                    .into(),
+                why: e.to_string(),
             })
         });
         let mine = opened.as_ref().ok().map(|p| p.address().encode());
         let all = self.swap.swap(me, k, mine);
-        let connected = opened.and_then(|mut p| all.and_then(|a| p.connect(&a)).map(|()| p));
+        let connected = opened.and_then(|mut p| {
+            let a = all?;
+            p.connect(&a)
+                .map_err(|why| SetupError::Join { rank: me, why })?;
+            Ok(p)
+        });
         // Every rank took the addresses before any asks for a connection;
         // one that could not is named to all at once, not after a timeout.
         let ready = connected.as_ref().ok().map(|_| vec![1]);
