@@ -16,9 +16,9 @@ use rmx_core::{RecvFault, Source, TagSel};
 use super::inbox::{self, Inbox};
 use super::messages::{recv_failed, send_failed, Outgoing};
 use super::{deferred, immediate, Win, WinError, RMA_CONTEXT};
-use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
+use rmx_driver::task::CollectiveError;
 
 /// The buffers of one fence's requests, and the requests; kept in the
 /// window between fences, emptied, so the next reuses the memory.

@@ -330,7 +330,7 @@ pub(super) fn strawman_fence<T: Transport + 'static>(
     r.barrier()?;
     match fault {
         Some(f) => Err(WinError::Collective(
-            crate::collective::CollectiveError::Failed(f),
+            rmx_driver::task::CollectiveError::Failed(f),
         )),
         None => Ok(()),
     }

@@ -12,9 +12,9 @@ use rmx_core::{RecvError, RecvFault, Source};
 
 use super::messages::{self, send_failed, Arrived, First};
 use super::{Win, WinError, RMA_CONTEXT};
-use crate::collective::CollectiveError;
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
+use rmx_driver::task::CollectiveError;
 
 /// The receive of the next operation and the answers to gets, kept in the
 /// window between epochs with nothing posted.

@@ -11,13 +11,13 @@ use rmx_core::onesided::{Data, OpHeader, HEADER, INLINE};
 use rmx_core::{RecvFault, SendError, Source, TagSel};
 
 use super::{Win, WinError, RMA_CONTEXT};
-use crate::collective::CollectiveError;
 use crate::rank::{Beside, Rank, Req};
 use crate::transport::Transport;
 use rmx_core::onesided::{
     channel::{DATA, HEADERS},
     tag,
 };
+use rmx_driver::task::CollectiveError;
 
 pub(super) fn send_failed(e: rmx_core::SendError) -> WinError {
     WinError::Collective(CollectiveError::Send(e))

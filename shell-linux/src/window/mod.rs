@@ -35,11 +35,11 @@ use rmx_core::onesided::{
 };
 use rmx_core::Remote;
 
-use crate::collective::CollectiveError;
 use crate::rank::{Rank, ShellNic};
 use crate::transport::Transport;
 use immediate::Immediate;
 use memory::WinMemory;
+use rmx_driver::task::CollectiveError;
 
 pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
 
