@@ -387,6 +387,36 @@ mod tests {
         }
     }
 
+    /// With a progress thread driving the ranks (it, not the waiter, may
+    /// take the messages that end a collective), blocking and started
+    /// collectives still complete, many in a row.
+    #[test]
+    fn collectives_complete_beside_a_progress_thread() {
+        let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            r.set_progress_thread(true);
+            let me = r.rank() as u64;
+            let mut sums = Vec::new();
+            for i in 0..200u64 {
+                let mut d = words(&[me + i]);
+                r.allreduce(&mut d, Int::U64, Op::Sum).expect("allreduce");
+                sums.push(u64::from_ne_bytes(d[..8].try_into().unwrap()));
+                r.barrier().expect("barrier");
+            }
+            let mut mine = vec![9u8; 6];
+            mine[2 * me as usize..][..2].fill(me as u8);
+            let c = r.iallgather(mine).expect("iallgather");
+            let gathered = r.wait_collective(c);
+            r.set_progress_thread(false);
+            (sums, gathered)
+        });
+        for (sums, gathered) in out {
+            for (i, s) in sums.into_iter().enumerate() {
+                assert_eq!(s, 3 + 3 * i as u64);
+            }
+            assert_eq!(gathered, Ok(vec![0, 0, 1, 1, 2, 2]));
+        }
+    }
+
     /// A started collective tested on a rank other than its own panics
     /// instead of completing that rank's requests.
     #[test]

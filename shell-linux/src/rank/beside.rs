@@ -106,13 +106,21 @@ impl<T: Transport + 'static> Rank<T> {
     ) -> Result<(), E> {
         let mut armed = None;
         let mut failed = None;
+        // The first poll posts the first exchange. Later ones follow a
+        // progress round that found work (a request can only have ended
+        // then), one that ran the timers (a peer given up ends requests), or
+        // any round while a progress thread may have done the work: an
+        // empty round stays as cheap as a point-to-point wait's, so an
+        // oversubscribed rank yields its core as soon.
+        let shared = self.progress_thread();
+        let mut first = true;
         loop {
             let (p, idle) = self.with(|d| {
-                let mut p = task.poll(d);
-                if p.is_pending() {
-                    d.progress();
-                    p = task.poll(d);
-                }
+                let look = std::mem::take(&mut first)
+                    || d.progress() > 0
+                    || shared
+                    || d.idle % CLOCK_POLLS == CLOCK_POLLS - 1;
+                let p = if look { task.poll(d) } else { Poll::Pending };
                 (p, d.idle)
             });
             if let Poll::Ready(r) = p {
