@@ -17,6 +17,7 @@ impl<T: Transport> Driver<T> {
     ///
     /// # Safety
     /// The bytes stay valid until the request completes.
+    #[inline]
     unsafe fn start<E>(
         &mut self,
         ptr: usize,
@@ -49,6 +50,7 @@ impl<T: Transport> Driver<T> {
 impl<T: Transport> Messages for Driver<T> {
     type Req = Req;
 
+    #[inline]
     unsafe fn isend(
         &mut self,
         dest: u16,
@@ -83,6 +85,7 @@ impl<T: Transport> Messages for Driver<T> {
         r
     }
 
+    #[inline]
     unsafe fn irecv(
         &mut self,
         src: Source,
@@ -105,6 +108,7 @@ impl<T: Transport> Messages for Driver<T> {
         r
     }
 
+    #[inline]
     fn test(&mut self, req: Req) -> Result<Status, Req> {
         match self.ep.test(req.req) {
             Ok(Some(st)) => {
