@@ -1,15 +1,13 @@
-//! Runs a job: one thread per rank, each pinned to a core, on the network
+//! Runs a job: one thread per rank, on the network
 //! the job names ([`Net`]): `loop`, or raw Ethernet with each rank's thread
 //! in its own network namespace of a lab.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use rmx_core::Config;
 
 use crate::clock::{pin_to_cpu, pinning};
 use crate::eth::netns;
-use crate::pmi::Pmi;
 use crate::rank::Rank;
 use crate::reuse::Calibration;
 use crate::transport::{AnyPort, SetupError};
@@ -17,86 +15,25 @@ use crate::transport::{AnyPort, SetupError};
 pub use crate::eth::EthNet;
 pub use crate::transport::Net;
 
-/// One rank per process, bootstrapped through the launcher's PMI server.
-#[derive(Clone)]
-pub struct Launch {
-    /// `None` once finalized.
-    pmi: Arc<Mutex<Option<Pmi>>>,
-    rank: u16,
-    size: u16,
-    /// "PMI" (PMI-1) or "PMIx", as reports show it.
-    protocol: &'static str,
-}
+pub use crate::launch::Launch;
 
-impl std::fmt::Debug for Launch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "rank {} of {} ({})", self.rank, self.size, self.protocol)
-    }
-}
-
-impl Launch {
-    pub fn new(pmi: Pmi) -> Launch {
-        Launch {
-            rank: pmi.rank(),
-            size: pmi.size(),
-            protocol: pmi.protocol(),
-            pmi: Arc::new(Mutex::new(Some(pmi))),
-        }
-    }
-
-    /// Tells the launcher this rank is done (once; later calls do nothing).
-    pub fn finalize(&self) -> Result<(), SetupError> {
-        match lock(&self.pmi).take() {
-            Some(p) => p.finalize().map_err(|e| SetupError::Pmi(e.to_string())),
-            None => Ok(()),
-        }
-    }
-
-    fn with<R>(
-        &self,
-        f: impl FnOnce(&mut Pmi) -> Result<R, crate::pmi::PmiError>,
-    ) -> Result<R, SetupError> {
-        match lock(&self.pmi).as_mut() {
-            Some(p) => f(p).map_err(|e| SetupError::Pmi(e.to_string())),
-            None => Err(SetupError::Finalized),
-        }
-    }
-
-    pub fn rank(&self) -> u16 {
-        self.rank
-    }
-
-    pub fn size(&self) -> u16 {
-        self.size
-    }
-
-    /// Every rank's value of `what`, this one's being `mine`.
-    pub(crate) fn exchange(&self, what: &str, mine: &str) -> Result<Vec<String>, SetupError> {
-        self.with(|p| p.exchange(what, mine))
-    }
-
-    /// The launcher's barrier, while `ranks` keep answering their peers (a
-    /// peer may still wait for an acknowledgement).
-    fn barrier_progressing(&self, ranks: &mut [&mut Rank]) -> Result<(), SetupError> {
-        let passed = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                let r = self.with(|p| p.barrier());
-                passed.store(true, Ordering::Release);
-                r
-            });
-            while !passed.load(Ordering::Acquire) {
-                for r in ranks.iter_mut() {
-                    r.progress();
-                }
+/// The launcher's barrier, while `ranks` keep answering their peers (a
+/// peer may still wait for an acknowledgement).
+fn barrier_progressing(l: &Launch, ranks: &mut [&mut Rank]) -> Result<(), SetupError> {
+    let passed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            let r = l.barrier();
+            passed.store(true, Ordering::Release);
+            r
+        });
+        while !passed.load(Ordering::Acquire) {
+            for r in ranks.iter_mut() {
+                r.progress();
             }
-            h.join().expect("the barrier thread")
-        })
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+        }
+        h.join().expect("the barrier thread")
+    })
 }
 
 /// MPI's finalize for the ranks of one thread: progress until their buffered
@@ -310,8 +247,7 @@ where
             r.progress();
         }
     }
-    l.barrier_progressing(&mut refs)
-        .unwrap_or_else(|e| panic!("{e}"));
+    barrier_progressing(l, &mut refs).unwrap_or_else(|e| panic!("{e}"));
     let until = crate::clock::now_ns() + LINGER_NS;
     while crate::clock::now_ns() < until {
         for r in refs.iter_mut() {

@@ -10,6 +10,7 @@ pub mod copy;
 pub mod eth;
 pub mod job;
 pub mod lab;
+pub mod launch;
 pub mod loopnic;
 pub mod model;
 pub mod monitor;

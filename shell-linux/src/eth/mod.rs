@@ -27,7 +27,7 @@ pub fn new_key() -> Result<SealKey, String> {
 }
 
 /// Raw Ethernet in the transport registry.
-pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     name: "eth",
     about: "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
     built: true,

@@ -3,8 +3,8 @@
 //! network has.
 
 use super::{EthNet, EthOpts, RawSocket};
-use crate::job::Launch;
 use crate::lab::{LabSpec, TempLab, IFACE};
+use crate::launch::Launch;
 
 /// How the eth transport receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -35,7 +35,7 @@ use region::{access, KeyError, Mr, Pd, RegisterError};
 use ring::{RecvRing, Reposts};
 
 /// `loop` in the transport registry: the default.
-pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     name: "loop",
     about: "in-process software NIC with verbs semantics (default)",
     built: true,

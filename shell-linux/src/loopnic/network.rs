@@ -6,8 +6,8 @@ use rmx_core::{Caps, Config};
 
 use super::{Fabric, LoopConfig, Port, ENTRY};
 use crate::transport::network::{Network, Wire};
-use crate::transport::registry::Entry;
 use crate::transport::AnyPort;
+use crate::transport::Entry;
 use crate::transport::SetupError;
 
 /// loop has no options of its own: its ranks are threads of one process.

@@ -4,11 +4,11 @@
 use crate::clock::now_ns;
 use crate::monitor::{Monitor, Queue};
 use crate::transport::{Completion, Mr, Transport};
-use crate::window::memory::WinMemory;
-use crate::window::Epochs;
 use rmx_core::RegError;
+use std::any::Any;
 use std::sync::Arc;
 
+use super::epochs::Epochs;
 use super::spin::Spin;
 use super::*;
 
@@ -35,7 +35,7 @@ pub(crate) struct Driver<T: Transport> {
     /// Memory of windows and their operations, registered for remote
     /// access: kept alive here until deregistered, whatever became of the
     /// window, so no NIC operation reaches freed memory.
-    pub(super) pinned: Vec<(Mr, Arc<WinMemory>)>,
+    pub(super) pinned: Vec<(Mr, Arc<dyn Any + Send + Sync>)>,
 }
 
 /// Completions taken from the port per poll.
@@ -100,13 +100,22 @@ impl<T: Transport> Driver<T> {
         n
     }
 
-    /// Registers `mem` for local and remote access and keeps it alive
-    /// until [`unpin`](Self::unpin) or the end of the rank.
-    pub(crate) fn pin(&mut self, mem: &Arc<WinMemory>) -> Result<Mr, RegError> {
-        // SAFETY: `mem` is kept alive in `pinned` until deregistered, and
-        // `Drop` drains the port first.
-        let mr = unsafe { self.nic.port().register_user(mem.addr(), mem.reserved()) }?;
-        self.pinned.push((mr, Arc::clone(mem)));
+    /// Registers `len` bytes at `addr` for local and remote access and
+    /// keeps `owner` (what holds those bytes) alive until
+    /// [`unpin`](Self::unpin) or the end of the rank.
+    ///
+    /// # Safety
+    /// The bytes stay valid for as long as `owner` lives.
+    pub(crate) unsafe fn pin(
+        &mut self,
+        addr: usize,
+        len: usize,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Result<Mr, RegError> {
+        // SAFETY: the owner is kept alive in `pinned` until deregistered,
+        // and `Drop` drains the port first.
+        let mr = unsafe { self.nic.port().register_user(addr, len) }?;
+        self.pinned.push((mr, owner));
         Ok(mr)
     }
 

@@ -29,6 +29,7 @@ use rmx_sim::heap::Heap;
 
 mod beside;
 mod driver;
+mod epochs;
 mod messages;
 mod nic;
 mod spin;
@@ -36,6 +37,7 @@ mod thread;
 
 pub(crate) use beside::Beside;
 pub(crate) use driver::Driver;
+pub(crate) use epochs::Epochs;
 pub use nic::ShellNic;
 use thread::*;
 

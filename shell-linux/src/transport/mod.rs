@@ -9,12 +9,14 @@
 
 #[cfg(test)]
 pub(crate) mod delayed;
+mod entry;
 mod error;
 mod events;
 pub mod faulty;
 pub mod network;
 pub mod registry;
 
+pub use entry::{Entry, VERBS_CAPS};
 pub use error::SetupError;
 pub use events::{Events, FdEvents, Notifier};
 pub use faulty::{Faults, Faulty};

@@ -8,9 +8,9 @@ use std::sync::{Barrier, Mutex};
 
 use rmx_core::{Caps, Config};
 
-use super::registry::Entry;
+use super::entry::Entry;
 use super::{AnyPort, Faults, SetupError, Transport};
-use crate::job::Launch;
+use crate::launch::Launch;
 
 /// What a benchmark started by a launcher on a transport that cannot run
 /// one rank per process is told.

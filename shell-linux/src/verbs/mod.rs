@@ -30,7 +30,7 @@ pub use port::VerbsPort;
 pub(crate) const MAX_SGE: usize = 4;
 
 /// `verbs` in the transport registry.
-pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry::Entry {
+pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     name: "verbs",
     about: "rdma-core verbs: RC queue pairs, shared receive queue, RDMA (needs an RDMA device)",
     built: true,
@@ -38,4 +38,4 @@ pub const ENTRY: crate::transport::registry::Entry = crate::transport::registry:
 };
 
 /// What verbs can do before a port knows its device.
-pub const CAPS: rmx_core::Caps = crate::transport::registry::VERBS_CAPS;
+pub const CAPS: rmx_core::Caps = crate::transport::VERBS_CAPS;

@@ -6,9 +6,9 @@
 use rmx_core::{Caps, Config};
 
 use super::{Select, Sizes, VerbsPort, CAPS, ENTRY};
-use crate::job::Launch;
+use crate::launch::Launch;
 use crate::transport::network::{Network, Swap, Wire};
-use crate::transport::registry::Entry;
+use crate::transport::Entry;
 use crate::transport::{AnyPort, SetupError};
 
 /// Where the ranks of a `verbs` job open their ports.

@@ -2,7 +2,7 @@
 //! opens.
 
 use super::{Select, Sizes, VerbsNet};
-use crate::job::Launch;
+use crate::launch::Launch;
 
 /// `--device`, `--port`, `--gid-index`.
 #[derive(clap::Args, Clone, Debug, Default)]

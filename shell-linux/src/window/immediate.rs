@@ -53,7 +53,11 @@ impl Staging {
         } else {
             let size = len.max(CHUNK);
             let mem = Arc::new(WinMemory::new(size).ok_or(WinError::Memory { len: size })?);
-            let mr = r.with(|d| d.pin(&mem)).map_err(WinError::Register)?;
+            let owner = Arc::clone(&mem) as Arc<dyn std::any::Any + Send + Sync>;
+            // SAFETY: the window memory lives as long as its owner, which the
+            // rank keeps until the registration ends.
+            let pinned = r.with(|d| unsafe { d.pin(mem.addr(), mem.reserved(), owner) });
+            let mr = pinned.map_err(WinError::Register)?;
             self.chunks.push((mem, mr.key));
             (self.cur, self.off) = (self.chunks.len() - 1, 0);
         }

@@ -35,57 +35,13 @@ use rmx_core::onesided::{
 };
 use rmx_core::Remote;
 
-use crate::rank::{Rank, ShellNic};
+use crate::rank::{Epochs, Rank, ShellNic};
 use crate::transport::Transport;
 use immediate::Immediate;
 use memory::WinMemory;
 use rmx_driver::task::CollectiveError;
 
 pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
-
-/// The core's epochs of a rank's windows, by window number (numbers are
-/// given in order, so a table indexed by them stays as long as the
-/// windows a rank ever made, and a lookup on the data path costs an index).
-#[derive(Default)]
-pub(crate) struct Epochs(Vec<Option<Epoch<Vec<Target>>>>);
-
-impl Epochs {
-    pub(crate) fn get_mut(&mut self, id: u16) -> Option<&mut Epoch<Vec<Target>>> {
-        self.0.get_mut(id as usize)?.as_mut()
-    }
-
-    fn insert(&mut self, id: u16, e: Epoch<Vec<Target>>) {
-        let i = id as usize;
-        if self.0.len() <= i {
-            self.0.resize_with(i + 1, || None);
-        }
-        self.0[i] = Some(e);
-    }
-
-    fn remove(&mut self, id: u16) {
-        if let Some(e) = self.0.get_mut(id as usize) {
-            *e = None;
-        }
-    }
-}
-
-impl rmx_driver::Windows for Epochs {
-    fn on_completion(
-        &mut self,
-        window: u16,
-        work: rmx_core::WorkId,
-        result: rmx_core::WcResult,
-    ) -> bool {
-        self.get_mut(window)
-            .is_some_and(|e| e.on_completion(work, result))
-    }
-
-    fn on_immediate(&mut self, window: u16, imm: u32) {
-        if let Some(e) = self.get_mut(window) {
-            e.on_immediate(imm);
-        }
-    }
-}
 
 /// Why a window call failed.
 #[derive(Debug, PartialEq, Eq)]
@@ -264,7 +220,11 @@ impl<T: Transport + 'static> Rank<T> {
         let n = self.size() as usize;
         let mem = Arc::new(WinMemory::new(len).ok_or(WinError::Memory { len })?);
         let mem_key = if design.immediate() {
-            let mr = self.with(|d| d.pin(&mem)).map_err(WinError::Register)?;
+            let owner = Arc::clone(&mem) as Arc<dyn std::any::Any + Send + Sync>;
+            // SAFETY: the window memory lives as long as its owner, which the
+            // rank keeps until the registration ends.
+            let pinned = self.with(|d| unsafe { d.pin(mem.addr(), mem.reserved(), owner) });
+            let mr = pinned.map_err(WinError::Register)?;
             Some(mr.key)
         } else {
             None
