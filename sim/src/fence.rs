@@ -9,10 +9,25 @@ use rmx_core::onesided::{
     tag, Arrival, Data, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, Reduction,
     RmaKind, Step, Target, Window, CONTEXT, HEADER, INLINE,
 };
-use rmx_core::{Gather, MemKey, Remote, Source, TagSel, UserBuf};
+use rmx_core::{Gather, MemKey, Remote, Source, TagSel};
 
 use crate::collective::CollTask;
-use crate::node::{Node, Req};
+use crate::node::Node;
+use crate::req::Req;
+use crate::window::{Got, Outgoing, Win};
+
+/// How an epoch ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// A fence without assertions.
+    Plain,
+    /// A fence with MPI's assertions: no operation of this rank's epoch
+    /// ends here, none follows until the next fence.
+    Assert { no_precede: bool, no_succeed: bool },
+    /// For the hazard's sake, the strawman: local completion, then a
+    /// barrier. Not a design.
+    Strawman,
+}
 
 /// What an operation does to its target's window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,58 +62,6 @@ pub fn apply(mem: &mut [u8], kind: Kind, at: usize, data: &[u8]) {
         Kind::Add => reduce(Op::Sum, Int::U32, to, data).expect("whole u32s"),
         Kind::Get => {}
     }
-}
-
-/// A get of the open epoch, by its number: where its bytes are, or will be
-/// once the fence ends.
-enum Got {
-    /// Read when issued (this rank's own window, or nothing to read).
-    Bytes(Vec<u8>),
-    /// An RDMA read into the epoch's source buffer, at this offset.
-    Read { at: usize, len: usize },
-    /// To ask of `target` in the fence (Def).
-    Asked { target: u16, len: u32 },
-    /// The target's answer, being received.
-    Answer(Req),
-}
-
-/// An operation's messages, composed as the std shell composes them: the
-/// header with up to [`INLINE`] bytes of data, then larger data apart.
-struct Outgoing {
-    target: u16,
-    first: Vec<u8>,
-    rest: Vec<u8>,
-}
-
-impl Outgoing {
-    fn new(target: u16, h: &OpHeader, data: &[u8]) -> Outgoing {
-        let mut first = h.encode().to_vec();
-        let rest = if data.len() <= INLINE {
-            first.extend_from_slice(data);
-            Vec::new()
-        } else {
-            data.to_vec()
-        };
-        Outgoing {
-            target,
-            first,
-            rest,
-        }
-    }
-}
-
-/// One window of a rank: its memory in the NIC, the core's epoch, the
-/// deferred design's queue, and registered memory RDMA puts read from.
-pub struct Win {
-    pub id: u16,
-    pub epoch: Epoch<Vec<Target>>,
-    pub mem: UserBuf,
-    pub len: usize,
-    queued: Vec<Outgoing>,
-    /// Source of this epoch's RDMA puts: buffer, address, key, bytes used.
-    src: (UserBuf, u64, MemKey),
-    src_used: usize,
-    gets: Vec<Got>,
 }
 
 /// The key a rank's window `id` shows (what accesses must carry).
@@ -374,10 +337,9 @@ impl FenceTask {
         node: &mut Node,
         w: u16,
         ranks: u16,
-        fence: crate::job::Fence,
+        fence: Fence,
         sends: Vec<Req>,
     ) -> Result<FenceTask, String> {
-        use crate::job::Fence;
         let e = &mut node.windows[w as usize].epoch;
         let epoch = e.epoch();
         let strawman = fence == Fence::Strawman;

@@ -6,7 +6,8 @@
 
 use rmx_core::{Source, TagSel};
 
-use crate::node::{Node, Req};
+use crate::node::Node;
+use crate::req::Req;
 
 /// The context of the floods' messages: the application's.
 const CONTEXT: u16 = rmx_core::wire::context::USER;

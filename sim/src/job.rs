@@ -10,11 +10,13 @@ use rmx_core::collective::{reduce, Collective, Int, Op, Plan};
 use rmx_core::onesided::Design;
 
 use crate::collective::CollTask;
-use crate::fence::{apply, issue, FenceTask, Kind, RmaOp, Win};
+pub use crate::fence::Fence;
+use crate::fence::{apply, issue, FenceTask, Kind, RmaOp};
 use crate::flood::{self, DrainTask};
 use crate::model::{Faults, Model};
 use crate::net::{Net, What};
 use crate::node::{Node, Rx};
+use crate::window::Win;
 
 /// One one-sided operation of a program; its bytes are made from where
 /// it stands in the job, so the reference can make them again.
@@ -47,19 +49,6 @@ pub enum Action {
     /// (wildcard sources when `any_source`), and their senders wait for
     /// their sends.
     Drain { any_source: bool },
-}
-
-/// How an epoch ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fence {
-    /// A fence without assertions.
-    Plain,
-    /// A fence with MPI's assertions: no operation of this rank's epoch
-    /// ends here, none follows until the next fence.
-    Assert { no_precede: bool, no_succeed: bool },
-    /// For the hazard's sake, the strawman: local completion, then a
-    /// barrier. Not a design.
-    Strawman,
 }
 
 /// A window every rank creates before the programs start.
@@ -161,7 +150,7 @@ struct Place {
     task: Option<Task>,
     wake_at: Option<u64>,
     /// Flood sends not yet waited for.
-    flood: Vec<crate::node::Req>,
+    flood: Vec<crate::req::Req>,
     /// A step failed: the program ends there (its endpoint still runs).
     failed: bool,
 }

@@ -21,4 +21,6 @@ pub mod messages;
 pub mod model;
 pub mod net;
 pub mod node;
+pub mod req;
 pub mod rng;
+pub mod window;

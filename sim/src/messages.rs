@@ -6,7 +6,8 @@
 use rmx_core::{RecvError, SendError, Source, Status, TagSel};
 use rmx_driver::task::Messages;
 
-use crate::node::{Node, Req};
+use crate::node::Node;
+use crate::req::Req;
 
 /// A task's request on a simulated rank: the rank's request and, for a
 /// receive, where its bytes go.

@@ -13,10 +13,11 @@ use rmx_core::{
     UserBuf, WcResult, WorkId,
 };
 
-use crate::fence::Win;
 use crate::heap::Heap;
 use crate::memnic::{MemNic, RdmaPost};
 use crate::model::Model;
+use crate::req::Req;
+use crate::window::Win;
 
 /// The endpoint a simulated rank runs.
 pub type SimEndpoint = Endpoint<Heap, NoReuse>;
@@ -37,13 +38,6 @@ pub enum Rx {
 pub enum ToWire {
     Packet { at: u64, to: u16, bytes: Vec<u8> },
     Rdma { at: u64, post: RdmaPost },
-}
-
-/// One of the rank's requests and the buffer holding its bytes.
-#[derive(Debug)]
-pub struct Req {
-    pub req: Request,
-    buf: UserBuf,
 }
 
 /// Slots of the NIC's send bounce buffers.

@@ -10,8 +10,8 @@
 use rmx_core::onesided::{tag, RmaKind};
 use rmx_core::{RecvFault, Source, TagSel};
 
-use super::fence::Io;
 use super::inbox::{self, Inbox};
+use super::io::Io;
 use super::messages::{recv_failed, Outgoing};
 use super::{Win, WinError, RMA_CONTEXT};
 use crate::rank::Rank;

@@ -23,6 +23,7 @@ mod float;
 mod hazard;
 mod immediate;
 mod inbox;
+mod io;
 mod messages;
 
 pub(crate) mod memory;
@@ -185,7 +186,7 @@ pub struct Win {
     imm: Option<Immediate>,
     /// The last fence's buffers, emptied: the next fence reuses their
     /// memory instead of allocating its own.
-    io: fence::Io,
+    io: io::Io,
     /// Where operations aimed at this rank are received; nothing is posted
     /// between calls.
     inbox: inbox::Inbox,
@@ -267,7 +268,7 @@ impl<T: Transport + 'static> Rank<T> {
             refused: 0,
             retries: 0,
             misapplied: 0,
-            io: fence::Io::default(),
+            io: io::Io::default(),
             inbox: inbox::Inbox::default(),
             imm: design.immediate().then(Immediate::default),
         })
@@ -659,7 +660,7 @@ mod tests {
             (big, seen)
         });
         for (me, ((outgoing, pending), seen)) in out.into_iter().enumerate() {
-            assert!(outgoing <= fence::KEEP && pending <= fence::KEEP);
+            assert!(outgoing <= io::KEEP && pending <= io::KEEP);
             // What this rank put into its peer's window, read back.
             for (round, got) in seen.iter().enumerate() {
                 assert_eq!(got, &[round as u8 + 1 + 10 * me as u8; 8]);

@@ -1,0 +1,60 @@
+//! One window of a simulated rank, as its rank holds it: memory, the
+//! core's epoch, and what the fence in progress keeps (queued operations,
+//! gets); the fence's steps are `fence.rs`'s.
+
+use rmx_core::onesided::{Epoch, OpHeader, Target, INLINE};
+use rmx_core::{MemKey, UserBuf};
+
+use crate::req::Req;
+
+/// A get of the open epoch, by its number: where its bytes are, or will be
+/// once the fence ends.
+pub(crate) enum Got {
+    /// Read when issued (this rank's own window, or nothing to read).
+    Bytes(Vec<u8>),
+    /// An RDMA read into the epoch's source buffer, at this offset.
+    Read { at: usize, len: usize },
+    /// To ask of `target` in the fence (Def).
+    Asked { target: u16, len: u32 },
+    /// The target's answer, being received.
+    Answer(Req),
+}
+
+/// An operation's messages, composed as the std shell composes them: the
+/// header with up to [`INLINE`] bytes of data, then larger data apart.
+pub(crate) struct Outgoing {
+    pub(crate) target: u16,
+    pub(crate) first: Vec<u8>,
+    pub(crate) rest: Vec<u8>,
+}
+
+impl Outgoing {
+    pub(crate) fn new(target: u16, h: &OpHeader, data: &[u8]) -> Outgoing {
+        let mut first = h.encode().to_vec();
+        let rest = if data.len() <= INLINE {
+            first.extend_from_slice(data);
+            Vec::new()
+        } else {
+            data.to_vec()
+        };
+        Outgoing {
+            target,
+            first,
+            rest,
+        }
+    }
+}
+
+/// One window of a rank: its memory in the NIC, the core's epoch, the
+/// deferred design's queue, and registered memory RDMA puts read from.
+pub struct Win {
+    pub id: u16,
+    pub epoch: Epoch<Vec<Target>>,
+    pub mem: UserBuf,
+    pub len: usize,
+    pub(crate) queued: Vec<Outgoing>,
+    /// Source of this epoch's RDMA puts: buffer, address, key, bytes used.
+    pub(crate) src: (UserBuf, u64, MemKey),
+    pub(crate) src_used: usize,
+    pub(crate) gets: Vec<Got>,
+}
