@@ -40,7 +40,7 @@ impl Network for EthNet {
         if launched && o.iface.is_none() {
             return Err(SetupError::Launched);
         }
-        o.open(launched).map_err(|why| SetupError::Network {
+        o.open().map_err(|why| SetupError::Network {
             transport: ENTRY.name,
             why,
         })

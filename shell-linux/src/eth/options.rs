@@ -60,11 +60,8 @@ impl EthOptions {
     /// The network these options name: the interface (opened once here, so
     /// a wrong name or missing privilege is a sentence, not a failed rank),
     /// or a lab made for the run (root), which the caller keeps until the
-    /// job is over. `launched`: a launcher started this process as one rank.
-    pub fn open(&self, launched: bool) -> Result<(EthNet, Option<TempLab>), String> {
-        if launched && self.iface.is_none() {
-            return Err(crate::transport::network::LAUNCHED.into());
-        }
+    /// job is over. A launch without `--iface` is refused before this.
+    pub fn open(&self) -> Result<(EthNet, Option<TempLab>), String> {
         let faults = crate::transport::faulty::percent(
             self.loss.unwrap_or(0.0),
             self.dup.unwrap_or(0.0),

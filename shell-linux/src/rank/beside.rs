@@ -8,7 +8,7 @@
 use std::task::Poll;
 
 use rmx_core::RecvFault;
-use rmx_driver::task::{CollectiveError, CollectiveTask};
+use rmx_driver::task::{CollectiveError, CollectiveTask, Messages};
 
 use super::thread::CLOCK_POLLS;
 use super::{Rank, Req};
@@ -55,7 +55,7 @@ impl<T: Transport + 'static> Rank<T> {
         loop {
             let (r, idle) = self.with(|d| {
                 d.progress();
-                (Self::test_in(d, req), d.idle)
+                (d.test(req), d.idle)
             });
             match r {
                 Ok(st) => return Ok(st),

@@ -347,17 +347,13 @@ impl<T: Transport + 'static> Rank<T> {
         self.with(|d| unsafe { d.irecv(src, tag, context, ptr, len) })
     }
 
-    fn test_in(d: &mut Driver<T>, req: Req) -> Result<Status, Req> {
-        d.test(req)
-    }
-
     /// Completes `req` if it is done; otherwise hands it back. Does not
     /// drive the endpoint (call [`progress`](Self::progress) for that),
     /// but sends still batched in the transport leave.
     pub fn test(&mut self, req: Req) -> Result<Status, Req> {
         self.with(|d| {
             d.nic.port().doorbell();
-            Self::test_in(d, req)
+            d.test(req)
         })
     }
 
@@ -374,7 +370,7 @@ impl<T: Transport + 'static> Rank<T> {
                     // A completed eager send may still sit in the batch.
                     d.nic.port().doorbell();
                 }
-                (Self::test_in(d, req), d.idle)
+                (d.test(req), d.idle)
             });
             match r {
                 Ok(st) => return st,
@@ -398,7 +394,7 @@ impl<T: Transport + 'static> Rank<T> {
             }
             let (r, idle) = self.with(|d| {
                 d.progress();
-                (Self::test_in(d, req), d.idle)
+                (d.test(req), d.idle)
             });
             match r {
                 Ok(st) => return Ok(st),

@@ -5,7 +5,9 @@
 
 use std::fmt;
 
-use super::network::LAUNCHED;
+/// What a process a launcher started is told when its transport cannot
+/// run one rank per process.
+const LAUNCHED: &str = "under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)";
 
 /// Why a job's network, ports or bootstrap could not be set up.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,10 +12,6 @@ use super::entry::Entry;
 use super::{AnyPort, Faults, SetupError, Transport};
 use crate::launch::Launch;
 
-/// What a benchmark started by a launcher on a transport that cannot run
-/// one rank per process is told.
-pub const LAUNCHED: &str = "under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)";
-
 /// A transport's settings for a job, and what follows from them.
 pub trait Network: Clone + std::fmt::Debug + Sized {
     /// The port each rank of a job on this network drives.

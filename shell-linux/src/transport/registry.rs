@@ -419,6 +419,9 @@ mod tests {
             Options::default().open("loop", true).err(),
             Some(SetupError::Launched)
         );
+        // eth under a launcher needs the interface each process opens.
+        let eth = Options::default().open("eth", true).map(|_| ());
+        assert_eq!(eth.err(), Some(SetupError::Launched));
         let e = Options::default().open("ib", false).err();
         assert!(
             matches!(e, Some(SetupError::UnknownTransport { .. })),
