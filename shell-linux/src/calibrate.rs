@@ -16,6 +16,7 @@ use crate::clock::now_ns;
 use crate::loopnic::{Fabric, LoopConfig};
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, Row, PAGE};
+use crate::transport::{AnyPort, Net, Port as _, SetupError};
 
 /// Sizes calibrated: the eager range, from where copies are cheaper than lookups.
 pub const SIZES: [u32; 10] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
@@ -65,37 +66,39 @@ fn copy_ns_with(engine: &crate::copy::Engine, size: usize, reps: u64) -> f64 {
     })
 }
 
-/// What `rmx calibrate` registers with: the loop NIC (page walk, key
-/// table) or a verbs device (`ibv_reg_mr`: pinning and the device's
-/// translation table in the kernel), as the transport used will.
-#[allow(clippy::large_enum_variant)] // one, made once
-pub enum Registrar {
-    Loop(crate::loopnic::Port),
-    #[cfg(feature = "verbs")]
-    Verbs(crate::verbs::VerbsPort),
+/// What `rmx calibrate` registers with: the port of the transport used
+/// where it registers memory its own way (verbs' `ibv_reg_mr`: pinning
+/// and the device's translation table in the kernel), else the loop NIC
+/// (page walk, key table).
+pub struct Registrar {
+    name: &'static str,
+    port: AnyPort,
 }
 
 impl Registrar {
-    /// The registrar of `net`'s transport: its own where it registers
-    /// memory with a device (verbs), else the loop NIC's.
-    pub fn of(net: &crate::job::Net) -> Result<Registrar, String> {
-        #[cfg(feature = "verbs")]
-        if let crate::job::Net::Verbs(v) = net {
-            let port = crate::verbs::VerbsPort::open(&v.select, v.sizes, 0, 1)?;
-            return Ok(Registrar::Verbs(port));
+    /// The registrar of `net`'s transport.
+    pub fn of(net: &Net) -> Result<Registrar, SetupError> {
+        if let Some(port) = net.registrar() {
+            return Ok(Registrar {
+                name: net.name(),
+                port: port?,
+            });
         }
-        let _ = net;
+        Ok(Registrar::loop_nic())
+    }
+
+    /// The loop NIC's registration.
+    pub fn loop_nic() -> Registrar {
         let fabric = Fabric::new(1, LoopConfig::default()).expect("the default sizes fit");
-        Ok(Registrar::Loop(fabric.port(0)))
+        Registrar {
+            name: crate::loopnic::ENTRY.name,
+            port: fabric.port(0).into(),
+        }
     }
 
     /// The transport whose registration is measured.
     pub fn name(&self) -> &'static str {
-        match self {
-            Registrar::Loop(_) => "loop",
-            #[cfg(feature = "verbs")]
-            Registrar::Verbs(_) => "verbs",
-        }
+        self.name
     }
 
     /// Registers `len` bytes at `addr` for remote access, then deregisters
@@ -104,21 +107,9 @@ impl Registrar {
     /// # Safety
     /// The range is mapped for the call and no operation names it.
     unsafe fn cycle(&mut self, addr: usize, len: usize) {
-        match self {
-            Registrar::Loop(port) => {
-                // SAFETY: the caller's contract.
-                if let Ok(mr) = unsafe { port.register_user(addr, len) } {
-                    let _ = port.deregister_user(mr);
-                }
-            }
-            #[cfg(feature = "verbs")]
-            Registrar::Verbs(port) => {
-                use rmx_driver::Port as _;
-                // SAFETY: the caller's contract.
-                if let Ok(mr) = unsafe { port.register_user(addr, len) } {
-                    port.deregister(mr);
-                }
-            }
+        // SAFETY: the caller's contract.
+        if let Ok(mr) = unsafe { self.port.register_user(addr, len) } {
+            self.port.deregister(mr);
         }
     }
 }

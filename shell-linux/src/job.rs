@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use rmx_core::Config;
 
 use crate::clock::{pin_to_cpu, pinning};
-use crate::eth::netns;
+use crate::netns;
 use crate::rank::Rank;
 use crate::reuse::Calibration;
 use crate::transport::{AnyPort, SetupError};
 
-pub use crate::eth::EthNet;
 pub use crate::transport::Net;
 
 pub use crate::launch::Launch;

@@ -10,8 +10,9 @@ use rmx_core::wire::frame::{
 
 /// The key these hand-made frames are sealed under.
 const KEY: SealKey = SealKey::from_bytes([7; SealKey::LEN]);
-use rmx_linux::eth::{netns, RawSocket};
+use rmx_linux::eth::RawSocket;
 use rmx_linux::lab::{Lab, LabSpec, IFACE};
+use rmx_linux::netns;
 
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.

@@ -10,9 +10,10 @@ mod vm;
 
 use rmx_core::wire::frame::{EthAddr, SealKey};
 use rmx_core::{Config, Source, TagSel};
-use rmx_linux::eth::{netns, EthOpts, EthPort, Faults, RawSocket};
-use rmx_linux::job::{self, EthNet, Net};
+use rmx_linux::eth::{EthNet, EthOpts, EthPort, Faults, RawSocket};
+use rmx_linux::job::{self, Net};
 use rmx_linux::lab::{LabSpec, TempLab, IFACE};
+use rmx_linux::netns;
 use rmx_linux::rank::{loop_config, Rank};
 
 fn root() -> bool {
@@ -330,7 +331,7 @@ fn malformed_frames_on_the_wire_are_counted_and_dropped() {
     let addrs = Mutex::new([None::<EthAddr>; 2]);
     let out = pair(&lab, loop_config(), |r| {
         let me = r.rank();
-        addrs.lock().unwrap()[me as usize] = r.eth_addr();
+        addrs.lock().unwrap()[me as usize] = r.with_port(rmx_linux::eth::EthPort::addr);
         meet(r);
         if me == 1 {
             // An intruder in rank 1's namespace sends bad frames to rank 0.
@@ -432,7 +433,7 @@ fn a_forged_message_taken_before_the_real_one_is_refused_by_its_seal() {
     let real = pattern(5, 100);
     let out = pair(&lab, loop_config(), |r| {
         let me = r.rank();
-        addrs.lock().unwrap()[me as usize] = r.eth_addr();
+        addrs.lock().unwrap()[me as usize] = r.with_port(rmx_linux::eth::EthPort::addr);
         met.wait();
         if me == 1 {
             let [to, rank1] = addrs.lock().unwrap().map(Option::unwrap);

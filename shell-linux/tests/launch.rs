@@ -253,7 +253,8 @@ fn a_launched_benchmark_refuses_what_it_cannot_run() {
 /// This process's place in the job mpiexec started, and the eth transport
 /// on loopback between its ranks.
 fn launched_on_lo() -> (rmx_linux::job::Launch, rmx_linux::job::Net) {
-    use rmx_linux::job::{EthNet, Launch, Net};
+    use rmx_linux::eth::EthNet;
+    use rmx_linux::job::{Launch, Net};
     let pmi = rmx_linux::pmi::Pmi::from_env()
         .unwrap()
         .expect("started by mpiexec");

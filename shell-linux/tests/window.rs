@@ -80,8 +80,8 @@ fn immediates_survive_a_nearly_empty_receive_queue() {
 /// Needs root; skipped with the reason otherwise.
 #[test]
 fn random_operations_over_a_lossy_wire_match_the_model() {
+    use rmx_linux::eth::EthNet;
     use rmx_linux::eth::EthOpts;
-    use rmx_linux::job::EthNet;
     use rmx_linux::lab::{LabSpec, TempLab, IFACE};
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {

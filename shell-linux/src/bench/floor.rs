@@ -6,7 +6,7 @@ use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// One direction: a flag followed by the payload, cache-line aligned. Only
-/// a [`Side`] of a [`Floor`] uses it, which keeps writer and reader apart.
+/// a [`Side`] of a [`MemoryFloor`] uses it, which keeps writer and reader apart.
 struct Channel {
     mem: *mut u8,
     layout: Layout,
@@ -74,23 +74,23 @@ impl Drop for Channel {
 }
 
 /// Both directions of a floor ping-pong.
-pub struct Floor {
+pub struct MemoryFloor {
     ping: Channel,
     pong: Channel,
     taken: [AtomicBool; 2],
 }
 
-/// One end of a [`Floor`]: side 0 writes pings and reads pongs, side 1 the
+/// One end of a [`MemoryFloor`]: side 0 writes pings and reads pongs, side 1 the
 /// reverse. At most one handle per side exists at a time, so each payload
 /// has one writer and one reader.
 pub struct Side<'a> {
-    floor: &'a Floor,
+    floor: &'a MemoryFloor,
     side: u16,
 }
 
-impl Floor {
-    pub fn new(cap: usize) -> Floor {
-        Floor {
+impl MemoryFloor {
+    pub fn new(cap: usize) -> MemoryFloor {
+        MemoryFloor {
             ping: Channel::new(cap),
             pong: Channel::new(cap),
             taken: [AtomicBool::new(false), AtomicBool::new(false)],
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn each_side_has_one_holder_and_payloads_are_bounded() {
-        let f = Floor::new(16);
+        let f = MemoryFloor::new(16);
         let a = f.side(0).unwrap();
         assert!(f.side(0).is_none(), "a side has one holder");
         assert!(f.side(2).is_none());

@@ -68,6 +68,15 @@ pub struct Perftest {
 const DEADLINE: Duration = Duration::from_secs(120);
 
 impl Perftest {
+    /// perftest on `device`.
+    pub fn on(device: crate::transport::Device) -> Perftest {
+        Perftest {
+            device: device.name,
+            port: device.port,
+            gid_index: device.gid_index,
+        }
+    }
+
     /// Whether perftest is installed (`apt-get install perftest`).
     pub fn installed() -> bool {
         Self::has(Tool::SendLat)

@@ -6,7 +6,7 @@
 use rmx_core::{Config, Protocol, Source, TagSel};
 use serde_json::json;
 
-use super::floor::Floor;
+use super::floor::MemoryFloor;
 use super::frame_floor::{Tend, WireFloor, WireSide};
 use super::hist::Hist;
 use super::report::{Column, Report};
@@ -14,6 +14,7 @@ use super::Opts;
 use crate::job;
 use crate::job::Net;
 use crate::rank::Rank;
+use crate::transport::Floor;
 
 /// Round trips of `size` bytes with rank 1, exactly as osu_latency loops:
 /// rank 0 sends then receives, rank 1 receives then sends, each call blocking.
@@ -150,7 +151,7 @@ pub fn run(opts: &Opts, cfg: Config, net: &Net, variants: &[Protocol]) -> Report
         Column::new("rndv", "rndv", 0),
         Column::new("latency_us", "latency_us", 3),
     ];
-    if matches!(net, Net::Eth(_)) {
+    if matches!(net.floor(), Floor::Frames { .. }) {
         columns.push(Column::new("p50_us", "p50_us", 3));
         columns.push(Column::new("p99_us", "p99_us", 3));
     }
@@ -170,15 +171,14 @@ fn measure(
 ) -> Vec<serde_json::Value> {
     let warmup = opts.warmup.min(iters);
     let max = sizes.iter().copied().max().unwrap_or(0).max(1);
-    let memory = Floor::new(max);
+    let memory = MemoryFloor::new(max);
     // The floor beside rmx: memory between threads on `loop`, bare frames
     // on `eth`; none on a transport whose ranks may be processes with no
     // floor of rmx's own (verbs: its anchors are perftest's).
-    let (wire, memory_floor) = match net {
-        Net::Eth(e) => (Some(WireFloor::new(&e.iface)), false),
-        Net::Loop(_) => (None, true),
-        #[allow(unreachable_patterns)]
-        _ => (None, false),
+    let (wire, memory_floor) = match net.floor() {
+        Floor::Frames { iface } => (Some(WireFloor::new(&iface)), false),
+        Floor::Memory => (None, true),
+        Floor::None => (None, false),
     };
     let rows = job::run_with(2, cfg, net, opts.eager_reuse.as_ref(), |r| {
         let me = r.rank();

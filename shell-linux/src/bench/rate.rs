@@ -18,6 +18,7 @@ use super::Opts;
 use crate::job;
 use crate::job::Net;
 use crate::rank::{Rank, Req};
+use crate::transport::Floor;
 
 /// Messages in flight per window, as osu_bw and osu_mbw_mr use.
 pub const WINDOW: usize = 64;
@@ -242,10 +243,9 @@ pub fn run(name: &str, opts: &Opts, cfg: Config, net: &Net, setups: &[Setup]) ->
     let per_slice = ((opts.iters / 10).max(100)).div_ceil(SLICES);
     let warm = (opts.warmup / 10).max(10);
     let cfgs: Vec<Config> = setups.iter().map(|s| s.apply(cfg)).collect();
-    let wire = match net {
-        Net::Eth(e) => Some(WireFloor::new(&e.iface)),
-        #[allow(unreachable_patterns)]
-        _ => None,
+    let wire = match net.floor() {
+        Floor::Frames { iface } => Some(WireFloor::new(&iface)),
+        Floor::Memory | Floor::None => None,
     };
     let out = job::run_configs(&cfgs, net, |ranks| {
         let sbuf: Vec<u8> = (0..max).map(|i| i as u8).collect();

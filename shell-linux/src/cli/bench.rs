@@ -57,9 +57,9 @@ pub(crate) fn group_sizes(ranks: Option<u16>, default: u16, sim: bool) -> Result
 /// The network of a benchmark whose ranks are threads of this process:
 /// on eth they share one interface, which must be named.
 pub(crate) fn threads_network(a: &BenchArgs, what: &str) -> Result<(Net, Option<TempLab>), String> {
-    if a.transport == "eth" && a.net.eth.iface.is_none() {
-        return Err(format!("{what} on eth needs --iface IF (lo, or any interface): its ranks are threads of this process and share one interface"));
-    }
+    a.net
+        .threads_share(&a.transport)
+        .map_err(|how| format!("{what} on {} needs {how}", a.transport))?;
     network(a, false)
 }
 

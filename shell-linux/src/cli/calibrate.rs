@@ -52,15 +52,12 @@ pub(crate) fn calibrate(
     transport: &str,
     opts: &rmx_linux::transport::registry::Options,
 ) -> Result<(), String> {
-    rmx_linux::transport::registry::find(transport)?;
-    // eth registers nothing: its buffers are copied by the kernel.
-    let name = if transport == "eth" {
-        "loop"
-    } else {
-        transport
+    // A transport on no device registers as the loop NIC does (or not at
+    // all: eth's buffers are copied by the kernel).
+    let mut reg = match rmx_linux::transport::registry::find(transport)? {
+        t if t.device => rmx_linux::calibrate::Registrar::of(&opts.open(t.name, false)?.0)?,
+        _ => rmx_linux::calibrate::Registrar::loop_nic(),
     };
-    let (net, _lab) = opts.open(name, false)?;
-    let mut reg = rmx_linux::calibrate::Registrar::of(&net)?;
     if !json_out {
         eprintln!(
             "rmx: calibrating, registering with {} (a few seconds)...",

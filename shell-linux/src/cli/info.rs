@@ -1,18 +1,18 @@
 //! `rmx info`: what this build can do, its transports and the copy routines it chose.
 
 use rmx_core::onesided::Design;
-use rmx_linux::job::Net;
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
 use serde_json::json;
 
 use rmx_linux::transport::registry::{Entry, TRANSPORTS};
+use rmx_linux::transport::Info;
 
 pub(crate) fn info(json_out: bool) {
     let cfg = rmx_linux::rank::loop_config();
     let nic = LoopConfig::default();
     let costs = rmx_linux::model::Costs::of(cfg.send_wqes, cfg.eager_threshold, &nic);
-    let doc = json!({
+    let mut doc = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "cores": rmx_linux::clock::cores(),
         "transports": TRANSPORTS.iter().map(|t| json!({"name": t.name, "available": t.built, "about": t.about})).collect::<Vec<_>>(),
@@ -21,11 +21,7 @@ pub(crate) fn info(json_out: bool) {
             "medium_max": rmx_core::config::MEDIUM_MAX,
             "keepalive_ns": cfg.keepalive_ns,
             "peer_timeout_ns": cfg.peer_timeout_ns,
-            "fence_designs": {
-                "loop": Net::Loop(Default::default()).designs().iter().map(|d| d.name()).collect::<Vec<_>>(),
-                "eth": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::eth::CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
-                "verbs": Design::ALL.iter().filter(|d| d.offered(&rmx_linux::transport::registry::VERBS_CAPS)).map(|d| d.name()).collect::<Vec<_>>(),
-            },
+            "fence_designs": TRANSPORTS.iter().map(|t| (t.name.to_string(), json!(designs(t)))).collect::<serde_json::Map<_, _>>(),
             "credits": cfg.credits,
             "credit_return": cfg.credit_return,
             "rx_buffers": nic.srq_depth,
@@ -46,9 +42,15 @@ pub(crate) fn info(json_out: bool) {
         "core_fixed_bytes": costs.core_fixed,
         "dominant": costs.dominant(),
         "reuse_bytes": rmx_linux::reuse::policy_bytes(),
-        "verbs": verbs_json(cfg.send_wqes),
         "copy": copy_choice_json(),
     });
+    let told: Vec<(&Entry, Info)> = TRANSPORTS
+        .iter()
+        .filter_map(|t| t.info.map(|info| (t, info(cfg.send_wqes))))
+        .collect();
+    for (t, i) in &told {
+        doc[t.name] = i.json.clone();
+    }
     if json_out {
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
         return;
@@ -73,11 +75,17 @@ pub(crate) fn info(json_out: bool) {
     }
     println!("configuration:");
     println!("  eager threshold   {} bytes", cfg.eager_threshold);
+    let no_rdma: Vec<&str> = TRANSPORTS
+        .iter()
+        .filter(|t| !t.caps.rdma_write)
+        .map(|t| t.name)
+        .collect();
     println!(
-        "  medium messages   up to {} bytes as fragments on transports without RDMA (eth)",
-        rmx_core::config::MEDIUM_MAX
+        "  medium messages   up to {} bytes as fragments on transports without RDMA ({})",
+        rmx_core::config::MEDIUM_MAX,
+        no_rdma.join(", ")
     );
-    println!("  fence designs     def, naive, opt, ri on loop and verbs (RDMA, write with immediate); def on eth (no RDMA)");
+    println!("  fence designs     {}", fence_line());
     println!(
         "  liveness          a peer awaited and silent for {} ms is pinged; lossy transports give it up after {} ms without any answer, reliable ones (verbs) when the ping's connection fails (pings back off to {} ms)",
         cfg.keepalive_ns / 1_000_000,
@@ -123,20 +131,8 @@ pub(crate) fn info(json_out: bool) {
         "  reuse_bytes       {} (zero-copy tracker storage, per rank, outside the endpoint)",
         rmx_linux::reuse::policy_bytes()
     );
-    match &doc["verbs"]["devices"] {
-        serde_json::Value::Array(d) if d.is_empty() => {
-            println!("verbs: no RDMA device (`rdma link add rxe0 type rxe netdev IF` makes one)")
-        }
-        serde_json::Value::Array(d) => {
-            let v = &doc["verbs"];
-            let names: Vec<&str> = d.iter().filter_map(|n| n.as_str()).collect();
-            println!("verbs: devices {}", names.join(", "));
-            println!(
-                "  per connection    {} bytes on {} ({} send entries: the provider maps {} per queue pair, the port keeps {}), measured",
-                v["per_connection_bytes"], v["device"], cfg.send_wqes, v["provider_qp_bytes"], v["port_connection_bytes"]
-            );
-        }
-        _ => println!("verbs: not in this build (--features verbs)"),
+    for line in told.iter().flat_map(|(_, i)| &i.lines) {
+        println!("{line}");
     }
     let e = rmx_linux::copy::engine();
     println!(
@@ -190,43 +186,29 @@ pub(crate) fn human(n: usize) -> String {
     }
 }
 
-/// The verbs devices, and on the first what a connection costs at
-/// `wqes` send entries, measured (16 connected queue pairs); `null` in a
-/// build without verbs.
-fn verbs_json(wqes: u16) -> serde_json::Value {
-    #[cfg(feature = "verbs")]
-    {
-        use rmx_linux::verbs::{device, footprint, Select, VerbsPort};
-        let devices = device::names();
-        let Some(first) = devices.first().cloned() else {
-            return json!({ "devices": devices });
-        };
-        let sel = Select {
-            device: Some(first.clone()),
-            ..Select::default()
-        };
-        let cfg = rmx_linux::rank::loop_config();
-        let core = rmx_linux::model::Costs::of(wqes, cfg.eager_threshold, &LoopConfig::default());
-        match footprint::measure(&sel, wqes as u32, 16) {
-            Ok(q) => {
-                let port = VerbsPort::connection_bytes(wqes as u32) as u64;
-                let c = core.on_device(q.mapped, port);
-                json!({
-                    "devices": devices,
-                    "device": first,
-                    "send_wqes": wqes,
-                    "provider_qp_bytes": q.mapped,
-                    "provider_qp_resident_bytes": q.resident,
-                    "port_connection_bytes": port,
-                    "per_connection_bytes": c.per_connection(),
-                })
-            }
-            Err(e) => json!({ "devices": devices, "device": first, "error": e }),
+/// The fence designs transport `t` offers.
+fn designs(t: &Entry) -> Vec<&'static str> {
+    Design::ALL
+        .iter()
+        .filter(|d| d.offered(&t.caps))
+        .map(|d| d.name())
+        .collect()
+}
+
+/// Which fence designs run on which transports, transports offering the
+/// same designs named together.
+fn fence_line() -> String {
+    let mut groups: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+    for t in TRANSPORTS {
+        let d = designs(t);
+        match groups.iter_mut().find(|g| g.0 == d) {
+            Some(g) => g.1.push(t.name),
+            None => groups.push((d, vec![t.name])),
         }
     }
-    #[cfg(not(feature = "verbs"))]
-    {
-        let _ = wqes;
-        serde_json::Value::Null
-    }
+    groups
+        .iter()
+        .map(|(d, ts)| format!("{} on {}", d.join(", "), ts.join(" and ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }

@@ -39,18 +39,38 @@ pub(crate) fn memory(
     }
     let all: Vec<u16> = rmx_linux::model::PAPER_TABLE2.iter().map(|t| t.0).collect();
     let wqes = wqes.map_or(all, |w| vec![w]);
-    let measured = match transport {
-        "loop" => Vec::new(),
-        "verbs" => on_device(opts, &wqes, json_out)?,
-        other => {
-            rmx_linux::transport::registry::find(other)?;
+    use rmx_linux::transport::registry::{find, TRANSPORTS};
+    let entry = find(transport)?;
+    let model = &TRANSPORTS[0];
+    let measured = match entry {
+        t if t.device => {
+            let (net, _) = opts.open(t.name, false)?;
+            measured_on(&net, &wqes, json_out)?
+        }
+        t if t.name == model.name => Vec::new(),
+        t => {
+            let devices: Vec<&str> = TRANSPORTS
+                .iter()
+                .filter(|t| t.device)
+                .map(|t| t.name)
+                .collect();
             return Err(format!(
-                "--transport {other}: the model knows loop's connections and measures a verbs device's; choose loop or verbs"
+                "--transport {}: the model knows {}'s connections and measures a device's ({}); choose {} or {}",
+                t.name,
+                model.name,
+                devices.join(", "),
+                model.name,
+                devices.join(" or ")
             ));
         }
     };
     let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
-    let r = memory_report(procs, &wqes, nic, &device, json_out);
+    let on = if measured.is_empty() {
+        model.name
+    } else {
+        entry.name
+    };
+    let r = memory_report(procs, &wqes, nic, &device, on, json_out);
     if let Some(p) = plot {
         memory_plot(&r, &p)?;
     }
@@ -58,42 +78,23 @@ pub(crate) fn memory(
     Ok(())
 }
 
-/// Measures, on the verbs device `opts` names, what a connection costs at
-/// each of `wqes` send depths.
-fn on_device(
-    opts: &rmx_linux::transport::registry::Options,
-    wqes: &[u16],
-    quiet: bool,
-) -> Result<Measured, String> {
-    rmx_linux::transport::registry::find("verbs")?;
-    let (net, _) = opts.open("verbs", false)?;
-    measured_on(&net, wqes, quiet)
-}
-
-/// What a connection of `net` costs at each of `wqes` send depths, 16
-/// connected queue pairs measured each, where `net` is a verbs device;
-/// nothing measured elsewhere.
+/// What a connection of `net` costs at each of `wqes` send depths,
+/// measured where `net`'s transport is on a device; nothing measured
+/// elsewhere.
 pub(crate) fn measured_on(
     net: &rmx_linux::job::Net,
     wqes: &[u16],
     quiet: bool,
 ) -> Result<Measured, String> {
-    #[cfg(feature = "verbs")]
-    if let rmx_linux::job::Net::Verbs(v) = net {
-        use rmx_linux::verbs::{footprint, VerbsPort};
-        if !quiet {
-            eprintln!("rmx: measuring queue pairs on the device...");
-        }
-        return wqes
-            .iter()
-            .map(|&w| {
-                let q = footprint::measure(&v.select, w as u32, 16)?;
-                Ok((w, (q.mapped, VerbsPort::connection_bytes(w as u32) as u64)))
-            })
-            .collect();
+    if !net.entry().device {
+        return Ok(Vec::new());
     }
-    let _ = (net, wqes, quiet);
-    Ok(Vec::new())
+    if !quiet {
+        eprintln!("rmx: measuring connections on the device...");
+    }
+    wqes.iter()
+        .filter_map(|&w| net.connection_bytes(w).map(|m| m.map(|b| (w, b))))
+        .collect()
 }
 
 /// The connection-memory model for job sizes up to `procs`; `device(w)`:
@@ -103,6 +104,7 @@ pub(crate) fn memory_report(
     wqes: &[u16],
     nic: LoopConfig,
     device: &dyn Fn(u16) -> Option<(u64, u64)>,
+    transport: &str,
     quiet: bool,
 ) -> Report {
     use rmx_linux::model;
@@ -115,7 +117,6 @@ pub(crate) fn memory_report(
         device,
     );
     let measured = wqes.iter().any(|&w| device(w).is_some());
-    let transport = if measured { "verbs" } else { "loop" };
     let o = Opts::tool_on(transport, quiet);
     let config = json!({
         "transport": transport,

@@ -82,25 +82,17 @@ struct Suite<'a> {
     anchor: Option<Perftest>,
 }
 
-/// perftest on `net`'s device, if `net` is verbs and perftest is
-/// installed; why not is said once.
+/// perftest on `net`'s device, if it has one and perftest is installed;
+/// why not is said once.
 fn perftest_on(net: &Net) -> Option<Perftest> {
-    #[cfg(feature = "verbs")]
-    if let Net::Verbs(v) = net {
-        if !Perftest::installed() {
-            eprintln!("rmx: no perftest (apt-get install perftest): no anchor columns");
-            return None;
-        }
-        let port = rmx_linux::verbs::VerbsPort::open(&v.select, v.sizes, 0, 1).ok()?;
-        let f = port.facts();
-        return Some(Perftest {
-            device: f.name.clone(),
-            port: f.port,
-            gid_index: Some(f.gid_index),
-        });
+    if !net.entry().device {
+        return None;
     }
-    let _ = net;
-    None
+    if !Perftest::installed() {
+        eprintln!("rmx: no perftest (apt-get install perftest): no anchor columns");
+        return None;
+    }
+    net.device().map(Perftest::on)
 }
 
 /// Runs `tool` at each row's size (once per size) for as many messages
@@ -260,8 +252,10 @@ pub(crate) fn suite(
     let o = suite_opts(transport, iters);
     let mut s = Suite {
         out,
-        md: match transport {
-            "loop" => "# rmx benchmark report\n\n".into(),
+        md: match entry.name {
+            t if t == rmx_linux::transport::registry::TRANSPORTS[0].name => {
+                "# rmx benchmark report\n\n".into()
+            }
             t => format!("# rmx benchmark report: {t}\n\n"),
         },
         few: Opts {
@@ -381,7 +375,11 @@ fn memory_member(s: &mut Suite) -> Result<(), String> {
     // On a device, what its provider maps per queue pair, measured.
     let measured = measured_on(&s.net, &wqes, false)?;
     let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
-    let r = memory_report(8192, &wqes, LoopConfig::default(), &device, true);
+    let on = match measured.is_empty() {
+        true => rmx_linux::transport::registry::TRANSPORTS[0].name,
+        false => s.net.name(),
+    };
+    let r = memory_report(8192, &wqes, LoopConfig::default(), &device, on, true);
     record(s.out, &mut s.md, "memory", &r)?;
     memory_plot(&r, &s.out.join("memory.svg"))
 }

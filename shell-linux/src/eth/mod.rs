@@ -3,7 +3,6 @@
 //! the network namespaces of `rmx lab` that a rank's thread enters.
 
 pub mod local;
-pub mod netns;
 mod network;
 mod options;
 pub mod port;
@@ -32,6 +31,12 @@ pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     about: "raw Ethernet frames over AF_PACKET (needs root or CAP_NET_RAW)",
     built: true,
     floor: "bare-frame floor",
+    caps: CAPS,
+    device: false,
+    launched: Some(
+        "--iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)",
+    ),
+    info: None,
 };
 
 /// What raw Ethernet can do, before a port knows its interface (the

@@ -3,11 +3,11 @@
 //! be one rank of; each rank's port opens, offers its address (MAC,
 //! endpoint and the job's sealing key) and joins the others'.
 
-use rmx_core::{Caps, Config};
+use rmx_core::Config;
 
-use super::{EthOpts, EthPort, CAPS, ENTRY};
+use super::{EthOpts, EthPort, ENTRY};
 use crate::launch::Launch;
-use crate::transport::network::{Network, Swap, Wire};
+use crate::transport::network::{Floor, Network, Swap, Wire};
 use crate::transport::Entry;
 use crate::transport::{AnyPort, Faults, SetupError};
 
@@ -33,12 +33,24 @@ impl Network for EthNet {
         o.given()
     }
 
+    /// Threads share one interface, which must be named: the lab made
+    /// without one has a namespace for each of two ranks.
+    fn threads_share(o: &super::EthOptions) -> Result<(), String> {
+        match o.iface {
+            Some(_) => Ok(()),
+            None => Err("--iface IF (lo, or any interface): its ranks are threads of this process and share one interface".into()),
+        }
+    }
+
     fn open(
         o: &super::EthOptions,
         launched: bool,
     ) -> Result<(EthNet, Option<crate::lab::TempLab>), SetupError> {
         if launched && o.iface.is_none() {
-            return Err(SetupError::Launched);
+            return Err(SetupError::Launched {
+                transport: ENTRY.name,
+                give: ENTRY.launch_flags().into_iter().collect(),
+            });
         }
         o.open().map_err(|why| SetupError::Network {
             transport: ENTRY.name,
@@ -63,8 +75,10 @@ impl Network for EthNet {
         })
     }
 
-    fn caps(&self) -> Caps {
-        CAPS
+    fn floor(&self) -> Floor {
+        Floor::Frames {
+            iface: self.iface.clone(),
+        }
     }
 
     fn rx_buffers(&self) -> usize {

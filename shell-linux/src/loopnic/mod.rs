@@ -40,6 +40,23 @@ pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     about: "in-process software NIC with verbs semantics (default)",
     built: true,
     floor: "shared-memory floor",
+    // RDMA read, write and write with immediate (the engine moves the
+    // bytes); the limits come with the port.
+    caps: rmx_core::Caps {
+        rdma_read: true,
+        rdma_write: true,
+        write_imm: true,
+        max_transfer: 0,
+        inline_max: 0,
+        send_queue: 0,
+        rx_buffers: 0,
+        mtu: 0,
+        lossy: false,
+        cheap_gather: false,
+    },
+    device: false,
+    launched: None,
+    info: None,
 };
 
 /// Sizes of the software NIC.

@@ -2,10 +2,10 @@
 //! this process, a port per rank. No addresses to swap: a rank's number is
 //! its address on the fabric.
 
-use rmx_core::{Caps, Config};
+use rmx_core::Config;
 
 use super::{Fabric, LoopConfig, Port, ENTRY};
-use crate::transport::network::{Network, Wire};
+use crate::transport::network::{Floor, Network, Wire};
 use crate::transport::AnyPort;
 use crate::transport::Entry;
 use crate::transport::SetupError;
@@ -25,31 +25,21 @@ impl Network for LoopConfig {
 
     fn open(
         _: &LoopOptions,
-        launched: bool,
+        _launched: bool,
     ) -> Result<(LoopConfig, Option<crate::lab::TempLab>), SetupError> {
-        match launched {
-            true => Err(SetupError::Launched),
-            false => Ok((LoopConfig::default(), None)),
-        }
+        Ok((LoopConfig::default(), None))
     }
 
     fn json(&self) -> serde_json::Value {
         serde_json::json!(self)
     }
 
-    /// RDMA read, write and write with immediate (the engine moves the
-    /// bytes); the limits come with the port.
-    fn caps(&self) -> Caps {
-        Caps {
-            rdma_read: true,
-            rdma_write: true,
-            write_imm: true,
-            ..Caps::default()
-        }
-    }
-
     fn rx_buffers(&self) -> usize {
         self.srq_depth
+    }
+
+    fn floor(&self) -> Floor {
+        Floor::Memory
     }
 
     /// `send_wqes` entries per connection, as a verbs queue pair is

@@ -21,7 +21,6 @@ use rmx_core::{
 use rmx_driver::task::Messages;
 
 use crate::clock::now_ns;
-use crate::eth::EthPort;
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, ShellReuse};
 use crate::transport::{AnyPort, Events, Transport};
@@ -565,10 +564,10 @@ impl<T: Transport + 'static> Rank<T> {
 }
 
 impl Rank<AnyPort> {
-    /// This rank's address on an `eth` network (the interface's MAC and
-    /// the endpoint number the job gave it); `None` on other transports.
-    pub fn eth_addr(&self) -> Option<rmx_core::wire::frame::EthAddr> {
-        self.with_ref(|d| d.nic.port_ref().eth().map(EthPort::addr))
+    /// `f` of this rank's port where it is a `P` (beneath any decorator),
+    /// else `None`: what a transport's own tests and floors read of it.
+    pub fn with_port<P: 'static, R>(&self, f: impl FnOnce(&P) -> R) -> Option<R> {
+        self.with_ref(|d| d.nic.port_ref().inner::<P>().map(f))
     }
 }
 

@@ -5,10 +5,6 @@
 
 use std::fmt;
 
-/// What a process a launcher started is told when its transport cannot
-/// run one rank per process.
-const LAUNCHED: &str = "under a launcher each process is one rank: give --transport eth --iface IF (the interface to use, e.g. lo, or each namespace's with `ip netns exec`)";
-
 /// Why a job's network, ports or bootstrap could not be set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetupError {
@@ -29,11 +25,18 @@ pub enum SetupError {
         transport: &'static str,
     },
     /// Faults were asked of a transport the core runs without its
-    /// reliability layer.
-    Reliable { transport: &'static str },
-    /// A launcher started this process as one rank of a transport that
-    /// runs every rank in one process.
-    Launched,
+    /// reliability layer; `lossy`: the transports it runs with it.
+    Reliable {
+        transport: &'static str,
+        lossy: Vec<&'static str>,
+    },
+    /// A launcher started this process as one rank of `transport`, which
+    /// cannot run so as set up; `give`: what would (the flags of each
+    /// transport that can).
+    Launched {
+        transport: &'static str,
+        give: Vec<String>,
+    },
     /// The transport's network could not be made from its settings (an
     /// interface, a device, a lab, a size): the transport's words.
     Network {
@@ -82,11 +85,16 @@ impl fmt::Display for SetupError {
             Self::ForeignOption { flag, transport } => {
                 write!(f, "{flag} applies to --transport {transport} only")
             }
-            Self::Reliable { transport } => write!(
+            Self::Reliable { transport, lossy } => write!(
                 f,
-                "faults need a lossy transport's reliability layer; `{transport}` is reliable: use --transport eth"
+                "faults need a lossy transport's reliability layer; `{transport}` is reliable: use --transport {}",
+                lossy.join(" or --transport ")
             ),
-            Self::Launched => f.write_str(LAUNCHED),
+            Self::Launched { give, .. } => write!(
+                f,
+                "under a launcher each process is one rank: give {}",
+                give.join(" or ")
+            ),
             Self::Network { why, .. } | Self::Placement { why, .. } | Self::Join { why, .. } => {
                 f.write_str(why)
             }

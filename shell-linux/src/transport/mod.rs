@@ -7,7 +7,7 @@
 //! Ethernet ([`crate::eth::EthPort`]). No protocol decision lives here:
 //! the core makes them from [`Caps`](rmx_core::Caps).
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-transport"))]
 pub(crate) mod delayed;
 mod entry;
 mod error;
@@ -16,11 +16,11 @@ pub mod faulty;
 pub mod network;
 pub mod registry;
 
-pub use entry::{Entry, VERBS_CAPS};
+pub use entry::{Entry, Info};
 pub use error::SetupError;
 pub use events::{Events, FdEvents, Notifier};
 pub use faulty::{Faults, Faulty};
-pub use network::{Network, Swap, Wire};
+pub use network::{Device, Floor, Network, Swap, Wire};
 pub use registry::{AnyPort, Net};
 
 pub use rmx_driver::{Completion, Mr, Port, Recv, Sge, Work};

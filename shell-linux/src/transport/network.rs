@@ -28,6 +28,14 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
     /// job on another transport refuses it.
     fn given(options: &Self::Options) -> Option<&'static str>;
 
+    /// Whether the network `options` make lets more than two ranks run as
+    /// threads of this process (`Err`: what to give instead). Asked before
+    /// the network opens.
+    fn threads_share(options: &Self::Options) -> Result<(), String> {
+        let _ = options;
+        Ok(())
+    }
+
     /// The network `options` make, and the lab made for it if any (kept
     /// by the caller until the job is over). `launched`: a launcher
     /// started this process as one rank.
@@ -41,7 +49,9 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
 
     /// What the transport can do, as far as protocol choices go (limits
     /// such as an interface's MTU are known once a port opens).
-    fn caps(&self) -> Caps;
+    fn caps(&self) -> Caps {
+        Self::ENTRY.caps
+    }
 
     /// Receive buffers per rank: what a benchmark keeps in flight at most.
     fn rx_buffers(&self) -> usize;
@@ -52,14 +62,42 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
         None
     }
 
-    /// The network with `faults` injected on receive; `Err` where the
-    /// core runs without its reliability layer on this transport (lost
-    /// packets would be lost messages).
+    /// The network with `faults` injected on receive. Asked only of a
+    /// transport whose caps are `lossy` (over the others the core runs
+    /// without its reliability layer: lost packets would be lost
+    /// messages).
     fn with_faults(&self, faults: Faults) -> Result<Self, SetupError> {
         let _ = faults;
         Err(SetupError::Reliable {
             transport: Self::ENTRY.name,
+            lossy: Vec::new(),
         })
+    }
+
+    /// What benchmarks measure beside rmx on this network (the legend is
+    /// the entry's `floor`).
+    fn floor(&self) -> Floor {
+        Floor::None
+    }
+
+    /// The device a benchmark's anchor (perftest) runs on, if the
+    /// network has one.
+    fn device(&self) -> Option<Device> {
+        None
+    }
+
+    /// A port that registers memory as this network's ports do, for
+    /// `rmx calibrate`; `None`: the loop NIC's.
+    fn registrar(&self) -> Option<Result<AnyPort, SetupError>> {
+        None
+    }
+
+    /// What one connection costs on the device at `wqes` send entries,
+    /// measured: (bytes its provider maps, bytes the port keeps), for
+    /// `rmx model memory`; `None` where the entry is not a `device`.
+    fn connection_bytes(&self, wqes: u16) -> Option<Result<(u64, u64), String>> {
+        let _ = wqes;
+        None
     }
 
     /// The network as one connection's send queue must be for `cfg`
@@ -77,6 +115,25 @@ pub trait Network: Clone + std::fmt::Debug + Sized {
 
     /// Sets the network up for a job of `ranks` ranks.
     fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError>;
+}
+
+/// The floor a benchmark draws beside rmx's figures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Floor {
+    /// None of rmx's own (an anchor such as perftest may stand in).
+    None,
+    /// Memory between the threads of this process.
+    Memory,
+    /// Bare frames on interface `iface`, through the same socket kind.
+    Frames { iface: String },
+}
+
+/// An RDMA device as perftest names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    pub name: String,
+    pub port: u8,
+    pub gid_index: Option<u8>,
 }
 
 /// One network of a running job, handing each rank's thread its port.

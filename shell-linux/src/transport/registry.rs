@@ -7,8 +7,8 @@
 
 use rmx_core::{Caps, Config, PostError, RegError};
 
-pub use super::entry::{Entry, VERBS_CAPS};
-use super::network::{Network, Wire};
+pub use super::entry::Entry;
+use super::network::{Device, Floor, Network, Wire};
 use super::{Completion, Counters, Events, Faults, Faulty, Mr, Recv, SetupError, Transport, Work};
 use crate::launch::Launch;
 
@@ -34,9 +34,9 @@ impl<'a, T> Unbox for &'a mut Box<T> {
 
 /// Calls `$call` on whichever port `$self` is, of the transports `$v`.
 macro_rules! each {
-    ($self:expr, [$($v:ident),+], $p:ident => $call:expr) => {
+    ($self:expr, [$($(#[$m:meta])* $v:ident),+], $p:ident => $call:expr) => {
         match $self {
-            $(AnyPort::$v($p) => $call,)+
+            $($(#[$m])* AnyPort::$v($p) => $call,)+
             AnyPort::Faulty(b) => {
                 let $p = Unbox::unbox(b);
                 $call
@@ -51,15 +51,22 @@ macro_rules! each {
 /// stay inline, since a box would put an indirection on every post and
 /// poll).
 macro_rules! transports {
-    ($($v:ident($net:ty, $opt:ident)),+ $(,)?; not built: [$($missing:expr),*]) => {
+    (
+        $($(#[$m:meta])* $v:ident($net:ty, $opt:ident)),+ $(,)?;
+        not built: [$($(#[$nm:meta])* $missing:path),* $(,)?]
+    ) => {
         /// Every transport, the default first.
-        pub const TRANSPORTS: &[Entry] = &[$(<$net as Network>::ENTRY,)+ $($missing),*];
+        pub const TRANSPORTS: &[Entry] = &[
+            $($(#[$m])* <$net as Network>::ENTRY,)+
+            $($(#[$nm])* $missing,)*
+        ];
 
         /// Every transport's command-line options, flattened into every
         /// benchmark's.
         #[derive(clap::Args, Clone, Debug, Default)]
         pub struct Options {
             $(
+                $(#[$m])*
                 #[command(flatten)]
                 pub $opt: <$net as Network>::Options,
             )+
@@ -76,48 +83,108 @@ macro_rules! transports {
                 launched: bool,
             ) -> Result<(Net, Option<crate::lab::TempLab>), SetupError> {
                 $(
-                    let n = <$net as Network>::ENTRY.name;
-                    if n != name {
-                        if let Some(flag) = <$net as Network>::given(&self.$opt) {
-                            return Err(SetupError::ForeignOption { flag, transport: n });
+                    $(#[$m])*
+                    {
+                        let n = <$net as Network>::ENTRY.name;
+                        if n != name {
+                            if let Some(flag) = <$net as Network>::given(&self.$opt) {
+                                return Err(SetupError::ForeignOption { flag, transport: n });
+                            }
                         }
                     }
                 )+
+                let entry = find(name)?;
+                if launched && entry.launched.is_none() {
+                    return Err(SetupError::Launched {
+                        transport: entry.name,
+                        give: TRANSPORTS.iter().filter_map(Entry::launch_flags).collect(),
+                    });
+                }
                 $(
-                    if <$net as Network>::ENTRY.name == name {
-                        let (net, lab) = <$net as Network>::open(&self.$opt, launched)?;
-                        return Ok((Net::$v(net), lab));
+                    $(#[$m])*
+                    {
+                        if <$net as Network>::ENTRY.name == name {
+                            let (net, lab) = <$net as Network>::open(&self.$opt, launched)?;
+                            return Ok((Net::$v(net), lab));
+                        }
                     }
                 )+
-                find(name).and_then(|t| Err(SetupError::NotBuilt { transport: t.name, about: t.about }))
+                unreachable!("a built transport has its line")
+            }
+        }
+
+        impl Options {
+            /// Whether the network transport `name` opens from these
+            /// options lets more than two ranks run as threads of this
+            /// process (`Err`: what to give instead).
+            pub fn threads_share(&self, name: &str) -> Result<(), String> {
+                $(
+                    $(#[$m])*
+                    {
+                        if <$net as Network>::ENTRY.name == name {
+                            return <$net as Network>::threads_share(&self.$opt);
+                        }
+                    }
+                )+
+                Ok(())
             }
         }
 
         /// The network a job's ranks talk over: one transport's settings.
         #[derive(Clone, Debug)]
         pub enum Net {
-            $($v($net),)+
+            $($(#[$m])* $v($net),)+
         }
 
         impl Net {
-            /// The transport's name, as `--transport` takes it.
-            pub fn name(&self) -> &'static str {
+            /// The transport's line in the registry.
+            pub fn entry(&self) -> &'static Entry {
                 match self {
-                    $(Net::$v(_) => <$net as Network>::ENTRY.name,)+
+                    $($(#[$m])* Net::$v(_) => &<$net as Network>::ENTRY,)+
+                }
+            }
+
+            /// What benchmarks measure beside rmx on this network.
+            pub fn floor(&self) -> Floor {
+                match self {
+                    $($(#[$m])* Net::$v(n) => n.floor(),)+
+                }
+            }
+
+            /// The device a benchmark's anchor runs on, if any.
+            pub fn device(&self) -> Option<Device> {
+                match self {
+                    $($(#[$m])* Net::$v(n) => n.device(),)+
+                }
+            }
+
+            /// A port registering memory as this network's do, if not the
+            /// loop NIC's.
+            pub fn registrar(&self) -> Option<Result<AnyPort, SetupError>> {
+                match self {
+                    $($(#[$m])* Net::$v(n) => n.registrar(),)+
+                }
+            }
+
+            /// A connection's measured cost at `wqes` send entries, where
+            /// the transport is a `device`.
+            pub fn connection_bytes(&self, wqes: u16) -> Option<Result<(u64, u64), String>> {
+                match self {
+                    $($(#[$m])* Net::$v(n) => n.connection_bytes(wqes),)+
                 }
             }
 
             /// The network's settings, for a report's `config` block.
             pub fn json(&self) -> serde_json::Value {
                 match self {
-                    $(Net::$v(n) => n.json(),)+
+                    $($(#[$m])* Net::$v(n) => n.json(),)+
                 }
             }
 
             /// The launch this process is one rank of, if a launcher started it.
             pub fn launch(&self) -> Option<&Launch> {
                 match self {
-                    $(Net::$v(n) => n.launch(),)+
+                    $($(#[$m])* Net::$v(n) => n.launch(),)+
                 }
             }
 
@@ -125,43 +192,54 @@ macro_rules! transports {
             /// choices go (limits such as the MTU are known once a port opens).
             pub fn caps(&self) -> Caps {
                 match self {
-                    $(Net::$v(n) => n.caps(),)+
+                    $($(#[$m])* Net::$v(n) => n.caps(),)+
                 }
             }
 
             /// The network with `faults` injected on receive; `Err` where
             /// the transport's core runs without its reliability layer.
             pub fn with_faults(&self, faults: Faults) -> Result<Net, SetupError> {
+                let entry = self.entry();
+                if !entry.caps.lossy {
+                    return Err(SetupError::Reliable {
+                        transport: entry.name,
+                        lossy: TRANSPORTS
+                            .iter()
+                            .filter(|t| t.built && t.caps.lossy)
+                            .map(|t| t.name)
+                            .collect(),
+                    });
+                }
                 match self {
-                    $(Net::$v(n) => n.with_faults(faults).map(Net::$v),)+
+                    $($(#[$m])* Net::$v(n) => n.with_faults(faults).map(Net::$v),)+
                 }
             }
 
             /// Receive buffers per rank: what a benchmark keeps in flight at most.
             pub fn rx_buffers(&self) -> usize {
                 match self {
-                    $(Net::$v(n) => n.rx_buffers(),)+
+                    $($(#[$m])* Net::$v(n) => n.rx_buffers(),)+
                 }
             }
 
             /// The network as one connection's send queue must be for `cfg`.
             pub(crate) fn for_config(&self, cfg: Config) -> Net {
                 match self {
-                    $(Net::$v(n) => Net::$v(n.for_config(&cfg)),)+
+                    $($(#[$m])* Net::$v(n) => Net::$v(n.for_config(&cfg)),)+
                 }
             }
 
             /// The namespace rank `me`'s thread enters first, if any.
             pub(crate) fn netns(&self, me: u16) -> Option<&str> {
                 match self {
-                    $(Net::$v(n) => n.netns(me),)+
+                    $($(#[$m])* Net::$v(n) => n.netns(me),)+
                 }
             }
 
             /// Sets the network up for a job of `ranks` ranks.
             pub(crate) fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
                 match self {
-                    $(Net::$v(n) => n.wire(ranks),)+
+                    $($(#[$m])* Net::$v(n) => n.wire(ranks),)+
                 }
             }
         }
@@ -169,13 +247,13 @@ macro_rules! transports {
         /// A port of any transport of this shell. One per rank, made once.
         #[allow(clippy::large_enum_variant)]
         pub enum AnyPort {
-            $($v(<$net as Network>::Port),)+
+            $($(#[$m])* $v(<$net as Network>::Port),)+
             /// Any of them with faults injected (tests and lossy
             /// benchmarks only: the box costs an indirection).
             Faulty(Box<Faulty<AnyPort>>),
         }
 
-        $(impl From<<$net as Network>::Port> for AnyPort {
+        $($(#[$m])* impl From<<$net as Network>::Port> for AnyPort {
             fn from(p: <$net as Network>::Port) -> AnyPort {
                 AnyPort::$v(p)
             }
@@ -185,7 +263,7 @@ macro_rules! transports {
             /// The port of type `P` beneath any decorator, if this is one.
             pub fn inner<P: 'static>(&self) -> Option<&P> {
                 match self {
-                    $(AnyPort::$v(p) => (p as &dyn std::any::Any).downcast_ref::<P>(),)+
+                    $($(#[$m])* AnyPort::$v(p) => (p as &dyn std::any::Any).downcast_ref::<P>(),)+
                     AnyPort::Faulty(f) => f.inner().inner::<P>(),
                 }
             }
@@ -193,21 +271,21 @@ macro_rules! transports {
 
         impl rmx_driver::Port for AnyPort {
             fn caps(&self) -> Caps {
-                each!(self, [$($v),+], p => rmx_driver::Port::caps(p))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::caps(p))
             }
 
             unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
                 // SAFETY: the caller's contract is the port's.
-                each!(self, [$($v),+], p => unsafe { rmx_driver::Port::register(p, addr, len) })
+                each!(self, [$($(#[$m])* $v),+], p => unsafe { rmx_driver::Port::register(p, addr, len) })
             }
 
             unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
                 // SAFETY: the caller's contract is the port's.
-                each!(self, [$($v),+], p => unsafe { rmx_driver::Port::register_user(p, addr, len) })
+                each!(self, [$($(#[$m])* $v),+], p => unsafe { rmx_driver::Port::register_user(p, addr, len) })
             }
 
             fn deregister(&mut self, mr: Mr) {
-                each!(self, [$($v),+], p => rmx_driver::Port::deregister(p, mr))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::deregister(p, mr))
             }
 
             #[inline]
@@ -217,91 +295,80 @@ macro_rules! transports {
                 wr_id: u64,
                 work: Work<'_>,
             ) -> Result<Option<Completion>, PostError> {
-                each!(self, [$($v),+], p => rmx_driver::Port::post(p, peer, wr_id, work))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::post(p, peer, wr_id, work))
             }
 
             #[inline]
             fn doorbell(&mut self) {
-                each!(self, [$($v),+], p => rmx_driver::Port::doorbell(p))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::doorbell(p))
             }
 
             fn poll_recv(&mut self) -> Option<Recv> {
-                each!(self, [$($v),+], p => rmx_driver::Port::poll_recv(p))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::poll_recv(p))
             }
 
             #[inline]
             fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
-                each!(self, [$($v),+], p => rmx_driver::Port::rx_bytes(p, buf))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::rx_bytes(p, buf))
             }
 
             #[inline]
             fn repost(&mut self, buf: u32) -> bool {
-                each!(self, [$($v),+], p => rmx_driver::Port::repost(p, buf))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::repost(p, buf))
             }
 
             fn rx_pool_low(&mut self, free: u32) -> u32 {
-                each!(self, [$($v),+], p => rmx_driver::Port::rx_pool_low(p, free))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::rx_pool_low(p, free))
             }
 
             #[inline]
             fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
-                each!(self, [$($v),+], p => rmx_driver::Port::poll_cq(p, out))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::poll_cq(p, out))
             }
 
             fn drain(&mut self) {
-                each!(self, [$($v),+], p => rmx_driver::Port::drain(p))
+                each!(self, [$($(#[$m])* $v),+], p => rmx_driver::Port::drain(p))
             }
         }
 
         impl Transport for AnyPort {
             #[inline]
             fn rank(&self) -> u16 {
-                each!(self, [$($v),+], p => p.rank())
+                each!(self, [$($(#[$m])* $v),+], p => p.rank())
             }
 
             fn events(&self) -> Events {
-                each!(self, [$($v),+], p => Transport::events(p))
+                each!(self, [$($(#[$m])* $v),+], p => Transport::events(p))
             }
 
             #[inline]
             fn busy(&self) -> bool {
-                each!(self, [$($v),+], p => Transport::busy(p))
+                each!(self, [$($(#[$m])* $v),+], p => Transport::busy(p))
             }
 
             fn counters(&self) -> Counters {
-                each!(self, [$($v),+], p => Transport::counters(p))
+                each!(self, [$($(#[$m])* $v),+], p => Transport::counters(p))
             }
         }
     };
 }
 
-/// rdma-core verbs in a build without them, named so that users asking
-/// for it learn why it fails.
-#[cfg(not(feature = "verbs"))]
-const VERBS: Entry = Entry {
-    name: "verbs",
-    about: "rdma-core verbs RC queue pairs: not in this build (build with `--features verbs`, which needs libibverbs-dev, cmake and libclang-dev)",
-    built: false,
-    floor: "",
-};
-
-// Every transport this build carries, one line each, the default first:
-// the variant that names it in `Net` and `AnyPort`, and its settings type
-// (a `Network`, which names its port and its registry entry); then those
-// it does not carry.
-#[cfg(feature = "verbs")]
+// Every transport, one line each, the default first: the variant that
+// names it in `Net` and `AnyPort`, its settings type (a `Network`, which
+// names its port and its registry entry) and its options' field; then
+// those this build does not carry, still named so that users asking for
+// one learn why it fails.
 transports! {
     Loop(crate::loopnic::LoopConfig, looped),
     Eth(crate::eth::EthNet, eth),
-    Verbs(crate::verbs::VerbsNet, verbs);
-    not built: []
-}
-
-#[cfg(not(feature = "verbs"))]
-transports! {
-    Loop(crate::loopnic::LoopConfig, looped),
-    Eth(crate::eth::EthNet, eth);
-    not built: [VERBS]
+    #[cfg(feature = "verbs")]
+    Verbs(crate::verbs::VerbsNet, verbs),
+    #[cfg(feature = "test-transport")]
+    Late(crate::late::LateNet, late);
+    not built: [
+        #[cfg(not(feature = "verbs"))]
+        crate::verbs::ENTRY,
+    ]
 }
 
 /// The transport `name` names, if this build carries it; else what to do.
@@ -320,6 +387,11 @@ pub fn find(name: &str) -> Result<&'static Entry, SetupError> {
 }
 
 impl Net {
+    /// The transport's name, as `--transport` takes it.
+    pub fn name(&self) -> &'static str {
+        self.entry().name
+    }
+
     /// The largest message ranks on this network send without a
     /// rendezvous ([`Config::eager_max`] of `cfg` fitted to what the
     /// transport can do). An interface's MTU is known only once a port
@@ -346,11 +418,6 @@ impl AnyPort {
         } else {
             self
         }
-    }
-
-    /// The `eth` port beneath any decorator, if this is one.
-    pub fn eth(&self) -> Option<&crate::eth::EthPort> {
-        self.inner()
     }
 }
 
@@ -411,17 +478,45 @@ mod tests {
             loss_ppm: 1000,
             ..Faults::default()
         };
-        assert_eq!(
-            net.with_faults(faults).err(),
-            Some(SetupError::Reliable { transport: "loop" })
+        let reliable = net.with_faults(faults).expect_err("refused");
+        assert!(
+            matches!(&reliable, SetupError::Reliable { transport: "loop", lossy } if lossy.contains(&"eth")),
+            "{reliable:?}"
         );
+        assert!(
+            reliable.to_string().ends_with("use --transport eth"),
+            "{reliable}"
+        );
+        // loop's ranks are threads of one process: a launched rank is told
+        // every transport that runs one rank per process, and how.
+        let e = Options::default()
+            .open("loop", true)
+            .map(|_| ())
+            .expect_err("refused");
+        let SetupError::Launched { transport, give } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(*transport, "loop");
+        let eth_flags = crate::eth::ENTRY.launch_flags().expect("eth runs launched");
+        assert!(
+            eth_flags.starts_with("--transport eth --iface IF"),
+            "{eth_flags}"
+        );
+        assert!(give.contains(&eth_flags), "{give:?}");
         assert_eq!(
-            Options::default().open("loop", true).err(),
-            Some(SetupError::Launched)
+            give.iter().any(|g| g == "--transport verbs"),
+            cfg!(feature = "verbs"),
+            "a transport this build lacks is not offered: {give:?}"
         );
         // eth under a launcher needs the interface each process opens.
         let eth = Options::default().open("eth", true).map(|_| ());
-        assert_eq!(eth.err(), Some(SetupError::Launched));
+        assert_eq!(
+            eth.err(),
+            Some(SetupError::Launched {
+                transport: "eth",
+                give: vec![eth_flags]
+            })
+        );
         let e = Options::default().open("ib", false).err();
         assert!(
             matches!(e, Some(SetupError::UnknownTransport { .. })),

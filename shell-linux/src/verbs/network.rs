@@ -3,11 +3,11 @@
 //! launcher), swaps addresses through the job's bootstrap, and meets the
 //! others once more before any asks for a connection.
 
-use rmx_core::{Caps, Config};
+use rmx_core::Config;
 
-use super::{Select, Sizes, VerbsPort, CAPS, ENTRY};
+use super::{Select, Sizes, VerbsPort, ENTRY};
 use crate::launch::Launch;
-use crate::transport::network::{Network, Swap, Wire};
+use crate::transport::network::{Device, Network, Swap, Wire};
 use crate::transport::Entry;
 use crate::transport::{AnyPort, SetupError};
 
@@ -53,8 +53,42 @@ impl Network for VerbsNet {
         })
     }
 
-    fn caps(&self) -> Caps {
-        CAPS
+    /// The first port's device, as perftest names it.
+    fn device(&self) -> Option<Device> {
+        let port = VerbsPort::open(&self.select, self.sizes, 0, 1).ok()?;
+        let f = port.facts();
+        Some(Device {
+            name: f.name.clone(),
+            port: f.port,
+            gid_index: Some(f.gid_index),
+        })
+    }
+
+    /// `ibv_reg_mr` on the device: pinning and the device's translation
+    /// table in the kernel.
+    fn registrar(&self) -> Option<Result<AnyPort, SetupError>> {
+        Some(
+            VerbsPort::open(&self.select, self.sizes, 0, 1)
+                .map(AnyPort::from)
+                .map_err(|e| SetupError::Port {
+                    rank: 0,
+                    what: self
+                        .select
+                        .device
+                        .as_deref()
+                        .unwrap_or("an RDMA device")
+                        .into(),
+                    why: e.to_string(),
+                }),
+        )
+    }
+
+    /// 16 connected queue pairs measured at `wqes` entries each.
+    fn connection_bytes(&self, wqes: u16) -> Option<Result<(u64, u64), String>> {
+        Some(
+            super::footprint::measure(&self.select, wqes as u32, 16)
+                .map(|q| (q.mapped, VerbsPort::connection_bytes(wqes as u32) as u64)),
+        )
     }
 
     fn rx_buffers(&self) -> usize {
