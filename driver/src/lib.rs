@@ -9,7 +9,8 @@
 //! unsignalled sends with a later one; [`faulty`] injects a lossy wire's
 //! faults below any port and [`delayed`] lands RDMA writes late; [`task`]
 //! holds the steps every shell carries out alike (collectives), as
-//! non-blocking state machines.
+//! non-blocking state machines; with the `alloc` feature, [`heap`] holds
+//! every table in vectors.
 //! `no_std` and allocation-free: a Linux kernel module links it as it
 //! links `rmx-core`; the std shell adds threads, locks and sleeping.
 #![no_std]
@@ -17,6 +18,8 @@
 mod adapter;
 pub mod delayed;
 pub mod faulty;
+#[cfg(feature = "alloc")]
+pub mod heap;
 pub mod ledger;
 mod port;
 mod progress;

@@ -483,7 +483,8 @@ mod guest {
                     assert_eq!(&b[..], &pattern(prev as usize + round as usize, 300)[..]);
                 }
             }
-            r.transport_counters().connections
+            r.with_port(|p: &VerbsPort| p.verbs_counters().connections)
+                .expect("a verbs port")
         });
         assert_eq!(made, vec![3; n as usize], "self, next and previous only");
     }
@@ -658,7 +659,10 @@ mod guest {
                     signal: true,
                 },
             );
-            eprintln!("{case}: the target's send {sent:?}, {:?}", b.counters());
+            eprintln!(
+                "{case}: the target's send {sent:?}, {:?}",
+                b.verbs_counters()
+            );
             if sent.is_ok() {
                 let c = completion(&mut b);
                 assert_eq!(c.wr_id, 44);
@@ -698,7 +702,7 @@ mod guest {
         assert_eq!(got, [0, 1, 2, 3], "the rest, in order, after it");
         let want: Vec<Vec<u8>> = (0..4).map(|i| vec![i; 8]).collect();
         assert_eq!(packets(&mut b, 500), want);
-        let c = a.counters();
+        let c = a.verbs_counters();
         assert_eq!((c.batched, c.doorbells), (3, 1), "{c:?}");
     }
 
@@ -771,7 +775,7 @@ mod guest {
         assert_eq!(ids, [10, 11, 12, 13]);
         assert!(got.iter().all(|c| c.result.is_ok()), "{got:?}");
         assert_eq!(completions(&mut a, 1, 200), [], "each once");
-        let c = a.counters();
+        let c = a.verbs_counters();
         assert_eq!((c.unsignalled, c.stray_completions), (3, 0), "{c:?}");
     }
 
@@ -896,13 +900,13 @@ mod guest {
         let mut got = Vec::new();
         send_inline(&mut a, 12);
         let t = std::time::Instant::now();
-        while (got.len() < 12 || b.counters().srq_limit == 0) && t.elapsed().as_secs() < 10 {
+        while (got.len() < 12 || b.verbs_counters().srq_limit == 0) && t.elapsed().as_secs() < 10 {
             if let Some(r) = b.poll_recv() {
                 got.push(r.buf);
             }
         }
         assert_eq!(got.len(), 12);
-        assert_eq!(b.counters().srq_limit, 1, "{:?}", b.counters());
+        assert_eq!(b.verbs_counters().srq_limit, 1, "{:?}", b.verbs_counters());
         assert_eq!(b.rx_pool_low(20), 16, "the spare ones, posted at the event");
         assert_eq!(b.rx_pool_low(20), 0, "told once");
         // All 48 are usable: 36 more arrive with 12 still held.

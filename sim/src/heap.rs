@@ -1,22 +1,10 @@
-//! Endpoint tables on the heap, for every std shell (the simulator and
-//! the std shell alike), and table sizes for tests.
+//! Table sizes and heap-backed matchers for tests; the tables
+//! themselves are the driver's [`Heap`].
 
 use rmx_core::matching::{Envelope, Matcher, Pattern, Slot};
-use rmx_core::storage::{Alloc, Sizes, Storage};
+use rmx_core::storage::Sizes;
 
-/// Tables in `Vec`s, each allocated once at its job's size: the endpoint
-/// itself stays small, so nothing large is ever on a thread's stack.
-pub struct Heap;
-
-impl Storage for Heap {
-    type Table<E: Copy + 'static> = Vec<E>;
-}
-
-impl Alloc for Heap {
-    fn table<E: Copy + 'static>(len: usize, fill: E) -> Vec<E> {
-        vec![fill; len]
-    }
-}
+pub use rmx_driver::heap::Heap;
 
 /// Table sizes for `peers` ranks, with as many held buffers as unexpected
 /// messages.

@@ -24,7 +24,7 @@ use crate::clock::now_ns;
 use crate::monitor::Monitor;
 use crate::reuse::{Calibration, ShellReuse};
 use crate::transport::{AnyPort, Events, Transport};
-use rmx_sim::heap::Heap;
+use rmx_driver::heap::Heap;
 
 mod beside;
 mod driver;

@@ -4,8 +4,9 @@
 //! by the invalidation monitor.
 
 use crate::monitor::Monitor;
-use crate::transport::{Mr, Transport};
-use rmx_driver::{Adapter, AdapterTables, Host, UserEntry};
+use crate::transport::Transport;
+use rmx_driver::heap::Heap;
+use rmx_driver::{Adapter, Host, UserEntry};
 use std::sync::Arc;
 
 /// What the std shell adds to the adapter.
@@ -30,17 +31,8 @@ impl Host for ShellHost {
     }
 }
 
-/// The adapter's tables on the heap, sized once.
-pub struct AdapterHeap;
-
-impl AdapterTables for AdapterHeap {
-    type Bytes = Vec<u8>;
-    type Users = Vec<UserEntry>;
-    type Regs = Vec<Option<Mr>>;
-}
-
 /// The core's NIC over transport `T`.
-pub type ShellNic<T> = Adapter<T, ShellHost, AdapterHeap>;
+pub type ShellNic<T> = Adapter<T, ShellHost, Heap>;
 
 /// A NIC with `nslots` bounce slots for eager messages of `eager` bytes,
 /// room to name `users` user buffers at once (one per pending request)

@@ -53,23 +53,6 @@ pub struct Counters {
     /// Frames sent and received.
     pub frames_out: u64,
     pub frames_in: u64,
-    /// Connections made (verbs: queue pairs, one per peer talked with).
-    pub connections: u64,
-    /// Times the shared receive queue fell below its limit (verbs).
-    pub srq_limit: u64,
-    /// Connections or devices the device reported broken by an
-    /// asynchronous event (verbs).
-    pub async_errors: u64,
-    /// Sends held behind a queue pair's outstanding work and posted at a
-    /// doorbell (verbs), and the lists that carried them (one
-    /// `ibv_post_send` per queue pair and doorbell).
-    pub batched: u64,
-    pub doorbells: u64,
-    /// Sends posted without a completion entry of their own, reported
-    /// done with a later one (verbs' selective signalling).
-    pub unsignalled: u64,
-    /// Send completions naming no post outstanding (verbs).
-    pub stray_completions: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

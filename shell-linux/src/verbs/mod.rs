@@ -15,6 +15,8 @@ pub mod address;
 #[cfg(feature = "verbs")]
 mod batch;
 #[cfg(feature = "verbs")]
+mod counters;
+#[cfg(feature = "verbs")]
 pub mod device;
 #[cfg(feature = "verbs")]
 pub mod footprint;
@@ -32,6 +34,8 @@ pub mod port;
 #[cfg(feature = "verbs")]
 mod qp;
 
+#[cfg(feature = "verbs")]
+pub use counters::VerbsCounters;
 #[cfg(feature = "verbs")]
 pub use device::{Select, Sizes};
 #[cfg(feature = "verbs")]

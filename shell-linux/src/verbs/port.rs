@@ -109,7 +109,7 @@ pub struct VerbsPort {
     spare_posted: u32,
     by_qpn: HashMap<u32, u16>,
     oob: Oob,
-    counters: Counters,
+    counters: super::VerbsCounters,
     /// Registrations by the key handed out (the lkey of a local one, the
     /// rkey of one peers may access).
     mrs: HashMap<u32, *mut ib::ibv_mr>,
@@ -219,7 +219,7 @@ impl VerbsPort {
             spare_posted: 0,
             by_qpn: HashMap::new(),
             oob,
-            counters: Counters::default(),
+            counters: super::VerbsCounters::default(),
             mrs: HashMap::new(),
             lkeys: HashMap::new(),
             dones: VecDeque::with_capacity(WCS),
@@ -372,7 +372,7 @@ impl VerbsPort {
     fn poll_handshakes(&mut self) {
         let mut got: [Option<Msg>; 8] = [None; 8];
         let mut n = 0;
-        let forged = &mut self.counters.forged;
+        let forged = &mut self.counters.link.forged;
         self.oob.poll(&self.dev, |b| match Msg::decode(b) {
             Ok(m) if n < got.len() => {
                 got[n] = Some(m);
@@ -388,7 +388,7 @@ impl VerbsPort {
                 .get(m.from as usize)
                 .is_some_and(|p| p.nonce == m.nonce);
             if !genuine || m.from == self.me {
-                self.counters.forged += 1;
+                self.counters.link.forged += 1;
                 continue;
             }
             let action = self.states[m.from as usize].on_msg(self.me, &m, now);
@@ -453,6 +453,12 @@ impl VerbsPort {
     /// Queue pairs this port has made (one per peer it talked with).
     pub fn connections(&self) -> usize {
         self.conns.iter().flatten().count()
+    }
+
+    /// Everything this port counted, its own kinds beside every
+    /// transport's.
+    pub fn verbs_counters(&self) -> super::VerbsCounters {
+        self.counters
     }
 
     /// The device as it was opened.
@@ -650,7 +656,7 @@ impl VerbsPort {
                 Some(r) => self.recvs.push_back(r),
                 None => {
                     // The buffer goes straight back; the packet is counted.
-                    self.counters.length += 1;
+                    self.counters.link.length += 1;
                     if self.pool.filled(buf, 0) {
                         self.pool.repost(&self.dev, buf);
                     }
@@ -935,7 +941,7 @@ impl Transport for VerbsPort {
     }
 
     fn counters(&self) -> Counters {
-        self.counters
+        self.counters.link
     }
 }
 
