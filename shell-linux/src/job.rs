@@ -16,6 +16,57 @@ pub use crate::transport::Net;
 
 pub use crate::launch::Launch;
 
+/// Why a job could not run to its end, for callers that handle it (a C
+/// API returns its kind); [`run`] and its kin panic with its `Display`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobError {
+    /// Its network, ports or bootstrap could not be set up.
+    Setup(SetupError),
+    /// The configuration is not one a rank can run.
+    Config(rmx_core::ConfigError),
+    /// Zero-copy sends were asked for where they cannot run (no monitor,
+    /// no calibration).
+    Reuse(String),
+    /// Ranks `ranks` stopped answering while the body ran, and the body
+    /// stopped (panicked) because of it.
+    PeerFailed { ranks: Vec<u16> },
+}
+
+impl std::fmt::Display for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Setup(e) => e.fmt(f),
+            Self::Config(e) => write!(f, "rank configuration: {e:?}"),
+            Self::Reuse(why) => write!(f, "zero-copy rank: {why}"),
+            Self::PeerFailed { ranks } => {
+                let gone: Vec<String> = ranks.iter().map(u16::to_string).collect();
+                write!(
+                    f,
+                    "rank {} stopped answering (its process died, hung or lost its link, or the network dropped every frame): the job cannot go on",
+                    gone.join(", ")
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for JobError {}
+
+impl From<SetupError> for JobError {
+    fn from(e: SetupError) -> JobError {
+        JobError::Setup(e)
+    }
+}
+
+/// A job's result as [`run`] and its kin hand it back: the error's words
+/// as a panic (in a launched process, a line said at once and [`Said`]).
+fn or_panic<T>(r: Result<T, JobError>, launched: bool) -> T {
+    r.unwrap_or_else(|e| match (&e, launched) {
+        (JobError::PeerFailed { .. }, true) => std::panic::panic_any(Said(e.to_string())),
+        _ => panic!("{e}"),
+    })
+}
+
 /// The launcher's barrier, while `ranks` keep answering their peers (a
 /// peer may still wait for an acknowledgement).
 fn barrier_progressing(l: &Launch, ranks: &mut [&mut Rank]) -> Result<(), SetupError> {
@@ -76,6 +127,17 @@ where
     run_with(nranks, cfg, net, None, body)
 }
 
+/// [`run`], its failures returned rather than raised: the setup's, the
+/// configuration's, and peers that stopped answering while `body` ran (a
+/// panic of `body` for any other reason still unwinds).
+pub fn try_run<T, F>(nranks: u16, cfg: Config, net: &Net, body: F) -> Result<Vec<T>, JobError>
+where
+    T: Send,
+    F: Fn(&mut Rank) -> T + Sync,
+{
+    try_run_with(nranks, cfg, net, None, body)
+}
+
 /// [`run`], with zero-copy eager sends of frequently used buffers when
 /// `reuse` gives the cost figures. Check [`crate::monitor::Monitor::global`]
 /// first: a rank that cannot watch its registrations panics here.
@@ -90,16 +152,34 @@ where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
 {
+    or_panic(
+        try_run_with(nranks, cfg, net, reuse, body),
+        net.launch().is_some(),
+    )
+}
+
+/// [`run_with`], its failures returned as [`try_run`]'s are.
+pub fn try_run_with<T, F>(
+    nranks: u16,
+    cfg: Config,
+    net: &Net,
+    reuse: Option<&Calibration>,
+    body: F,
+) -> Result<Vec<T>, JobError>
+where
+    T: Send,
+    F: Fn(&mut Rank) -> T + Sync,
+{
     threads(
         nranks,
         &[net.for_config(cfg)],
         |_, mut ports| {
-            let port = ports.pop().expect("one port");
+            let port = ports.pop().expect("one port per network");
             let rank = match reuse {
-                None => Rank::new(port, nranks, cfg).expect("rank configuration"),
-                Some(cal) => Rank::with_reuse(port, nranks, cfg, cal).expect("zero-copy rank"),
+                None => Rank::new(port, nranks, cfg).map_err(JobError::Config)?,
+                Some(cal) => Rank::with_reuse(port, nranks, cfg, cal).map_err(JobError::Reuse)?,
             };
-            vec![rank]
+            Ok(vec![rank])
         },
         |ranks| body(&mut ranks[0]),
     )
@@ -115,22 +195,23 @@ where
     F: Fn(&mut Rank, &mut Rank) -> T + Sync,
 {
     let nets = [net.for_config(cfg), net.for_config(cfg)];
-    threads(
+    let r = threads(
         2,
         &nets,
         |_, mut ports| {
-            let zc = ports.pop().expect("two ports");
-            let plain = ports.pop().expect("two ports");
-            vec![
-                Rank::new(plain, 2, cfg).expect("rank configuration"),
-                Rank::with_reuse(zc, 2, cfg, cal).expect("zero-copy rank"),
-            ]
+            let zc = ports.pop().expect("one port per network");
+            let plain = ports.pop().expect("one port per network");
+            Ok(vec![
+                Rank::new(plain, 2, cfg).map_err(JobError::Config)?,
+                Rank::with_reuse(zc, 2, cfg, cal).map_err(JobError::Reuse)?,
+            ])
         },
         |ranks| match ranks {
             [plain, zc] => body(plain, zc),
             _ => unreachable!("two ranks per thread"),
         },
-    )
+    );
+    or_panic(r, net.launch().is_some())
 }
 
 /// One job per configuration, side by side on two threads: thread
@@ -142,39 +223,41 @@ where
     F: Fn(&mut [Rank]) -> T + Sync,
 {
     let nets: Vec<Net> = cfgs.iter().map(|&c| net.for_config(c)).collect();
-    threads(
+    let r = threads(
         2,
         &nets,
         |_, ports| {
             ports
                 .into_iter()
                 .zip(cfgs)
-                .map(|(p, &c)| Rank::new(p, 2, c).expect("rank configuration"))
+                .map(|(p, &c)| Rank::new(p, 2, c).map_err(JobError::Config))
                 .collect()
         },
         body,
-    )
+    );
+    or_panic(r, net.launch().is_some())
 }
 
 /// `n` threads (with `RMX_PIN=1`, thread `me` pinned to CPU `me`, modulo
 /// the cores; see [`pinning`]), each
 /// entering its namespace if the network names one, building its ranks from
 /// its port of every network (one per entry of `nets`), running `body`,
-/// then finalizing. Results in thread order.
-fn threads<T, M, F>(n: u16, nets: &[Net], make: M, body: F) -> Vec<T>
+/// then finalizing. Results in thread order; the first thread's error,
+/// if any failed (every thread fails alike: a rank whose port did not
+/// open is named to the others).
+fn threads<T, M, F>(n: u16, nets: &[Net], make: M, body: F) -> Result<Vec<T>, JobError>
 where
     T: Send,
-    M: Fn(u16, Vec<AnyPort>) -> Vec<Rank> + Sync,
+    M: Fn(u16, Vec<AnyPort>) -> Result<Vec<Rank>, JobError> + Sync,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
     if let Some(l) = nets.iter().find_map(Net::launch) {
-        return vec![one_process(l, nets, make, body)];
+        return one_process(l, nets, make, body).map(|out| vec![out]);
     }
     let wires = nets
         .iter()
         .map(|net| net.wire(n))
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .collect::<Result<Vec<_>, _>>()?;
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -199,10 +282,21 @@ where
                             .iter()
                             .enumerate()
                             .map(|(k, w)| w.port(me, k, wires.len(), &placed))
-                            .collect::<Result<Vec<_>, _>>()
-                            .unwrap_or_else(|e| panic!("{e}"));
-                        let mut ranks = make(me, ports);
+                            .collect::<Result<Vec<_>, _>>();
+                        let made = ports.map_err(JobError::from).and_then(|p| make(me, p));
+                        let mut ranks = match made {
+                            Ok(ranks) => ranks,
+                            Err(e) => {
+                                // The others must not wait for this thread.
+                                failed.store(true, Ordering::Release);
+                                return Err(e);
+                            }
+                        };
                         let out = blaming_failed_peers(&mut ranks, n, false, body);
+                        if out.is_err() {
+                            failed.store(true, Ordering::Release);
+                            return out;
+                        }
                         let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
                         finish(&mut refs, done, n as usize, failed);
                         out
@@ -213,7 +307,7 @@ where
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
+            .collect::<Result<Vec<T>, JobError>>()
     })
 }
 
@@ -221,39 +315,37 @@ where
 /// `body`, then finalizing with the other processes (the launcher's barrier,
 /// while this rank keeps answering its peers, then a short linger so that a
 /// last lost acknowledgement is sent again).
-fn one_process<T, M, F>(l: &Launch, nets: &[Net], make: M, body: F) -> T
+fn one_process<T, M, F>(l: &Launch, nets: &[Net], make: M, body: F) -> Result<T, JobError>
 where
-    M: Fn(u16, Vec<AnyPort>) -> Vec<Rank>,
+    M: Fn(u16, Vec<AnyPort>) -> Result<Vec<Rank>, JobError>,
     F: Fn(&mut [Rank]) -> T,
 {
     let me = l.rank();
     let wires = nets
         .iter()
         .map(|net| net.wire(l.size()))
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| panic!("{e}"));
+        .collect::<Result<Vec<_>, _>>()?;
     let ports = wires
         .iter()
         .enumerate()
         .map(|(k, w)| w.port(me, k, wires.len(), &Ok(())))
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut ranks = make(me, ports);
-    let out = blaming_failed_peers(&mut ranks, l.size(), true, body);
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ranks = make(me, ports)?;
+    let out = blaming_failed_peers(&mut ranks, l.size(), true, body)?;
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
     while !refs.iter().all(|r| r.flushed()) {
         for r in refs.iter_mut() {
             r.progress();
         }
     }
-    barrier_progressing(l, &mut refs).unwrap_or_else(|e| panic!("{e}"));
+    barrier_progressing(l, &mut refs)?;
     let until = crate::clock::now_ns() + LINGER_NS;
     while crate::clock::now_ns() < until {
         for r in refs.iter_mut() {
             r.progress();
         }
     }
-    out
+    Ok(out)
 }
 
 /// A stop whose line is printed already: a launcher may end this process
@@ -269,28 +361,77 @@ fn blaming_failed_peers<T>(
     size: u16,
     say_now: bool,
     body: impl FnOnce(&mut [Rank]) -> T,
-) -> T {
+) -> Result<T, JobError> {
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(ranks)));
-    out.unwrap_or_else(|e| {
-        let gone: Vec<String> = (0..size)
+    out.map_err(|e| {
+        let gone: Vec<u16> = (0..size)
             .filter(|&p| ranks.iter().any(|r| r.failed(p)))
-            .map(|p| p.to_string())
             .collect();
         if gone.is_empty() {
             std::panic::resume_unwind(e);
         }
-        let why = format!(
-            "rank {} stopped answering (its process died, hung or lost its link, or the network dropped every frame): the job cannot go on",
-            gone.join(", ")
-        );
+        let e = JobError::PeerFailed { ranks: gone };
         if say_now {
             let me = ranks.first().map_or(0, |r| r.rank());
-            crate::say::say(format_args!("rank {me}: {why}"));
-            std::panic::panic_any(Said(why));
+            crate::say::say(format_args!("rank {me}: {e}"));
         }
-        panic!("{why}")
+        e
     })
 }
 
 /// How long a finished process keeps answering its peers.
 const LINGER_NS: u64 = 20_000_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eth::{EthNet, EthOpts};
+
+    /// A configuration no rank can run comes back by kind, from every
+    /// thread at once (none waits for another that never started).
+    #[test]
+    fn a_bad_configuration_is_returned_not_raised() {
+        let cfg = Config {
+            credits: 0,
+            ..crate::rank::loop_config()
+        };
+        let net = Net::Loop(Default::default());
+        let r = try_run(3, cfg, &net, |r| r.rank());
+        assert_eq!(
+            r,
+            Err(JobError::Config(rmx_core::ConfigError::Credits)),
+            "{r:?}"
+        );
+        let ok = try_run(3, crate::rank::loop_config(), &net, |r| r.rank());
+        assert_eq!(ok, Ok(vec![0, 1, 2]));
+    }
+
+    /// A port that cannot open is the setup's error, named for the rank
+    /// and the interface; its peers are told which rank failed rather than
+    /// wait for it.
+    #[test]
+    fn a_port_that_does_not_open_is_a_setup_error() {
+        let net = Net::Eth(EthNet {
+            iface: "rmx-no-such-if".into(),
+            netns: Vec::new(),
+            opts: EthOpts::default(),
+            launch: None,
+        });
+        let r = try_run(2, crate::rank::loop_config(), &net, |r| r.rank());
+        match r {
+            Err(JobError::Setup(SetupError::Port { rank: 0, what, .. })) => {
+                assert_eq!(what, "rmx-no-such-if")
+            }
+            other => panic!("{other:?}"),
+        }
+        let said = std::panic::catch_unwind(|| run(2, crate::rank::loop_config(), &net, |_| ()));
+        let msg = said
+            .expect_err("run raises it")
+            .downcast::<String>()
+            .expect("text");
+        assert!(
+            msg.starts_with("rank 0: cannot open rmx-no-such-if"),
+            "{msg}"
+        );
+    }
+}
