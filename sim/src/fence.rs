@@ -7,7 +7,7 @@ use rmx_core::collective::{reduce, Collective, Int, Op};
 use rmx_core::onesided::{
     channel::{DATA, FINISH, FLAG, HEADERS},
     tag, Arrival, Data, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, Reduction,
-    RmaKind, Step, Target, Window, CONTEXT, HEADER, INLINE,
+    RmaKind, Step, Target, Window, CONTEXT, FIRST, HEADER,
 };
 use rmx_core::{Gather, MemKey, Remote, Source, TagSel};
 
@@ -673,7 +673,7 @@ fn answers(node: &mut Node, gets: &mut [Got]) -> Result<bool, String> {
 /// rank.
 fn post_op(node: &mut Node, w: u16, epoch: u16) -> Result<Req, String> {
     let sel = TagSel::Tag(tag(w, epoch, HEADERS));
-    node.irecv(Source::Any, sel, CONTEXT, HEADER + INLINE)
+    node.irecv(Source::Any, sel, CONTEXT, FIRST)
         .map_err(|e| format!("rank {}: operation: {e:?}", node.me))
 }
 

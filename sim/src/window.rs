@@ -2,7 +2,7 @@
 //! core's epoch, and what the fence in progress keeps (queued operations,
 //! gets); the fence's steps are `fence.rs`'s.
 
-use rmx_core::onesided::{Epoch, OpHeader, Target, INLINE};
+use rmx_core::onesided::{Epoch, OpHeader, Target, FIRST};
 use rmx_core::{MemKey, UserBuf};
 
 use crate::req::Req;
@@ -20,8 +20,8 @@ pub(crate) enum Got {
     Answer(Req),
 }
 
-/// An operation's messages, composed as the std shell composes them: the
-/// header with up to [`INLINE`] bytes of data, then larger data apart.
+/// An operation's messages, as the core composes them
+/// ([`OpHeader::compose`]).
 pub(crate) struct Outgoing {
     pub(crate) target: u16,
     pub(crate) first: Vec<u8>,
@@ -30,13 +30,9 @@ pub(crate) struct Outgoing {
 
 impl Outgoing {
     pub(crate) fn new(target: u16, h: &OpHeader, data: &[u8]) -> Outgoing {
-        let mut first = h.encode().to_vec();
-        let rest = if data.len() <= INLINE {
-            first.extend_from_slice(data);
-            Vec::new()
-        } else {
-            data.to_vec()
-        };
+        let mut buf = [0u8; FIRST];
+        let (n, apart) = h.compose(data, &mut buf);
+        let (first, rest) = (buf[..n].to_vec(), apart.unwrap_or_default().to_vec());
         Outgoing {
             target,
             first,

@@ -8,7 +8,7 @@ mod epoch;
 
 pub use crate::wire::onesided::{
     channel, imm, imm_window, tag, Descriptor, Float, OpHeader, RmaError, RmaKind, Window, CONTEXT,
-    HEADER, INLINE, MAX_GETS,
+    FIRST, HEADER, INLINE, MAX_GETS,
 };
 pub use design::{Design, Opening, Steps, TargetCompletion};
 pub use epoch::{Arrival, Data, Epoch, EpochError, Outcome, Reduction, Step, Target};

@@ -278,7 +278,31 @@ pub struct OpHeader {
     pub id: u32,
 }
 
+/// The most bytes of an operation's first message: its header, and its
+/// data when that is at most [`INLINE`] bytes.
+pub const FIRST: usize = HEADER + INLINE;
+
 impl OpHeader {
+    /// The operation's messages as its origin sends them, `data` being
+    /// what it carries (nothing for a get): the first, written into
+    /// `first` (its length returned), on the
+    /// [`HEADERS`](channel::HEADERS) channel; and the data to send in a
+    /// message of its own on the [`DATA`](channel::DATA) channel, where
+    /// it is longer than [`INLINE`]. The target's
+    /// [`Epoch::admit`](crate::onesided::Epoch::admit) reads them back.
+    pub fn compose<'a>(
+        &self,
+        data: &'a [u8],
+        first: &mut [u8; FIRST],
+    ) -> (usize, Option<&'a [u8]>) {
+        first[..HEADER].copy_from_slice(&self.encode());
+        if data.len() > INLINE {
+            return (HEADER, Some(data));
+        }
+        first[HEADER..HEADER + data.len()].copy_from_slice(data);
+        (HEADER + data.len(), None)
+    }
+
     /// The header's bytes.
     pub fn encode(&self) -> [u8; HEADER] {
         let mut b = [0u8; HEADER];
@@ -373,6 +397,30 @@ mod tests {
             len,
             offset,
             id: 77,
+        }
+    }
+
+    /// Data up to INLINE bytes rides in the first message; more goes
+    /// apart, whole; either way the header leads.
+    #[test]
+    fn an_operation_is_one_message_up_to_inline_bytes_and_two_above() {
+        let data = [7u8; INLINE + 1];
+        let mut first = [0u8; FIRST];
+        for (len, apart) in [(0, false), (1, false), (INLINE, false), (INLINE + 1, true)] {
+            let h = header(RmaKind::Put, 0, len as u32);
+            first.fill(0xAA);
+            let (n, rest) = h.compose(&data[..len], &mut first);
+            assert_eq!(OpHeader::decode(&first[..HEADER]), Ok(h));
+            match apart {
+                false => {
+                    assert_eq!((n, rest), (HEADER + len, None));
+                    assert_eq!(&first[HEADER..n], &data[..len]);
+                }
+                true => {
+                    assert_eq!((n, rest), (HEADER, Some(&data[..len])));
+                    assert!(first[HEADER..].iter().all(|&b| b == 0xAA), "nothing inline");
+                }
+            }
         }
     }
 

@@ -7,7 +7,7 @@
 //! collective or sends the rank waits for are queued behind them. Each one
 //! is applied (a get answered) and counted by the core.
 
-use rmx_core::onesided::{tag, RmaKind, HEADER, INLINE};
+use rmx_core::onesided::{tag, RmaKind, FIRST};
 use rmx_core::{RecvError, RecvFault, Source};
 
 use super::messages::{self, send_failed, Arrived, First};
@@ -44,9 +44,7 @@ impl Inbox {
         if let Some(q) = self.op.take() {
             return Ok(q);
         }
-        let first = self
-            .first
-            .get_or_insert_with(|| Box::new([0u8; HEADER + INLINE]));
+        let first = self.first.get_or_insert_with(|| Box::new([0u8; FIRST]));
         // SAFETY: the first message lands on the heap, kept by `self` under
         // the caller's contract.
         unsafe { messages::post(window, r, epoch, Source::Any, first) }

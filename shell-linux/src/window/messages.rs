@@ -1,13 +1,12 @@
 //! Operations as two-sided messages (all of the deferred design's, the
-//! immediate designs' accumulates). An operation with up to [`INLINE`]
-//! bytes of data is one message, header and data together; a larger one
-//! is a header message and then its data in a message of its own, so the
-//! target receives the data straight into a buffer of the size the header
-//! announced.
+//! immediate designs' accumulates), in the messages the core composes
+//! ([`OpHeader::compose`]): the header with small data, larger data in a
+//! message of its own, so the target receives it straight into a buffer of
+//! the size the header announced.
 
 use std::ops::Range;
 
-use rmx_core::onesided::{Data, OpHeader, HEADER, INLINE};
+use rmx_core::onesided::{Data, OpHeader, FIRST, HEADER};
 use rmx_core::{RecvFault, SendError, Source, TagSel};
 
 use super::{Win, WinError, RMA_CONTEXT};
@@ -48,13 +47,13 @@ pub(super) struct Outgoing {
 
 impl Outgoing {
     pub fn new(target: u16, header: &OpHeader, data: Vec<u8>) -> Outgoing {
-        let mut first = header.encode().to_vec();
-        let rest = if data.len() <= INLINE {
-            first.extend_from_slice(&data);
-            Vec::new()
-        } else {
-            data
+        let mut buf = [0u8; FIRST];
+        let (n, apart) = header.compose(&data, &mut buf);
+        let rest = match apart {
+            Some(_) => data,
+            None => Vec::new(),
         };
+        let first = buf[..n].to_vec();
         Outgoing {
             target,
             first,
@@ -137,7 +136,7 @@ pub(super) struct Arrived {
 }
 
 /// The first message of an operation: its header, and its data if small.
-pub(super) type First = [u8; HEADER + INLINE];
+pub(super) type First = [u8; FIRST];
 
 /// Posts the receive of the next operation's first message from `src`.
 ///
