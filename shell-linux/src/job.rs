@@ -58,13 +58,11 @@ impl From<SetupError> for JobError {
     }
 }
 
-/// A job's result as [`run`] and its kin hand it back: the error's words
-/// as a panic (in a launched process, a line said at once and [`Said`]).
-fn or_panic<T>(r: Result<T, JobError>, launched: bool) -> T {
-    r.unwrap_or_else(|e| match (&e, launched) {
-        (JobError::PeerFailed { .. }, true) => std::panic::panic_any(Said(e.to_string())),
-        _ => panic!("{e}"),
-    })
+/// A job's result as [`run`] and its kin hand it back: a setup's or a
+/// configuration's error as a panic with its words (a failure of peers
+/// stopped the rank's own thread already).
+fn or_panic<T>(r: Result<T, JobError>) -> T {
+    r.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The launcher's barrier, while `ranks` keep answering their peers (a
@@ -152,10 +150,8 @@ where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
 {
-    or_panic(
-        try_run_with(nranks, cfg, net, reuse, body),
-        net.launch().is_some(),
-    )
+    let r = one_rank_each(nranks, cfg, net, reuse, Peers::Raise, body);
+    or_panic(r)
 }
 
 /// [`run_with`], its failures returned as [`try_run`]'s are.
@@ -170,9 +166,37 @@ where
     T: Send,
     F: Fn(&mut Rank) -> T + Sync,
 {
+    one_rank_each(nranks, cfg, net, reuse, Peers::Return, body)
+}
+
+/// What a rank's thread does when its body stopped because peers failed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Peers {
+    /// Stops with that failure's words in place of the body's, in the
+    /// rank's own thread (the command line prints the first thread's
+    /// stop); a launched process says them at once.
+    Raise,
+    /// Returns [`JobError::PeerFailed`].
+    Return,
+}
+
+/// [`try_run_with`], with `peers` saying how a failure of peers ends it.
+fn one_rank_each<T, F>(
+    nranks: u16,
+    cfg: Config,
+    net: &Net,
+    reuse: Option<&Calibration>,
+    peers: Peers,
+    body: F,
+) -> Result<Vec<T>, JobError>
+where
+    T: Send,
+    F: Fn(&mut Rank) -> T + Sync,
+{
     threads(
         nranks,
         &[net.for_config(cfg)],
+        peers,
         |_, mut ports| {
             let port = ports.pop().expect("one port per network");
             let rank = match reuse {
@@ -198,6 +222,7 @@ where
     let r = threads(
         2,
         &nets,
+        Peers::Raise,
         |_, mut ports| {
             let zc = ports.pop().expect("one port per network");
             let plain = ports.pop().expect("one port per network");
@@ -211,7 +236,7 @@ where
             _ => unreachable!("two ranks per thread"),
         },
     );
-    or_panic(r, net.launch().is_some())
+    or_panic(r)
 }
 
 /// One job per configuration, side by side on two threads: thread
@@ -226,6 +251,7 @@ where
     let r = threads(
         2,
         &nets,
+        Peers::Raise,
         |_, ports| {
             ports
                 .into_iter()
@@ -235,7 +261,7 @@ where
         },
         body,
     );
-    or_panic(r, net.launch().is_some())
+    or_panic(r)
 }
 
 /// `n` threads (with `RMX_PIN=1`, thread `me` pinned to CPU `me`, modulo
@@ -245,14 +271,20 @@ where
 /// then finalizing. Results in thread order; the first thread's error,
 /// if any failed (every thread fails alike: a rank whose port did not
 /// open is named to the others).
-fn threads<T, M, F>(n: u16, nets: &[Net], make: M, body: F) -> Result<Vec<T>, JobError>
+fn threads<T, M, F>(
+    n: u16,
+    nets: &[Net],
+    peers: Peers,
+    make: M,
+    body: F,
+) -> Result<Vec<T>, JobError>
 where
     T: Send,
     M: Fn(u16, Vec<AnyPort>) -> Result<Vec<Rank>, JobError> + Sync,
     F: Fn(&mut [Rank]) -> T + Sync,
 {
     if let Some(l) = nets.iter().find_map(Net::launch) {
-        return one_process(l, nets, make, body).map(|out| vec![out]);
+        return one_process(l, nets, peers, make, body).map(|out| vec![out]);
     }
     let wires = nets
         .iter()
@@ -292,7 +324,7 @@ where
                                 return Err(e);
                             }
                         };
-                        let out = blaming_failed_peers(&mut ranks, n, false, body);
+                        let out = blaming_failed_peers(&mut ranks, n, peers, false, body);
                         if out.is_err() {
                             failed.store(true, Ordering::Release);
                             return out;
@@ -315,7 +347,13 @@ where
 /// `body`, then finalizing with the other processes (the launcher's barrier,
 /// while this rank keeps answering its peers, then a short linger so that a
 /// last lost acknowledgement is sent again).
-fn one_process<T, M, F>(l: &Launch, nets: &[Net], make: M, body: F) -> Result<T, JobError>
+fn one_process<T, M, F>(
+    l: &Launch,
+    nets: &[Net],
+    peers: Peers,
+    make: M,
+    body: F,
+) -> Result<T, JobError>
 where
     M: Fn(u16, Vec<AnyPort>) -> Result<Vec<Rank>, JobError>,
     F: Fn(&mut [Rank]) -> T,
@@ -331,7 +369,7 @@ where
         .map(|(k, w)| w.port(me, k, wires.len(), &Ok(())))
         .collect::<Result<Vec<_>, _>>()?;
     let mut ranks = make(me, ports)?;
-    let out = blaming_failed_peers(&mut ranks, l.size(), true, body)?;
+    let out = blaming_failed_peers(&mut ranks, l.size(), peers, true, body)?;
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
     while !refs.iter().all(|r| r.flushed()) {
         for r in refs.iter_mut() {
@@ -353,13 +391,14 @@ where
 pub struct Said(pub String);
 
 /// Runs `body`; if it stops (panics) where a peer of its ranks failed,
-/// says so instead: the panic is that failure's consequence. `say_now`
-/// (a launched process): the line is printed at once, and the panic
-/// carries [`Said`].
+/// that failure is the stop ([`JobError::PeerFailed`]), raised or returned
+/// as `peers` says: the panic is its consequence. `launched`: a raised
+/// failure is said at once, and the panic carries [`Said`].
 fn blaming_failed_peers<T>(
     ranks: &mut [Rank],
     size: u16,
-    say_now: bool,
+    peers: Peers,
+    launched: bool,
     body: impl FnOnce(&mut [Rank]) -> T,
 ) -> Result<T, JobError> {
     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(ranks)));
@@ -371,11 +410,15 @@ fn blaming_failed_peers<T>(
             std::panic::resume_unwind(e);
         }
         let e = JobError::PeerFailed { ranks: gone };
-        if say_now {
-            let me = ranks.first().map_or(0, |r| r.rank());
-            crate::say::say(format_args!("rank {me}: {e}"));
+        match (peers, launched) {
+            (Peers::Return, _) => e,
+            (Peers::Raise, false) => panic!("{e}"),
+            (Peers::Raise, true) => {
+                let me = ranks.first().map_or(0, |r| r.rank());
+                crate::say::say(format_args!("rank {me}: {e}"));
+                std::panic::panic_any(Said(e.to_string()))
+            }
         }
-        e
     })
 }
 
@@ -433,5 +476,45 @@ mod tests {
             msg.starts_with("rank 0: cannot open rmx-no-such-if"),
             "{msg}"
         );
+    }
+
+    /// Ranks whose every frame is lost give each other up; the bodies'
+    /// stops are their consequence, returned as the peers that failed
+    /// (`run` raises the same words in the rank's thread instead).
+    #[test]
+    fn peers_that_stop_answering_are_returned_by_kind() {
+        use crate::transport::Faults;
+        use rmx_core::{Source, TagSel};
+        if crate::eth::RawSocket::open("lo", rmx_core::wire::frame::ETHERTYPE, false).is_err() {
+            eprintln!("skipped: raw sockets on lo need root or CAP_NET_RAW");
+            return;
+        }
+        let opts = EthOpts {
+            faults: Faults {
+                loss_ppm: 1_000_000,
+                ..Faults::default()
+            },
+            ..EthOpts::default()
+        };
+        let net = Net::Eth(EthNet {
+            iface: "lo".into(),
+            netns: Vec::new(),
+            opts,
+            launch: None,
+        });
+        let cfg = Config {
+            peer_timeout_ns: 300_000_000,
+            ..crate::rank::loop_config()
+        };
+        let r = try_run(2, cfg, &net, |r| {
+            let mut b = [0u8; 8];
+            let from = Source::Rank(1 - r.rank());
+            let st = r.recv(from, TagSel::Tag(1), &mut b);
+            assert!(st.is_ok_and(|st| st.fault.is_none()), "nothing comes");
+        });
+        match r {
+            Err(JobError::PeerFailed { ranks }) => assert!(!ranks.is_empty()),
+            other => panic!("{other:?}"),
+        }
     }
 }
