@@ -83,12 +83,8 @@ impl Network for LateNet {
     }
 
     fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
-        let fabric = Fabric::new(ranks as usize, self.nic).map_err(|e| SetupError::Network {
-            transport: ENTRY.name,
-            why: e.to_string(),
-        })?;
         Ok(Box::new(LateWire {
-            fabric,
+            fabric: self.nic.fabric(ranks, ENTRY.name)?,
             max_delay_ns: self.max_delay_ns,
         }))
     }

@@ -41,19 +41,8 @@ pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     built: true,
     floor: "shared-memory floor",
     // RDMA read, write and write with immediate (the engine moves the
-    // bytes); the limits come with the port.
-    caps: rmx_core::Caps {
-        rdma_read: true,
-        rdma_write: true,
-        write_imm: true,
-        max_transfer: 0,
-        inline_max: 0,
-        send_queue: 0,
-        rx_buffers: 0,
-        mtu: 0,
-        lossy: false,
-        cheap_gather: false,
-    },
+    // bytes).
+    caps: crate::transport::RDMA,
     device: false,
     launched: None,
     info: None,

@@ -52,11 +52,18 @@ impl Network for LoopConfig {
     }
 
     fn wire(&self, ranks: u16) -> Result<Box<dyn Wire>, SetupError> {
-        let f = Fabric::new(ranks as usize, *self).map_err(|e| SetupError::Network {
-            transport: ENTRY.name,
+        Ok(Box::new(self.fabric(ranks, ENTRY.name)?))
+    }
+}
+
+impl LoopConfig {
+    /// A fabric of `ranks` NICs of these sizes, for a job of `transport`
+    /// (loop, or a transport built on it); why not in its words.
+    pub(crate) fn fabric(&self, ranks: u16, transport: &'static str) -> Result<Fabric, SetupError> {
+        Fabric::new(ranks as usize, *self).map_err(|e| SetupError::Network {
+            transport,
             why: e.to_string(),
-        })?;
-        Ok(Box::new(f))
+        })
     }
 }
 

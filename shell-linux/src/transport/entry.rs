@@ -33,6 +33,21 @@ pub struct Entry {
     pub info: Option<fn(send_wqes: u16) -> Info>,
 }
 
+/// What a reliable transport with every RDMA operation the core uses can
+/// do before its port opens (the limits come with the port): loop, verbs.
+pub const RDMA: Caps = Caps {
+    rdma_write: true,
+    rdma_read: true,
+    write_imm: true,
+    max_transfer: 0,
+    inline_max: 0,
+    send_queue: 0,
+    rx_buffers: 0,
+    mtu: 0,
+    lossy: false,
+    cheap_gather: false,
+};
+
 /// A transport's part of `rmx info`: a JSON value under its name, and the
 /// lines the text form prints.
 pub struct Info {

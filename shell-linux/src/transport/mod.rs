@@ -16,7 +16,7 @@ pub mod faulty;
 pub mod network;
 pub mod registry;
 
-pub use entry::{Entry, Info};
+pub use entry::{Entry, Info, RDMA};
 pub use error::SetupError;
 pub use events::{Events, FdEvents, Notifier};
 pub use faulty::{Faults, Faulty};

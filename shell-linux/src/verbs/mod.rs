@@ -10,44 +10,35 @@
 //! Built with the cargo feature `verbs`; without it the registry names the
 //! transport and says how to get it.
 
-#[cfg(feature = "verbs")]
-pub mod address;
-#[cfg(feature = "verbs")]
-mod batch;
-#[cfg(feature = "verbs")]
-mod counters;
-#[cfg(feature = "verbs")]
-pub mod device;
-#[cfg(feature = "verbs")]
-pub mod footprint;
+/// Items of a build with the feature only.
+macro_rules! built {
+    ($($item:item)*) => { $(#[cfg(feature = "verbs")] $item)* };
+}
+
+built! {
+    pub mod address;
+    mod batch;
+    mod counters;
+    pub mod device;
+    pub mod footprint;
+    mod network;
+    mod oob;
+    mod options;
+    mod pool;
+    pub mod port;
+    mod qp;
+
+    pub use counters::VerbsCounters;
+    pub use device::{Select, Sizes};
+    pub use network::VerbsNet;
+    pub use options::VerbsOptions;
+    pub use port::VerbsPort;
+
+    /// Gather entries per send (a header and a payload).
+    pub(crate) const MAX_SGE: usize = 4;
+}
+
 mod info;
-#[cfg(feature = "verbs")]
-mod network;
-#[cfg(feature = "verbs")]
-mod oob;
-#[cfg(feature = "verbs")]
-mod options;
-#[cfg(feature = "verbs")]
-mod pool;
-#[cfg(feature = "verbs")]
-pub mod port;
-#[cfg(feature = "verbs")]
-mod qp;
-
-#[cfg(feature = "verbs")]
-pub use counters::VerbsCounters;
-#[cfg(feature = "verbs")]
-pub use device::{Select, Sizes};
-#[cfg(feature = "verbs")]
-pub use network::VerbsNet;
-#[cfg(feature = "verbs")]
-pub use options::VerbsOptions;
-#[cfg(feature = "verbs")]
-pub use port::VerbsPort;
-
-/// Gather entries per send (a header and a payload).
-#[cfg(feature = "verbs")]
-pub(crate) const MAX_SGE: usize = 4;
 
 /// `verbs` in the transport registry, in every build: one without the
 /// feature still names it and says how to get it.
@@ -60,23 +51,8 @@ pub const ENTRY: crate::transport::Entry = crate::transport::Entry {
     },
     built: cfg!(feature = "verbs"),
     floor: "",
-    caps: CAPS,
+    caps: crate::transport::RDMA,
     device: true,
     launched: Some(""),
     info: Some(info::info),
-};
-
-/// What verbs can do before a port knows its device (the limits come with
-/// the port): every RDMA operation the core uses.
-pub const CAPS: rmx_core::Caps = rmx_core::Caps {
-    rdma_write: true,
-    rdma_read: true,
-    write_imm: true,
-    max_transfer: 0,
-    inline_max: 0,
-    send_queue: 0,
-    rx_buffers: 0,
-    mtu: 0,
-    lossy: false,
-    cheap_gather: false,
 };

@@ -55,7 +55,7 @@ impl Network for VerbsNet {
 
     /// The first port's device, as perftest names it.
     fn device(&self) -> Option<Device> {
-        let port = VerbsPort::open(&self.select, self.sizes, 0, 1).ok()?;
+        let port = self.open_port(0, 1).ok()?;
         let f = port.facts();
         Some(Device {
             name: f.name.clone(),
@@ -67,20 +67,7 @@ impl Network for VerbsNet {
     /// `ibv_reg_mr` on the device: pinning and the device's translation
     /// table in the kernel.
     fn registrar(&self) -> Option<Result<AnyPort, SetupError>> {
-        Some(
-            VerbsPort::open(&self.select, self.sizes, 0, 1)
-                .map(AnyPort::from)
-                .map_err(|e| SetupError::Port {
-                    rank: 0,
-                    what: self
-                        .select
-                        .device
-                        .as_deref()
-                        .unwrap_or("an RDMA device")
-                        .into(),
-                    why: e.to_string(),
-                }),
-        )
+        Some(self.open_port(0, 1).map(AnyPort::from))
     }
 
     /// 16 connected queue pairs measured at `wqes` entries each.
@@ -117,6 +104,22 @@ impl Network for VerbsNet {
     }
 }
 
+impl VerbsNet {
+    /// Rank `me`'s port of `ranks` on the device; why not, naming it.
+    fn open_port(&self, me: u16, ranks: u16) -> Result<VerbsPort, SetupError> {
+        VerbsPort::open(&self.select, self.sizes, me, ranks).map_err(|e| SetupError::Port {
+            rank: me,
+            what: self
+                .select
+                .device
+                .as_deref()
+                .unwrap_or("an RDMA device")
+                .into(),
+            why: e.to_string(),
+        })
+    }
+}
+
 struct VerbsWire {
     net: VerbsNet,
     swap: Swap,
@@ -131,19 +134,9 @@ impl Wire for VerbsWire {
         nets: usize,
         placed: &Result<(), SetupError>,
     ) -> Result<AnyPort, SetupError> {
-        let net = &self.net;
-        let opened = placed.clone().and_then(|()| {
-            VerbsPort::open(&net.select, net.sizes, me, self.ranks).map_err(|e| SetupError::Port {
-                rank: me,
-                what: net
-                    .select
-                    .device
-                    .as_deref()
-                    .unwrap_or("an RDMA device")
-                    .into(),
-                why: e.to_string(),
-            })
-        });
+        let opened = placed
+            .clone()
+            .and_then(|()| self.net.open_port(me, self.ranks));
         let mine = opened.as_ref().ok().map(|p| p.address().encode());
         let all = self.swap.swap(me, k, mine);
         let connected = opened.and_then(|mut p| {
