@@ -1,6 +1,6 @@
 //! A deterministic simulator of two-sided streams: N core endpoints on a
 //! virtual network with virtual time, a base delay and the seeded faults
-//! of [`rmx_sim::model::Faults`] (loss, duplication, reordering, jitter).
+//! of [`rmx_sim::model::NetFaults`] (loss, duplication, reordering, jitter).
 //!
 //! Every rank sends a stream of messages of random sizes to random peers and
 //! keeps receives posted with wildcards. Each payload names its sender, its
@@ -19,7 +19,7 @@ use crate::heap::{sizes, Heap};
 use crate::memnic::{execute_rdma, MemNic, RdmaPost};
 use crate::reuse::{frequent, NEVER_STOP};
 use crate::rng::Rng;
-pub use rmx_sim::model::Faults;
+pub use rmx_sim::model::NetFaults;
 
 /// The endpoint the simulator runs: tables on the heap, the peer table
 /// sized from the job, 128 unexpected messages (the credit budget, whatever
@@ -41,10 +41,10 @@ pub struct Params {
     /// Messages each rank sends.
     pub messages: usize,
     pub max_size: u32,
-    pub faults: Faults,
+    pub faults: NetFaults,
     /// Every packet takes this long on the wire, plus the faults' jitter.
     pub delay_ns: u64,
-    /// Bypass the reliability layer (only sensible with `Faults::NONE`).
+    /// Bypass the reliability layer (only sensible with `NetFaults::NONE`).
     pub reliable: bool,
     /// Receives each rank keeps posted.
     pub posted: usize,
@@ -89,7 +89,7 @@ impl Params {
         ranks: 4,
         messages: 300,
         max_size: 512,
-        faults: Faults::NONE,
+        faults: NetFaults::NONE,
         delay_ns: 1_000,
         reliable: true,
         posted: 4,
@@ -107,7 +107,7 @@ impl Params {
 
     /// The same over the hostile network, with the reliability layer.
     pub const LOSSY: Params = Params {
-        faults: Faults::LOSSY,
+        faults: NetFaults::LOSSY,
         delay_ns: 2_000,
         reliable: false,
         ..Params::RELIABLE

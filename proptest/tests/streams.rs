@@ -1,7 +1,7 @@
 //! The core under the deterministic simulator. A failure prints its seed;
 //! `RMX_SIM_SEED=<seed> cargo test -p rmx-proptest --test streams` replays just it.
 
-use rmx_proptest::streams::{run, Faults, Params};
+use rmx_proptest::streams::{run, NetFaults, Params};
 
 /// The seeds to run: `RMX_SIM_SEED` alone if set, else `default` — at most
 /// its first 100 in a debug build, which is there for overflow checks and
@@ -48,10 +48,10 @@ fn heavy_loss_with_two_ranks_still_completes() {
         ranks: 2,
         messages: 200,
         max_size: 64,
-        faults: Faults {
+        faults: NetFaults {
             loss_ppm: 300_000,
             dup_ppm: 100_000,
-            ..Faults::LOSSY
+            ..NetFaults::LOSSY
         },
         posted: 1,
         ..Params::LOSSY
@@ -289,11 +289,11 @@ fn an_ack_without_a_free_slot_waits_instead_of_stopping_the_clock() {
         large: 900,
         posted: 6,
         wqes: Some(2),
-        faults: Faults {
+        faults: NetFaults {
             loss_ppm: 200_000,
             reorder_ppm: 500_000,
             reorder_ns: 200_000,
-            ..Faults::LOSSY
+            ..NetFaults::LOSSY
         },
         ..Params::LOSSY
     };
@@ -606,11 +606,11 @@ fn harsh_loss_gives_no_live_peer_up() {
         ranks: 2,
         messages: 200,
         max_size: 300,
-        faults: Faults {
+        faults: NetFaults {
             loss_ppm: 600_000,
             dup_ppm: 900_000,
             reorder_ppm: 300_000,
-            ..Faults::LOSSY
+            ..NetFaults::LOSSY
         },
         posted: 2,
         ..Params::LOSSY
@@ -648,9 +648,9 @@ fn unsignalled_inline_sends_leave_no_send_waiting() {
 #[test]
 fn a_late_landing_is_refused_not_ignored() {
     let p = Params {
-        faults: Faults {
+        faults: NetFaults {
             land_late_ns: 1_000,
-            ..Faults::NONE
+            ..NetFaults::NONE
         },
         ..Params::RELIABLE
     };

@@ -118,8 +118,10 @@ fn rdma_through_unregistered_or_stale_keys_touches_nothing() {
     // SAFETY: both vectors outlive the ports' operations (all synchronous).
     let (lmr, rmr) = unsafe {
         (
-            a.register(local.as_mut_ptr() as usize, 64, 0).unwrap(),
-            b.register(remote.as_mut_ptr() as usize, 64, 2).unwrap(),
+            a.register_access(local.as_mut_ptr() as usize, 64, 0)
+                .unwrap(),
+            b.register_access(remote.as_mut_ptr() as usize, 64, 2)
+                .unwrap(),
         )
     };
     let sge = Sge {
@@ -130,7 +132,7 @@ fn rdma_through_unregistered_or_stale_keys_touches_nothing() {
     let ok = a.post_write(1, 1, sge, rmr.addr, rmr.key, None).unwrap();
     assert!(ok.is_some_and(|wc| wc.status == rmx_linux::loopnic::WcStatus::Success));
     assert_eq!(remote, local);
-    b.deregister(rmr).unwrap();
+    b.deregister_checked(rmr).unwrap();
     local.fill(9);
     for (addr, key) in [(rmr.addr, rmr.key), (rmr.addr, rmr.key + 1), (0x1000, 0)] {
         let wc = a.post_write(1, 2, sge, addr, key, None).unwrap().unwrap();

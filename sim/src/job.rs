@@ -13,7 +13,7 @@ use crate::collective::CollTask;
 pub use crate::fence::Fence;
 use crate::fence::{apply, issue, FenceTask, Kind, RmaOp};
 use crate::flood::{self, DrainTask};
-use crate::model::{Faults, Model};
+use crate::model::{Model, NetFaults};
 use crate::net::{Net, What};
 use crate::node::{Node, Rx};
 use crate::window::Win;
@@ -74,7 +74,7 @@ impl WinSpec {
 pub struct Spec {
     pub ranks: u16,
     pub model: Model,
-    pub faults: Faults,
+    pub faults: NetFaults,
     /// Every rank's endpoint settings: reliable exactly when the wire is
     /// not lossy ([`crate::node::config`] gives the usual ones).
     pub config: rmx_core::Config,
@@ -107,7 +107,7 @@ impl Spec {
     /// `ranks` ranks of the IB DDR model over a wire with `faults`, with
     /// that wire's usual settings ([`crate::node::config`]), no windows
     /// and the std shell's tables: tests change what they are about.
-    pub fn new(ranks: u16, faults: Faults, seed: u64) -> Spec {
+    pub fn new(ranks: u16, faults: NetFaults, seed: u64) -> Spec {
         Spec {
             ranks,
             model: Model::IB_DDR,

@@ -39,9 +39,10 @@ impl Model {
     }
 }
 
-/// Faults of the virtual network, in parts per million per packet.
+/// Faults of the virtual network (the simulator's; a port's own are
+/// [`rmx_driver::faulty::Faults`]), in parts per million per packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Faults {
+pub struct NetFaults {
     pub loss_ppm: u32,
     pub dup_ppm: u32,
     /// A packet is held back by up to `reorder_ns` extra.
@@ -57,9 +58,9 @@ pub struct Faults {
     pub land_late_ns: u64,
 }
 
-impl Faults {
+impl NetFaults {
     /// A perfect network.
-    pub const NONE: Faults = Faults {
+    pub const NONE: NetFaults = NetFaults {
         loss_ppm: 0,
         dup_ppm: 0,
         reorder_ppm: 0,
@@ -69,7 +70,7 @@ impl Faults {
     };
 
     /// A hostile lossy wire: 5% loss, 2% duplication, 10% reordering.
-    pub const LOSSY: Faults = Faults {
+    pub const LOSSY: NetFaults = NetFaults {
         loss_ppm: 50_000,
         dup_ppm: 20_000,
         reorder_ppm: 100_000,

@@ -10,7 +10,7 @@ use std::collections::{BinaryHeap, HashMap};
 use rmx_core::{RdmaError, RdmaOp, WcResult};
 
 use crate::memnic::{MemNic, RdmaPost};
-use crate::model::{Faults, Model};
+use crate::model::{Model, NetFaults};
 use crate::rng::Rng;
 
 /// What reaches a rank.
@@ -70,7 +70,7 @@ const READ_REQUEST: usize = 16;
 /// The network of one job.
 pub struct Net {
     pub model: Model,
-    pub faults: Faults,
+    pub faults: NetFaults,
     rng: Rng,
     queue: BinaryHeap<Reverse<Event>>,
     order: u64,
@@ -84,7 +84,7 @@ pub struct Net {
 }
 
 impl Net {
-    pub fn new(ranks: u16, model: Model, faults: Faults, seed: u64) -> Net {
+    pub fn new(ranks: u16, model: Model, faults: NetFaults, seed: u64) -> Net {
         Net {
             model,
             faults,

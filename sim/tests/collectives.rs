@@ -4,7 +4,7 @@
 
 use rmx_core::collective::Collective;
 use rmx_sim::job::{Action, Job, Spec};
-use rmx_sim::model::{Faults, Model};
+use rmx_sim::model::{Model, NetFaults};
 
 fn every(n: u16) -> Vec<Collective> {
     vec![
@@ -20,7 +20,7 @@ fn every(n: u16) -> Vec<Collective> {
     ]
 }
 
-fn run(n: u16, faults: Faults, seed: u64) -> rmx_sim::job::Outcome {
+fn run(n: u16, faults: NetFaults, seed: u64) -> rmx_sim::job::Outcome {
     let progs = (0..n)
         .map(|_| every(n).into_iter().map(Action::Collective).collect())
         .collect();
@@ -33,7 +33,7 @@ fn run(n: u16, faults: Faults, seed: u64) -> rmx_sim::job::Outcome {
 #[test]
 fn every_collective_gives_every_rank_the_reference_result() {
     for n in 1..=17 {
-        let ends = run(n, Faults::NONE, 0).ends;
+        let ends = run(n, NetFaults::NONE, 0).ends;
         assert!(ends.windows(2).all(|w| w[0] <= w[1]), "{ends:?}");
     }
 }
@@ -43,7 +43,7 @@ fn collectives_survive_a_lossy_wire() {
     let mut again = 0;
     for n in [2, 3, 5, 8, 13] {
         for seed in 0..3 {
-            again += run(n, Faults::LOSSY, seed).retransmits;
+            again += run(n, NetFaults::LOSSY, seed).retransmits;
         }
     }
     assert!(again > 0, "nothing was lost");
@@ -52,7 +52,7 @@ fn collectives_survive_a_lossy_wire() {
 #[test]
 fn a_barrier_of_two_costs_one_message_each_way() {
     let m = Model::IB_DDR;
-    let ends = run(2, Faults::NONE, 0).ends;
+    let ends = run(2, NetFaults::NONE, 0).ends;
     let header = rmx_core::wire::HEADER_LEN;
     assert_eq!(
         ends[0],
@@ -66,7 +66,7 @@ fn a_barrier_of_two_costs_one_message_each_way() {
     ignore = "a thousand ranks take minutes unoptimised: run with --release"
 )]
 fn a_thousand_ranks_run_every_collective() {
-    let ends = run(1024, Faults::NONE, 0).ends;
+    let ends = run(1024, NetFaults::NONE, 0).ends;
     // A barrier of 1024 is ten rounds: at least ten latencies.
     assert!(ends[0] >= 10 * Model::IB_DDR.latency_ns, "{ends:?}");
 }
@@ -78,11 +78,11 @@ fn a_thousand_ranks_run_every_collective() {
 #[test]
 fn collectives_run_with_a_small_request_table() {
     for (n, faults) in [
-        (2, Faults::NONE),
-        (5, Faults::NONE),
-        (8, Faults::NONE),
-        (13, Faults::NONE),
-        (8, Faults::LOSSY),
+        (2, NetFaults::NONE),
+        (5, NetFaults::NONE),
+        (8, NetFaults::NONE),
+        (13, NetFaults::NONE),
+        (8, NetFaults::LOSSY),
     ] {
         let progs = (0..n)
             .map(|_| every(n).into_iter().map(Action::Collective).collect())

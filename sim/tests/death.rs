@@ -7,7 +7,7 @@ use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_sim::fence::Kind;
 use rmx_sim::job::{Action, Death, Fence, Job, OpSpec, Outcome, Spec, WinSpec};
-use rmx_sim::model::Faults;
+use rmx_sim::model::NetFaults;
 use rmx_sim::rng::Rng;
 
 /// Runs the job of `spec` (with a death) to its end and checks that every
@@ -60,7 +60,7 @@ fn a_rank_killed_in_a_collective_ends_every_survivors_program() {
             };
             let spec = Spec {
                 death: Some(death),
-                ..Spec::new(n, Faults::NONE, after_ns)
+                ..Spec::new(n, NetFaults::NONE, after_ns)
             };
             every_survivor_fails(spec, collectives(n, &program, 3));
         }
@@ -96,7 +96,7 @@ fn epochs(n: u16, seed: u64) -> Vec<Vec<Action>> {
 #[test]
 fn a_rank_killed_in_an_epoch_ends_every_survivors_fence_in_every_design() {
     let n = 6u16;
-    for (k, faults) in [(0, Faults::NONE), (1, Faults::LOSSY)] {
+    for (k, faults) in [(0, NetFaults::NONE), (1, NetFaults::LOSSY)] {
         for design in Design::ALL {
             if faults.lossy() && design.immediate() {
                 continue;
@@ -135,7 +135,7 @@ fn a_rank_killed_on_a_lossy_wire_ends_every_survivors_program() {
         };
         let spec = Spec {
             death: Some(death),
-            ..Spec::new(n, Faults::LOSSY, after_ns)
+            ..Spec::new(n, NetFaults::LOSSY, after_ns)
         };
         every_survivor_fails(spec, collectives(n, &program, 4));
     }

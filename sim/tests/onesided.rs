@@ -8,19 +8,19 @@ use rmx_core::collective::Collective;
 use rmx_core::onesided::Design;
 use rmx_sim::fence::Kind;
 use rmx_sim::job::{Action, Fence, Job, OpSpec, Outcome, Spec, WinSpec};
-use rmx_sim::model::Faults;
+use rmx_sim::model::NetFaults;
 use rmx_sim::rng::Rng;
 
 /// Bytes of the window each origin may put to, in every target.
 const REGION: u64 = 96;
 
 /// A jittery reliable wire: channels in order, independent of each other.
-const JITTER: Faults = Faults {
+const JITTER: NetFaults = NetFaults {
     jitter_ns: 20_000,
-    ..Faults::NONE
+    ..NetFaults::NONE
 };
 
-fn spec(n: u16, design: Design, faults: Faults, seed: u64) -> Spec {
+fn spec(n: u16, design: Design, faults: NetFaults, seed: u64) -> Spec {
     Spec {
         windows: vec![WinSpec::same(REGION as usize * n as usize + 64, design, n)],
         ..Spec::new(n, faults, seed)
@@ -104,7 +104,7 @@ fn random_programs(n: u16, epochs: usize, rng: &mut Rng) -> Vec<Vec<Action>> {
         .collect()
 }
 
-fn run(n: u16, design: Design, faults: Faults, seed: u64, epochs: usize) -> Outcome {
+fn run(n: u16, design: Design, faults: NetFaults, seed: u64, epochs: usize) -> Outcome {
     let mut rng = Rng::new(seed);
     let progs = random_programs(n, epochs, &mut rng);
     Job::new(spec(n, design, faults, seed), progs)
@@ -118,7 +118,7 @@ fn every_design_leaves_windows_as_the_reference_says() {
     for seed in 0..24 {
         let n = 2 + (seed % 7) as u16;
         for d in Design::ALL {
-            let o = run(n, d, Faults::NONE, seed, 6);
+            let o = run(n, d, NetFaults::NONE, seed, 6);
             assert_eq!(o.late, 0);
         }
     }
@@ -138,16 +138,16 @@ fn channels_that_overtake_each_other_change_nothing() {
 fn the_deferred_design_survives_a_lossy_wire() {
     for seed in 200..212 {
         let n = 2 + (seed % 6) as u16;
-        run(n, Design::Def, Faults::LOSSY, seed, 5);
+        run(n, Design::Def, NetFaults::LOSSY, seed, 5);
     }
-    let o = run(64, Design::Def, Faults::LOSSY, 300, 3);
+    let o = run(64, Design::Def, NetFaults::LOSSY, 300, 3);
     assert!(o.retransmits > 0, "nothing was lost: {o:?}");
 }
 
 #[test]
 fn a_lossy_wire_refuses_the_designs_that_need_rdma() {
     let progs = vec![Vec::new(), Vec::new()];
-    let e = Job::new(spec(2, Design::ImmRi, Faults::LOSSY, 0), progs).err();
+    let e = Job::new(spec(2, Design::ImmRi, NetFaults::LOSSY, 0), progs).err();
     assert!(e.is_some_and(|e| e.contains("RDMA")));
 }
 
@@ -157,9 +157,9 @@ fn a_lossy_wire_refuses_the_designs_that_need_rdma() {
 /// window when its fence returns.
 fn late_puts(design: Design, strawman: bool, seed: u64) -> u64 {
     let n = 8u16;
-    let faults = Faults {
+    let faults = NetFaults {
         land_late_ns: 50_000,
-        ..Faults::NONE
+        ..NetFaults::NONE
     };
     let progs = (0..n)
         .map(|r| {
@@ -289,7 +289,7 @@ fn naive_flags_never_starve_a_finish_message_of_credit() {
     let spec = Spec {
         config,
         windows: vec![WinSpec::same(128, Design::ImmNaive, n)],
-        ..spec(n, Design::ImmNaive, Faults::NONE, 5)
+        ..spec(n, Design::ImmNaive, NetFaults::NONE, 5)
     };
     let o = Job::new(spec, progs).expect("a valid job").run();
     assert_eq!(o.map(|o| o.late), Ok(0));
@@ -326,7 +326,7 @@ fn epochs_larger_than_the_receive_pool_end_in_every_design() {
         let config = small_pool();
         let spec = Spec {
             config,
-            ..spec(n, design, Faults::NONE, 9)
+            ..spec(n, design, NetFaults::NONE, 9)
         };
         let o = Job::new(spec, progs).expect("a valid job").run();
         assert!(o.is_ok(), "{design:?}: {:?}", o.err());
@@ -431,7 +431,7 @@ fn many_accumulates_into_a_small_pool_end_in_one_fence() {
             })
             .collect();
         for reserve in [1, 2] {
-            for faults in [Faults::NONE, JITTER] {
+            for faults in [NetFaults::NONE, JITTER] {
                 let config = rmx_core::Config {
                     rx_buffers: 8,
                     rx_reserve: reserve,
@@ -541,7 +541,7 @@ fn every_design_fences_with_a_small_request_table() {
             let progs = random_programs(6, 4, &mut rng);
             let spec = Spec {
                 requests: Some(handles),
-                ..spec(6, design, Faults::NONE, seed)
+                ..spec(6, design, NetFaults::NONE, seed)
             };
             let o = Job::new(spec, progs).expect("a valid job").run();
             assert!(o.is_ok(), "{design:?} seed {seed}: {:?}", o.err());
@@ -550,7 +550,7 @@ fn every_design_fences_with_a_small_request_table() {
     // Fewer handles than its flags: an error that names the table.
     let spec = Spec {
         requests: Some(4),
-        ..spec(6, Design::ImmNaive, Faults::NONE, 0)
+        ..spec(6, Design::ImmNaive, NetFaults::NONE, 0)
     };
     let progs = random_programs(6, 4, &mut Rng::new(0));
     let e = Job::new(spec, progs).expect("a valid job").run().err();
@@ -629,7 +629,7 @@ fn programs_with_gets(
     (lens, progs)
 }
 
-fn run_with_gets(n: u16, design: Design, faults: Faults, seed: u64, block: u64) -> Outcome {
+fn run_with_gets(n: u16, design: Design, faults: NetFaults, seed: u64, block: u64) -> Outcome {
     let mut rng = Rng::new(seed);
     let (lens, progs) = programs_with_gets(n, 8, block, &mut rng);
     let spec = Spec {
@@ -652,7 +652,7 @@ fn gets_read_windows_of_every_size_as_their_epoch_began() {
             let o = run_with_gets(n, d, JITTER, seed, block);
             assert_eq!(o.late, 0);
         }
-        run_with_gets(n, Design::Def, Faults::LOSSY, seed, block);
+        run_with_gets(n, Design::Def, NetFaults::LOSSY, seed, block);
     }
 }
 
@@ -672,7 +672,7 @@ fn a_get_of_bytes_its_epoch_changes_is_refused_as_erroneous() {
     };
     let spec = || Spec {
         windows: vec![WinSpec::same(64, Design::Def, 2)],
-        ..Spec::new(2, Faults::NONE, 0)
+        ..Spec::new(2, NetFaults::NONE, 0)
     };
     // Rank 0 reads bytes 4..12 of rank 1 while rank 1 adds to 8..16.
     let progs = vec![
@@ -696,7 +696,7 @@ fn windows_of_the_wrong_ranks_or_an_operation_past_a_smaller_window_are_refused(
             design: Design::ImmOpt,
             lens,
         }],
-        ..Spec::new(2, Faults::NONE, 0)
+        ..Spec::new(2, NetFaults::NONE, 0)
     };
     let put = |disp| {
         vec![Action::Epoch {

@@ -14,7 +14,7 @@ use rmx_core::onesided::Design;
 use rmx_core::Config;
 use rmx_sim::fence::Kind;
 use rmx_sim::job::{Action, Fence, Job, OpSpec, Spec, WinSpec};
-use rmx_sim::model::{Faults, Model};
+use rmx_sim::model::{Model, NetFaults};
 use serde_json::{json, Value};
 
 use super::report::{Column, Report};
@@ -89,7 +89,7 @@ fn spec(ranks: u16, cfg: Config, windows: Vec<(usize, Design)>) -> Spec {
             .into_iter()
             .map(|(len, d)| WinSpec::same(len, d, ranks))
             .collect(),
-        ..Spec::new(ranks, Faults::NONE, 1)
+        ..Spec::new(ranks, NetFaults::NONE, 1)
     }
 }
 

@@ -498,9 +498,9 @@ impl Port {
     ///
     /// ```compile_fail
     /// let f = rmx_linux::loopnic::Fabric::new(1, Default::default()).unwrap();
-    /// let mr = f.port(0).register(0x1000, 4096, 2);
+    /// let mr = f.port(0).register_access(0x1000, 4096, 2);
     /// ```
-    pub unsafe fn register(
+    pub unsafe fn register_access(
         &self,
         addr: usize,
         len: usize,
@@ -510,7 +510,8 @@ impl Port {
         unsafe { self.hca().pd.register(addr, len, rights) }
     }
 
-    pub fn deregister(&self, mr: Mr) -> Result<(), KeyError> {
+    /// Ends a registration; `BadKey` for a key this domain does not hold.
+    pub fn deregister_checked(&self, mr: Mr) -> Result<(), KeyError> {
         self.hca().pd.deregister(mr)
     }
 
@@ -521,10 +522,10 @@ impl Port {
     /// memory that is not mapped.
     ///
     /// # Safety
-    /// As [`register`](Self::register): peers may read and write the range
+    /// As [`register_access`](Self::register_access): peers may read and write the range
     /// through the key (a rendezvous), so it must stay valid for that until
     /// deregistered and every operation naming it completed.
-    pub unsafe fn register_user(&self, addr: usize, len: usize) -> std::io::Result<Mr> {
+    pub unsafe fn register_pages(&self, addr: usize, len: usize) -> std::io::Result<Mr> {
         // SAFETY: populating only faults pages in; any range is safe to pass.
         if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) } != 0 {
             let e = std::io::Error::last_os_error();
@@ -548,8 +549,8 @@ impl Port {
         Ok(mr)
     }
 
-    /// Ends a [`register_user`](Self::register_user) registration.
-    pub fn deregister_user(&self, mr: Mr) -> Result<(), KeyError> {
+    /// Ends a [`register_pages`](Self::register_pages) registration.
+    pub fn deregister_pages(&self, mr: Mr) -> Result<(), KeyError> {
         self.hca().pd.deregister(mr)?;
         if self.shared.cfg.verify_pages {
             let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());

@@ -58,7 +58,7 @@ fn sizes_that_wrap_or_are_zero_are_refused() {
 
 fn sge(p: &Port, v: &mut [u8], rights: u8) -> Sge {
     // SAFETY: each test's buffers outlive every operation it posts.
-    let mr = unsafe { p.register(v.as_mut_ptr() as usize, v.len(), rights) }.unwrap();
+    let mr = unsafe { p.register_access(v.as_mut_ptr() as usize, v.len(), rights) }.unwrap();
     Sge {
         addr: mr.addr,
         len: mr.len,
@@ -259,7 +259,7 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     // SAFETY: freshly mapped, 8 KiB.
     unsafe { std::ptr::write_bytes(a_mem as *mut u8, 1, 8192) };
     // SAFETY: the mapping outlives the registration's operations.
-    let mr = unsafe { a.register_user(a_mem, 8192) }.expect("mapped memory registers");
+    let mr = unsafe { a.register_pages(a_mem, 8192) }.expect("mapped memory registers");
     let send = |a: &mut Port| {
         let r = a.post_send(
             1,
@@ -285,9 +285,9 @@ fn user_registrations_pin_and_stale_pages_fail_the_send() {
     unsafe { std::ptr::write_bytes(a_mem as *mut u8, 2, 8192) };
     assert_eq!(send(&mut a), WcStatus::StaleRegistration);
     assert!(b.poll_recv().is_none(), "nothing delivered");
-    a.deregister_user(mr).unwrap();
+    a.deregister_pages(mr).unwrap();
     // SAFETY: as above.
-    let mr2 = unsafe { a.register_user(a_mem, 8192) }.unwrap();
+    let mr2 = unsafe { a.register_pages(a_mem, 8192) }.unwrap();
     let r = a.post_send(
         1,
         8,

@@ -41,17 +41,17 @@ impl rmx_driver::Port for Port {
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
         // SAFETY: the caller's contract is the domain's.
-        unsafe { Port::register(self, addr, len, 0) }.map_err(|_| RegError::NoResources)
+        unsafe { self.register_access(addr, len, 0) }.map_err(|_| RegError::NoResources)
     }
 
     unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
         // SAFETY: the caller's contract is the domain's.
-        unsafe { Port::register_user(self, addr, len) }.map_err(|_| RegError::NoResources)
+        unsafe { self.register_pages(addr, len) }.map_err(|_| RegError::NoResources)
     }
 
     fn deregister(&mut self, mr: Mr) {
         // Both kinds end the same way; the page record of a user one goes too.
-        let _ = self.deregister_user(mr);
+        let _ = self.deregister_pages(mr);
     }
 
     #[inline]
