@@ -1,12 +1,11 @@
 //! Collectives among all ranks of a job, carried out by the driver
 //! layer's task ([`CollectiveTask`]): the blocking calls start the task
-//! and wait for it; the `i` forms hand back a [`CollReq`] that owns its
-//! buffer, moved on by [`Rank::test_collective`] and ended by
-//! [`Rank::wait_collective`]. The context and tags of their messages are
+//! and wait for it; the `i` forms hand the task to the rank, which moves
+//! it on in every progress round (whatever the rank waits for meanwhile),
+//! and back a [`CollReq`] that owns its buffer, tested by
+//! [`Rank::test_collective`] and ended by [`Rank::wait_collective`]. The context and tags of their messages are
 //! the core's, so they never match the application's messages nor another
 //! collective's.
-
-use std::task::Poll;
 
 use rmx_core::collective::{Collective, Int, Op};
 use rmx_driver::task::CollectiveTask;
@@ -20,10 +19,11 @@ pub use rmx_driver::task::CollectiveError;
 /// [`Rank::iallreduce`], [`Rank::iallgather`] or
 /// [`Rank::ireduce_scatter`]. It owns its data until it completes; one
 /// dropped before then leaks its buffers rather than free memory the
-/// network may still write.
+/// network may still write (the rank carries the collective out).
 #[must_use = "a collective must be completed with test_collective or wait_collective"]
 pub struct CollReq {
-    task: CollectiveTask<Req>,
+    /// Its number among the rank's running collectives.
+    id: u64,
     data: Vec<u8>,
     scratch: Vec<u8>,
     /// The rank that started it (its requests are that rank's).
@@ -40,7 +40,7 @@ impl CollReq {
 
 impl Drop for CollReq {
     fn drop(&mut self) {
-        if self.task.holds_requests() {
+        if self.result.is_none() {
             std::mem::forget(std::mem::take(&mut self.data));
             std::mem::forget(std::mem::take(&mut self.scratch));
         }
@@ -129,13 +129,11 @@ impl<T: Transport + 'static> Rank<T> {
             "a collective is tested on the rank that started it"
         );
         if c.result.is_none() {
-            let p = self.with(|d| {
+            c.result = self.with(|d| {
                 d.progress();
-                c.task.poll(d)
+                d.poll_running();
+                d.take_result(c.id)
             });
-            if let Poll::Ready(r) = p {
-                c.result = Some(r);
-            }
         }
         c.result
     }
@@ -151,8 +149,13 @@ impl<T: Transport + 'static> Rank<T> {
             "a collective is waited for on the rank that started it"
         );
         if c.result.is_none() {
-            let r = self.wait_task(&mut c.task, &mut |_| Ok::<(), CollectiveError>(()));
-            c.result = Some(r);
+            let id = c.id;
+            let waited = self.wait_until_beside(|d| d.finished(id), &mut |_| Ok::<(), ()>(()));
+            debug_assert!(waited.is_ok(), "nothing beside fails");
+            c.result = Some(
+                self.with(|d| d.take_result(id))
+                    .expect("a finished collective's result"),
+            );
         }
         c.result.expect("set above")?;
         Ok(std::mem::take(&mut c.data))
@@ -257,11 +260,14 @@ impl<T: Transport + 'static> Rank<T> {
             (data.as_mut_ptr(), data.len()),
             (scratch.as_mut_ptr(), scratch.len()),
         );
-        // SAFETY: the request owns both vectors (their heap bytes never
-        // move) and leaks them if dropped while the task holds requests.
-        self.with(|dr| unsafe { task.start(dr, d.0, d.1, s.0, s.1) })?;
+        let id = self.with(|dr| {
+            // SAFETY: the request owns both vectors (their heap bytes never
+            // move) and leaks them if dropped before the task finished.
+            unsafe { task.start(dr, d.0, d.1, s.0, s.1) }?;
+            Ok::<u64, CollectiveError>(dr.run(task))
+        })?;
         Ok(CollReq {
-            task,
+            id,
             data,
             scratch,
             rank: self.id(),
@@ -411,6 +417,61 @@ mod tests {
                 assert_eq!(s, 3 + 3 * i as u64);
             }
             assert_eq!(gathered, Ok(vec![0, 0, 1, 1, 2, 2]));
+        }
+    }
+
+    /// A rank that starts collectives and then waits for a message its
+    /// peer sends only once those collectives are done still takes part in
+    /// them: every progress round moves a started collective on, as MPI's
+    /// progress rule asks. Before, one moved only when tested: rank 0's
+    /// second round never left, and every rank ran into the deadline.
+    #[test]
+    fn a_started_collective_moves_on_while_its_rank_waits_for_something_else() {
+        use rmx_core::{Source, TagSel};
+        use std::time::{Duration, Instant};
+        let out = job::run(4, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let me = r.rank();
+            let sum = r
+                .iallreduce(words(&[u64::from(me) + 1]), Int::U64, Op::Sum)
+                .expect("iallreduce");
+            let bar = r.ibarrier().expect("ibarrier");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut b = [0u8; 1];
+            if me == 0 {
+                // SAFETY: `b` outlives the request, tested to its end.
+                let mut q =
+                    unsafe { r.irecv_raw(Source::Rank(1), TagSel::Tag(7), b.as_mut_ptr(), 1) }
+                        .expect("irecv");
+                loop {
+                    r.progress();
+                    match r.test(q) {
+                        Ok(_) => break,
+                        Err(again) => q = again,
+                    }
+                    assert!(Instant::now() < deadline, "rank 1's message never came");
+                    std::thread::yield_now();
+                }
+            }
+            // Tested to a deadline, so that a collective that cannot end
+            // fails the test rather than hang it.
+            let mut done = |mut c: CollReq| loop {
+                if let Some(res) = r.test_collective(&mut c) {
+                    res.expect("the collective");
+                    return c.data().expect("done").to_vec();
+                }
+                assert!(Instant::now() < deadline, "a collective never ended");
+                std::thread::yield_now();
+            };
+            let sum = done(sum);
+            done(bar);
+            if me == 1 {
+                r.send(0, 7, &[1]).expect("send");
+            }
+            (u64::from_ne_bytes(sum[..8].try_into().unwrap()), b[0])
+        });
+        for (me, (sum, b)) in out.into_iter().enumerate() {
+            assert_eq!(sum, 1 + 2 + 3 + 4);
+            assert_eq!(b, u8::from(me == 0));
         }
     }
 

@@ -9,6 +9,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use super::epochs::Epochs;
+use super::running::Running;
 use super::spin::Spin;
 use super::*;
 
@@ -36,6 +37,10 @@ pub(crate) struct Driver<T: Transport> {
     /// access: kept alive here until deregistered, whatever became of the
     /// window, so no NIC operation reaches freed memory.
     pub(super) pinned: Vec<(Mr, Arc<dyn Any + Send + Sync>)>,
+    /// Collectives started without waiting, moved on by every round that
+    /// found work or ran the timers; and the next one's number.
+    pub(super) running: Vec<Running>,
+    pub(super) started: u64,
 }
 
 /// Completions taken from the port per poll.
@@ -96,6 +101,11 @@ impl<T: Transport> Driver<T> {
             if self.idle & 1023 == 1023 {
                 std::thread::yield_now();
             }
+        }
+        // A running collective can move only once a request of it ended
+        // (work found) or a peer was given up (the timers ran).
+        if !self.running.is_empty() && (n > 0 || self.idle % CLOCK_POLLS == CLOCK_POLLS - 1) {
+            self.poll_running();
         }
         n
     }

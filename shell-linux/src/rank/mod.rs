@@ -31,6 +31,7 @@ mod driver;
 mod epochs;
 mod messages;
 mod nic;
+mod running;
 mod spin;
 mod thread;
 
@@ -184,6 +185,8 @@ impl<T: Transport + 'static> Rank<T> {
             lossy: !cfg.reliable,
             windows: Default::default(),
             pinned: Vec::new(),
+            running: Vec::new(),
+            started: 0,
         };
         Ok(Rank {
             home: Home::Own(Box::new(d)),
