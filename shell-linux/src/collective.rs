@@ -3,9 +3,9 @@
 //! and wait for it; the `i` forms hand the task to the rank, which moves
 //! it on in every progress round (whatever the rank waits for meanwhile),
 //! and back a [`CollReq`] that owns its buffer, tested by
-//! [`Rank::test_collective`] and ended by [`Rank::wait_collective`]. The context and tags of their messages are
-//! the core's, so they never match the application's messages nor another
-//! collective's.
+//! [`Rank::test_collective`] and ended by [`Rank::wait_collective`]. The
+//! context and tags of their messages are the core's, so they never match
+//! the application's messages nor another collective's.
 
 use rmx_core::collective::{Collective, Int, Op};
 use rmx_driver::task::CollectiveTask;

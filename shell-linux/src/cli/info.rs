@@ -1,6 +1,5 @@
 //! `rmx info`: what this build can do, its transports and the copy routines it chose.
 
-use rmx_core::onesided::Design;
 use rmx_linux::loopnic::LoopConfig;
 use rmx_linux::rank::CoreEndpoint;
 use serde_json::json;
@@ -186,13 +185,9 @@ pub(crate) fn human(n: usize) -> String {
     }
 }
 
-/// The fence designs transport `t` offers.
+/// The names of the fence designs transport `t` offers.
 fn designs(t: &Entry) -> Vec<&'static str> {
-    Design::ALL
-        .iter()
-        .filter(|d| d.offered(&t.caps))
-        .map(|d| d.name())
-        .collect()
+    t.designs().iter().map(|d| d.name()).collect()
 }
 
 /// Which fence designs run on which transports, transports offering the

@@ -65,12 +65,7 @@ pub(crate) fn memory(
         }
     };
     let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
-    let on = if measured.is_empty() {
-        model.name
-    } else {
-        entry.name
-    };
-    let r = memory_report(procs, &wqes, nic, &device, on, json_out);
+    let r = memory_report(procs, &wqes, nic, &device, entry.name, json_out);
     if let Some(p) = plot {
         memory_plot(&r, &p)?;
     }
@@ -98,13 +93,15 @@ pub(crate) fn measured_on(
 }
 
 /// The connection-memory model for job sizes up to `procs`; `device(w)`:
-/// a verbs device's measured bytes per connection at `w` entries.
+/// the measured bytes per connection at `w` entries of transport
+/// `device_of`'s device (the report is the model's own, the default
+/// transport's, where nothing was measured).
 pub(crate) fn memory_report(
     procs: u64,
     wqes: &[u16],
     nic: LoopConfig,
     device: &dyn Fn(u16) -> Option<(u64, u64)>,
-    transport: &str,
+    device_of: &str,
     quiet: bool,
 ) -> Report {
     use rmx_linux::model;
@@ -117,6 +114,10 @@ pub(crate) fn memory_report(
         device,
     );
     let measured = wqes.iter().any(|&w| device(w).is_some());
+    let transport = match measured {
+        true => device_of,
+        false => rmx_linux::transport::registry::TRANSPORTS[0].name,
+    };
     let o = Opts::tool_on(transport, quiet);
     let config = json!({
         "transport": transport,

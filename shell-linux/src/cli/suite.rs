@@ -375,11 +375,14 @@ fn memory_member(s: &mut Suite) -> Result<(), String> {
     // On a device, what its provider maps per queue pair, measured.
     let measured = measured_on(&s.net, &wqes, false)?;
     let device = |w: u16| measured.iter().find(|m| m.0 == w).map(|m| m.1);
-    let on = match measured.is_empty() {
-        true => rmx_linux::transport::registry::TRANSPORTS[0].name,
-        false => s.net.name(),
-    };
-    let r = memory_report(8192, &wqes, LoopConfig::default(), &device, on, true);
+    let r = memory_report(
+        8192,
+        &wqes,
+        LoopConfig::default(),
+        &device,
+        s.net.name(),
+        true,
+    );
     record(s.out, &mut s.md, "memory", &r)?;
     memory_plot(&r, &s.out.join("memory.svg"))
 }

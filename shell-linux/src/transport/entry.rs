@@ -55,7 +55,20 @@ pub struct Info {
     pub lines: Vec<String>,
 }
 
+/// The fence designs a transport that can do `caps` carries.
+pub fn designs(caps: &Caps) -> Vec<rmx_core::onesided::Design> {
+    rmx_core::onesided::Design::ALL
+        .into_iter()
+        .filter(|d| d.offered(caps))
+        .collect()
+}
+
 impl Entry {
+    /// The fence designs it carries, by what it can do before a port opens.
+    pub fn designs(&self) -> Vec<rmx_core::onesided::Design> {
+        designs(&self.caps)
+    }
+
     /// What a launched job gives to run on this transport, if it can.
     pub fn launch_flags(&self) -> Option<String> {
         let flags = self.launched.filter(|_| self.built)?;

@@ -111,9 +111,7 @@ macro_rules! transports {
                 )+
                 unreachable!("a built transport has its line")
             }
-        }
 
-        impl Options {
             /// Whether the network transport `name` opens from these
             /// options lets more than two ranks run as threads of this
             /// process (`Err`: what to give instead).
@@ -402,11 +400,7 @@ impl Net {
 
     /// The fence designs this network's transport carries.
     pub fn designs(&self) -> Vec<rmx_core::onesided::Design> {
-        let caps = self.caps();
-        rmx_core::onesided::Design::ALL
-            .into_iter()
-            .filter(|d| d.offered(&caps))
-            .collect()
+        super::entry::designs(&self.caps())
     }
 }
 
