@@ -7,7 +7,9 @@
 //! caller's buffer.
 
 mod collective;
+mod fence;
 mod messages;
 
 pub use collective::{CollectiveError, CollectiveTask};
+pub use fence::{Bytes, FenceHost, FenceTask, Fenced, Outgoing, Reply, SENDS};
 pub use messages::Messages;

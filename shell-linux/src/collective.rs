@@ -10,7 +10,9 @@
 use rmx_core::collective::{Collective, Int, Op};
 use rmx_driver::task::CollectiveTask;
 
-use crate::rank::{Beside, Rank, Req};
+use std::task::Poll;
+
+use crate::rank::{Rank, Req};
 use crate::transport::Transport;
 
 pub use rmx_driver::task::CollectiveError;
@@ -150,8 +152,10 @@ impl<T: Transport + 'static> Rank<T> {
         );
         if c.result.is_none() {
             let id = c.id;
-            let waited = self.wait_until_beside(|d| d.finished(id), &mut |_| Ok::<(), ()>(()));
-            debug_assert!(waited.is_ok(), "nothing beside fails");
+            self.drive(|d| match d.finished(id) {
+                true => Poll::Ready(()),
+                false => Poll::Pending,
+            });
             c.result = Some(
                 self.with(|d| d.take_result(id))
                     .expect("a finished collective's result"),
@@ -172,35 +176,6 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(len / n)
     }
 
-    /// [`reduce_scatter`](Self::reduce_scatter) or
-    /// [`allreduce`](Self::allreduce) (`scatter` or not) of u32 sums,
-    /// running `beside` whenever a wait stalls: a fence receives
-    /// operations meanwhile.
-    pub(crate) fn sum_beside<E: From<CollectiveError>>(
-        &mut self,
-        data: &mut [u8],
-        scatter: bool,
-        beside: Beside<'_, T, E>,
-    ) -> Result<(), E> {
-        let what = match scatter {
-            true => Collective::ReduceScatter {
-                block: self.block_of(data.len())?,
-            },
-            false => Collective::Allreduce { len: data.len() },
-        };
-        self.collective_beside(what, data, Some((Op::Sum, Int::U32)), beside)
-    }
-
-    /// Runs `what` over `data`, reducing with `op` where it reduces.
-    fn collective(
-        &mut self,
-        what: Collective,
-        data: &mut [u8],
-        op: Option<(Op, Int)>,
-    ) -> Result<(), CollectiveError> {
-        self.collective_beside(what, data, op, &mut |_| Ok(()))
-    }
-
     /// The group's next collective, planned for `len` bytes of data: its
     /// number is taken only once the plan fits.
     fn plan(
@@ -218,15 +193,13 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(task)
     }
 
-    /// [`collective`](Self::collective), running `beside` whenever one of
-    /// its waits stalls.
-    fn collective_beside<E: From<CollectiveError>>(
+    /// Runs `what` over `data`, reducing with `op` where it reduces.
+    fn collective(
         &mut self,
         what: Collective,
         data: &mut [u8],
         op: Option<(Op, Int)>,
-        beside: Beside<'_, T, E>,
-    ) -> Result<(), E> {
+    ) -> Result<(), CollectiveError> {
         let mut task = self.plan(what, data.len(), op)?;
         let mut small = [0u8; SMALL];
         let mut big = Vec::new();
@@ -241,10 +214,10 @@ impl<T: Transport + 'static> Rank<T> {
             (data.as_mut_ptr(), data.len()),
             (scratch.as_mut_ptr(), scratch.len()),
         );
-        // SAFETY: `wait_task` returns only once the task holds no request:
-        // the buffers outlive every one.
+        // SAFETY: the task is driven until it reports, when it holds no
+        // request: the buffers outlive every one.
         self.with(|dr| unsafe { task.start(dr, d.0, d.1, s.0, s.1) })?;
-        self.wait_task(&mut task, beside)
+        self.drive(|d| task.poll(d))
     }
 
     /// Starts `what` over `data`, owned by the request.

@@ -3,15 +3,20 @@
 //! without blocking (a step that waits returns, and the job wakes the rank
 //! when something arrives).
 
+use std::ops::Range;
+use std::task::Poll;
+
 use rmx_core::collective::{reduce, Collective, Int, Op};
 use rmx_core::onesided::{
-    channel::{DATA, FINISH, FLAG, HEADERS},
-    tag, Arrival, Data, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, Reduction,
-    RmaKind, Step, Target, Window, CONTEXT, FIRST, HEADER,
+    channel::{DATA, HEADERS},
+    tag, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, RmaKind, Target, Window,
+    CONTEXT,
 };
-use rmx_core::{Gather, MemKey, Remote, Source, TagSel};
+use rmx_core::{Gather, MemKey, RecvError, Remote, SendError, Source, Status, TagSel};
+use rmx_driver::task::{Bytes, FenceHost, Messages, Outgoing as Parts, Reply};
 
 use crate::collective::CollTask;
+use crate::messages::TaskReq;
 use crate::node::Node;
 use crate::req::Req;
 use crate::window::{Got, Outgoing, Win};
@@ -156,7 +161,7 @@ pub fn take_gets(node: &mut Node, w: u16) -> Result<Vec<Vec<u8>>, String> {
         .map(|g| match g {
             Got::Bytes(b) => Ok(b),
             Got::Read { at, len } => Ok(src[at..at + len].to_vec()),
-            Got::Asked { .. } | Got::Answer(_) => Err("a get the fence did not end".into()),
+            Got::Asked { .. } | Got::Answer { .. } => Err("a get the fence did not end".into()),
         })
         .collect()
 }
@@ -275,59 +280,33 @@ fn send(node: &mut Node, w: u16, out: &Outgoing, sends: &mut Vec<Req>) -> Result
     Ok(())
 }
 
-/// What a fence waits for now.
-enum Wait {
-    /// Nothing: ask the core for the next step.
-    Step,
-    /// The epoch's RDMA to complete.
-    Flush,
-    /// The fence's reduction (its length), or a barrier.
-    Collective(Box<CollTask>, Option<usize>),
-    /// A finish message.
-    Finish(Req),
-    /// An operation's first message (unless immediates satisfy first).
-    First {
-        q: Req,
-        immediates: bool,
-        cancelled: bool,
-    },
-    /// An admitted (or refused) operation's data, sent apart.
-    Rest(Arrival, u16, Req),
-    /// All-pairs flags: the receives posted first and the sends, or the
-    /// receives cancelled.
-    Flags(Vec<Req>),
-    /// The messages this fence sent, before the fence is done.
-    Sent(Outcome),
+/// The fence's own buffers: the bytes the driver task is lent, the
+/// operations it sends, the gets it receives answers to (their places in
+/// the window's list), its answers to others' gets and an operation's data.
+#[derive(Default)]
+struct Io {
+    mem: Vec<u8>,
+    outgoing: Vec<Outgoing>,
+    replies: Vec<usize>,
+    answers: Vec<Vec<u8>>,
+    data: Vec<u8>,
 }
 
-/// What the last step brought back, for the core with the next.
-enum Input {
-    Nothing,
-    Reduced(usize),
-    Finished(u16, [u8; 4]),
-    /// An operation from this rank.
-    Arrived(u16),
-}
-
-/// One rank's fence of one window.
+/// One rank's fence of one window: the driver layer's task, the one every
+/// shell runs, or (for the hazard's sake) the strawman.
 pub struct FenceTask {
     w: u16,
-    ranks: u16,
-    epoch: u16,
-    counts: Vec<u8>,
-    input: Input,
-    wait: Wait,
-    /// Requests of messages sent this epoch.
-    pub sends: Vec<Req>,
-    /// Receives of every other rank's flag (naive), posted first.
-    flags: Vec<Req>,
-    /// The strawman ("local completion, then a barrier"): not a design.
-    strawman: bool,
-    /// The receive of the epoch's next operation (any rank), posted by a
-    /// wait that stalled or an await step, and an operation whose data it
-    /// still receives: the std shell's `window/inbox.rs`.
-    op: Option<Req>,
-    rest: Option<(Arrival, u16, Req)>,
+    io: Io,
+    how: How,
+}
+
+enum How {
+    Task(Box<rmx_driver::task::FenceTask<TaskReq, Vec<Option<TaskReq>>>>),
+    /// Local completion, then a barrier: not a design.
+    Strawman {
+        sends: Vec<TaskReq>,
+        barrier: Option<Box<CollTask>>,
+    },
 }
 
 impl FenceTask {
@@ -340,398 +319,247 @@ impl FenceTask {
         fence: Fence,
         sends: Vec<Req>,
     ) -> Result<FenceTask, String> {
-        let e = &mut node.windows[w as usize].epoch;
-        let epoch = e.epoch();
-        let strawman = fence == Fence::Strawman;
+        let me = node.me;
+        let sends: Vec<TaskReq> = sends.into_iter().map(TaskReq::sent).collect();
         let (no_precede, no_succeed) = match fence {
+            Fence::Strawman => {
+                let how = How::Strawman {
+                    sends,
+                    barrier: None,
+                };
+                let io = Io::default();
+                return Ok(FenceTask { w, io, how });
+            }
+            Fence::Plain => (false, false),
             Fence::Assert {
                 no_precede,
                 no_succeed,
             } => (no_precede, no_succeed),
-            _ => (false, false),
         };
-        if !strawman {
-            e.fence(no_precede, no_succeed)
-                .map_err(|x| format!("fence: {x:?}"))?;
-        }
-        let design = e.design();
-        // A fence is collective: every rank is watched while it runs, and
-        // it ends once any has failed (a wait for any origin's operation
-        // or finish would otherwise wait for ever on a dead one).
-        node.watch_group("fence")?;
-        Ok(FenceTask {
+        let e = &mut node.windows[w as usize].epoch;
+        e.fence(no_precede, no_succeed)
+            .map_err(|x| format!("rank {me}: fence: {x:?}"))?;
+        let (design, gets) = (e.design(), e.gets());
+        type Task = rmx_driver::task::FenceTask<TaskReq, Vec<Option<TaskReq>>>;
+        let mut io = Io {
+            mem: vec![0; Task::memory_len(design, ranks, me)],
+            ..Io::default()
+        };
+        let want = Task::slots_len(ranks, gets, sends.len());
+        let mut slots: Vec<Option<TaskReq>> = sends.into_iter().map(Some).collect();
+        slots.resize_with(want, || None);
+        let (ptr, len) = (io.mem.as_mut_ptr(), io.mem.len());
+        let mut host = Host {
+            node,
             w,
-            ranks,
-            epoch,
-            counts: vec![0; Epoch::<Vec<Target>>::reduce_len(design, ranks as usize)],
-            input: Input::Nothing,
-            wait: if strawman { Wait::Flush } else { Wait::Step },
-            sends,
-            flags: Vec::new(),
-            strawman,
-            op: None,
-            rest: None,
-        })
-    }
-
-    /// A wait of the fence stalled: receives the operations that have come
-    /// while the core awaits any, each applied and fed to the core.
-    fn drain(&mut self, node: &mut Node) -> Result<(), String> {
-        let me = node.me;
-        let w = self.w as usize;
-        loop {
-            if !node.windows[w].epoch.awaiting() {
-                return Ok(());
-            }
-            if let Some((arrival, from, q)) = &self.rest {
-                let data = node
-                    .test(q)
-                    .map_err(|e| format!("rank {me}: data: {e:?}"))?;
-                let Some((_, data)) = data else {
-                    return Ok(());
-                };
-                let from = *from;
-                land(node, w, arrival, &data);
-                node.windows[w].epoch.arrived(from);
-                self.rest = None;
-                continue;
-            }
-            let q = match self.op.take() {
-                Some(q) => q,
-                None => post_op(node, self.w, self.epoch)?,
-            };
-            let Some((st, first)) = node
-                .test(&q)
-                .map_err(|e| format!("rank {me}: operation: {e:?}"))?
-            else {
-                self.op = Some(q);
-                return Ok(());
-            };
-            match first_message(node, self.w, self.epoch, st.source, &first, &mut self.sends)? {
-                None => node.windows[w].epoch.arrived(st.source),
-                Some(rest) => self.rest = Some(rest),
-            }
-        }
+            io: &mut io,
+        };
+        // SAFETY: `io` and the window's memory and gets live in the task's
+        // holder and the rank, polled to the task's end (a job that fails
+        // drops every rank at once).
+        let task = unsafe { Task::start(&mut host, ptr, len, slots) };
+        let how = How::Task(Box::new(task));
+        Ok(FenceTask { w, io, how })
     }
 
     /// Moves the fence on as far as it goes now: its outcome once done.
     pub fn poll(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
-        let polled = self.steps(node);
-        node.watched("fence", None, polled)
-    }
-
-    fn steps(&mut self, node: &mut Node) -> Result<Option<Outcome>, String> {
         let me = node.me;
-        let fail = |what: &str, e: &dyn std::fmt::Debug| format!("rank {me}: {what}: {e:?}");
-        loop {
-            let w = self.w as usize;
-            match &mut self.wait {
-                Wait::Step => {}
-                Wait::Flush => {
-                    if node.windows[w].epoch.in_flight() > 0 {
-                        self.drain(node)?;
-                        return Ok(None);
-                    }
-                    if self.strawman {
-                        let c = CollTask::new(node, self.ranks, Collective::Barrier, Vec::new())?;
-                        self.wait = Wait::Collective(Box::new(c), None);
-                        continue;
-                    }
-                }
-                Wait::Collective(c, len) => {
-                    if !c.poll(node)? {
-                        self.drain(node)?;
-                        return Ok(None);
-                    }
-                    if let Some(len) = *len {
-                        self.counts[..len].copy_from_slice(&c.data);
-                        self.input = Input::Reduced(len);
-                    } else if self.strawman {
-                        node.windows[w].epoch.abort();
-                        node.windows[w].src_used = 0;
-                        self.wait = Wait::Sent(Outcome {
-                            failed: 0,
-                            disagree: false,
-                            false_assertion: false,
-                        });
-                        continue;
-                    }
-                }
-                Wait::Finish(q) => {
-                    let Some((st, b)) = node.test(q).map_err(|e| fail("finish", &e))? else {
-                        self.drain(node)?;
-                        return Ok(None);
-                    };
-                    let body: [u8; 4] = b.try_into().map_err(|b| fail("finish body", &b))?;
-                    self.input = Input::Finished(st.source, body);
-                }
-                Wait::First {
-                    q,
-                    immediates,
-                    cancelled,
-                } => {
-                    if *immediates && !*cancelled && node.windows[w].epoch.satisfied() {
-                        *cancelled = node.cancel(q);
-                    }
-                    let Some((st, first)) = node.test(q).map_err(|e| fail("operation", &e))? else {
-                        return Ok(None);
-                    };
-                    if *cancelled {
-                        // The rest came as immediates.
-                        self.wait = Wait::Step;
-                        continue;
-                    }
-                    match first_message(
-                        node,
-                        self.w,
-                        self.epoch,
-                        st.source,
-                        &first,
-                        &mut self.sends,
-                    )? {
-                        None => self.input = Input::Arrived(st.source),
-                        Some((arrival, from, q)) => {
-                            self.wait = Wait::Rest(arrival, from, q);
-                            continue;
+        let w = self.w;
+        match &mut self.how {
+            How::Task(task) => {
+                let mut host = Host {
+                    node,
+                    w,
+                    io: &mut self.io,
+                };
+                match task.poll(&mut host) {
+                    Poll::Pending => Ok(None),
+                    Poll::Ready(r) => {
+                        let win = &mut node.windows[w as usize];
+                        win.src_used = 0;
+                        for g in &mut win.gets {
+                            if let Got::Answer { buf, .. } = g {
+                                *g = Got::Bytes(std::mem::take(buf));
+                            }
+                        }
+                        let f = r.map_err(|e| format!("rank {me}: fence: {e} ({e:?})"))?;
+                        match f.fault {
+                            Some(fault) => Err(format!("rank {me}: fence: {fault:?}")),
+                            None => Ok(Some(f.outcome)),
                         }
                     }
                 }
-                Wait::Rest(arrival, from, q) => {
-                    let Some((_, data)) = node.test(q).map_err(|e| fail("operation data", &e))?
-                    else {
+            }
+            How::Strawman { sends, barrier } => {
+                if barrier.is_none() {
+                    if node.windows[w as usize].epoch.in_flight() > 0 {
                         return Ok(None);
-                    };
-                    land(node, w, arrival, &data);
-                    self.input = Input::Arrived(*from);
+                    }
+                    let ranks = node.windows[w as usize].epoch.group();
+                    let c = CollTask::new(node, ranks, Collective::Barrier, Vec::new())?;
+                    *barrier = Some(Box::new(c));
                 }
-                Wait::Flags(reqs) => {
-                    while let Some(q) = reqs.first() {
-                        if node.test(q).map_err(|e| fail("flag", &e))?.is_none() {
+                if !barrier.as_mut().expect("started").poll(node)? {
+                    return Ok(None);
+                }
+                while let Some(q) = sends.pop() {
+                    match Messages::test(node, q) {
+                        Ok(_) => {}
+                        Err(q) => {
+                            sends.push(q);
                             return Ok(None);
                         }
-                        reqs.remove(0);
                     }
                 }
-                Wait::Sent(outcome) => {
-                    while let Some(q) = self.sends.first() {
-                        match node.test(q).map_err(|e| fail("send", &e))? {
-                            None => return Ok(None),
-                            Some((st, _)) if st.fault.is_some() => {
-                                return Err(fail("send", &st.fault))
-                            }
-                            Some(_) => {}
-                        }
-                        self.sends.remove(0);
-                    }
-                    let mut gets = std::mem::take(&mut node.windows[w].gets);
-                    let answered = answers(node, &mut gets);
-                    node.windows[w].gets = gets;
-                    if !answered.map_err(|e| fail("get answer", &e))? {
-                        return Ok(None);
-                    }
-                    return Ok(Some(*outcome));
-                }
+                let win = &mut node.windows[w as usize];
+                win.epoch.abort();
+                win.src_used = 0;
+                Ok(Some(Outcome {
+                    failed: 0,
+                    disagree: false,
+                    false_assertion: false,
+                }))
             }
-            self.wait = Wait::Step;
-            let step = {
-                let e = &mut node.windows[w].epoch;
-                match std::mem::replace(&mut self.input, Input::Nothing) {
-                    Input::Nothing => {}
-                    Input::Reduced(len) => e.reduced(&self.counts[..len]),
-                    Input::Finished(src, body) => e.finished(src, body),
-                    Input::Arrived(from) => e.arrived(from),
-                }
-                e.step(&mut self.counts)
-            };
-            self.wait = self.start(node, step)?;
+        }
+    }
+}
+
+/// A simulated rank's window as its fence sees it.
+struct Host<'a> {
+    node: &'a mut Node,
+    w: u16,
+    io: &'a mut Io,
+}
+
+impl Host<'_> {
+    fn win(&mut self) -> &mut Win {
+        &mut self.node.windows[self.w as usize]
+    }
+}
+
+impl Messages for Host<'_> {
+    type Req = TaskReq;
+
+    unsafe fn isend(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        data: *const u8,
+        len: usize,
+    ) -> Result<TaskReq, SendError> {
+        // SAFETY: the caller's contract.
+        unsafe { Messages::isend(self.node, dest, tag, context, data, len) }
+    }
+
+    unsafe fn irecv(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+        data: *mut u8,
+        len: usize,
+    ) -> Result<TaskReq, RecvError> {
+        // SAFETY: the caller's contract.
+        unsafe { Messages::irecv(self.node, src, tag, context, data, len) }
+    }
+
+    fn test(&mut self, q: TaskReq) -> Result<Status, TaskReq> {
+        Messages::test(self.node, q)
+    }
+
+    fn cancel(&mut self, q: &TaskReq) {
+        Messages::cancel(self.node, q)
+    }
+
+    fn group_intact(&self) -> bool {
+        Messages::group_intact(self.node)
+    }
+
+    fn watch_all(&mut self, on: bool) {
+        Messages::watch_all(self.node, on)
+    }
+
+    fn reduced(&mut self, bytes: usize) {
+        Messages::reduced(self.node, bytes)
+    }
+}
+
+impl FenceHost for Host<'_> {
+    type Targets = Vec<Target>;
+
+    fn epoch(&mut self) -> &mut Epoch<Vec<Target>> {
+        &mut self.win().epoch
+    }
+
+    fn next_collective(&mut self) -> u16 {
+        let seq = self.node.collectives;
+        self.node.collectives = seq.wrapping_add(1);
+        seq
+    }
+
+    fn free_requests(&self) -> usize {
+        self.node.ep.free_requests()
+    }
+
+    fn send_queued(&mut self) {
+        // Operations on the rank's own window were applied when issued.
+        let win = &mut self.node.windows[self.w as usize];
+        self.io.outgoing = std::mem::take(&mut win.queued);
+        for (i, g) in win.gets.iter_mut().enumerate() {
+            if let Got::Asked { target, len } = *g {
+                let buf = vec![0; len as usize];
+                *g = Got::Answer { target, buf };
+                self.io.replies.push(i);
+            }
         }
     }
 
-    /// Starts carrying out `step`.
-    fn start(&mut self, node: &mut Node, step: Step) -> Result<Wait, String> {
-        let me = node.me;
-        let fail = |what: &str, e: &dyn std::fmt::Debug| format!("rank {me}: {what}: {e:?}");
-        let w = self.w;
-        Ok(match step {
-            Step::SendQueued => {
-                // The answers' receives first: a target answers as soon as
-                // it takes the get.
-                let mut gets = std::mem::take(&mut node.windows[w as usize].gets);
-                for (gid, g) in gets.iter_mut().enumerate() {
-                    if let Got::Asked { target, len } = *g {
-                        let sel = TagSel::Tag(tag(w, self.epoch, gid as u32));
-                        let q = node.irecv(Source::Rank(target), sel, CONTEXT, len as usize);
-                        *g = Got::Answer(q.map_err(|e| fail("get answer", &e))?);
-                    }
-                }
-                node.windows[w as usize].gets = gets;
-                let queued = std::mem::take(&mut node.windows[w as usize].queued);
-                for out in &queued {
-                    send(node, w, out, &mut self.sends)?;
-                }
-                Wait::Step
-            }
-            Step::Flush => Wait::Flush,
-            Step::Reduce { collective, len } => {
-                let n = self.ranks as usize;
-                let what = match collective {
-                    Reduction::ReduceScatter => Collective::ReduceScatter { block: len / n },
-                    Reduction::Allreduce => Collective::Allreduce { len },
-                };
-                let c = CollTask::new(node, self.ranks, what, self.counts[..len].to_vec())?;
-                Wait::Collective(Box::new(c), Some(len))
-            }
-            Step::SendFinish { to, body } => {
-                let q = node
-                    .isend(to, tag(w, self.epoch, FINISH), CONTEXT, &body)
-                    .map_err(|e| fail("finish", &e))?;
-                self.sends.push(q);
-                Wait::Step
-            }
-            Step::RecvFinish => {
-                let sel = TagSel::Tag(tag(w, self.epoch, FINISH));
-                let q = node
-                    .irecv(Source::Any, sel, CONTEXT, 4)
-                    .map_err(|e| fail("finish", &e))?;
-                Wait::Finish(q)
-            }
-            // From any rank (the core counts each origin's), on the receive
-            // a stalled wait posted if there is one.
-            Step::Await { immediates, .. } => match self.rest.take() {
-                Some((arrival, from, q)) => Wait::Rest(arrival, from, q),
-                None => Wait::First {
-                    q: match self.op.take() {
-                        Some(q) => q,
-                        None => post_op(node, w, self.epoch)?,
-                    },
-                    immediates,
-                    cancelled: false,
-                },
-            },
-            Step::ExpectFlags => {
-                let t = tag(w, self.epoch, FLAG);
-                for p in (0..self.ranks).filter(|&p| p != me) {
-                    let q = node.irecv(Source::Rank(p), TagSel::Tag(t), CONTEXT, 1);
-                    self.flags.push(q.map_err(|e| fail("flag", &e))?);
-                }
-                Wait::Step
-            }
-            Step::Flags => {
-                let t = tag(w, self.epoch, FLAG);
-                let mut reqs = std::mem::take(&mut self.flags);
-                for p in (0..self.ranks).filter(|&p| p != me) {
-                    let q = node.isend(p, t, CONTEXT, &[0]);
-                    reqs.push(q.map_err(|e| fail("flag", &e))?);
-                }
-                Wait::Flags(reqs)
-            }
-            Step::DropFlags => {
-                let reqs = std::mem::take(&mut self.flags);
-                for q in &reqs {
-                    node.cancel(q);
-                }
-                Wait::Flags(reqs)
-            }
-            Step::Barrier => {
-                let c = CollTask::new(node, self.ranks, Collective::Barrier, Vec::new())?;
-                Wait::Collective(Box::new(c), None)
-            }
-            Step::Done(outcome) => {
-                node.windows[w as usize].src_used = 0;
-                // Every operation counted came: one that matched after
-                // all was announced by nobody (admission, the epoch moved
-                // on, refuses it).
-                if let Some(q) = self.op.take() {
-                    let cancelled = node.cancel(&q);
-                    let got = node.test(&q).map_err(|e| fail("operation", &e))?;
-                    if let (false, Some((_, first))) = (cancelled, got) {
-                        node.windows[w as usize].epoch.admit(&first);
-                    }
-                }
-                Wait::Sent(outcome)
-            }
+    fn outgoing(&mut self, i: usize) -> Option<Parts> {
+        let bytes = |b: &[u8]| Bytes {
+            ptr: b.as_ptr(),
+            len: b.len(),
+        };
+        self.io.outgoing.get(i).map(|o| Parts {
+            target: o.target,
+            first: bytes(&o.first),
+            rest: bytes(&o.rest),
         })
     }
-}
 
-/// Takes the gets' answers received (Def): `true` once every one is.
-fn answers(node: &mut Node, gets: &mut [Got]) -> Result<bool, String> {
-    for g in gets.iter_mut() {
-        let Got::Answer(q) = g else {
-            continue;
-        };
-        match node.test(q).map_err(|e| format!("{e:?}"))? {
-            None => return Ok(false),
-            Some((st, _)) if st.fault.is_some() => return Err(format!("{:?}", st.fault)),
-            Some((_, b)) => *g = Got::Bytes(b),
+    fn reply(&mut self, i: usize) -> Option<Reply> {
+        let gid = *self.io.replies.get(i)?;
+        let win = &mut self.node.windows[self.w as usize];
+        match &mut win.gets[gid] {
+            Got::Answer { target, buf } => Some(Reply {
+                target: *target,
+                id: gid as u32,
+                into: buf.as_mut_ptr(),
+                len: buf.len(),
+            }),
+            _ => None,
         }
     }
-    Ok(true)
-}
 
-/// Posts the receive of window `w`'s next operation of `epoch`, from any
-/// rank.
-fn post_op(node: &mut Node, w: u16, epoch: u16) -> Result<Req, String> {
-    let sel = TagSel::Tag(tag(w, epoch, HEADERS));
-    node.irecv(Source::Any, sel, CONTEXT, FIRST)
-        .map_err(|e| format!("rank {}: operation: {e:?}", node.me))
-}
-
-/// An operation's first message from `src`: admitted and applied (a get
-/// answered, the answer's send on `sends`), or the receive of its data
-/// apart posted (then `Some`).
-fn first_message(
-    node: &mut Node,
-    w: u16,
-    epoch: u16,
-    src: u16,
-    first: &[u8],
-    sends: &mut Vec<Req>,
-) -> Result<Option<(Arrival, u16, Req)>, String> {
-    let arrival = node.windows[w as usize].epoch.admit(first);
-    match arrival.data {
-        Data::Inline(_) if matches!(&arrival.admitted, Ok((h, _)) if h.kind == RmaKind::Get) => {
-            let Ok((h, range)) = &arrival.admitted else {
-                unreachable!()
-            };
-            let mem = &node.nic.user[node.windows[w as usize].mem.0 as usize];
-            let b = mem[range.start as usize..range.end as usize].to_vec();
-            let q = node
-                .isend(src, tag(w, epoch, h.id), CONTEXT, &b)
-                .map_err(|e| format!("rank {}: get answer: {e:?}", node.me))?;
-            sends.push(q);
-            Ok(None)
-        }
-        Data::Inline(n) => {
-            land(
-                node,
-                w as usize,
-                &arrival,
-                &first[HEADER..HEADER + n as usize],
-            );
-            Ok(None)
-        }
-        Data::Apart(n) => {
-            let sel = TagSel::Tag(tag(w, epoch, DATA));
-            let q = node
-                .irecv(Source::Rank(src), sel, CONTEXT, n as usize)
-                .map_err(|e| format!("rank {}: operation data: {e:?}", node.me))?;
-            Ok(Some((arrival, src, q)))
-        }
+    fn data(&mut self, len: usize) -> *mut u8 {
+        self.io.data.clear();
+        self.io.data.resize(len, 0);
+        self.io.data.as_mut_ptr()
     }
-}
 
-/// Applies an admitted operation's data to window `w` (a refused one's is
-/// dropped).
-fn land(node: &mut Node, w: usize, arrival: &Arrival, data: &[u8]) {
-    if let Ok((h, range)) = &arrival.admitted {
-        let mem = node.windows[w].mem.0 as usize;
-        apply(
-            &mut node.nic.user[mem],
-            kind_of(h),
-            range.start as usize,
-            data,
-        );
+    fn apply(&mut self, h: &OpHeader, range: Range<u64>, data: &[u8]) {
+        let mem = self.win().mem.0 as usize;
+        let at = range.start as usize;
+        apply(&mut self.node.nic.user[mem], kind_of(h), at, data);
+    }
+
+    fn answer(&mut self, range: Range<u64>) -> *const u8 {
+        let mem = self.win().mem.0 as usize;
+        let (at, end) = (range.start as usize, range.end as usize);
+        let b = self.node.nic.user[mem][at..end].to_vec();
+        self.io.answers.push(b);
+        self.io.answers.last().expect("just pushed").as_ptr()
     }
 }
 

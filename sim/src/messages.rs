@@ -16,6 +16,13 @@ pub struct TaskReq {
     into: Option<(usize, usize)>,
 }
 
+impl TaskReq {
+    /// A send the rank started itself, handed to a task to wait for.
+    pub fn sent(req: Req) -> TaskReq {
+        TaskReq { req, into: None }
+    }
+}
+
 impl Messages for Node {
     type Req = TaskReq;
 

@@ -5,8 +5,6 @@
 use rmx_core::onesided::{Epoch, OpHeader, Target, FIRST};
 use rmx_core::{MemKey, UserBuf};
 
-use crate::req::Req;
-
 /// A get of the open epoch, by its number: where its bytes are, or will be
 /// once the fence ends.
 pub(crate) enum Got {
@@ -16,8 +14,8 @@ pub(crate) enum Got {
     Read { at: usize, len: usize },
     /// To ask of `target` in the fence (Def).
     Asked { target: u16, len: u32 },
-    /// The target's answer, being received.
-    Answer(Req),
+    /// The target's answer, being received into `buf`.
+    Answer { target: u16, buf: Vec<u8> },
 }
 
 /// An operation's messages, as the core composes them

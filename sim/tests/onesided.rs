@@ -554,7 +554,11 @@ fn every_design_fences_with_a_small_request_table() {
     };
     let progs = random_programs(6, 4, &mut Rng::new(0));
     let e = Job::new(spec, progs).expect("a valid job").run().err();
-    assert!(e.is_some_and(|e| e.contains("flag: RequestTableFull")));
+    let e = e.expect("a fence that cannot post its flags' receives fails");
+    assert!(
+        e.contains("fence: a receive was refused: RequestTableFull"),
+        "{e}"
+    );
 }
 
 /// Random epochs of puts, accumulates and gets on a window whose size

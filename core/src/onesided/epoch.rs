@@ -336,6 +336,16 @@ impl<C: AsRef<[Target]> + AsMut<[Target]>> Epoch<C> {
         self.window
     }
 
+    /// This rank's number in the window's group.
+    pub fn me(&self) -> u16 {
+        self.me
+    }
+
+    /// The ranks of the window's group (one descriptor each).
+    pub fn group(&self) -> u16 {
+        u16::try_from(self.targets.as_ref().len()).unwrap_or(u16::MAX)
+    }
+
     /// The epoch's number (wrapping); its messages' tags carry it.
     pub fn epoch(&self) -> u16 {
         self.epoch

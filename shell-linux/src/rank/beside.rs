@@ -5,10 +5,8 @@
 //! queue behind them for good. The work beside runs only once a wait has
 //! polled nothing for a while, so waits that end quickly pay nothing.
 
-use std::task::Poll;
-
 use rmx_core::RecvFault;
-use rmx_driver::task::{CollectiveError, CollectiveTask, Messages};
+use rmx_driver::task::Messages;
 
 use super::thread::CLOCK_POLLS;
 use super::{Rank, Req};
@@ -64,75 +62,6 @@ impl<T: Transport + 'static> Rank<T> {
             if idle >= STALLED {
                 if let Err(e) = beside(self) {
                     return Err((req, e));
-                }
-            }
-            self.rest(idle, &mut armed);
-        }
-    }
-
-    /// Drives progress (sleeping as [`wait`](Self::wait) does when nothing
-    /// comes) until `done` holds, running `beside` whenever the wait stalls.
-    pub(crate) fn wait_until_beside<E>(
-        &mut self,
-        mut done: impl FnMut(&mut super::Driver<T>) -> bool,
-        beside: Beside<'_, T, E>,
-    ) -> Result<(), E> {
-        let mut armed = None;
-        loop {
-            let (ok, idle) = self.with(|d| {
-                if done(d) {
-                    return (true, 0);
-                }
-                d.progress();
-                (done(d), d.idle)
-            });
-            if ok {
-                return Ok(());
-            }
-            if idle >= STALLED {
-                beside(self)?;
-            }
-            self.rest(idle, &mut armed);
-        }
-    }
-
-    /// Drives `task` (started) until it reports, running `beside` whenever
-    /// the wait stalls. On `beside`'s error the task is aborted and waited
-    /// for (none of its requests stays posted) before the error returns.
-    pub(crate) fn wait_task<E: From<CollectiveError>>(
-        &mut self,
-        task: &mut CollectiveTask<Req>,
-        beside: Beside<'_, T, E>,
-    ) -> Result<(), E> {
-        let mut armed = None;
-        let mut failed = None;
-        // The first poll posts the first exchange. Later ones follow a
-        // progress round that found work (a request can only have ended
-        // then), one that ran the timers (a peer given up ends requests), or
-        // any round while a progress thread may have done the work: an
-        // empty round stays as cheap as a point-to-point wait's, so an
-        // oversubscribed rank yields its core as soon.
-        let shared = self.progress_thread();
-        let mut first = true;
-        loop {
-            let (p, idle) = self.with(|d| {
-                let look = std::mem::take(&mut first)
-                    || d.progress() > 0
-                    || shared
-                    || d.idle % CLOCK_POLLS == CLOCK_POLLS - 1;
-                let p = if look { task.poll(d) } else { Poll::Pending };
-                (p, d.idle)
-            });
-            if let Poll::Ready(r) = p {
-                return match failed {
-                    Some(e) => Err(e),
-                    None => r.map_err(E::from),
-                };
-            }
-            if idle >= STALLED && failed.is_none() {
-                if let Err(e) = beside(self) {
-                    self.with(|d| task.abort(d));
-                    failed = Some(e);
                 }
             }
             self.rest(idle, &mut armed);

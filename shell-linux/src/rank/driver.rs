@@ -58,6 +58,11 @@ impl<T: Transport> Driver<T> {
         )
     }
 
+    /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
+    pub(crate) fn free_requests(&self) -> usize {
+        self.ep.free_requests()
+    }
+
     /// No rank of the job has been given up
     /// ([`rmx_core::Endpoint::group_intact`]).
     pub(crate) fn group_intact(&self) -> bool {

@@ -27,6 +27,7 @@ use crate::transport::{AnyPort, Events, Transport};
 use rmx_driver::heap::Heap;
 
 mod beside;
+mod drive;
 mod driver;
 mod epochs;
 mod messages;
@@ -382,30 +383,6 @@ impl<T: Transport + 'static> Rank<T> {
         }
     }
 
-    /// Drives progress until `req` completes (`Ok`) or, first, `stop`
-    /// holds (`Err`: the request, still pending).
-    pub(crate) fn wait_or(
-        &mut self,
-        mut req: Req,
-        mut stop: impl FnMut(&mut Driver<T>) -> bool,
-    ) -> Result<Status, Req> {
-        let mut armed = None;
-        loop {
-            if self.with(&mut stop) {
-                return Err(req);
-            }
-            let (r, idle) = self.with(|d| {
-                d.progress();
-                (d.test(req), d.idle)
-            });
-            match r {
-                Ok(st) => return Ok(st),
-                Err(q) => req = q,
-            }
-            self.rest(idle, &mut armed);
-        }
-    }
-
     /// Drives progress until every buffered send has left for the NIC
     /// ([`flushed`](Self::flushed)). A thread must do this before it turns
     /// to another rank it drives: a send completes for the application once
@@ -497,22 +474,9 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(self.wait(r))
     }
 
-    /// A collective of every rank starts (`true`) or ends: while one runs
-    /// the core watches every rank's liveness
-    /// ([`rmx_core::Endpoint::watch_all`]).
-    pub(crate) fn watch_all(&mut self, on: bool) {
-        self.with(|d| d.watch_all(on))
-    }
-
-    /// No rank of the job has been given up
-    /// ([`rmx_core::Endpoint::group_intact`]).
-    pub(crate) fn group_intact(&self) -> bool {
-        self.with_ref(|d| d.group_intact())
-    }
-
     /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
     pub(crate) fn free_requests(&self) -> usize {
-        self.with_ref(|d| d.ep.free_requests())
+        self.with_ref(|d| d.free_requests())
     }
 
     /// Sends buffered in the core (waiting for a free send entry or a

@@ -1,25 +1,20 @@
-//! A fence, carried out: the core's [`Epoch`] says each step (what to
-//! send, sum, receive and wait for, in the window's design); this file
-//! does it with the rank's messages and collectives and hands the results
-//! back. The bytes every request names live in [`Io`] and the window's
-//! [`Inbox`] until the fence has waited for them. Whenever a wait of the
-//! fence stalls, the operations aimed at this rank are received meanwhile
-//! ([`inbox::drain`]): an epoch may hold more of them than the receive
-//! pool.
+//! A fence on a std rank: the driver layer's [`FenceTask`], the one every
+//! shell runs, started over this window's bytes and driven by the rank
+//! until it reports. This file is the window as the task sees it
+//! ([`FenceHost`]): the rank's messages, the epoch the rank keeps, the
+//! window's memory, and the fence's buffers in [`Io`], which outlive every
+//! request that names them.
 
-use rmx_core::onesided::{
-    channel::{FINISH, FLAG},
-    tag, Epoch, Outcome, Reduction, Step, Target,
-};
-use rmx_core::{RecvFault, Source, TagSel};
+use rmx_core::onesided::{OpHeader, Target};
+use rmx_core::{RecvError, RecvFault, SendError, Source, Status, TagSel};
+use rmx_driver::task::{CollectiveError, FenceHost, FenceTask, Fenced, Messages, Outgoing, Reply};
+use std::ops::Range;
 
-use super::inbox::{self, Inbox};
 use super::io::Io;
-use super::messages::{recv_failed, send_failed};
-use super::{deferred, immediate, Win, WinError, RMA_CONTEXT};
-use crate::rank::{Rank, Req};
+use super::memory::WinMemory;
+use super::{deferred, epoch_of, immediate, Queued, Win, WinError};
+use crate::rank::{Driver, Rank, Req};
 use crate::transport::Transport;
-use rmx_driver::task::CollectiveError;
 
 /// Ends the epoch of `w` (and opens the next) as the core's steps say.
 pub(super) fn run<T: Transport + 'static>(
@@ -28,282 +23,206 @@ pub(super) fn run<T: Transport + 'static>(
     no_precede: bool,
     no_succeed: bool,
 ) -> Result<(), WinError> {
-    let (epoch, gets) = w.epoch(r, |e, _| {
-        let started = e.fence(no_precede, no_succeed);
-        started.map(|()| (e.epoch(), e.gets()))
+    let (gets, design) = w.epoch(r, |e, _| {
+        e.fence(no_precede, no_succeed)
+            .map(|()| (e.gets(), e.design()))
     })?;
+    let (n, me) = (r.size(), w.me);
     let mut io = std::mem::take(&mut w.io);
-    let mut inbox = std::mem::take(&mut w.inbox);
-    let mut counts = std::mem::take(&mut io.counts);
-    // A fence is collective: every rank is watched while it runs, and its
-    // waits for any origin end once the group lost a rank.
-    let steps = match r.group_intact() {
-        true => {
-            r.watch_all(true);
-            // SAFETY: every buffer a request names lives in `io` and
-            // `inbox` until the requests are waited for or abandoned below.
-            let s = unsafe { steps(w, r, epoch, &mut io, &mut inbox, &mut counts) };
-            r.watch_all(false);
-            s
-        }
-        false => Err(inbox::group_lost()),
-    };
-    io.counts = counts;
-    let end = |w: &mut Win, io: &mut Io| {
-        match w.design.immediate() {
-            true => immediate::end_epoch(w, gets),
-            false => deferred::end_epoch(w, gets, io),
-        }
-        w.got_epoch = w.epochs;
-        w.epochs += 1;
-    };
-    let done = match steps {
-        Ok((outcome, fault)) => {
-            end(w, &mut io);
-            if let Some(f) = fault {
-                Err(WinError::Collective(CollectiveError::Failed(f)))
-            } else if outcome.false_assertion {
-                Err(WinError::Assertion)
-            } else if outcome.failed > 0 {
-                Err(WinError::Transfer {
-                    failed: outcome.failed.into(),
-                })
-            } else if outcome.disagree {
-                Err(WinError::Disagree)
-            } else {
-                Ok(())
-            }
-        }
-        Err(e) => {
-            let left: Vec<Req> = io
-                .pending
-                .drain(..)
-                .chain(io.flag_recvs.drain(..))
-                .chain(io.reply_recvs.drain(..))
-                .chain(inbox.requests())
-                .collect();
-            r.abandon(left);
-            w.epoch(r, |e, _| e.abort());
-            end(w, &mut io);
-            Err(e)
-        }
-    };
-    // Every request is done (waited for, or abandoned above).
+    io.mem.clear();
+    io.mem
+        .resize(FenceTask::<Req, Vec<_>>::memory_len(design, n, me), 0);
+    // An immediate design's accumulates already out: the fence waits for
+    // them as for its own sends.
+    let sent = w.imm.as_mut().map(immediate::take_sent).unwrap_or_default();
+    let mut slots = std::mem::take(&mut io.slots);
+    slots.clear();
+    let want = FenceTask::<Req, Vec<_>>::slots_len(n, gets, sent.len());
+    slots.extend(sent.into_iter().map(Some));
+    slots.resize_with(want, || None);
+    let mut seq = r.collectives;
+    let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
+    let mut task = r.with(|d| {
+        let mut host = Host::new(d, w, &mut io, &mut seq);
+        // SAFETY: `io` (the lent bytes and every buffer the host names)
+        // and the window's memory stay in place until the task reported:
+        // it is driven to its end below.
+        unsafe { FenceTask::start(&mut host, mem_ptr, mem_len, slots) }
+    });
+    let res = r.drive(|d| {
+        let mut host = Host::new(d, w, &mut io, &mut seq);
+        task.poll(&mut host)
+    });
+    r.collectives = seq;
+    io.slots = task.into_slots();
+    if let Some(imm) = w.imm.as_mut() {
+        immediate::end_flush(imm, r);
+    }
+    let (refused, retries, closed) = r.with(|d| {
+        let e = epoch_of(&mut d.windows, w.id);
+        (e.refused(), e.retries(), e.closed())
+    });
+    (w.refused, w.retries, w.closed) = (refused, retries, closed);
+    match w.design.immediate() {
+        true => immediate::end_epoch(w, gets),
+        false => deferred::end_epoch(w, gets, &mut io),
+    }
+    w.got_epoch = w.epochs;
+    w.epochs += 1;
+    // Every request is done: the task reported.
     io.clear();
-    inbox.clear();
     w.io = io;
-    w.inbox = inbox;
-    done
+    let Fenced { outcome, fault } = res?;
+    if let Some(f) = fault {
+        Err(WinError::Collective(CollectiveError::Failed(f)))
+    } else if outcome.false_assertion {
+        Err(WinError::Assertion)
+    } else if outcome.failed > 0 {
+        Err(WinError::Transfer {
+            failed: outcome.failed.into(),
+        })
+    } else if outcome.disagree {
+        Err(WinError::Disagree)
+    } else {
+        Ok(())
+    }
 }
 
-/// Carries out the steps until the core says the fence is done; the
-/// first fault of a request the fence waited for.
-///
-/// # Safety
-/// `io` and `inbox` stay in place, untouched, until every request in
-/// them completed.
-unsafe fn steps<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    io: &mut Io,
-    inbox: &mut Inbox,
-    counts: &mut Vec<u8>,
-) -> Result<(Outcome, Option<RecvFault>), WinError> {
-    let id = w.id;
-    let n = r.size() as usize;
-    counts.clear();
-    counts.resize(Epoch::<Vec<Target>>::reduce_len(w.design, n), 0);
-    let mut fault = None;
-    // What the last step brought back: handed to the core with the next.
-    let mut input = Input::Nothing;
-    loop {
-        let step = w.epoch(r, |e, _| {
-            match input {
-                Input::Nothing => {}
-                Input::Reduced(len) => e.reduced(&counts[..len]),
-                Input::Finished(src, body) => e.finished(src, body),
-                Input::Arrived(from) => e.arrived(from),
-            }
-            e.step(counts)
-        });
-        input = Input::Nothing;
-        // What a stalled wait does meanwhile (the caller's contract keeps
-        // the inbox).
-        macro_rules! beside {
-            () => {
-                &mut |r: &mut Rank<T>| {
-                    if !r.group_intact() {
-                        return Err(inbox::group_lost());
-                    }
-                    // SAFETY: the caller's contract keeps the inbox.
-                    unsafe { inbox::drain(w, r, inbox) }
-                }
-            };
-        }
-        match step {
-            Step::SendQueued => {
-                // SAFETY: the caller's contract.
-                let sent = unsafe { deferred::send_queued(w, r, epoch, io, inbox) };
-                fault = fault.or(sent?);
-            }
-            Step::Flush => {
-                let flushed = immediate::flush(w, r, &mut |w, r| {
-                    // SAFETY: the caller's contract keeps the inbox.
-                    unsafe { inbox::drain(w, r, inbox) }
-                });
-                fault = fault.or(flushed?);
-            }
-            Step::Reduce { collective, len } => {
-                let scatter = collective == Reduction::ReduceScatter;
-                r.sum_beside(&mut counts[..len], scatter, beside!())?;
-                input = Input::Reduced(len);
-            }
-            Step::SendFinish { to, body } => {
-                if io.bodies.is_empty() {
-                    io.bodies.reserve_exact(n);
-                }
-                assert!(
-                    io.bodies.len() < io.bodies.capacity(),
-                    "one finish per rank"
-                );
-                io.bodies.push(body);
-                let b = io.bodies.last().expect("just pushed");
-                let t = tag(id, epoch, FINISH);
-                // SAFETY: the body stays in place in `io` (its vector never
-                // grows past what was reserved).
-                let q = unsafe { r.isend_in(to, t, RMA_CONTEXT, b.as_ptr(), 4) };
-                io.pending.push(q.map_err(send_failed)?);
-            }
-            Step::RecvFinish => {
-                let mut b = [0u8; 4];
-                let sel = TagSel::Tag(tag(id, epoch, FINISH));
-                // SAFETY: waited for, or abandoned, before `b` goes.
-                let q = unsafe { r.irecv_in(Source::Any, sel, RMA_CONTEXT, b.as_mut_ptr(), 4) }
-                    .map_err(recv_failed)?;
-                match r.wait_beside(q, beside!()) {
-                    Ok(st) => input = Input::Finished(st.source, b),
-                    Err((q, e)) => {
-                        r.abandon([q]);
-                        return Err(e);
-                    }
-                }
-            }
-            // Only immediates satisfy the core without a message: where
-            // none can come, the operation is simply received.
-            Step::Await {
-                immediates: false, ..
-            } => {
-                // SAFETY: the caller's contract.
-                let from = unsafe { inbox::next(w, r, epoch, inbox)? };
-                input = Input::Arrived(from);
-            }
-            Step::Await {
-                immediates: true, ..
-            } => {
-                // SAFETY: the caller's contract.
-                if let Some(from) = unsafe { inbox::next_unless_satisfied(w, r, epoch, inbox)? } {
-                    input = Input::Arrived(from);
-                }
-            }
-            // SAFETY: the caller's contract.
-            Step::ExpectFlags => unsafe { expect_flags(w, r, epoch, io)? },
-            Step::Flags => {
-                fault = fault.or(r.wait_all(io.pending.drain(..)));
-                // SAFETY: the caller's contract.
-                fault = fault.or(unsafe { send_flags(w, r, epoch, io)? });
-            }
-            Step::DropFlags => {
-                let recvs: Vec<Req> = io.flag_recvs.drain(..).collect();
-                for q in &recvs {
-                    r.cancel(q);
-                }
-                // Cancelled, or (a rank that did not close after all) a
-                // flag that came: either ends them.
-                r.wait_all(recvs);
-            }
-            Step::Barrier => {
-                fault = fault.or(r.wait_all(io.pending.drain(..)));
-                r.barrier()?;
-            }
-            Step::Done(outcome) => {
-                fault = fault.or(inbox::close(w, r, epoch, inbox, false)?);
-                fault = fault.or(r.wait_all(io.pending.drain(..)));
-                fault = fault.or(r.wait_all(io.reply_recvs.drain(..)));
-                return Ok((outcome, fault));
-            }
+/// A window and its rank, as the fence task sees them.
+struct Host<'a, T: Transport> {
+    d: &'a mut Driver<T>,
+    id: u16,
+    me: u16,
+    mem: &'a WinMemory,
+    misapplied: &'a mut u64,
+    queued: &'a mut Vec<Queued>,
+    fault: Option<&'a mut Option<RecvFault>>,
+    io: &'a mut Io,
+    seq: &'a mut u16,
+}
+
+impl<'a, T: Transport> Host<'a, T> {
+    fn new(d: &'a mut Driver<T>, w: &'a mut Win, io: &'a mut Io, seq: &'a mut u16) -> Self {
+        Host {
+            d,
+            id: w.id,
+            me: w.me,
+            mem: &w.mem,
+            misapplied: &mut w.misapplied,
+            queued: &mut w.queued,
+            fault: w.imm.as_mut().map(immediate::fault),
+            io,
+            seq,
         }
     }
 }
 
-/// What a step brought back for the core.
-#[derive(Clone, Copy)]
-enum Input {
-    Nothing,
-    Reduced(usize),
-    Finished(u16, [u8; 4]),
-    /// An operation from this rank.
-    Arrived(u16),
-}
+impl<T: Transport> Messages for Host<'_, T> {
+    type Req = Req;
 
-/// Naive, before anything else of its fence: a receive for every other
-/// rank's flag, so no flag waits as an unexpected message holding credit
-/// a finish message needs. A fence that fails abandons them with the
-/// rest of its requests.
-///
-/// # Safety
-/// As [`steps`].
-unsafe fn expect_flags<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    io: &mut Io,
-) -> Result<(), WinError> {
-    let n = r.size() as usize;
-    io.flags.clear();
-    io.flags.resize(n, 0);
-    let t = tag(w.id, epoch, FLAG);
-    for p in (0..r.size()).filter(|&p| p != w.me) {
-        // SAFETY: `io.flags` is never resized while its receives run (the
-        // caller's contract keeps `io` in place).
-        let q = unsafe {
-            r.irecv_in(
-                Source::Rank(p),
-                TagSel::Tag(t),
-                RMA_CONTEXT,
-                io.flags[p as usize..].as_mut_ptr(),
-                1,
-            )
-        };
-        io.flag_recvs.push(q.map_err(recv_failed)?);
+    unsafe fn isend(
+        &mut self,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        data: *const u8,
+        len: usize,
+    ) -> Result<Req, SendError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.d.isend(dest, tag, context, data, len) }
     }
-    Ok(())
+
+    unsafe fn irecv(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+        data: *mut u8,
+        len: usize,
+    ) -> Result<Req, RecvError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.d.irecv(src, tag, context, data, len) }
+    }
+
+    fn test(&mut self, req: Req) -> Result<Status, Req> {
+        self.d.test(req)
+    }
+
+    fn cancel(&mut self, req: &Req) {
+        Messages::cancel(self.d, req)
+    }
+
+    fn forget(&mut self, req: Req) {
+        self.d.forget(req)
+    }
+
+    fn group_intact(&self) -> bool {
+        self.d.group_intact()
+    }
+
+    fn watch_all(&mut self, on: bool) {
+        self.d.watch_all(on)
+    }
 }
 
-/// Naive's opening: a flag to every other rank, then every flag's receive
-/// [`expect_flags`] posted; the first fault among them.
-///
-/// # Safety
-/// As [`steps`].
-unsafe fn send_flags<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    io: &mut Io,
-) -> Result<Option<RecvFault>, WinError> {
-    let t = tag(w.id, epoch, FLAG);
-    let mut sends = Vec::new();
-    for p in (0..r.size()).filter(|&p| p != w.me) {
-        // SAFETY: `io.flag` stays in place (the caller's contract).
-        let q = unsafe { r.isend_in(p, t, RMA_CONTEXT, io.flag.as_ptr(), 1) };
-        match q {
-            Ok(q) => sends.push(q),
-            Err(e) => {
-                r.abandon(sends);
-                return Err(send_failed(e));
-            }
+impl<T: Transport> FenceHost for Host<'_, T> {
+    type Targets = Vec<Target>;
+
+    fn epoch(&mut self) -> &mut rmx_core::onesided::Epoch<Vec<Target>> {
+        epoch_of(&mut self.d.windows, self.id)
+    }
+
+    fn next_collective(&mut self) -> u16 {
+        let seq = *self.seq;
+        *self.seq = seq.wrapping_add(1);
+        seq
+    }
+
+    fn free_requests(&self) -> usize {
+        self.d.free_requests()
+    }
+
+    fn send_queued(&mut self) {
+        let queued = std::mem::take(self.queued);
+        deferred::ready(self.me, self.mem, self.misapplied, queued, self.io);
+    }
+
+    fn outgoing(&mut self, i: usize) -> Option<Outgoing> {
+        self.io.outgoing.get(i).map(|o| o.parts())
+    }
+
+    fn reply(&mut self, i: usize) -> Option<Reply> {
+        let (id, target, buf) = self.io.replies.get_mut(i)?;
+        // This rank's own gets were read already (they come last).
+        if *target == self.me {
+            return None;
         }
+        Some(Reply {
+            target: *target,
+            id: *id,
+            into: buf.as_mut_ptr(),
+            len: buf.len(),
+        })
     }
-    let recvs: Vec<Req> = io.flag_recvs.drain(..).collect();
-    Ok(r.wait_all(sends.into_iter().chain(recvs)))
+
+    fn data(&mut self, len: usize) -> *mut u8 {
+        self.io.data.clear();
+        self.io.data.resize(len, 0);
+        self.io.data.as_mut_ptr()
+    }
+
+    fn apply(&mut self, h: &OpHeader, _range: Range<u64>, data: &[u8]) {
+        super::apply(self.mem, self.misapplied, h, data);
+    }
+
+    fn answer(&mut self, range: Range<u64>) -> *const u8 {
+        let mut b = vec![0u8; (range.end - range.start) as usize];
+        self.mem.read(range.start as usize, &mut b);
+        self.io.answers.push(b);
+        self.io.answers.last().expect("just pushed").as_ptr()
+    }
+
+    fn flushed(&mut self) -> Option<RecvFault> {
+        self.fault.as_mut().and_then(|f| f.take())
+    }
 }

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use rmx_core::onesided::{EpochError, OpHeader};
 use rmx_core::{Gather, MemKey, RecvFault};
 
+#[cfg(test)]
+use super::epoch_of;
 use super::memory::WinMemory;
 use super::messages::Outgoing;
-use super::{epoch_of, Win, WinError};
+use super::{Win, WinError};
 use crate::rank::{Rank, Req};
 use crate::transport::{Mr, Sge, Transport};
 
@@ -262,40 +264,26 @@ pub(super) fn accumulate<T: Transport + 'static>(
     Ok(())
 }
 
-/// What a stalled wait of the window does, given the window.
-pub(super) type WinBeside<'a, T> =
-    &'a mut dyn FnMut(&mut Win, &mut Rank<T>) -> Result<(), WinError>;
+/// The accumulates' sends still out, for the fence to wait for (their
+/// bytes stay in the window until [`end_flush`]).
+pub(super) fn take_sent(s: &mut Immediate) -> Vec<Req> {
+    std::mem::take(&mut s.pending)
+}
 
-/// The fence's flush: every RDMA operation of the epoch has completed
-/// here (the core counts them as the rank's progress hands it their
-/// completions) and every accumulate has been sent, `beside` running
-/// whenever the wait stalls. The fault of a failed send.
-pub(super) fn flush<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    beside: WinBeside<'_, T>,
-) -> Result<Option<RecvFault>, WinError> {
-    let id = w.id;
-    let pending = std::mem::take(&mut state(w).pending);
-    let waited = match r.wait_until_beside(
-        |d| epoch_of(&mut d.windows, id).in_flight() == 0,
-        &mut |r| beside(w, r),
-    ) {
-        Ok(()) => r.wait_all_beside(pending, &mut |r| beside(w, r)),
-        Err(e) => {
-            r.abandon(pending);
-            Err(e)
-        }
-    };
-    let s = state(w);
-    let fault = s.fault.take();
-    // Sent, or (on an error) abandoned by the wait.
+/// The first fault of an accumulate's send waited for before the fence.
+pub(super) fn fault(s: &mut Immediate) -> &mut Option<RecvFault> {
+    &mut s.fault
+}
+
+/// The fence reported (its flush waited for the epoch's RDMA and sends,
+/// or it failed and ended them): their bytes and registrations go.
+pub(super) fn end_flush<T: Transport + 'static>(s: &mut Immediate, r: &mut Rank<T>) {
     s.sent.clear();
+    s.fault = None;
     if !s.raw.is_empty() {
         let raw = std::mem::take(&mut s.raw);
         r.with(|d| raw.into_iter().for_each(|mr| d.nic.port().deregister(mr)));
     }
-    Ok(fault.or(waited?))
 }
 
 /// Hands out the epoch's gets (landed in staging, or answered here) and
@@ -324,7 +312,14 @@ pub(super) fn strawman_fence<T: Transport + 'static>(
     r: &mut Rank<T>,
 ) -> Result<(), WinError> {
     // The strawman's hazard needs no accumulates: nothing to receive.
-    let fault = flush(w, r, &mut |_, _| Ok(()))?;
+    let id = w.id;
+    r.drive(|d| match epoch_of(&mut d.windows, id).in_flight() {
+        0 => std::task::Poll::Ready(()),
+        _ => std::task::Poll::Pending,
+    });
+    let s = state(w);
+    let fault = s.fault;
+    end_flush(s, r);
     let gets = w.epoch(r, |e, _| {
         let g = e.gets();
         e.abort();

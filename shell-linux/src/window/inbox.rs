@@ -50,22 +50,9 @@ impl Inbox {
         unsafe { messages::post(window, r, epoch, Source::Any, first) }
     }
 
-    /// The requests still naming this inbox's memory (to abandon on an
-    /// error).
-    pub fn requests(&mut self) -> impl Iterator<Item = Req> + '_ {
-        self.op.take().into_iter().chain(self.answered.drain(..))
-    }
-
     /// Nothing posted, no answer in flight.
     pub fn idle(&self) -> bool {
         self.op.is_none() && self.answered.is_empty()
-    }
-
-    /// Forgets the answers, keeping the memory. Only once no request
-    /// names any of it.
-    pub fn clear(&mut self) {
-        self.answers.clear();
-        self.answered.clear();
     }
 }
 
@@ -115,65 +102,6 @@ unsafe fn apply<T: Transport + 'static>(
         None => {}
     }
     Ok(())
-}
-
-/// Waits for epoch `epoch`'s next operation (a fence's await step) and
-/// takes it; its origin.
-///
-/// # Safety
-/// As [`Inbox::expect`].
-pub(super) unsafe fn next<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    inbox: &mut Inbox,
-) -> Result<u16, WinError> {
-    // SAFETY: the caller's contract.
-    let q = unsafe { inbox.expect(w.id, r, epoch)? };
-    match r.wait_or(q, |d| !d.group_intact()) {
-        // SAFETY: the caller's contract.
-        Ok(st) => unsafe { take(w, r, epoch, st, inbox) },
-        Err(q) => {
-            inbox.op = Some(q);
-            Err(group_lost())
-        }
-    }
-}
-
-/// A fence's wait for any origin ended because a rank of the group failed:
-/// the operation it waits for may never come.
-pub(super) fn group_lost() -> WinError {
-    WinError::Collective(CollectiveError::Failed(RecvFault::PeerFailed))
-}
-
-/// As [`next`], unless the core is satisfied first (the rest came as
-/// immediates): then `None`, and the receive stays posted.
-///
-/// # Safety
-/// As [`Inbox::expect`].
-pub(super) unsafe fn next_unless_satisfied<T: Transport + 'static>(
-    w: &mut Win,
-    r: &mut Rank<T>,
-    epoch: u16,
-    inbox: &mut Inbox,
-) -> Result<Option<u16>, WinError> {
-    let id = w.id;
-    // SAFETY: the caller's contract.
-    let q = unsafe { inbox.expect(id, r, epoch)? };
-    let stop = |d: &mut crate::rank::Driver<T>| {
-        !d.group_intact() || super::epoch_of(&mut d.windows, id).satisfied()
-    };
-    match r.wait_or(q, stop) {
-        // SAFETY: the caller's contract.
-        Ok(st) => unsafe { take(w, r, epoch, st, inbox).map(Some) },
-        Err(q) => {
-            inbox.op = Some(q);
-            match r.group_intact() {
-                true => Ok(None),
-                false => Err(group_lost()),
-            }
-        }
-    }
 }
 
 /// A stalled wait's work: takes the operations that have arrived while

@@ -4,30 +4,25 @@
 use super::messages::Outgoing;
 use crate::rank::Req;
 
-/// The buffers of one fence's requests, and the requests; kept in the
-/// window between fences, emptied, so the next reuses the memory.
+/// The buffers of one fence and the slots of its requests; kept in the
+/// window between fences, emptied, so the next reuses the memory. Every
+/// byte a request names lies on the heap (inner vectors), so the lists
+/// may grow while requests are out.
 #[derive(Default)]
 pub(super) struct Io {
-    pub pending: Vec<Req>,
+    /// The bytes the fence task is lent (its counts, finish bodies, flags
+    /// and an operation's first message).
+    pub mem: Vec<u8>,
+    /// Its requests' slots.
+    pub slots: Vec<Option<Req>>,
     /// Operations sent (deferred design).
     pub outgoing: Vec<Outgoing>,
-    /// Finish messages' bodies: at most one per rank, so the vector,
-    /// reserved for all of them before the first is sent, never moves
-    /// what a request reads.
-    pub bodies: Vec<[u8; 4]>,
-    /// Replies to this rank's gets with their numbers, and their receives
-    /// (apart from `pending`: waiting for request handles, a rank waits
-    /// for its sends, never for a reply its own later sends ask for).
-    pub replies: Vec<(u32, Vec<u8>)>,
-    pub reply_recvs: Vec<Req>,
-    /// Naive: the flag every other rank sends, received here (one byte a
-    /// rank, sized once before the receives are posted), the receives,
-    /// and the one byte every flag sent carries.
-    pub flags: Vec<u8>,
-    pub flag_recvs: Vec<Req>,
-    pub flag: [u8; 1],
-    /// The counts a fence sums with the other ranks.
-    pub counts: Vec<u8>,
+    /// Answers to this rank's gets: their numbers, targets and bytes.
+    pub replies: Vec<(u32, u16, Vec<u8>)>,
+    /// Answers this rank sends to others' gets.
+    pub answers: Vec<Vec<u8>>,
+    /// Where an operation's data sent apart lands.
+    pub data: Vec<u8>,
 }
 
 impl Io {
@@ -36,15 +31,15 @@ impl Io {
     /// lists' memory for the window's life). Only once no request names
     /// any of it.
     pub(super) fn clear(&mut self) {
-        self.pending.clear();
+        self.slots.clear();
         self.outgoing.clear();
-        self.bodies.clear();
         self.replies.clear();
-        self.reply_recvs.clear();
-        self.flag_recvs.clear();
-        self.pending.shrink_to(KEEP);
+        self.answers.clear();
+        self.slots.shrink_to(KEEP);
         self.outgoing.shrink_to(KEEP);
         self.replies.shrink_to(KEEP);
+        self.answers.shrink_to(KEEP);
+        self.data.shrink_to(KEEP);
     }
 }
 

@@ -63,6 +63,19 @@ impl Outgoing {
         }
     }
 
+    /// The operation's messages, as the fence task sends them.
+    pub fn parts(&self) -> rmx_driver::task::Outgoing {
+        let bytes = |b: &[u8]| rmx_driver::task::Bytes {
+            ptr: b.as_ptr(),
+            len: b.len(),
+        };
+        rmx_driver::task::Outgoing {
+            target: self.target,
+            first: bytes(&self.first),
+            rest: bytes(&self.rest),
+        }
+    }
+
     /// Starts the operation's messages, their requests pushed onto
     /// `pending`. An epoch may hold more operations than the rank has
     /// request handles: while fewer than [`HEADROOM`] are free (or none),

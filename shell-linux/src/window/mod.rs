@@ -605,25 +605,30 @@ impl Win {
 
     /// Applies an admitted put or accumulate to this window.
     fn apply(&mut self, h: &OpHeader, data: &[u8]) {
-        let at = h.offset as usize;
-        match h.kind {
-            RmaKind::Put => {
-                self.mem.write(at, data);
-            }
-            RmaKind::Accumulate(..) | RmaKind::AccumulateFloat(..) => {
-                let mut acc = vec![0u8; data.len()];
-                self.mem.read(at, &mut acc);
-                let done = match h.kind {
-                    RmaKind::Accumulate(op, ty) => reduce(op, ty, &mut acc, data).is_ok(),
-                    RmaKind::AccumulateFloat(op, ty) => float::reduce(op, ty, &mut acc, data),
-                    _ => false,
-                };
-                // Checked at admission: a failure here is a bug, counted.
-                self.misapplied += !done as u64;
-                self.mem.write(at, &acc);
-            }
-            _ => {}
+        apply(&self.mem, &mut self.misapplied, h, data);
+    }
+}
+
+/// Applies an admitted put or accumulate to a window's memory; one that
+/// fails to (a bug: admission checked it) is counted in `misapplied`.
+fn apply(mem: &WinMemory, misapplied: &mut u64, h: &OpHeader, data: &[u8]) {
+    let at = h.offset as usize;
+    match h.kind {
+        RmaKind::Put => {
+            mem.write(at, data);
         }
+        RmaKind::Accumulate(..) | RmaKind::AccumulateFloat(..) => {
+            let mut acc = vec![0u8; data.len()];
+            mem.read(at, &mut acc);
+            let done = match h.kind {
+                RmaKind::Accumulate(op, ty) => reduce(op, ty, &mut acc, data).is_ok(),
+                RmaKind::AccumulateFloat(op, ty) => float::reduce(op, ty, &mut acc, data),
+                _ => false,
+            };
+            *misapplied += !done as u64;
+            mem.write(at, &acc);
+        }
+        _ => {}
     }
 }
 
@@ -647,7 +652,7 @@ mod tests {
                 w.put(r, peer, i % 4096, &[i as u8]).unwrap();
             }
             w.fence(r).unwrap();
-            let big = (w.io.outgoing.capacity(), w.io.pending.capacity());
+            let big = (w.io.outgoing.capacity(), w.io.slots.capacity());
             let mut seen = Vec::new();
             for round in 0..3u8 {
                 let data = [round + 1 + 10 * r.rank() as u8; 8];

@@ -1,0 +1,1036 @@
+//! A fence as a task: the core's [`Epoch`] says each step (what to send,
+//! sum, receive and wait for, in the window's design); this carries the
+//! steps out with the rank's messages and a [`CollectiveTask`] for its sums
+//! and barriers. Whenever the epoch awaits operations aimed at this rank,
+//! every poll receives those that came, whatever step the fence waits on
+//! ([`Inbox`]): unreceived, they would hold the receive pool, their
+//! origins would run out of credit, and the messages the fence waits for
+//! would queue behind them for good.
+//!
+//! The host ([`FenceHost`]) keeps the window: the epoch, its memory, the
+//! operations the deferred design queued and the bytes of answers and
+//! replies. The task's own bytes (the summed counts, finish bodies, flags,
+//! an operation's first message) are lent at [`FenceTask::start`], and its
+//! requests are kept in slots the host gives (`R`), so nothing here
+//! allocates.
+
+use core::ops::Range;
+use core::task::Poll;
+
+use rmx_core::collective::{Collective, Int, Op};
+use rmx_core::onesided::channel::{DATA, FINISH, FLAG, HEADERS};
+use rmx_core::onesided::{
+    tag, Arrival, Data, Design, Epoch, OpHeader, Outcome, Reduction, RmaKind, Step, Target,
+    CONTEXT, FIRST, HEADER,
+};
+use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
+
+use super::{CollectiveError, CollectiveTask, Messages};
+
+/// Bytes that stay in place until the fence reports (the host's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes {
+    pub ptr: *const u8,
+    pub len: usize,
+}
+
+/// An operation of the deferred design ready to leave: its target and its
+/// messages as the core composes them ([`OpHeader::compose`]), the data's
+/// own message empty when the data fits in the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    pub target: u16,
+    pub first: Bytes,
+    pub rest: Bytes,
+}
+
+/// A get of the deferred design, answered by `target` into `len` bytes at
+/// `into` (the host's until the fence reports).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub target: u16,
+    pub id: u32,
+    pub into: *mut u8,
+    pub len: usize,
+}
+
+/// A window as its fence sees it: the rank's messages, the epoch, and the
+/// bytes operations carry. The std shell implements it over its rank and
+/// window, a simulator over its simulated rank, a kernel module over its
+/// endpoint.
+pub trait FenceHost: Messages {
+    type Targets: AsRef<[Target]> + AsMut<[Target]>;
+
+    /// The window's epoch: the host keeps it, so that its progress hands
+    /// it the epoch's RDMA completions and immediates.
+    fn epoch(&mut self) -> &mut Epoch<Self::Targets>;
+
+    /// Takes the number of the group's next collective (a fence's sums and
+    /// barriers are collectives of the group, numbered with the rest).
+    fn next_collective(&mut self) -> u16;
+
+    /// Request handles free: sends are paced by them, so that what the
+    /// rank receives meanwhile finds some. `usize::MAX` if unknown.
+    fn free_requests(&self) -> usize {
+        usize::MAX
+    }
+
+    /// The deferred design's step that sends the queued operations begins:
+    /// those aimed at this rank's own window are applied (its own gets
+    /// read), and the rest named by [`outgoing`](Self::outgoing) and
+    /// [`reply`](Self::reply) from now until the fence reports.
+    fn send_queued(&mut self);
+
+    /// The `i`th queued operation to send, in order; `None` past the last.
+    fn outgoing(&mut self, i: usize) -> Option<Outgoing>;
+
+    /// The `i`th get whose answer this rank receives; `None` past the last.
+    fn reply(&mut self, i: usize) -> Option<Reply>;
+
+    /// Where an operation's data sent apart lands: `len` bytes that stay in
+    /// place until the next call or the fence's report.
+    fn data(&mut self, len: usize) -> *mut u8;
+
+    /// Applies an admitted operation (not a get) to the window's `range`.
+    fn apply(&mut self, h: &OpHeader, range: Range<u64>, data: &[u8]);
+
+    /// The answer to an admitted get: the window's bytes at `range`,
+    /// copied where they stay until the fence reports.
+    fn answer(&mut self, range: Range<u64>) -> *const u8;
+
+    /// The immediate designs' flush is done (the epoch's RDMA completed):
+    /// the first fault of an accumulate the host waited for before the
+    /// fence (the fence waits for the rest).
+    fn flushed(&mut self) -> Option<RecvFault> {
+        None
+    }
+}
+
+/// How a fence ended on this rank: the core's outcome and the first fault
+/// among the requests it waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fenced {
+    pub outcome: Outcome,
+    pub fault: Option<RecvFault>,
+}
+
+/// Slots for sends a fence takes past those of sends already out.
+pub const SENDS: usize = 64;
+
+/// Request handles, and send slots, that the fence's own sends leave free:
+/// what the rank receives meanwhile (an operation's first message and its
+/// data) needs handles, and the answer to a get a slot. Answers complete
+/// without their origin receiving anything (its receives are posted
+/// first), so ranks whose sends wait on each other still drain.
+const HEADROOM: usize = 4;
+
+/// Sends out before the free request handles are counted.
+const PACE_FROM: usize = 16;
+
+/// What the fence waits for now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// Nothing: ask the core for the next step.
+    Step,
+    /// The queued operations' sends (deferred), from this one and part.
+    Sending { next: usize, rest: bool },
+    /// The epoch's RDMA (immediate designs).
+    Flush,
+    /// The sum (its length), or a barrier.
+    Collective(Option<usize>),
+    /// A finish message.
+    Finish,
+    /// An operation (of any rank), unless immediates satisfy the core.
+    Await,
+    /// Sends out, before the flags or the barrier that opens the next epoch.
+    Opening(Opening),
+    /// The flags' sends, from this rank on.
+    Flagging(u16),
+    /// The flags' sends and receives.
+    Flags,
+    /// The operation receive ended at the close, then every send and reply.
+    Closing(Outcome),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Opening {
+    Flags,
+    Barrier,
+}
+
+/// What the last step brought back: handed to the core with the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Input {
+    Nothing,
+    Reduced(usize),
+    Finished(u16, [u8; 4]),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Running,
+    /// Failed: its requests are being ended before the error is reported.
+    Ending(CollectiveError),
+    Done(Result<Fenced, CollectiveError>),
+}
+
+/// Where the fence's lent bytes lie (offsets from the start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    counts: usize,
+    scratch: usize,
+    bodies: usize,
+    flags: usize,
+    first: usize,
+    len: usize,
+}
+
+impl Layout {
+    fn of(design: Design, n: u16, me: u16) -> Layout {
+        let counts = Epoch::<[Target; 0]>::reduce_len(design, n as usize);
+        let scratch_of =
+            |what| CollectiveTask::<()>::new(what, n, me, 0, None).map_or(0, |c| c.scratch_len());
+        let block = counts / (n as usize).max(1);
+        let scratch = scratch_of(Collective::Allreduce { len: counts })
+            .max(scratch_of(Collective::ReduceScatter { block }));
+        let n = n as usize;
+        let bodies = counts + scratch;
+        // The finish receive's body, then one a rank sent to.
+        let flags = bodies + 4 * (n + 1);
+        // One byte a rank received, and the one every flag sent carries.
+        let first = flags + n + 1;
+        Layout {
+            counts: 0,
+            scratch: counts,
+            bodies,
+            flags,
+            first,
+            len: first + FIRST,
+        }
+    }
+}
+
+/// One rank's fence of one window; `Q` is the rank's request handle
+/// ([`Messages::Req`]), `R` the slots its requests are kept in.
+pub struct FenceTask<Q, R> {
+    window: u16,
+    epoch: u16,
+    me: u16,
+    n: u16,
+    /// The lent bytes' address, and where each part lies.
+    mem: usize,
+    layout: Layout,
+    /// The requests: sends first, then one flag receive a rank, then one
+    /// reply receive a get.
+    slots: R,
+    gets: usize,
+    coll: Option<CollectiveTask<Q>>,
+    finish: Option<Q>,
+    /// The receive of the epoch's next operation, and an operation whose
+    /// data is still being received (and where it lands).
+    op: Option<Q>,
+    rest: Option<(Arrival, u16, Q, usize)>,
+    /// Sends out (in the first slots).
+    out: usize,
+    /// The core's last step came: the epoch moved on.
+    ended: bool,
+    bodies: usize,
+    input: Input,
+    wait: Wait,
+    fault: Option<RecvFault>,
+    state: State,
+}
+
+// SAFETY: the task's addresses name bytes its starter lent until it
+// reports; it is touched only by whoever polls it.
+unsafe impl<Q: Send, R: Send> Send for FenceTask<Q, R> {}
+
+impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
+    /// Bytes [`start`](Self::start) lends for a fence of `design` among `n`
+    /// ranks.
+    pub fn memory_len(design: Design, n: u16, me: u16) -> usize {
+        Layout::of(design, n, me).len
+    }
+
+    /// Slots [`start`](Self::start) takes for a fence among `n` ranks of an
+    /// epoch with `gets` gets and `sent` sends already out.
+    pub fn slots_len(n: u16, gets: u32, sent: usize) -> usize {
+        sent + SENDS + n as usize + gets as usize
+    }
+
+    /// Starts the fence the host's epoch is in ([`Epoch::fence`] called):
+    /// the rank watches every other while it runs. `slots` holds at least
+    /// [`slots_len`](Self::slots_len) entries: requests of the epoch's
+    /// sends already out (an immediate design's accumulates) come first,
+    /// the rest `None`; the fence waits for them as for its own. A group
+    /// that already lost a rank fails the fence at its first poll.
+    ///
+    /// # Safety
+    /// `mem` names [`memory_len`](Self::memory_len) bytes that stay valid,
+    /// untouched by anyone else, until [`poll`](Self::poll) reports, as
+    /// does every byte the host names; the host keeps the epoch in its
+    /// fence meanwhile.
+    pub unsafe fn start<H: FenceHost<Req = Q>>(
+        host: &mut H,
+        mem: *mut u8,
+        mem_len: usize,
+        slots: R,
+    ) -> Self {
+        let e = host.epoch();
+        let (window, epoch, design, gets) = (e.window(), e.epoch(), e.design(), e.gets());
+        let (n, me) = (e.group(), e.me());
+        let layout = Layout::of(design, n, me);
+        let mut task = FenceTask {
+            window,
+            epoch,
+            me,
+            n,
+            mem: mem as usize,
+            layout,
+            slots,
+            gets: gets as usize,
+            coll: None,
+            finish: None,
+            op: None,
+            rest: None,
+            out: 0,
+            ended: false,
+            bodies: 0,
+            input: Input::Nothing,
+            wait: Wait::Step,
+            fault: None,
+            state: State::Running,
+        };
+        let slots = task.slots.as_mut().len();
+        let sends = slots.saturating_sub(n as usize + gets as usize);
+        task.out = task.slots.as_mut()[..sends].iter().flatten().count();
+        let refused = if mem_len < layout.len {
+            Some(CollectiveError::Length {
+                want: layout.len,
+                got: mem_len,
+            })
+        } else if slots < Self::slots_len(n, gets, task.out) {
+            Some(CollectiveError::Length {
+                want: Self::slots_len(n, gets, task.out),
+                got: slots,
+            })
+        } else if !host.group_intact() {
+            Some(lost())
+        } else {
+            None
+        };
+        match refused {
+            Some(e) => {
+                host.epoch().abort();
+                task.state = State::Done(Err(e));
+            }
+            None => host.watch_all(true),
+        }
+        task
+    }
+
+    /// Moves the fence on as far as it goes now; ready with its result
+    /// once no request of it is left. Polled again after that, the same.
+    pub fn poll<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Poll<Result<Fenced, CollectiveError>> {
+        match self.state {
+            State::Done(r) => Poll::Ready(r),
+            State::Ending(e) => self.end(host, e),
+            State::Running => match self.steps(host) {
+                Ok(Some(f)) => {
+                    host.watch_all(false);
+                    self.state = State::Done(Ok(f));
+                    Poll::Ready(Ok(f))
+                }
+                Ok(None) => Poll::Pending,
+                Err(e) => self.fail(host, e),
+            },
+        }
+    }
+
+    /// The slots back, for the next fence (once it reported).
+    pub fn into_slots(self) -> R {
+        self.slots
+    }
+
+    /// Requests of the fence may still be out: the bytes it was lent are
+    /// the network's until [`poll`](Self::poll) reports.
+    pub fn holds_requests(&self) -> bool {
+        !matches!(self.state, State::Done(_))
+    }
+
+    fn sends_len(&mut self) -> usize {
+        self.slots.as_mut().len() - self.n as usize - self.gets
+    }
+
+    fn at(&self, off: usize) -> *mut u8 {
+        (self.mem + off) as *mut u8
+    }
+
+    /// Carries out the core's steps as far as they go now.
+    fn steps<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Result<Option<Fenced>, CollectiveError> {
+        if !host.group_intact() {
+            return Err(lost());
+        }
+        loop {
+            // Operations aimed here are received whatever the fence waits for.
+            let arrived = self.drain(host)?;
+            match self.wait {
+                Wait::Step => {}
+                Wait::Sending { next, rest } => {
+                    if !self.send_queued(host, next, rest)? {
+                        return Ok(None);
+                    }
+                }
+                // The accumulates' sends are not waited for here: the
+                // target counts them as they arrive, and a rank that held
+                // its sum back until each left would keep ranks whose
+                // credit it waits for from summing.
+                Wait::Flush => {
+                    if host.epoch().in_flight() > 0 {
+                        return Ok(None);
+                    }
+                    self.fault = self.fault.or(host.flushed());
+                }
+                Wait::Collective(len) => {
+                    let c = self.coll.as_mut().expect("a collective under way");
+                    match c.poll(host) {
+                        Poll::Pending => return Ok(None),
+                        Poll::Ready(r) => {
+                            self.coll = None;
+                            r?;
+                        }
+                    }
+                    if let Some(len) = len {
+                        self.input = Input::Reduced(len);
+                    }
+                }
+                Wait::Finish => {
+                    let q = self.finish.take().expect("a finish receive posted");
+                    match host.test(q) {
+                        Err(q) => {
+                            self.finish = Some(q);
+                            return Ok(None);
+                        }
+                        Ok(st) => {
+                            if let Some(f) = st.fault {
+                                return Err(CollectiveError::Failed(f));
+                            }
+                            let mut body = [0u8; 4];
+                            // SAFETY: the receive completed into the lent
+                            // bytes.
+                            let b = unsafe { slice(self.at(self.layout.bodies), 4) };
+                            body.copy_from_slice(b);
+                            self.input = Input::Finished(st.source, body);
+                        }
+                    }
+                }
+                Wait::Await => {
+                    if !arrived && host.epoch().awaiting() {
+                        return Ok(None);
+                    }
+                }
+                Wait::Opening(o) => {
+                    self.collect_sends(host);
+                    if self.sends_out() > 0 {
+                        return Ok(None);
+                    }
+                    self.wait = match o {
+                        Opening::Flags => Wait::Flagging(0),
+                        Opening::Barrier => self.collective(host, Collective::Barrier, None)?,
+                    };
+                    continue;
+                }
+                Wait::Flagging(from) => match self.send_flags(host, from)? {
+                    Some(next) => {
+                        self.wait = Wait::Flagging(next);
+                        return Ok(None);
+                    }
+                    None => {
+                        self.wait = Wait::Flags;
+                        continue;
+                    }
+                },
+                Wait::Flags => {
+                    self.collect_sends(host);
+                    self.collect_flags(host);
+                    if self.sends_out() > 0 || self.flags_out() {
+                        return Ok(None);
+                    }
+                }
+                Wait::Closing(outcome) => {
+                    if !self.close(host)? {
+                        return Ok(None);
+                    }
+                    self.collect_sends(host);
+                    self.collect_replies(host);
+                    if self.sends_out() > 0 || self.replies_out() {
+                        return Ok(None);
+                    }
+                    let fault = self.fault;
+                    return Ok(Some(Fenced { outcome, fault }));
+                }
+            }
+            self.wait = Wait::Step;
+            let step = {
+                let counts = self.at(self.layout.counts);
+                let len = self.layout.scratch;
+                // SAFETY: the lent bytes; no request of the fence names
+                // the counts between its sums.
+                let counts = unsafe { core::slice::from_raw_parts_mut(counts, len) };
+                let e = host.epoch();
+                match core::mem::replace(&mut self.input, Input::Nothing) {
+                    Input::Nothing => {}
+                    Input::Reduced(len) => e.reduced(&counts[..len]),
+                    Input::Finished(src, body) => e.finished(src, body),
+                }
+                e.step(counts)
+            };
+            self.wait = self.begin(host, step)?;
+        }
+    }
+
+    /// Starts carrying out `step`: what the fence then waits for.
+    fn begin<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        step: Step,
+    ) -> Result<Wait, CollectiveError> {
+        let (w, epoch) = (self.window, self.epoch);
+        Ok(match step {
+            Step::ExpectFlags => {
+                self.expect_flags(host)?;
+                Wait::Step
+            }
+            Step::SendQueued => {
+                host.send_queued();
+                self.expect_replies(host)?;
+                Wait::Sending {
+                    next: 0,
+                    rest: false,
+                }
+            }
+            Step::Flush => Wait::Flush,
+            Step::Reduce { collective, len } => {
+                let n = self.n as usize;
+                let what = match collective {
+                    Reduction::ReduceScatter => Collective::ReduceScatter { block: len / n },
+                    Reduction::Allreduce => Collective::Allreduce { len },
+                };
+                self.collective(host, what, Some(len))?
+            }
+            Step::SendFinish { to, body } => {
+                let at = self.bodies;
+                assert!(at < self.n as usize, "one finish per rank");
+                self.bodies += 1;
+                let b = self.at(self.layout.bodies + 4 * (at + 1));
+                // SAFETY: the lent bytes; the body's place is this send's
+                // alone (one per rank, after the receive's).
+                unsafe { slice_mut(b, 4) }.copy_from_slice(&body);
+                // SAFETY: as above, until the send completes.
+                let q = unsafe { host.isend(to, tag(w, epoch, FINISH), CONTEXT, b, 4) };
+                self.keep_send(q.map_err(CollectiveError::Send)?);
+                Wait::Step
+            }
+            Step::RecvFinish => {
+                let sel = TagSel::Tag(tag(w, epoch, FINISH));
+                let b = self.at(self.layout.bodies);
+                // SAFETY: the lent bytes, the finish receive's alone.
+                let q = unsafe { host.irecv(Source::Any, sel, CONTEXT, b, 4) };
+                self.finish = Some(q.map_err(CollectiveError::Recv)?);
+                Wait::Finish
+            }
+            Step::Await { .. } => Wait::Await,
+            Step::Flags => Wait::Opening(Opening::Flags),
+            Step::DropFlags => {
+                let flags = self.flag_range();
+                let slots = self.slots.as_mut();
+                for q in slots[flags].iter().flatten() {
+                    host.cancel(q);
+                }
+                // Cancelled, or (a rank that did not close after all) a
+                // flag that came: either ends them.
+                Wait::Flags
+            }
+            Step::Barrier => Wait::Opening(Opening::Barrier),
+            Step::Done(outcome) => {
+                self.ended = true;
+                if let Some(q) = &self.op {
+                    host.cancel(q);
+                }
+                Wait::Closing(outcome)
+            }
+        })
+    }
+
+    /// Starts the fence's sum (`len`: the counts' bytes) or barrier.
+    fn collective<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        what: Collective,
+        len: Option<usize>,
+    ) -> Result<Wait, CollectiveError> {
+        let seq = host.next_collective();
+        let op = Some((Op::Sum, Int::U32));
+        let mut c = CollectiveTask::new(what, self.n, self.me, seq, op)?;
+        let (d, dlen) = (self.at(self.layout.counts), c.data_len());
+        let (s, slen) = (
+            self.at(self.layout.scratch),
+            self.layout.bodies - self.layout.scratch,
+        );
+        if dlen > self.layout.scratch {
+            return Err(CollectiveError::Length {
+                want: dlen,
+                got: self.layout.scratch,
+            });
+        }
+        // SAFETY: the lent bytes: the counts and the scratch after them,
+        // named by no other request of the fence while the collective runs.
+        unsafe { c.start(host, d, dlen, s, slen) }?;
+        self.coll = Some(c);
+        Ok(Wait::Collective(len))
+    }
+
+    fn flag_range(&mut self) -> Range<usize> {
+        let at = self.sends_len();
+        at..at + self.n as usize
+    }
+
+    fn reply_range(&mut self) -> Range<usize> {
+        let at = self.sends_len() + self.n as usize;
+        at..at + self.gets
+    }
+
+    /// Naive, before anything else of its fence: a receive for every other
+    /// rank's flag, so no flag waits as an unexpected message holding
+    /// credit a finish message needs.
+    fn expect_flags<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<(), CollectiveError> {
+        let t = TagSel::Tag(tag(self.window, self.epoch, FLAG));
+        let at = self.flag_range().start;
+        let me = self.me;
+        for p in (0..self.n).filter(|&p| p != me) {
+            let b = self.at(self.layout.flags + p as usize);
+            // SAFETY: the lent bytes, this receive's alone.
+            let q = unsafe { host.irecv(Source::Rank(p), t, CONTEXT, b, 1) };
+            self.slots.as_mut()[at + p as usize] = Some(q.map_err(CollectiveError::Recv)?);
+        }
+        Ok(())
+    }
+
+    /// Naive's opening: a flag to every other rank from `from` on, as far
+    /// as request handles allow (the receives are waited for with them);
+    /// the rank to go on from, if any is left.
+    fn send_flags<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        from: u16,
+    ) -> Result<Option<u16>, CollectiveError> {
+        let t = tag(self.window, self.epoch, FLAG);
+        let b = self.at(self.layout.flags + self.n as usize);
+        let me = self.me;
+        for p in (from..self.n).filter(|&p| p != me) {
+            if !self.room(host, false) {
+                return Ok(Some(p));
+            }
+            // SAFETY: the lent byte every flag carries, read only.
+            match unsafe { host.isend(p, t, CONTEXT, b, 1) } {
+                Ok(q) => self.keep_send(q),
+                Err(SendError::RequestTableFull) if self.out > 0 => return Ok(Some(p)),
+                Err(e) => return Err(CollectiveError::Send(e)),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deferred: a receive for every answer to this rank's gets, before
+    /// its operations leave (a target answers as soon as it takes a get).
+    fn expect_replies<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Result<(), CollectiveError> {
+        let range = self.reply_range();
+        for (i, at) in range.clone().enumerate() {
+            let Some(r) = host.reply(i) else {
+                return Ok(());
+            };
+            let sel = TagSel::Tag(tag(self.window, self.epoch, r.id));
+            // SAFETY: the host keeps the reply's bytes until the report.
+            let q = unsafe { host.irecv(Source::Rank(r.target), sel, CONTEXT, r.into, r.len) };
+            self.slots.as_mut()[at] = Some(q.map_err(CollectiveError::Recv)?);
+        }
+        match host.reply(range.len()) {
+            None => Ok(()),
+            Some(_) => Err(CollectiveError::Length {
+                want: range.len() + 1,
+                got: range.len(),
+            }),
+        }
+    }
+
+    /// Sends the queued operations from `next` on as far as request
+    /// handles allow: `true` once every one is out.
+    fn send_queued<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        mut next: usize,
+        mut rest: bool,
+    ) -> Result<bool, CollectiveError> {
+        let (w, epoch) = (self.window, self.epoch);
+        while let Some(o) = host.outgoing(next) {
+            let (what, b) = match rest {
+                false => (HEADERS, o.first),
+                true => (DATA, o.rest),
+            };
+            if rest && b.len == 0 {
+                (next, rest) = (next + 1, false);
+                continue;
+            }
+            if !self.room(host, false) {
+                self.wait = Wait::Sending { next, rest };
+                return Ok(false);
+            }
+            // SAFETY: the host keeps the operation's bytes until the report.
+            match unsafe { host.isend(o.target, tag(w, epoch, what), CONTEXT, b.ptr, b.len) } {
+                Ok(q) => self.keep_send(q),
+                Err(SendError::RequestTableFull) if self.sends_out() > 0 => {
+                    self.wait = Wait::Sending { next, rest };
+                    return Ok(false);
+                }
+                Err(e) => return Err(CollectiveError::Send(e)),
+            }
+            (next, rest) = match rest {
+                false => (next, true),
+                true => (next + 1, false),
+            };
+        }
+        Ok(true)
+    }
+
+    /// Whether a send may be posted now: a slot is free and, with many
+    /// sends out, enough request handles are left for what the rank
+    /// receives meanwhile. Collects the sends that ended first.
+    fn room<H: FenceHost<Req = Q>>(&mut self, host: &mut H, answer: bool) -> bool {
+        let fits = |t: &mut Self, host: &mut H| {
+            let cap = t.sends_len() - if answer { 0 } else { HEADROOM };
+            let paced = answer || t.out < PACE_FROM || host.free_requests() >= HEADROOM;
+            t.out == 0 || (t.out < cap && paced)
+        };
+        if fits(self, host) {
+            return true;
+        }
+        self.collect_sends(host);
+        fits(self, host)
+    }
+
+    fn keep_send(&mut self, q: Q) {
+        let n = self.sends_len();
+        let free = self.slots.as_mut()[..n].iter_mut().find(|s| s.is_none());
+        *free.expect("room checked before the send") = Some(q);
+        self.out += 1;
+    }
+
+    fn sends_out(&self) -> usize {
+        self.out
+    }
+
+    fn flags_out(&mut self) -> bool {
+        let r = self.flag_range();
+        self.slots.as_mut()[r].iter().any(Option::is_some)
+    }
+
+    fn replies_out(&mut self) -> bool {
+        let r = self.reply_range();
+        self.slots.as_mut()[r].iter().any(Option::is_some)
+    }
+
+    /// Completes the requests in `range` that ended; their first fault
+    /// joins the fence's unless `ignore` says it is expected.
+    /// How many ended.
+    fn collect<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        range: Range<usize>,
+        ignore: Option<RecvFault>,
+    ) -> usize {
+        let mut ended = 0;
+        for i in range {
+            let Some(q) = self.slots.as_mut()[i].take() else {
+                continue;
+            };
+            match host.test(q) {
+                Err(q) => self.slots.as_mut()[i] = Some(q),
+                Ok(st) => {
+                    ended += 1;
+                    if st.fault != ignore {
+                        self.fault = self.fault.or(st.fault);
+                    }
+                }
+            }
+        }
+        ended
+    }
+
+    fn collect_sends<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+        if self.out > 0 {
+            let n = self.sends_len();
+            self.out -= self.collect(host, 0..n, None);
+        }
+    }
+
+    fn collect_flags<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+        let r = self.flag_range();
+        self.collect(host, r, Some(RecvFault::Cancelled));
+    }
+
+    fn collect_replies<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+        let r = self.reply_range();
+        self.collect(host, r, None);
+    }
+
+    /// Receives the operations that came while the epoch awaits any, each
+    /// applied (a get answered) and handed to the core; whether any came.
+    fn drain<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<bool, CollectiveError> {
+        let mut arrived = false;
+        // Once the core's last step came, the epoch is the next one's.
+        while !self.ended && host.epoch().awaiting() {
+            if let Some((a, from, q, data)) = self.rest.take() {
+                match host.test(q) {
+                    Err(q) => {
+                        self.rest = Some((a, from, q, data));
+                        break;
+                    }
+                    Ok(st) => {
+                        if let (Ok((h, range)), None) = (&a.admitted, st.fault) {
+                            let len = (range.end - range.start) as usize;
+                            // SAFETY: the receive completed into the bytes
+                            // the host gave, kept until its next call.
+                            host.apply(h, range.clone(), unsafe { slice(data as *const u8, len) });
+                        }
+                        host.epoch().arrived(from);
+                        arrived = true;
+                        continue;
+                    }
+                }
+            }
+            // An answer to a get needs a send's slot: none free, the
+            // operation waits.
+            if !self.room(host, true) {
+                break;
+            }
+            let q = match self.op.take() {
+                Some(q) => q,
+                None => match self.post_op(host) {
+                    Ok(q) => q,
+                    // Every handle or posted entry in use: the fence's
+                    // waits free some.
+                    Err(RecvError::RequestTableFull | RecvError::PostedQueueFull) => break,
+                    Err(e) => return Err(CollectiveError::Recv(e)),
+                },
+            };
+            match host.test(q) {
+                Err(q) => {
+                    self.op = Some(q);
+                    break;
+                }
+                Ok(st) => {
+                    if let Some(f) = st.fault {
+                        return Err(CollectiveError::Failed(f));
+                    }
+                    let got = (st.len as usize).min(FIRST);
+                    if let Some(from) = self.take(host, st.source, got)? {
+                        host.epoch().arrived(from);
+                        arrived = true;
+                    }
+                }
+            }
+        }
+        Ok(arrived)
+    }
+
+    /// Posts the receive of the epoch's next operation, from any rank.
+    fn post_op<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<Q, RecvError> {
+        let sel = TagSel::Tag(tag(self.window, self.epoch, HEADERS));
+        let b = self.at(self.layout.first);
+        // SAFETY: the lent bytes, the operation receive's alone (one at a
+        // time, read before the next is posted).
+        unsafe { host.irecv(Source::Any, sel, CONTEXT, b, FIRST) }
+    }
+
+    /// An operation whose first message (`got` bytes) came from `from`:
+    /// admitted and applied, or a get answered; `None` while its data sent
+    /// apart is still being received.
+    fn take<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        from: u16,
+        got: usize,
+    ) -> Result<Option<u16>, CollectiveError> {
+        // SAFETY: the receive completed into the lent bytes.
+        let first = unsafe { slice(self.at(self.layout.first), got) };
+        let a = host.epoch().admit(first);
+        match (&a.admitted, a.data) {
+            (Ok((h, range)), Data::Inline(_)) if h.kind == RmaKind::Get => {
+                let len = (range.end - range.start) as usize;
+                let b = host.answer(range.clone());
+                let t = tag(self.window, self.epoch, h.id);
+                // SAFETY: the host keeps the answer until the report.
+                let q = unsafe { host.isend(from, t, CONTEXT, b, len) };
+                self.keep_send(q.map_err(CollectiveError::Send)?);
+            }
+            (Ok((h, range)), Data::Inline(n)) => {
+                host.apply(h, range.clone(), &first[HEADER..HEADER + n as usize]);
+            }
+            (Err(_), Data::Inline(_)) => {}
+            (_, Data::Apart(n)) => {
+                // A refused operation's data is received too (into no
+                // bytes), so the next header is read as one.
+                let len = match a.admitted {
+                    Ok(_) => n as usize,
+                    Err(_) => 0,
+                };
+                let into = host.data(len);
+                let sel = TagSel::Tag(tag(self.window, self.epoch, DATA));
+                // SAFETY: the host keeps the bytes until its next call,
+                // made once this receive completed.
+                let q = unsafe { host.irecv(Source::Rank(from), sel, CONTEXT, into, len) };
+                self.rest = Some((a, from, q.map_err(CollectiveError::Recv)?, into as usize));
+                return Ok(None);
+            }
+        }
+        Ok(Some(from))
+    }
+
+    /// The fence is done: the operation receive (cancelled by
+    /// [`begin`](Self::begin)) ends. One that matched after all was
+    /// announced by nobody: its data is received and the core, its epoch
+    /// moved on, refuses it. `true` once nothing of it is left.
+    fn close<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<bool, CollectiveError> {
+        if let Some((a, from, q, data)) = self.rest.take() {
+            if let Err(q) = host.test(q) {
+                self.rest = Some((a, from, q, data));
+                return Ok(false);
+            }
+        }
+        let Some(q) = self.op.take() else {
+            return Ok(true);
+        };
+        match host.test(q) {
+            Err(q) => {
+                self.op = Some(q);
+                Ok(false)
+            }
+            Ok(st) if st.fault == Some(RecvFault::Cancelled) => Ok(true),
+            Ok(st) => {
+                let got = (st.len as usize).min(FIRST);
+                self.take(host, st.source, got)?;
+                Ok(self.rest.is_none())
+            }
+        }
+    }
+
+    fn fail<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        e: CollectiveError,
+    ) -> Poll<Result<Fenced, CollectiveError>> {
+        if let Some(c) = &mut self.coll {
+            c.abort(host);
+        }
+        let n = self.sends_len();
+        let slots = self.slots.as_mut();
+        let receives = self.finish.iter().chain(&self.op);
+        let receives = receives.chain(self.rest.as_ref().map(|(_, _, q, _)| q));
+        for q in receives.chain(slots[n..].iter().flatten()) {
+            host.cancel(q);
+        }
+        self.state = State::Ending(e);
+        self.end(host, e)
+    }
+
+    /// Collects the requests of a failed fence; its error once none is
+    /// left, the epoch ended where it stood. Receives are always waited
+    /// for (cancelled, or matched and ending); a send only while the group
+    /// is whole: once it lost a rank, a live peer that left the fence
+    /// never takes it.
+    fn end<H: FenceHost<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        e: CollectiveError,
+    ) -> Poll<Result<Fenced, CollectiveError>> {
+        let mut left = false;
+        if let Some(c) = &mut self.coll {
+            match c.poll(host) {
+                Poll::Pending => left = true,
+                Poll::Ready(_) => self.coll = None,
+            }
+        }
+        for r in [&mut self.finish, &mut self.op] {
+            if let Some(q) = r.take() {
+                if let Err(q) = host.test(q) {
+                    *r = Some(q);
+                    left = true;
+                }
+            }
+        }
+        if let Some((a, from, q, data)) = self.rest.take() {
+            if let Err(q) = host.test(q) {
+                self.rest = Some((a, from, q, data));
+                left = true;
+            }
+        }
+        let lost = !host.group_intact();
+        let n = self.sends_len();
+        for (i, slot) in self.slots.as_mut().iter_mut().enumerate() {
+            if let Some(q) = slot.take() {
+                match host.test(q) {
+                    Ok(_) => {}
+                    Err(q) if lost && i < n => {
+                        host.forget(q);
+                    }
+                    Err(q) => {
+                        *slot = Some(q);
+                        left = true;
+                    }
+                }
+            }
+        }
+        if left {
+            return Poll::Pending;
+        }
+        self.out = 0;
+        if !self.ended {
+            host.epoch().abort();
+        }
+        host.watch_all(false);
+        self.state = State::Done(Err(e));
+        Poll::Ready(Err(e))
+    }
+}
+
+/// A fence's wait for any origin ended because a rank of the group failed:
+/// what it waits for may never come.
+fn lost() -> CollectiveError {
+    CollectiveError::Failed(RecvFault::PeerFailed)
+}
+
+/// # Safety
+/// `len` bytes at `p` are valid and not written meanwhile.
+unsafe fn slice<'a>(p: *const u8, len: usize) -> &'a [u8] {
+    match len {
+        0 => &[],
+        // SAFETY: the caller's contract.
+        _ => unsafe { core::slice::from_raw_parts(p, len) },
+    }
+}
+
+/// # Safety
+/// `len` bytes at `p` are valid and no one else's meanwhile.
+unsafe fn slice_mut<'a>(p: *mut u8, len: usize) -> &'a mut [u8] {
+    // SAFETY: the caller's contract.
+    unsafe { core::slice::from_raw_parts_mut(p, len) }
+}
