@@ -354,10 +354,12 @@ impl FenceTask {
             w,
             io: &mut io,
         };
+        let seq = host.node.collectives;
+        host.node.collectives = seq.wrapping_add(Task::COLLECTIVES);
         // SAFETY: `io` and the window's memory and gets live in the task's
         // holder and the rank, polled to the task's end (a job that fails
         // drops every rank at once).
-        let task = unsafe { Task::start(&mut host, ptr, len, slots) };
+        let task = unsafe { Task::start(&mut host, ptr, len, slots, seq) };
         let how = How::Task(Box::new(task));
         Ok(FenceTask { w, io, how })
     }
@@ -491,12 +493,6 @@ impl FenceHost for Host<'_> {
 
     fn epoch(&mut self) -> &mut Epoch<Vec<Target>> {
         &mut self.win().epoch
-    }
-
-    fn next_collective(&mut self) -> u16 {
-        let seq = self.node.collectives;
-        self.node.collectives = seq.wrapping_add(1);
-        seq
     }
 
     fn free_requests(&self) -> usize {

@@ -65,10 +65,6 @@ pub trait FenceHost: Messages {
     /// it the epoch's RDMA completions and immediates.
     fn epoch(&mut self) -> &mut Epoch<Self::Targets>;
 
-    /// Takes the number of the group's next collective (a fence's sums and
-    /// barriers are collectives of the group, numbered with the rest).
-    fn next_collective(&mut self) -> u16;
-
     /// Request handles free: sends are paced by them, so that what the
     /// rank receives meanwhile finds some. `usize::MAX` if unknown.
     fn free_requests(&self) -> usize {
@@ -223,6 +219,8 @@ pub struct FenceTask<Q, R> {
     /// The requests: sends first, then one flag receive a rank, then one
     /// reply receive a get.
     slots: R,
+    /// The number of the fence's sum (its barrier's is the next).
+    seq: u16,
     gets: usize,
     coll: Option<CollectiveTask<Q>>,
     finish: Option<Q>,
@@ -246,6 +244,9 @@ pub struct FenceTask<Q, R> {
 unsafe impl<Q: Send, R: Send> Send for FenceTask<Q, R> {}
 
 impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
+    /// Collective numbers a fence takes.
+    pub const COLLECTIVES: u16 = 2;
+
     /// Bytes [`start`](Self::start) lends for a fence of `design` among `n`
     /// ranks.
     pub fn memory_len(design: Design, n: u16, me: u16) -> usize {
@@ -259,7 +260,11 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     }
 
     /// Starts the fence the host's epoch is in ([`Epoch::fence`] called):
-    /// the rank watches every other while it runs. `slots` holds at least
+    /// the rank watches every other while it runs. Its sum and barrier are
+    /// collectives of the group numbered `seq` and the next
+    /// ([`COLLECTIVES`](Self::COLLECTIVES) in all, whether they run or
+    /// not), so that collectives started while it runs keep one order on
+    /// every rank. `slots` holds at least
     /// [`slots_len`](Self::slots_len) entries: requests of the epoch's
     /// sends already out (an immediate design's accumulates) come first,
     /// the rest `None`; the fence waits for them as for its own. A group
@@ -275,6 +280,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         mem: *mut u8,
         mem_len: usize,
         slots: R,
+        seq: u16,
     ) -> Self {
         let e = host.epoch();
         let (window, epoch, design, gets) = (e.window(), e.epoch(), e.design(), e.gets());
@@ -288,6 +294,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             mem: mem as usize,
             layout,
             slots,
+            seq,
             gets: gets as usize,
             coll: None,
             finish: None,
@@ -350,9 +357,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         }
     }
 
-    /// The slots back, for the next fence (once it reported).
-    pub fn into_slots(self) -> R {
-        self.slots
+    /// The slots, for the next fence, once it reported (none is in use);
+    /// `None` before.
+    pub fn slots_mut(&mut self) -> Option<&mut R> {
+        (!self.holds_requests()).then_some(&mut self.slots)
     }
 
     /// Requests of the fence may still be out: the bytes it was lent are
@@ -575,7 +583,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         what: Collective,
         len: Option<usize>,
     ) -> Result<Wait, CollectiveError> {
-        let seq = host.next_collective();
+        let seq = match what {
+            Collective::Barrier => self.seq.wrapping_add(1),
+            _ => self.seq,
+        };
         let op = Some((Op::Sum, Int::U32));
         let mut c = CollectiveTask::new(what, self.n, self.me, seq, op)?;
         let (d, dlen) = (self.at(self.layout.counts), c.data_len());

@@ -1,60 +1,168 @@
 //! A fence on a std rank: the driver layer's [`FenceTask`], the one every
-//! shell runs, started over this window's bytes and driven by the rank
-//! until it reports. This file is the window as the task sees it
+//! shell runs, started over this window's bytes ([`Win::ifence`]) and
+//! moved on by the rank ([`Rank::test_fence`], [`Rank::wait_fence`]) until
+//! it reports. This file is also the window as the task sees it
 //! ([`FenceHost`]): the rank's messages, the epoch the rank keeps, the
 //! window's memory, and the fence's buffers in [`Io`], which outlive every
 //! request that names them.
 
+use std::ops::Range;
+use std::task::Poll;
+
 use rmx_core::onesided::{OpHeader, Target};
 use rmx_core::{RecvError, RecvFault, SendError, Source, Status, TagSel};
 use rmx_driver::task::{CollectiveError, FenceHost, FenceTask, Fenced, Messages, Outgoing, Reply};
-use std::ops::Range;
 
 use super::io::Io;
 use super::memory::WinMemory;
-use super::{deferred, epoch_of, immediate, Queued, Win, WinError};
+use super::{deferred, epoch_of, immediate, Assert, Queued, Win, WinError};
 use crate::rank::{Driver, Rank, Req};
 use crate::transport::Transport;
 
-/// Ends the epoch of `w` (and opens the next) as the core's steps say.
-pub(super) fn run<T: Transport + 'static>(
-    w: &mut Win,
+type Task = FenceTask<Req, Vec<Option<Req>>>;
+
+/// A fence under way, started by [`Win::ifence`]: the window is its until
+/// it completes ([`Rank::test_fence`] or [`Rank::wait_fence`], which move
+/// it on). One dropped before then leaks the fence's buffers rather than
+/// free memory the network may still write, and leaves the window in its
+/// fence (every later call on it fails).
+#[must_use = "a fence must be completed with test_fence or wait_fence"]
+pub struct FenceReq<'w> {
+    w: &'w mut Win,
+    task: Task,
+    io: Io,
+    gets: u32,
+    /// The rank that started it (its requests are that rank's).
+    rank: u64,
+    result: Option<Result<(), WinError>>,
+}
+
+impl Drop for FenceReq<'_> {
+    fn drop(&mut self) {
+        if self.task.holds_requests() {
+            std::mem::forget(std::mem::take(&mut self.io));
+        }
+    }
+}
+
+impl Win {
+    /// Starts the fence that ends this epoch (see
+    /// [`fence_with`](Self::fence_with)) without waiting for it: the
+    /// application computes while the rank, whenever it is tested, moves
+    /// the fence on. Collective: every rank fences, and starts its other
+    /// collectives in the same order around it.
+    pub fn ifence<T: Transport + 'static>(
+        &mut self,
+        r: &mut Rank<T>,
+        assert: Assert,
+    ) -> Result<FenceReq<'_>, WinError> {
+        let (no_precede, no_succeed) = (
+            assert.has(Assert::NO_PRECEDE),
+            assert.has(Assert::NO_SUCCEED),
+        );
+        let (gets, design) = self.epoch(r, |e, _| {
+            e.fence(no_precede, no_succeed)
+                .map(|()| (e.gets(), e.design()))
+        })?;
+        let (n, me) = (r.size(), self.me);
+        let mut io = std::mem::take(&mut self.io);
+        io.mem.clear();
+        io.mem.resize(Task::memory_len(design, n, me), 0);
+        // An immediate design's accumulates already out: the fence waits
+        // for them as for its own sends, and keeps their bytes.
+        let sent = match self.imm.as_mut() {
+            Some(imm) => immediate::take_sent(imm, &mut io.sent),
+            None => Vec::new(),
+        };
+        let mut slots = std::mem::take(&mut io.slots);
+        slots.clear();
+        let want = Task::slots_len(n, gets, sent.len());
+        slots.extend(sent.into_iter().map(Some));
+        slots.resize_with(want, || None);
+        let seq = r.collectives;
+        r.collectives = seq.wrapping_add(Task::COLLECTIVES);
+        let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
+        let task = r.with(|d| {
+            let mut host = Host::new(d, self, &mut io);
+            // SAFETY: `io` (the lent bytes and every buffer the host names)
+            // moves into the request, whose heap bytes stay in place until
+            // the task reported or are leaked with it; the window's memory
+            // lives as long as the window, borrowed by the request.
+            unsafe { Task::start(&mut host, mem_ptr, mem_len, slots, seq) }
+        });
+        Ok(FenceReq {
+            w: self,
+            task,
+            io,
+            gets,
+            rank: r.id(),
+            result: None,
+        })
+    }
+}
+
+impl<T: Transport + 'static> Rank<T> {
+    /// Polls the NIC once and moves `f` on: its result once it completed
+    /// (the next epoch open, the gets of the one it ended taken with
+    /// [`Win::take`]), `None` while it runs; after that, `None` again.
+    ///
+    /// # Panics
+    /// If `f` was started by another rank.
+    pub fn test_fence(&mut self, f: &mut FenceReq<'_>) -> Option<Result<(), WinError>> {
+        assert_eq!(
+            f.rank,
+            self.id(),
+            "a fence is tested on the rank that started it"
+        );
+        if f.task.holds_requests() {
+            let p = self.with(|d| {
+                d.progress();
+                poll(f, d)
+            });
+            if let Poll::Ready(res) = p {
+                f.result = Some(finish(f, self, res));
+            }
+        }
+        f.result.take()
+    }
+
+    /// Waits for `f` to complete.
+    ///
+    /// # Panics
+    /// If `f` was started by another rank.
+    pub fn wait_fence(&mut self, mut f: FenceReq<'_>) -> Result<(), WinError> {
+        assert_eq!(
+            f.rank,
+            self.id(),
+            "a fence is waited for on the rank that started it"
+        );
+        if f.task.holds_requests() {
+            let res = self.drive(|d| poll(&mut f, d));
+            f.result = Some(finish(&mut f, self, res));
+        }
+        f.result.take().expect("a fence completes once")
+    }
+}
+
+/// Polls the fence's task with the window as its host.
+fn poll<T: Transport>(
+    f: &mut FenceReq<'_>,
+    d: &mut Driver<T>,
+) -> Poll<Result<Fenced, CollectiveError>> {
+    let mut host = Host::new(d, f.w, &mut f.io);
+    f.task.poll(&mut host)
+}
+
+/// The fence reported: the window hands out the gets of the epoch it ended
+/// and keeps the fence's buffers, emptied, for the next.
+fn finish<T: Transport + 'static>(
+    f: &mut FenceReq<'_>,
     r: &mut Rank<T>,
-    no_precede: bool,
-    no_succeed: bool,
+    res: Result<Fenced, CollectiveError>,
 ) -> Result<(), WinError> {
-    let (gets, design) = w.epoch(r, |e, _| {
-        e.fence(no_precede, no_succeed)
-            .map(|()| (e.gets(), e.design()))
-    })?;
-    let (n, me) = (r.size(), w.me);
-    let mut io = std::mem::take(&mut w.io);
-    io.mem.clear();
-    io.mem
-        .resize(FenceTask::<Req, Vec<_>>::memory_len(design, n, me), 0);
-    // An immediate design's accumulates already out: the fence waits for
-    // them as for its own sends.
-    let sent = w.imm.as_mut().map(immediate::take_sent).unwrap_or_default();
-    let mut slots = std::mem::take(&mut io.slots);
-    slots.clear();
-    let want = FenceTask::<Req, Vec<_>>::slots_len(n, gets, sent.len());
-    slots.extend(sent.into_iter().map(Some));
-    slots.resize_with(want, || None);
-    let mut seq = r.collectives;
-    let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
-    let mut task = r.with(|d| {
-        let mut host = Host::new(d, w, &mut io, &mut seq);
-        // SAFETY: `io` (the lent bytes and every buffer the host names)
-        // and the window's memory stay in place until the task reported:
-        // it is driven to its end below.
-        unsafe { FenceTask::start(&mut host, mem_ptr, mem_len, slots) }
-    });
-    let res = r.drive(|d| {
-        let mut host = Host::new(d, w, &mut io, &mut seq);
-        task.poll(&mut host)
-    });
-    r.collectives = seq;
-    io.slots = task.into_slots();
+    let w = &mut *f.w;
+    let mut io = std::mem::take(&mut f.io);
+    io.slots = f.task.slots_mut().map(std::mem::take).unwrap_or_default();
     if let Some(imm) = w.imm.as_mut() {
         immediate::end_flush(imm, r);
     }
@@ -64,8 +172,8 @@ pub(super) fn run<T: Transport + 'static>(
     });
     (w.refused, w.retries, w.closed) = (refused, retries, closed);
     match w.design.immediate() {
-        true => immediate::end_epoch(w, gets),
-        false => deferred::end_epoch(w, gets, &mut io),
+        true => immediate::end_epoch(w, f.gets),
+        false => deferred::end_epoch(w, f.gets, &mut io),
     }
     w.got_epoch = w.epochs;
     w.epochs += 1;
@@ -98,11 +206,10 @@ struct Host<'a, T: Transport> {
     queued: &'a mut Vec<Queued>,
     fault: Option<&'a mut Option<RecvFault>>,
     io: &'a mut Io,
-    seq: &'a mut u16,
 }
 
 impl<'a, T: Transport> Host<'a, T> {
-    fn new(d: &'a mut Driver<T>, w: &'a mut Win, io: &'a mut Io, seq: &'a mut u16) -> Self {
+    fn new(d: &'a mut Driver<T>, w: &'a mut Win, io: &'a mut Io) -> Self {
         Host {
             d,
             id: w.id,
@@ -112,7 +219,6 @@ impl<'a, T: Transport> Host<'a, T> {
             queued: &mut w.queued,
             fault: w.imm.as_mut().map(immediate::fault),
             io,
-            seq,
         }
     }
 }
@@ -170,12 +276,6 @@ impl<T: Transport> FenceHost for Host<'_, T> {
 
     fn epoch(&mut self) -> &mut rmx_core::onesided::Epoch<Vec<Target>> {
         epoch_of(&mut self.d.windows, self.id)
-    }
-
-    fn next_collective(&mut self) -> u16 {
-        let seq = *self.seq;
-        *self.seq = seq.wrapping_add(1);
-        seq
     }
 
     fn free_requests(&self) -> usize {

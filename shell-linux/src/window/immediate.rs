@@ -264,9 +264,10 @@ pub(super) fn accumulate<T: Transport + 'static>(
     Ok(())
 }
 
-/// The accumulates' sends still out, for the fence to wait for (their
-/// bytes stay in the window until [`end_flush`]).
-pub(super) fn take_sent(s: &mut Immediate) -> Vec<Req> {
+/// The accumulates' sends still out, for the fence to wait for; their
+/// bytes move to `bytes`, kept with the fence's own.
+pub(super) fn take_sent(s: &mut Immediate, bytes: &mut Vec<Outgoing>) -> Vec<Req> {
+    bytes.append(&mut s.sent);
     std::mem::take(&mut s.pending)
 }
 
@@ -278,7 +279,6 @@ pub(super) fn fault(s: &mut Immediate) -> &mut Option<RecvFault> {
 /// The fence reported (its flush waited for the epoch's RDMA and sends,
 /// or it failed and ended them): their bytes and registrations go.
 pub(super) fn end_flush<T: Transport + 'static>(s: &mut Immediate, r: &mut Rank<T>) {
-    s.sent.clear();
     s.fault = None;
     if !s.raw.is_empty() {
         let raw = std::mem::take(&mut s.raw);

@@ -17,6 +17,8 @@ pub(super) struct Io {
     pub slots: Vec<Option<Req>>,
     /// Operations sent (deferred design).
     pub outgoing: Vec<Outgoing>,
+    /// Accumulates sent before the fence (immediate designs).
+    pub sent: Vec<Outgoing>,
     /// Answers to this rank's gets: their numbers, targets and bytes.
     pub replies: Vec<(u32, u16, Vec<u8>)>,
     /// Answers this rank sends to others' gets.
@@ -33,10 +35,12 @@ impl Io {
     pub(super) fn clear(&mut self) {
         self.slots.clear();
         self.outgoing.clear();
+        self.sent.clear();
         self.replies.clear();
         self.answers.clear();
         self.slots.shrink_to(KEEP);
         self.outgoing.shrink_to(KEEP);
+        self.sent.shrink_to(KEEP);
         self.replies.shrink_to(KEEP);
         self.answers.shrink_to(KEEP);
         self.data.shrink_to(KEEP);

@@ -42,6 +42,7 @@ use immediate::Immediate;
 use memory::WinMemory;
 use rmx_driver::task::CollectiveError;
 
+pub use fence::FenceReq;
 pub use rmx_core::onesided::{CONTEXT as RMA_CONTEXT, MAX_GETS};
 
 /// Why a window call failed.
@@ -567,12 +568,8 @@ impl Win {
         r: &mut Rank<T>,
         assert: Assert,
     ) -> Result<(), WinError> {
-        fence::run(
-            self,
-            r,
-            assert.has(Assert::NO_PRECEDE),
-            assert.has(Assert::NO_SUCCEED),
-        )
+        let f = self.ifence(r, assert)?;
+        r.wait_fence(f)
     }
 
     /// Ends a window: collective; an epoch still open is closed first, as
@@ -894,6 +891,59 @@ mod tests {
                 assert_eq!(put, Ok(()), "{design:?}");
                 assert_eq!(again, Ok(()), "{design:?}");
                 assert_eq!(closed, Ok(()), "{design:?}");
+            }
+        }
+    }
+
+    /// A started fence moves on whenever the rank is tested, and a
+    /// collective started while it runs keeps one order on every rank: the
+    /// fence took its collectives' numbers when it started. Three ranks in
+    /// every design each put, accumulate and get around a ring, start the
+    /// fence, start an allreduce (rank 0 tests its fence in between), and
+    /// test both until they end; rank 1
+    /// computes (sleeps) before its first test, so the others' fences wait
+    /// on it.
+    #[test]
+    fn a_started_fence_completes_beside_a_collective_started_after_it() {
+        for design in Design::ALL {
+            let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+                let (me, n) = (r.rank(), r.size());
+                let next = (me + 1) % n;
+                let mut w = r.win_create_with(64, 1, design).expect("window");
+                w.fence(r).unwrap();
+                w.put(r, next, 0, &[me as u8 + 1; 8]).unwrap();
+                let one = 1u32.to_ne_bytes();
+                w.accumulate(r, next, 8, &one, Op::Sum, Int::U32).unwrap();
+                let g = w.get(r, next, 32, 4).unwrap();
+                let mut f = w.ifence(r, Assert::NONE).expect("started");
+                // Rank 0's fence moves on before its allreduce starts:
+                // whatever step it reaches, the numbers are already taken.
+                if me == 0 {
+                    assert_eq!(r.test_fence(&mut f), None);
+                }
+                let c = r
+                    .iallreduce(u64::from(me).to_ne_bytes().to_vec(), Int::U64, Op::Sum)
+                    .expect("started");
+                if me == 1 {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                let fenced = loop {
+                    if let Some(res) = r.test_fence(&mut f) {
+                        break res;
+                    }
+                };
+                assert_eq!(r.test_fence(&mut f), None, "a fence reports once");
+                drop(f);
+                let sum = r.wait_collective(c).expect("allreduce");
+                (fenced, w.to_vec(), w.take(g), sum)
+            });
+            for (me, (fenced, mem, got, sum)) in out.into_iter().enumerate() {
+                let prev = (me + 2) % 3;
+                assert_eq!(fenced, Ok(()), "{design:?}");
+                assert_eq!(&mem[..8], &[prev as u8 + 1; 8], "{design:?}");
+                assert_eq!(&mem[8..12], &1u32.to_ne_bytes(), "{design:?}");
+                assert_eq!(got, Some(vec![0; 4]), "{design:?}");
+                assert_eq!(sum, 3u64.to_ne_bytes().to_vec(), "{design:?}");
             }
         }
     }
