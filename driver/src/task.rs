@@ -8,8 +8,10 @@
 
 mod collective;
 mod fence;
+mod inbox;
 mod messages;
 
 pub use collective::{CollectiveError, CollectiveTask};
 pub use fence::{Bytes, FenceHost, FenceTask, Fenced, Outgoing, Reply, SENDS};
+pub use inbox::{Drained, Inbox};
 pub use messages::Messages;

@@ -20,12 +20,11 @@ use core::task::Poll;
 use rmx_core::collective::{Collective, Int, Op};
 use rmx_core::onesided::channel::{DATA, FINISH, FLAG, HEADERS};
 use rmx_core::onesided::{
-    tag, Arrival, Data, Design, Epoch, OpHeader, Outcome, Reduction, RmaKind, Step, Target,
-    CONTEXT, FIRST, HEADER,
+    tag, Design, Epoch, OpHeader, Outcome, Reduction, Step, Target, CONTEXT, FIRST,
 };
-use rmx_core::{RecvError, RecvFault, SendError, Source, TagSel};
+use rmx_core::{RecvFault, SendError, Source, TagSel};
 
-use super::{CollectiveError, CollectiveTask, Messages};
+use super::{CollectiveError, CollectiveTask, Inbox, Messages};
 
 /// Bytes that stay in place until the fence reports (the host's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,10 +223,8 @@ pub struct FenceTask<Q, R> {
     gets: usize,
     coll: Option<CollectiveTask<Q>>,
     finish: Option<Q>,
-    /// The receive of the epoch's next operation, and an operation whose
-    /// data is still being received (and where it lands).
-    op: Option<Q>,
-    rest: Option<(Arrival, u16, Q, usize)>,
+    /// Where the epoch's operations aimed at this rank are received.
+    inbox: Inbox<Q>,
     /// Sends out (in the first slots).
     out: usize,
     /// The core's last step came: the epoch moved on.
@@ -298,8 +295,9 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             gets: gets as usize,
             coll: None,
             finish: None,
-            op: None,
-            rest: None,
+            // SAFETY: the lent bytes (the caller's contract), the inbox's
+            // alone.
+            inbox: unsafe { Inbox::new(window, epoch, (mem as usize + layout.first) as *mut u8) },
             out: 0,
             ended: false,
             bodies: 0,
@@ -472,7 +470,9 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                     }
                 }
                 Wait::Closing(outcome) => {
-                    if !self.close(host)? {
+                    // An operation that came after all was announced by
+                    // nobody: the core, its epoch moved on, refuses it.
+                    if self.inbox.close(host, false)?.is_pending() {
                         return Ok(None);
                     }
                     self.collect_sends(host);
@@ -568,9 +568,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             Step::Barrier => Wait::Opening(Opening::Barrier),
             Step::Done(outcome) => {
                 self.ended = true;
-                if let Some(q) = &self.op {
-                    host.cancel(q);
-                }
+                self.inbox.cancel(host);
                 Wait::Closing(outcome)
             }
         })
@@ -804,144 +802,20 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     }
 
     /// Receives the operations that came while the epoch awaits any, each
-    /// applied (a get answered) and handed to the core; whether any came.
+    /// applied (a get answered, while a send's slot is free) and handed to
+    /// the core; whether any came.
     fn drain<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<bool, CollectiveError> {
         let mut arrived = false;
         // Once the core's last step came, the epoch is the next one's.
-        while !self.ended && host.epoch().awaiting() {
-            if let Some((a, from, q, data)) = self.rest.take() {
-                match host.test(q) {
-                    Err(q) => {
-                        self.rest = Some((a, from, q, data));
-                        break;
-                    }
-                    Ok(st) => {
-                        if let (Ok((h, range)), None) = (&a.admitted, st.fault) {
-                            let len = (range.end - range.start) as usize;
-                            // SAFETY: the receive completed into the bytes
-                            // the host gave, kept until its next call.
-                            host.apply(h, range.clone(), unsafe { slice(data as *const u8, len) });
-                        }
-                        host.epoch().arrived(from);
-                        arrived = true;
-                        continue;
-                    }
-                }
-            }
-            // An answer to a get needs a send's slot: none free, the
-            // operation waits.
-            if !self.room(host, true) {
-                break;
-            }
-            let q = match self.op.take() {
-                Some(q) => q,
-                None => match self.post_op(host) {
-                    Ok(q) => q,
-                    // Every handle or posted entry in use: the fence's
-                    // waits free some.
-                    Err(RecvError::RequestTableFull | RecvError::PostedQueueFull) => break,
-                    Err(e) => return Err(CollectiveError::Recv(e)),
-                },
-            };
-            match host.test(q) {
-                Err(q) => {
-                    self.op = Some(q);
-                    break;
-                }
-                Ok(st) => {
-                    if let Some(f) = st.fault {
-                        return Err(CollectiveError::Failed(f));
-                    }
-                    let got = (st.len as usize).min(FIRST);
-                    if let Some(from) = self.take(host, st.source, got)? {
-                        host.epoch().arrived(from);
-                        arrived = true;
-                    }
-                }
+        while !self.ended && self.room(host, true) {
+            let d = self.inbox.drain(host)?;
+            arrived |= d.arrived;
+            match d.answer {
+                Some(q) => self.keep_send(q),
+                None => break,
             }
         }
         Ok(arrived)
-    }
-
-    /// Posts the receive of the epoch's next operation, from any rank.
-    fn post_op<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<Q, RecvError> {
-        let sel = TagSel::Tag(tag(self.window, self.epoch, HEADERS));
-        let b = self.at(self.layout.first);
-        // SAFETY: the lent bytes, the operation receive's alone (one at a
-        // time, read before the next is posted).
-        unsafe { host.irecv(Source::Any, sel, CONTEXT, b, FIRST) }
-    }
-
-    /// An operation whose first message (`got` bytes) came from `from`:
-    /// admitted and applied, or a get answered; `None` while its data sent
-    /// apart is still being received.
-    fn take<H: FenceHost<Req = Q>>(
-        &mut self,
-        host: &mut H,
-        from: u16,
-        got: usize,
-    ) -> Result<Option<u16>, CollectiveError> {
-        // SAFETY: the receive completed into the lent bytes.
-        let first = unsafe { slice(self.at(self.layout.first), got) };
-        let a = host.epoch().admit(first);
-        match (&a.admitted, a.data) {
-            (Ok((h, range)), Data::Inline(_)) if h.kind == RmaKind::Get => {
-                let len = (range.end - range.start) as usize;
-                let b = host.answer(range.clone());
-                let t = tag(self.window, self.epoch, h.id);
-                // SAFETY: the host keeps the answer until the report.
-                let q = unsafe { host.isend(from, t, CONTEXT, b, len) };
-                self.keep_send(q.map_err(CollectiveError::Send)?);
-            }
-            (Ok((h, range)), Data::Inline(n)) => {
-                host.apply(h, range.clone(), &first[HEADER..HEADER + n as usize]);
-            }
-            (Err(_), Data::Inline(_)) => {}
-            (_, Data::Apart(n)) => {
-                // A refused operation's data is received too (into no
-                // bytes), so the next header is read as one.
-                let len = match a.admitted {
-                    Ok(_) => n as usize,
-                    Err(_) => 0,
-                };
-                let into = host.data(len);
-                let sel = TagSel::Tag(tag(self.window, self.epoch, DATA));
-                // SAFETY: the host keeps the bytes until its next call,
-                // made once this receive completed.
-                let q = unsafe { host.irecv(Source::Rank(from), sel, CONTEXT, into, len) };
-                self.rest = Some((a, from, q.map_err(CollectiveError::Recv)?, into as usize));
-                return Ok(None);
-            }
-        }
-        Ok(Some(from))
-    }
-
-    /// The fence is done: the operation receive (cancelled by
-    /// [`begin`](Self::begin)) ends. One that matched after all was
-    /// announced by nobody: its data is received and the core, its epoch
-    /// moved on, refuses it. `true` once nothing of it is left.
-    fn close<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<bool, CollectiveError> {
-        if let Some((a, from, q, data)) = self.rest.take() {
-            if let Err(q) = host.test(q) {
-                self.rest = Some((a, from, q, data));
-                return Ok(false);
-            }
-        }
-        let Some(q) = self.op.take() else {
-            return Ok(true);
-        };
-        match host.test(q) {
-            Err(q) => {
-                self.op = Some(q);
-                Ok(false)
-            }
-            Ok(st) if st.fault == Some(RecvFault::Cancelled) => Ok(true),
-            Ok(st) => {
-                let got = (st.len as usize).min(FIRST);
-                self.take(host, st.source, got)?;
-                Ok(self.rest.is_none())
-            }
-        }
     }
 
     fn fail<H: FenceHost<Req = Q>>(
@@ -954,11 +828,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         }
         let n = self.sends_len();
         let slots = self.slots.as_mut();
-        let receives = self.finish.iter().chain(&self.op);
-        let receives = receives.chain(self.rest.as_ref().map(|(_, _, q, _)| q));
-        for q in receives.chain(slots[n..].iter().flatten()) {
+        for q in self.finish.iter().chain(slots[n..].iter().flatten()) {
             host.cancel(q);
         }
+        self.inbox.cancel(host);
         self.state = State::Ending(e);
         self.end(host, e)
     }
@@ -980,20 +853,13 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 Poll::Ready(_) => self.coll = None,
             }
         }
-        for r in [&mut self.finish, &mut self.op] {
-            if let Some(q) = r.take() {
-                if let Err(q) = host.test(q) {
-                    *r = Some(q);
-                    left = true;
-                }
-            }
-        }
-        if let Some((a, from, q, data)) = self.rest.take() {
+        if let Some(q) = self.finish.take() {
             if let Err(q) = host.test(q) {
-                self.rest = Some((a, from, q, data));
+                self.finish = Some(q);
                 left = true;
             }
         }
+        left |= !self.inbox.end(host);
         let lost = !host.group_intact();
         let n = self.sends_len();
         for (i, slot) in self.slots.as_mut().iter_mut().enumerate() {

@@ -7,8 +7,6 @@
 //! round before each slice: the best round is `floor_msg_per_s`, and
 //! `floor_spread_pct` says how far the worst fell below it.
 
-use std::convert::Infallible;
-
 use rmx_core::{Coalesce, Config, Protocol, Source, TagSel};
 use serde_json::json;
 
@@ -162,13 +160,7 @@ impl Others<'_> {
 
     /// Waits for `q` on `r`, tending these ranks if it stalls.
     fn wait(&mut self, r: &mut Rank, q: Req) {
-        let tend = &mut |_: &mut Rank| -> Result<(), Infallible> {
-            self.tend();
-            Ok(())
-        };
-        if let Err((_, never)) = r.wait_beside(q, tend) {
-            match never {}
-        }
+        r.wait_tending(q, || self.tend());
     }
 }
 

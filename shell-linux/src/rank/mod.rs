@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmx_core::{
-    Config, ConfigError, Endpoint, RecvError, RecvFault, Request, SendError, Sizes, Source, Stats,
-    Status, Tables, TagSel, UserBuf,
+    Config, ConfigError, Endpoint, RecvError, Request, SendError, Sizes, Source, Stats, Status,
+    Tables, TagSel, UserBuf,
 };
 use rmx_driver::task::Messages;
 
@@ -26,7 +26,6 @@ use crate::reuse::{Calibration, ShellReuse};
 use crate::transport::{AnyPort, Events, Transport};
 use rmx_driver::heap::Heap;
 
-mod beside;
 mod drive;
 mod driver;
 mod epochs;
@@ -34,9 +33,9 @@ mod messages;
 mod nic;
 mod running;
 mod spin;
+mod tending;
 mod thread;
 
-pub(crate) use beside::Beside;
 pub(crate) use driver::Driver;
 pub(crate) use epochs::Epochs;
 pub use nic::ShellNic;
@@ -461,19 +460,6 @@ impl<T: Transport + 'static> Rank<T> {
         Ok(self.wait(r))
     }
 
-    /// Blocking receive into `data` in communication context `context`.
-    pub(crate) fn recv_in(
-        &mut self,
-        src: Source,
-        tag: TagSel,
-        context: u16,
-        data: &mut [u8],
-    ) -> Result<Status, RecvError> {
-        // SAFETY: waited for before `data`'s borrow ends.
-        let r = unsafe { self.irecv_in(src, tag, context, data.as_mut_ptr(), data.len())? };
-        Ok(self.wait(r))
-    }
-
     /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
     pub(crate) fn free_requests(&self) -> usize {
         self.with_ref(|d| d.free_requests())
@@ -491,24 +477,16 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// Waits for every request of `reqs`: the first fault among them.
-    pub(crate) fn wait_all(&mut self, reqs: impl IntoIterator<Item = Req>) -> Option<RecvFault> {
+    #[cfg(test)]
+    pub(crate) fn wait_all(
+        &mut self,
+        reqs: impl IntoIterator<Item = Req>,
+    ) -> Option<rmx_core::RecvFault> {
         let mut fault = None;
         for q in reqs {
             fault = fault.or(self.wait(q).fault);
         }
         fault
-    }
-
-    /// Ends requests a call posted into memory it lends for the call only,
-    /// when it returns early with an error: the receives nobody matched
-    /// are cancelled, the rest waited for (a matched receive completes or
-    /// its peer fails; a send completes or its peer fails), so none names
-    /// the memory once the call returns.
-    pub(crate) fn abandon(&mut self, reqs: impl IntoIterator<Item = Req>) {
-        for q in reqs {
-            self.cancel(&q);
-            self.wait(q);
-        }
     }
 
     /// Polls the NIC once: receives, send completions, and (every few idle

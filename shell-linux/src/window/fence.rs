@@ -196,8 +196,9 @@ fn finish<T: Transport + 'static>(
     }
 }
 
-/// A window and its rank, as the fence task sees them.
-struct Host<'a, T: Transport> {
+/// A window and its rank, as the fence task (and an epoch's inbox) sees
+/// them.
+pub(super) struct Host<'a, T: Transport> {
     d: &'a mut Driver<T>,
     id: u16,
     me: u16,
@@ -209,7 +210,7 @@ struct Host<'a, T: Transport> {
 }
 
 impl<'a, T: Transport> Host<'a, T> {
-    fn new(d: &'a mut Driver<T>, w: &'a mut Win, io: &'a mut Io) -> Self {
+    pub(super) fn new(d: &'a mut Driver<T>, w: &'a mut Win, io: &'a mut Io) -> Self {
         Host {
             d,
             id: w.id,

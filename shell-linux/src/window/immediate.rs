@@ -237,29 +237,17 @@ pub(super) fn accumulate<T: Transport + 'static>(
     }
     let out = Outgoing::new(target, &h, data.to_vec());
     let mut pending = std::mem::take(&mut state(w).pending);
-    let mut inbox = std::mem::take(&mut w.inbox);
     // SAFETY: the messages' bytes are on the heap, kept in `sent` until
     // the fence has waited for `pending` (also when the data's send is
     // refused after the header's left: it is not counted, and the target
     // drops the header with the epoch). Waiting for request handles, the
     // rank receives the operations aimed at it (every rank may be issuing
-    // faster than its operations leave); the inbox is closed before it
-    // goes back to the window.
-    let sent = unsafe {
-        out.send(r, &mut pending, &mut |r| {
-            super::inbox::drain(w, r, &mut inbox)
-        })
-    };
-    let closed = match inbox.idle() {
-        true => Ok(None),
-        false => super::inbox::close(w, r, h.epoch, &mut inbox, true),
-    };
-    w.inbox = inbox;
+    // faster than its operations leave).
+    let sent = unsafe { out.send(w, r, &mut pending) };
     let s = state(w);
     s.pending = pending;
     s.sent.push(out);
-    let fault = sent?.or(closed?);
-    s.fault = s.fault.or(fault);
+    s.fault = s.fault.or(sent?);
     w.epoch(r, |e, _| e.message(target));
     Ok(())
 }

@@ -188,9 +188,9 @@ pub struct Win {
     /// The last fence's buffers, emptied: the next fence reuses their
     /// memory instead of allocating its own.
     io: io::Io,
-    /// Where operations aimed at this rank are received; nothing is posted
-    /// between calls.
-    inbox: inbox::Inbox,
+    /// Where an operation aimed at this rank lands while the window waits
+    /// for request handles outside a fence; nothing is posted between calls.
+    first: Option<inbox::First>,
 }
 
 impl<T: Transport + 'static> Rank<T> {
@@ -270,7 +270,7 @@ impl<T: Transport + 'static> Rank<T> {
             retries: 0,
             misapplied: 0,
             io: io::Io::default(),
-            inbox: inbox::Inbox::default(),
+            first: None,
             imm: design.immediate().then(Immediate::default),
         })
     }
