@@ -10,6 +10,8 @@ mod collective;
 mod fence;
 mod inbox;
 mod messages;
+#[cfg(test)]
+mod mock;
 
 pub use collective::{CollectiveError, CollectiveTask};
 pub use fence::{Bytes, FenceHost, FenceTask, Fenced, Outgoing, Reply, SENDS};

@@ -641,15 +641,26 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     ) -> Result<Option<u16>, CollectiveError> {
         let t = tag(self.window, self.epoch, FLAG);
         let b = self.at(self.layout.flags + self.n as usize);
-        let me = self.me;
-        for p in (from..self.n).filter(|&p| p != me) {
+        let mut p = from;
+        while p < self.n {
+            if p == self.me {
+                p += 1;
+                continue;
+            }
             if !self.room(host, false) {
                 return Ok(Some(p));
             }
             // SAFETY: the lent byte every flag carries, read only.
             match unsafe { host.isend(p, t, CONTEXT, b, 1) } {
-                Ok(q) => self.keep_send(q),
-                Err(SendError::RequestTableFull) if self.out > 0 => return Ok(Some(p)),
+                Ok(q) => {
+                    self.keep_send(q);
+                    p += 1;
+                }
+                Err(SendError::RequestTableFull) if self.out > 0 => {
+                    if !self.freed(host) {
+                        return Ok(Some(p));
+                    }
+                }
                 Err(e) => return Err(CollectiveError::Send(e)),
             }
         }
@@ -707,6 +718,9 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             match unsafe { host.isend(o.target, tag(w, epoch, what), CONTEXT, b.ptr, b.len) } {
                 Ok(q) => self.keep_send(q),
                 Err(SendError::RequestTableFull) if self.sends_out() > 0 => {
+                    if self.freed(host) {
+                        continue;
+                    }
                     self.wait = Wait::Sending { next, rest };
                     return Ok(false);
                 }
@@ -734,6 +748,14 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         }
         self.collect_sends(host);
         fits(self, host)
+    }
+
+    /// The request table was full: collects the sends that ended (each
+    /// holds a handle until then); whether any did.
+    fn freed<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> bool {
+        let before = self.out;
+        self.collect_sends(host);
+        self.out < before
     }
 
     fn keep_send(&mut self, q: Q) {
@@ -911,3 +933,6 @@ unsafe fn slice_mut<'a>(p: *mut u8, len: usize) -> &'a mut [u8] {
     // SAFETY: the caller's contract.
     unsafe { core::slice::from_raw_parts_mut(p, len) }
 }
+
+#[cfg(test)]
+mod tests;
