@@ -12,7 +12,7 @@ use rmx_core::onesided::{
     tag, Descriptor, Design, Epoch, EpochError, OpHeader, Outcome, RmaKind, Target, Window,
     CONTEXT,
 };
-use rmx_core::{Gather, MemKey, RecvError, Remote, SendError, Source, Status, TagSel};
+use rmx_core::{Gather, MemKey, Remote};
 use rmx_driver::task::{Bytes, FenceHost, Messages, Outgoing as Parts, Reply};
 
 use crate::collective::CollTask;
@@ -440,63 +440,16 @@ impl Host<'_> {
     }
 }
 
-impl Messages for Host<'_> {
-    type Req = TaskReq;
-
-    unsafe fn isend(
-        &mut self,
-        dest: u16,
-        tag: u32,
-        context: u16,
-        data: *const u8,
-        len: usize,
-    ) -> Result<TaskReq, SendError> {
-        // SAFETY: the caller's contract.
-        unsafe { Messages::isend(self.node, dest, tag, context, data, len) }
-    }
-
-    unsafe fn irecv(
-        &mut self,
-        src: Source,
-        tag: TagSel,
-        context: u16,
-        data: *mut u8,
-        len: usize,
-    ) -> Result<TaskReq, RecvError> {
-        // SAFETY: the caller's contract.
-        unsafe { Messages::irecv(self.node, src, tag, context, data, len) }
-    }
-
-    fn test(&mut self, q: TaskReq) -> Result<Status, TaskReq> {
-        Messages::test(self.node, q)
-    }
-
-    fn cancel(&mut self, q: &TaskReq) {
-        Messages::cancel(self.node, q)
-    }
-
-    fn group_intact(&self) -> bool {
-        Messages::group_intact(self.node)
-    }
-
-    fn watch_all(&mut self, on: bool) {
-        Messages::watch_all(self.node, on)
-    }
-
-    fn reduced(&mut self, bytes: usize) {
-        Messages::reduced(self.node, bytes)
-    }
-}
-
 impl FenceHost for Host<'_> {
+    type Rank = Node;
     type Targets = Vec<Target>;
+
+    fn rank(&mut self) -> &mut Node {
+        self.node
+    }
 
     fn epoch(&mut self) -> &mut Epoch<Vec<Target>> {
         &mut self.win().epoch
-    }
-
-    fn free_requests(&self) -> usize {
-        self.node.ep.free_requests()
     }
 
     fn send_queued(&mut self) {

@@ -70,6 +70,10 @@ impl Messages for Node {
         Node::cancel(self, &q.req);
     }
 
+    fn free_requests(&self) -> usize {
+        self.ep.free_requests()
+    }
+
     fn group_intact(&self) -> bool {
         self.ep.group_intact()
     }

@@ -57,18 +57,17 @@ pub struct Reply {
 /// bytes operations carry. The std shell implements it over its rank and
 /// window, a simulator over its simulated rank, a kernel module over its
 /// endpoint.
-pub trait FenceHost: Messages {
+pub trait FenceHost {
+    /// The rank's messages.
+    type Rank: Messages;
     type Targets: AsRef<[Target]> + AsMut<[Target]>;
+
+    /// The rank the window is of.
+    fn rank(&mut self) -> &mut Self::Rank;
 
     /// The window's epoch: the host keeps it, so that its progress hands
     /// it the epoch's RDMA completions and immediates.
     fn epoch(&mut self) -> &mut Epoch<Self::Targets>;
-
-    /// Request handles free: sends are paced by them, so that what the
-    /// rank receives meanwhile finds some. `usize::MAX` if unknown.
-    fn free_requests(&self) -> usize {
-        usize::MAX
-    }
 
     /// The deferred design's step that sends the queued operations begins:
     /// those aimed at this rank's own window are applied (its own gets
@@ -272,7 +271,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// untouched by anyone else, until [`poll`](Self::poll) reports, as
     /// does every byte the host names; the host keeps the epoch in its
     /// fence meanwhile.
-    pub unsafe fn start<H: FenceHost<Req = Q>>(
+    pub unsafe fn start<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         host: &mut H,
         mem: *mut u8,
         mem_len: usize,
@@ -319,7 +318,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 want: Self::slots_len(n, gets, task.out),
                 got: slots,
             })
-        } else if !host.group_intact() {
+        } else if !host.rank().group_intact() {
             Some(lost())
         } else {
             None
@@ -329,14 +328,14 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 host.epoch().abort();
                 task.state = State::Done(Err(e));
             }
-            None => host.watch_all(true),
+            None => host.rank().watch_all(true),
         }
         task
     }
 
     /// Moves the fence on as far as it goes now; ready with its result
     /// once no request of it is left. Polled again after that, the same.
-    pub fn poll<H: FenceHost<Req = Q>>(
+    pub fn poll<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
     ) -> Poll<Result<Fenced, CollectiveError>> {
@@ -345,7 +344,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             State::Ending(e) => self.end(host, e),
             State::Running => match self.steps(host) {
                 Ok(Some(f)) => {
-                    host.watch_all(false);
+                    host.rank().watch_all(false);
                     self.state = State::Done(Ok(f));
                     Poll::Ready(Ok(f))
                 }
@@ -376,11 +375,11 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     }
 
     /// Carries out the core's steps as far as they go now.
-    fn steps<H: FenceHost<Req = Q>>(
+    fn steps<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
     ) -> Result<Option<Fenced>, CollectiveError> {
-        if !host.group_intact() {
+        if !host.rank().group_intact() {
             return Err(lost());
         }
         loop {
@@ -405,7 +404,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 }
                 Wait::Collective(len) => {
                     let c = self.coll.as_mut().expect("a collective under way");
-                    match c.poll(host) {
+                    match c.poll(host.rank()) {
                         Poll::Pending => return Ok(None),
                         Poll::Ready(r) => {
                             self.coll = None;
@@ -418,7 +417,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 }
                 Wait::Finish => {
                     let q = self.finish.take().expect("a finish receive posted");
-                    match host.test(q) {
+                    match host.rank().test(q) {
                         Err(q) => {
                             self.finish = Some(q);
                             return Ok(None);
@@ -504,7 +503,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     }
 
     /// Starts carrying out `step`: what the fence then waits for.
-    fn begin<H: FenceHost<Req = Q>>(
+    fn begin<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         step: Step,
@@ -541,7 +540,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 // alone (one per rank, after the receive's).
                 unsafe { slice_mut(b, 4) }.copy_from_slice(&body);
                 // SAFETY: as above, until the send completes.
-                let q = unsafe { host.isend(to, tag(w, epoch, FINISH), CONTEXT, b, 4) };
+                let q = unsafe { host.rank().isend(to, tag(w, epoch, FINISH), CONTEXT, b, 4) };
                 self.keep_send(q.map_err(CollectiveError::Send)?);
                 Wait::Step
             }
@@ -549,7 +548,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 let sel = TagSel::Tag(tag(w, epoch, FINISH));
                 let b = self.at(self.layout.bodies);
                 // SAFETY: the lent bytes, the finish receive's alone.
-                let q = unsafe { host.irecv(Source::Any, sel, CONTEXT, b, 4) };
+                let q = unsafe { host.rank().irecv(Source::Any, sel, CONTEXT, b, 4) };
                 self.finish = Some(q.map_err(CollectiveError::Recv)?);
                 Wait::Finish
             }
@@ -559,7 +558,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 let flags = self.flag_range();
                 let slots = self.slots.as_mut();
                 for q in slots[flags].iter().flatten() {
-                    host.cancel(q);
+                    host.rank().cancel(q);
                 }
                 // Cancelled, or (a rank that did not close after all) a
                 // flag that came: either ends them.
@@ -575,7 +574,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     }
 
     /// Starts the fence's sum (`len`: the counts' bytes) or barrier.
-    fn collective<H: FenceHost<Req = Q>>(
+    fn collective<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         what: Collective,
@@ -600,7 +599,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         }
         // SAFETY: the lent bytes: the counts and the scratch after them,
         // named by no other request of the fence while the collective runs.
-        unsafe { c.start(host, d, dlen, s, slen) }?;
+        unsafe { c.start(host.rank(), d, dlen, s, slen) }?;
         self.coll = Some(c);
         Ok(Wait::Collective(len))
     }
@@ -618,14 +617,17 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Naive, before anything else of its fence: a receive for every other
     /// rank's flag, so no flag waits as an unexpected message holding
     /// credit a finish message needs.
-    fn expect_flags<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<(), CollectiveError> {
+    fn expect_flags<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Result<(), CollectiveError> {
         let t = TagSel::Tag(tag(self.window, self.epoch, FLAG));
         let at = self.flag_range().start;
         let me = self.me;
         for p in (0..self.n).filter(|&p| p != me) {
             let b = self.at(self.layout.flags + p as usize);
             // SAFETY: the lent bytes, this receive's alone.
-            let q = unsafe { host.irecv(Source::Rank(p), t, CONTEXT, b, 1) };
+            let q = unsafe { host.rank().irecv(Source::Rank(p), t, CONTEXT, b, 1) };
             self.slots.as_mut()[at + p as usize] = Some(q.map_err(CollectiveError::Recv)?);
         }
         Ok(())
@@ -634,7 +636,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Naive's opening: a flag to every other rank from `from` on, as far
     /// as request handles allow (the receives are waited for with them);
     /// the rank to go on from, if any is left.
-    fn send_flags<H: FenceHost<Req = Q>>(
+    fn send_flags<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         from: u16,
@@ -651,7 +653,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 return Ok(Some(p));
             }
             // SAFETY: the lent byte every flag carries, read only.
-            match unsafe { host.isend(p, t, CONTEXT, b, 1) } {
+            match unsafe { host.rank().isend(p, t, CONTEXT, b, 1) } {
                 Ok(q) => {
                     self.keep_send(q);
                     p += 1;
@@ -669,7 +671,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
 
     /// Deferred: a receive for every answer to this rank's gets, before
     /// its operations leave (a target answers as soon as it takes a get).
-    fn expect_replies<H: FenceHost<Req = Q>>(
+    fn expect_replies<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
     ) -> Result<(), CollectiveError> {
@@ -680,7 +682,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             };
             let sel = TagSel::Tag(tag(self.window, self.epoch, r.id));
             // SAFETY: the host keeps the reply's bytes until the report.
-            let q = unsafe { host.irecv(Source::Rank(r.target), sel, CONTEXT, r.into, r.len) };
+            let q = unsafe {
+                host.rank()
+                    .irecv(Source::Rank(r.target), sel, CONTEXT, r.into, r.len)
+            };
             self.slots.as_mut()[at] = Some(q.map_err(CollectiveError::Recv)?);
         }
         match host.reply(range.len()) {
@@ -694,7 +699,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
 
     /// Sends the queued operations from `next` on as far as request
     /// handles allow: `true` once every one is out.
-    fn send_queued<H: FenceHost<Req = Q>>(
+    fn send_queued<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         mut next: usize,
@@ -715,7 +720,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 return Ok(false);
             }
             // SAFETY: the host keeps the operation's bytes until the report.
-            match unsafe { host.isend(o.target, tag(w, epoch, what), CONTEXT, b.ptr, b.len) } {
+            match unsafe {
+                host.rank()
+                    .isend(o.target, tag(w, epoch, what), CONTEXT, b.ptr, b.len)
+            } {
                 Ok(q) => self.keep_send(q),
                 Err(SendError::RequestTableFull) if self.sends_out() > 0 => {
                     if self.freed(host) {
@@ -737,10 +745,14 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Whether a send may be posted now: a slot is free and, with many
     /// sends out, enough request handles are left for what the rank
     /// receives meanwhile. Collects the sends that ended first.
-    fn room<H: FenceHost<Req = Q>>(&mut self, host: &mut H, answer: bool) -> bool {
+    fn room<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        answer: bool,
+    ) -> bool {
         let fits = |t: &mut Self, host: &mut H| {
             let cap = t.sends_len() - if answer { 0 } else { HEADROOM };
-            let paced = answer || t.out < PACE_FROM || host.free_requests() >= HEADROOM;
+            let paced = answer || t.out < PACE_FROM || host.rank().free_requests() >= HEADROOM;
             t.out == 0 || (t.out < cap && paced)
         };
         if fits(self, host) {
@@ -752,7 +764,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
 
     /// The request table was full: collects the sends that ended (each
     /// holds a handle until then); whether any did.
-    fn freed<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> bool {
+    fn freed<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) -> bool {
         let before = self.out;
         self.collect_sends(host);
         self.out < before
@@ -782,7 +794,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Completes the requests in `range` that ended; their first fault
     /// joins the fence's unless `ignore` says it is expected.
     /// How many ended.
-    fn collect<H: FenceHost<Req = Q>>(
+    fn collect<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         range: Range<usize>,
@@ -793,7 +805,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             let Some(q) = self.slots.as_mut()[i].take() else {
                 continue;
             };
-            match host.test(q) {
+            match host.rank().test(q) {
                 Err(q) => self.slots.as_mut()[i] = Some(q),
                 Ok(st) => {
                     ended += 1;
@@ -806,19 +818,19 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         ended
     }
 
-    fn collect_sends<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+    fn collect_sends<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) {
         if self.out > 0 {
             let n = self.sends_len();
             self.out -= self.collect(host, 0..n, None);
         }
     }
 
-    fn collect_flags<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+    fn collect_flags<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) {
         let r = self.flag_range();
         self.collect(host, r, Some(RecvFault::Cancelled));
     }
 
-    fn collect_replies<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+    fn collect_replies<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) {
         let r = self.reply_range();
         self.collect(host, r, None);
     }
@@ -826,7 +838,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Receives the operations that came while the epoch awaits any, each
     /// applied (a get answered, while a send's slot is free) and handed to
     /// the core; whether any came.
-    fn drain<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<bool, CollectiveError> {
+    fn drain<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Result<bool, CollectiveError> {
         let mut arrived = false;
         // Once the core's last step came, the epoch is the next one's.
         while !self.ended && self.room(host, true) {
@@ -840,18 +855,18 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         Ok(arrived)
     }
 
-    fn fail<H: FenceHost<Req = Q>>(
+    fn fail<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         e: CollectiveError,
     ) -> Poll<Result<Fenced, CollectiveError>> {
         if let Some(c) = &mut self.coll {
-            c.abort(host);
+            c.abort(host.rank());
         }
         let n = self.sends_len();
         let slots = self.slots.as_mut();
         for q in self.finish.iter().chain(slots[n..].iter().flatten()) {
-            host.cancel(q);
+            host.rank().cancel(q);
         }
         self.inbox.cancel(host);
         self.state = State::Ending(e);
@@ -863,33 +878,33 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// for (cancelled, or matched and ending); a send only while the group
     /// is whole: once it lost a rank, a live peer that left the fence
     /// never takes it.
-    fn end<H: FenceHost<Req = Q>>(
+    fn end<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         e: CollectiveError,
     ) -> Poll<Result<Fenced, CollectiveError>> {
         let mut left = false;
         if let Some(c) = &mut self.coll {
-            match c.poll(host) {
+            match c.poll(host.rank()) {
                 Poll::Pending => left = true,
                 Poll::Ready(_) => self.coll = None,
             }
         }
         if let Some(q) = self.finish.take() {
-            if let Err(q) = host.test(q) {
+            if let Err(q) = host.rank().test(q) {
                 self.finish = Some(q);
                 left = true;
             }
         }
         left |= !self.inbox.end(host);
-        let lost = !host.group_intact();
+        let lost = !host.rank().group_intact();
         let n = self.sends_len();
         for (i, slot) in self.slots.as_mut().iter_mut().enumerate() {
             if let Some(q) = slot.take() {
-                match host.test(q) {
+                match host.rank().test(q) {
                     Ok(_) => {}
                     Err(q) if lost && i < n => {
-                        host.forget(q);
+                        host.rank().forget(q);
                     }
                     Err(q) => {
                         *slot = Some(q);
@@ -905,7 +920,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         if !self.ended {
             host.epoch().abort();
         }
-        host.watch_all(false);
+        host.rank().watch_all(false);
         self.state = State::Done(Err(e));
         Poll::Ready(Err(e))
     }

@@ -15,7 +15,7 @@ use rmx_core::onesided::channel::{DATA, HEADERS};
 use rmx_core::onesided::{tag, Arrival, Data, RmaKind, CONTEXT, FIRST, HEADER};
 use rmx_core::{RecvError, Source, TagSel};
 
-use super::{CollectiveError, FenceHost};
+use super::{CollectiveError, FenceHost, Messages};
 
 /// What one [`Inbox::drain`] did.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ impl<Q> Inbox<Q> {
     /// ended, so whatever comes next finds one.
     ///
     /// [`arrived`]: rmx_core::onesided::Epoch::arrived
-    pub fn drain<H: FenceHost<Req = Q>>(
+    pub fn drain<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
     ) -> Result<Drained<Q>, CollectiveError> {
@@ -85,7 +85,7 @@ impl<Q> Inbox<Q> {
                     Err(e) => return Err(CollectiveError::Recv(e)),
                 },
             };
-            match host.test(q) {
+            match host.rank().test(q) {
                 Err(q) => {
                     self.op = Some(q);
                     break;
@@ -114,9 +114,9 @@ impl<Q> Inbox<Q> {
 
     /// Cancels what is posted (the epoch ended, or the caller failed):
     /// [`close`](Self::close) or [`end`](Self::end) then waits for it.
-    pub fn cancel<H: FenceHost<Req = Q>>(&mut self, host: &mut H) {
+    pub fn cancel<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) {
         if let Some(q) = &self.op {
-            host.cancel(q);
+            host.rank().cancel(q);
         }
     }
 
@@ -125,7 +125,7 @@ impl<Q> Inbox<Q> {
     /// if `counted` (its epoch still open), else admitted only (its epoch
     /// moved on: the core refuses it), so that its data does not stay
     /// behind. Ready once nothing of the inbox is left.
-    pub fn close<H: FenceHost<Req = Q>>(
+    pub fn close<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         counted: bool,
@@ -138,7 +138,7 @@ impl<Q> Inbox<Q> {
         let Some(q) = self.op.take() else {
             return Poll::Ready(Ok(()));
         };
-        match host.test(q) {
+        match host.rank().test(q) {
             Err(q) => {
                 self.op = Some(q);
                 Poll::Pending
@@ -164,14 +164,14 @@ impl<Q> Inbox<Q> {
 
     /// After [`cancel`](Self::cancel) on an error: `true` once no request
     /// is left (what they brought is dropped).
-    pub fn end<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> bool {
+    pub fn end<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) -> bool {
         if let Some((a, from, q, at)) = self.rest.take() {
-            if let Err(q) = host.test(q) {
+            if let Err(q) = host.rank().test(q) {
                 self.rest = Some((a, from, q, at));
             }
         }
         if let Some(q) = self.op.take() {
-            if let Err(q) = host.test(q) {
+            if let Err(q) = host.rank().test(q) {
                 self.op = Some(q);
             }
         }
@@ -180,7 +180,7 @@ impl<Q> Inbox<Q> {
 
     /// The data of an operation that came apart, once received: applied
     /// (and the core told, if `count`). `true` once none is awaited.
-    fn finish_rest<H: FenceHost<Req = Q>>(
+    fn finish_rest<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         count: bool,
@@ -188,7 +188,7 @@ impl<Q> Inbox<Q> {
         let Some((a, from, q, data)) = self.rest.take() else {
             return Ok(true);
         };
-        match host.test(q) {
+        match host.rank().test(q) {
             Err(q) => {
                 self.rest = Some((a, from, q, data));
                 Ok(false)
@@ -209,18 +209,24 @@ impl<Q> Inbox<Q> {
     }
 
     /// Posts the receive of the epoch's next operation, from any rank.
-    fn post<H: FenceHost<Req = Q>>(&mut self, host: &mut H) -> Result<Q, RecvError> {
+    fn post<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
+        &mut self,
+        host: &mut H,
+    ) -> Result<Q, RecvError> {
         let sel = TagSel::Tag(tag(self.window, self.epoch, HEADERS));
         // SAFETY: the lent bytes, this receive's alone (one at a time,
         // read before the next is posted).
-        unsafe { host.irecv(Source::Any, sel, CONTEXT, self.first as *mut u8, FIRST) }
+        unsafe {
+            host.rank()
+                .irecv(Source::Any, sel, CONTEXT, self.first as *mut u8, FIRST)
+        }
     }
 
     /// An operation whose first message (`got` bytes) came from `from`:
     /// admitted and applied, or a get answered (if `answer`, its send
     /// returned; else the get is dropped); its origin, unless its data
     /// sent apart is still being received.
-    fn take<H: FenceHost<Req = Q>>(
+    fn take<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         from: u16,
@@ -239,7 +245,7 @@ impl<Q> Inbox<Q> {
                 let b = host.answer(range.clone());
                 let t = tag(self.window, self.epoch, h.id);
                 // SAFETY: the host keeps the answer until the fence reports.
-                let q = unsafe { host.isend(from, t, CONTEXT, b, len) };
+                let q = unsafe { host.rank().isend(from, t, CONTEXT, b, len) };
                 Ok((Some(from), Some(q.map_err(CollectiveError::Send)?)))
             }
             (Ok((h, range)), Data::Inline(n)) => {
@@ -258,7 +264,10 @@ impl<Q> Inbox<Q> {
                 let sel = TagSel::Tag(tag(self.window, self.epoch, DATA));
                 // SAFETY: the host keeps the bytes until its next call,
                 // made once this receive completed.
-                let q = unsafe { host.irecv(Source::Rank(from), sel, CONTEXT, into, len) };
+                let q = unsafe {
+                    host.rank()
+                        .irecv(Source::Rank(from), sel, CONTEXT, into, len)
+                };
                 let q = q.map_err(CollectiveError::Recv)?;
                 self.rest = Some((a, from, q, into as usize));
                 Ok((None, None))

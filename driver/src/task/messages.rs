@@ -50,6 +50,13 @@ pub trait Messages {
         let _ = req;
     }
 
+    /// Request handles free: a task's sends are paced by them, so that
+    /// what the rank receives meanwhile finds some. `usize::MAX` if
+    /// unknown.
+    fn free_requests(&self) -> usize {
+        usize::MAX
+    }
+
     /// No rank of the group has been given up
     /// ([`rmx_core::Endpoint::group_intact`]).
     fn group_intact(&self) -> bool;

@@ -58,17 +58,6 @@ impl<T: Transport> Driver<T> {
         )
     }
 
-    /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
-    pub(crate) fn free_requests(&self) -> usize {
-        self.ep.free_requests()
-    }
-
-    /// No rank of the job has been given up
-    /// ([`rmx_core::Endpoint::group_intact`]).
-    pub(crate) fn group_intact(&self) -> bool {
-        self.ep.group_intact()
-    }
-
     /// Polls the NIC once: receives, completions, and (every few idle
     /// rounds) the clock and the core's timers. Returns packets and
     /// completions handled.

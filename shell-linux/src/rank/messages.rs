@@ -124,6 +124,10 @@ impl<T: Transport> Messages for Driver<T> {
         let _ = self.ep.cancel(req.req);
     }
 
+    fn free_requests(&self) -> usize {
+        self.ep.free_requests()
+    }
+
     fn group_intact(&self) -> bool {
         self.ep.group_intact()
     }

@@ -462,7 +462,7 @@ impl<T: Transport + 'static> Rank<T> {
 
     /// Request handles free (see [`rmx_core::Endpoint::free_requests`]).
     pub(crate) fn free_requests(&self) -> usize {
-        self.with_ref(|d| d.free_requests())
+        self.with_ref(|d| d.ep.free_requests())
     }
 
     /// Sends buffered in the core (waiting for a free send entry or a

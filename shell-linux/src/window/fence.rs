@@ -10,8 +10,8 @@ use std::ops::Range;
 use std::task::Poll;
 
 use rmx_core::onesided::{OpHeader, Target};
-use rmx_core::{RecvError, RecvFault, SendError, Source, Status, TagSel};
-use rmx_driver::task::{CollectiveError, FenceHost, FenceTask, Fenced, Messages, Outgoing, Reply};
+use rmx_core::RecvFault;
+use rmx_driver::task::{CollectiveError, FenceHost, FenceTask, Fenced, Outgoing, Reply};
 
 use super::io::Io;
 use super::memory::WinMemory;
@@ -224,63 +224,16 @@ impl<'a, T: Transport> Host<'a, T> {
     }
 }
 
-impl<T: Transport> Messages for Host<'_, T> {
-    type Req = Req;
-
-    unsafe fn isend(
-        &mut self,
-        dest: u16,
-        tag: u32,
-        context: u16,
-        data: *const u8,
-        len: usize,
-    ) -> Result<Req, SendError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.d.isend(dest, tag, context, data, len) }
-    }
-
-    unsafe fn irecv(
-        &mut self,
-        src: Source,
-        tag: TagSel,
-        context: u16,
-        data: *mut u8,
-        len: usize,
-    ) -> Result<Req, RecvError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.d.irecv(src, tag, context, data, len) }
-    }
-
-    fn test(&mut self, req: Req) -> Result<Status, Req> {
-        self.d.test(req)
-    }
-
-    fn cancel(&mut self, req: &Req) {
-        Messages::cancel(self.d, req)
-    }
-
-    fn forget(&mut self, req: Req) {
-        self.d.forget(req)
-    }
-
-    fn group_intact(&self) -> bool {
-        self.d.group_intact()
-    }
-
-    fn watch_all(&mut self, on: bool) {
-        self.d.watch_all(on)
-    }
-}
-
 impl<T: Transport> FenceHost for Host<'_, T> {
+    type Rank = Driver<T>;
     type Targets = Vec<Target>;
+
+    fn rank(&mut self) -> &mut Driver<T> {
+        self.d
+    }
 
     fn epoch(&mut self) -> &mut rmx_core::onesided::Epoch<Vec<Target>> {
         epoch_of(&mut self.d.windows, self.id)
-    }
-
-    fn free_requests(&self) -> usize {
-        self.d.free_requests()
     }
 
     fn send_queued(&mut self) {

@@ -10,7 +10,7 @@ use std::task::Poll;
 
 use rmx_core::onesided::FIRST;
 use rmx_core::RecvFault;
-use rmx_driver::task::{Inbox, Messages};
+use rmx_driver::task::{FenceHost, Inbox, Messages};
 
 use super::fence::Host;
 use super::{Win, WinError};
@@ -44,7 +44,7 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
         let mut host = Host::new(d, w, &mut io);
         for s in older.iter_mut() {
             if let Some(q) = s.take() {
-                match host.test(q) {
+                match host.rank().test(q) {
                     Ok(st) => fault = fault.or(st.fault),
                     Err(q) => *s = Some(q),
                 }

@@ -77,56 +77,13 @@ impl Rank<'_> {
     }
 }
 
-impl Messages for Rank<'_> {
-    type Req = u32;
-
-    unsafe fn isend(
-        &mut self,
-        dest: u16,
-        tag: u32,
-        context: u16,
-        data: *const u8,
-        len: usize,
-    ) -> Result<u32, SendError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.m.isend(dest, tag, context, data, len) }
-    }
-
-    unsafe fn irecv(
-        &mut self,
-        src: Source,
-        tag: TagSel,
-        context: u16,
-        data: *mut u8,
-        len: usize,
-    ) -> Result<u32, rmx_core::RecvError> {
-        // SAFETY: the caller's contract.
-        unsafe { self.m.irecv(src, tag, context, data, len) }
-    }
-
-    fn test(&mut self, q: u32) -> Result<rmx_core::Status, u32> {
-        self.m.test(q)
-    }
-
-    fn cancel(&mut self, q: &u32) {
-        self.m.cancel(q)
-    }
-
-    fn forget(&mut self, q: u32) {
-        self.m.forget(q)
-    }
-
-    fn group_intact(&self) -> bool {
-        self.m.group_intact()
-    }
-
-    fn watch_all(&mut self, on: bool) {
-        self.m.watch_all(on)
-    }
-}
-
-impl FenceHost for Rank<'_> {
+impl<'a> FenceHost for Rank<'a> {
+    type Rank = Mock<'a>;
     type Targets = Vec<Target>;
+
+    fn rank(&mut self) -> &mut Mock<'a> {
+        &mut self.m
+    }
 
     fn epoch(&mut self) -> &mut Epoch<Vec<Target>> {
         &mut self.epoch
