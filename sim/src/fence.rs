@@ -466,14 +466,10 @@ impl FenceHost for Host<'_> {
     }
 
     fn outgoing(&mut self, i: usize) -> Option<Parts> {
-        let bytes = |b: &[u8]| Bytes {
-            ptr: b.as_ptr(),
-            len: b.len(),
-        };
         self.io.outgoing.get(i).map(|o| Parts {
             target: o.target,
-            first: bytes(&o.first),
-            rest: bytes(&o.rest),
+            first: Bytes::of(&o.first),
+            rest: Bytes::of(&o.rest),
         })
     }
 
@@ -481,12 +477,7 @@ impl FenceHost for Host<'_> {
         let gid = *self.io.replies.get(i)?;
         let win = &mut self.node.windows[self.w as usize];
         match &mut win.gets[gid] {
-            Got::Answer { target, buf } => Some(Reply {
-                target: *target,
-                id: gid as u32,
-                into: buf.as_mut_ptr(),
-                len: buf.len(),
-            }),
+            Got::Answer { target, buf } => Some(Reply::new(*target, gid as u32, buf)),
             _ => None,
         }
     }

@@ -33,6 +33,16 @@ pub struct Bytes {
     pub len: usize,
 }
 
+impl Bytes {
+    /// The place of `b`'s bytes (which the host keeps in place).
+    pub fn of(b: &[u8]) -> Bytes {
+        Bytes {
+            ptr: b.as_ptr(),
+            len: b.len(),
+        }
+    }
+}
+
 /// An operation of the deferred design ready to leave: its target and its
 /// messages as the core composes them ([`OpHeader::compose`]), the data's
 /// own message empty when the data fits in the first.
@@ -51,6 +61,19 @@ pub struct Reply {
     pub id: u32,
     pub into: *mut u8,
     pub len: usize,
+}
+
+impl Reply {
+    /// The answer from `target` to get `id`, received into `buf` (which
+    /// the host keeps in place).
+    pub fn new(target: u16, id: u32, buf: &mut [u8]) -> Reply {
+        Reply {
+            target,
+            id,
+            into: buf.as_mut_ptr(),
+            len: buf.len(),
+        }
+    }
 }
 
 /// A window as its fence sees it: the rank's messages, the epoch, and the

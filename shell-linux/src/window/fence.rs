@@ -251,12 +251,7 @@ impl<T: Transport> FenceHost for Host<'_, T> {
         if *target == self.me {
             return None;
         }
-        Some(Reply {
-            target: *target,
-            id: *id,
-            into: buf.as_mut_ptr(),
-            len: buf.len(),
-        })
+        Some(Reply::new(*target, *id, buf))
     }
 
     fn data(&mut self, len: usize) -> *mut u8 {

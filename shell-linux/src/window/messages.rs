@@ -52,14 +52,11 @@ impl Outgoing {
 
     /// The operation's messages, as the fence task sends them.
     pub fn parts(&self) -> rmx_driver::task::Outgoing {
-        let bytes = |b: &[u8]| rmx_driver::task::Bytes {
-            ptr: b.as_ptr(),
-            len: b.len(),
-        };
+        use rmx_driver::task::Bytes;
         rmx_driver::task::Outgoing {
             target: self.target,
-            first: bytes(&self.first),
-            rest: bytes(&self.rest),
+            first: Bytes::of(&self.first),
+            rest: Bytes::of(&self.rest),
         }
     }
 

@@ -102,26 +102,17 @@ impl<'a> FenceHost for Rank<'a> {
     }
 
     fn outgoing(&mut self, i: usize) -> Option<Outgoing> {
-        let bytes = |b: &[u8]| Bytes {
-            ptr: b.as_ptr(),
-            len: b.len(),
-        };
         let (target, first, rest) = self.out.get(i)?;
         Some(Outgoing {
             target: *target,
-            first: bytes(first),
-            rest: bytes(rest),
+            first: Bytes::of(first),
+            rest: Bytes::of(rest),
         })
     }
 
     fn reply(&mut self, i: usize) -> Option<Reply> {
         let (target, id, buf) = self.replies.get_mut(i)?;
-        Some(Reply {
-            target: *target,
-            id: *id,
-            into: buf.as_mut_ptr(),
-            len: buf.len(),
-        })
+        Some(Reply::new(*target, *id, buf))
     }
 
     fn data(&mut self, len: usize) -> *mut u8 {
