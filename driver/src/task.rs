@@ -14,6 +14,6 @@ mod messages;
 mod mock;
 
 pub use collective::{CollectiveError, CollectiveTask};
-pub use fence::{Bytes, FenceHost, FenceTask, Fenced, Outgoing, Reply, SENDS};
+pub use fence::{Bytes, FenceHost, FenceLayout, FenceTask, Fenced, Outgoing, Reply, SENDS};
 pub use inbox::{Drained, Inbox};
 pub use messages::Messages;

@@ -340,9 +340,10 @@ impl FenceTask {
         e.fence(no_precede, no_succeed)
             .map_err(|x| format!("rank {me}: fence: {x:?}"))?;
         let (design, gets) = (e.design(), e.gets());
+        let layout = rmx_driver::task::FenceLayout::new(design, ranks, me);
         type Task = rmx_driver::task::FenceTask<TaskReq, Vec<Option<TaskReq>>>;
         let mut io = Io {
-            mem: vec![0; Task::memory_len(design, ranks, me)],
+            mem: vec![0; layout.bytes()],
             ..Io::default()
         };
         let want = Task::slots_len(ranks, gets, sends.len());
@@ -359,7 +360,7 @@ impl FenceTask {
         // SAFETY: `io` and the window's memory and gets live in the task's
         // holder and the rank, polled to the task's end (a job that fails
         // drops every rank at once).
-        let task = unsafe { Task::start(&mut host, ptr, len, slots, seq) };
+        let task = unsafe { Task::start(&mut host, layout, ptr, len, slots, seq) };
         let how = How::Task(Box::new(task));
         Ok(FenceTask { w, io, how })
     }

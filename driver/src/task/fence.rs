@@ -191,6 +191,34 @@ enum State {
     Done(Result<Fenced, CollectiveError>),
 }
 
+/// Where a fence's lent bytes lie, for one window's design and group:
+/// worked out once per window (it plans the fence's sum) and handed to
+/// every [`FenceTask::start`], which checks it is the window's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FenceLayout {
+    design: Design,
+    n: u16,
+    me: u16,
+    parts: Layout,
+}
+
+impl FenceLayout {
+    /// The layout of rank `me`'s fences among `n` ranks under `design`.
+    pub fn new(design: Design, n: u16, me: u16) -> FenceLayout {
+        FenceLayout {
+            design,
+            n,
+            me,
+            parts: Layout::of(design, n, me),
+        }
+    }
+
+    /// The bytes a fence is lent.
+    pub fn bytes(&self) -> usize {
+        self.parts.len
+    }
+}
+
 /// Where the fence's lent bytes lie (offsets from the start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Layout {
@@ -266,12 +294,6 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// Collective numbers a fence takes.
     pub const COLLECTIVES: u16 = 2;
 
-    /// Bytes [`start`](Self::start) lends for a fence of `design` among `n`
-    /// ranks.
-    pub fn memory_len(design: Design, n: u16, me: u16) -> usize {
-        Layout::of(design, n, me).len
-    }
-
     /// Slots [`start`](Self::start) takes for a fence among `n` ranks of an
     /// epoch with `gets` gets and `sent` sends already out.
     pub fn slots_len(n: u16, gets: u32, sent: usize) -> usize {
@@ -283,19 +305,21 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// collectives of the group numbered `seq` and the next
     /// ([`COLLECTIVES`](Self::COLLECTIVES) in all, whether they run or
     /// not), so that collectives started while it runs keep one order on
-    /// every rank. `slots` holds at least
+    /// every rank. `mem` holds at least [`FenceLayout::bytes`], and `slots`
+    /// at least
     /// [`slots_len`](Self::slots_len) entries: requests of the epoch's
     /// sends already out (an immediate design's accumulates) come first,
     /// the rest `None`; the fence waits for them as for its own. A group
     /// that already lost a rank fails the fence at its first poll.
     ///
     /// # Safety
-    /// `mem` names [`memory_len`](Self::memory_len) bytes that stay valid,
+    /// `mem` names `mem_len` bytes that stay valid,
     /// untouched by anyone else, until [`poll`](Self::poll) reports, as
     /// does every byte the host names; the host keeps the epoch in its
     /// fence meanwhile.
     pub unsafe fn start<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         host: &mut H,
+        layout: FenceLayout,
         mem: *mut u8,
         mem_len: usize,
         slots: R,
@@ -304,7 +328,11 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         let e = host.epoch();
         let (window, epoch, design, gets) = (e.window(), e.epoch(), e.design(), e.gets());
         let (n, me) = (e.group(), e.me());
-        let layout = Layout::of(design, n, me);
+        // Another window's layout is worked out afresh.
+        let layout = match (layout.design, layout.n, layout.me) == (design, n, me) {
+            true => layout.parts,
+            false => Layout::of(design, n, me),
+        };
         let mut task = FenceTask {
             window,
             epoch,
@@ -330,7 +358,15 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         };
         let slots = task.slots.as_mut().len();
         let sends = slots.saturating_sub(n as usize + gets as usize);
-        task.out = task.slots.as_mut()[..sends].iter().flatten().count();
+        // The sends already out, packed in front (where the fence keeps
+        // its own).
+        let region = &mut task.slots.as_mut()[..sends];
+        for i in 0..region.len() {
+            if region[i].is_some() {
+                region.swap(task.out, i);
+                task.out += 1;
+            }
+        }
         let refused = if mem_len < layout.len {
             Some(CollectiveError::Length {
                 want: layout.len,
@@ -793,10 +829,11 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         self.out < before
     }
 
+    /// Sends are kept packed in the first slots, so collecting them looks
+    /// at those out only.
     fn keep_send(&mut self, q: Q) {
-        let n = self.sends_len();
-        let free = self.slots.as_mut()[..n].iter_mut().find(|s| s.is_none());
-        *free.expect("room checked before the send") = Some(q);
+        assert!(self.out < self.sends_len(), "room checked before the send");
+        self.slots.as_mut()[self.out] = Some(q);
         self.out += 1;
     }
 
@@ -814,16 +851,14 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         self.slots.as_mut()[r].iter().any(Option::is_some)
     }
 
-    /// Completes the requests in `range` that ended; their first fault
+    /// Completes the receives in `range` that ended; their first fault
     /// joins the fence's unless `ignore` says it is expected.
-    /// How many ended.
     fn collect<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
         range: Range<usize>,
         ignore: Option<RecvFault>,
-    ) -> usize {
-        let mut ended = 0;
+    ) {
         for i in range {
             let Some(q) = self.slots.as_mut()[i].take() else {
                 continue;
@@ -831,20 +866,30 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             match host.rank().test(q) {
                 Err(q) => self.slots.as_mut()[i] = Some(q),
                 Ok(st) => {
-                    ended += 1;
                     if st.fault != ignore {
                         self.fault = self.fault.or(st.fault);
                     }
                 }
             }
         }
-        ended
     }
 
     fn collect_sends<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(&mut self, host: &mut H) {
-        if self.out > 0 {
-            let n = self.sends_len();
-            self.out -= self.collect(host, 0..n, None);
+        let slots = self.slots.as_mut();
+        let mut i = 0;
+        while i < self.out {
+            let q = slots[i].take().expect("sends are packed");
+            match host.rank().test(q) {
+                Err(q) => {
+                    slots[i] = Some(q);
+                    i += 1;
+                }
+                Ok(st) => {
+                    self.fault = self.fault.or(st.fault);
+                    self.out -= 1;
+                    slots.swap(i, self.out);
+                }
+            }
         }
     }
 
@@ -867,8 +912,11 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     ) -> Result<bool, CollectiveError> {
         let mut arrived = false;
         // Once the core's last step came, the epoch is the next one's.
+        // An await step needs the receive; another wait posts it once the
+        // rank stalls.
+        let post = self.wait == Wait::Await || host.rank().stalled();
         while !self.ended && self.room(host, true) {
-            let d = self.inbox.drain(host)?;
+            let d = self.inbox.drain(host, post)?;
             arrived |= d.arrived;
             match d.answer {
                 Some(q) => self.keep_send(q),

@@ -62,13 +62,16 @@ impl<Q> Inbox<Q> {
 
     /// Takes the operations that came while the epoch awaits any, each
     /// applied and handed to the core with [`arrived`]; stops after one
-    /// answered get. Every operation's receive is posted when the last
-    /// ended, so whatever comes next finds one.
+    /// answered get. With `post`, the next operation's receive is posted
+    /// once the last ended, so whatever comes next finds one; without,
+    /// only a receive posted already is looked at (a wait that ends
+    /// quickly pays nothing for operations that may never come).
     ///
     /// [`arrived`]: rmx_core::onesided::Epoch::arrived
     pub fn drain<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         &mut self,
         host: &mut H,
+        post: bool,
     ) -> Result<Drained<Q>, CollectiveError> {
         let mut arrived = false;
         while host.epoch().awaiting() {
@@ -77,6 +80,7 @@ impl<Q> Inbox<Q> {
             }
             let q = match self.op.take() {
                 Some(q) => q,
+                None if !post => break,
                 None => match self.post(host) {
                     Ok(q) => q,
                     // Every handle or posted entry in use: the waits of

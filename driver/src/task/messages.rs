@@ -57,6 +57,14 @@ pub trait Messages {
         usize::MAX
     }
 
+    /// The rank has polled nothing for a while: what a task does beside
+    /// its wait (posting the receive of operations that may come) starts
+    /// only then, so waits that end quickly pay nothing for it. `true` if
+    /// the rank cannot tell.
+    fn stalled(&self) -> bool {
+        true
+    }
+
     /// No rank of the group has been given up
     /// ([`rmx_core::Endpoint::group_intact`]).
     fn group_intact(&self) -> bool;

@@ -128,6 +128,10 @@ impl<T: Transport> Messages for Driver<T> {
         self.ep.free_requests()
     }
 
+    fn stalled(&self) -> bool {
+        self.idle >= super::thread::CLOCK_POLLS - 1
+    }
+
     fn group_intact(&self) -> bool {
         self.ep.group_intact()
     }

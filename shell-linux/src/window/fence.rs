@@ -11,7 +11,9 @@ use std::task::Poll;
 
 use rmx_core::onesided::{OpHeader, Target};
 use rmx_core::RecvFault;
-use rmx_driver::task::{CollectiveError, FenceHost, FenceTask, Fenced, Outgoing, Reply};
+use rmx_driver::task::{
+    CollectiveError, FenceHost, FenceLayout, FenceTask, Fenced, Outgoing, Reply,
+};
 
 use super::io::Io;
 use super::memory::WinMemory;
@@ -19,7 +21,7 @@ use super::{deferred, epoch_of, immediate, Assert, Queued, Win, WinError};
 use crate::rank::{Driver, Rank, Req};
 use crate::transport::Transport;
 
-type Task = FenceTask<Req, Vec<Option<Req>>>;
+pub(super) type Task = FenceTask<Req, Vec<Option<Req>>>;
 
 /// A fence under way, started by [`Win::ifence`]: the window is its until
 /// it completes ([`Rank::test_fence`] or [`Rank::wait_fence`], which move
@@ -29,7 +31,9 @@ type Task = FenceTask<Req, Vec<Option<Req>>>;
 #[must_use = "a fence must be completed with test_fence or wait_fence"]
 pub struct FenceReq<'w> {
     w: &'w mut Win,
-    task: Task,
+    /// On the heap, kept by the window from fence to fence: the request
+    /// moves cheaply.
+    task: Option<Box<Task>>,
     io: Io,
     gets: u32,
     /// The rank that started it (its requests are that rank's).
@@ -37,10 +41,17 @@ pub struct FenceReq<'w> {
     result: Option<Result<(), WinError>>,
 }
 
+impl FenceReq<'_> {
+    fn running(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| t.holds_requests())
+    }
+}
+
 impl Drop for FenceReq<'_> {
     fn drop(&mut self) {
-        if self.task.holds_requests() {
+        if self.running() {
             std::mem::forget(std::mem::take(&mut self.io));
+            std::mem::forget(self.task.take());
         }
     }
 }
@@ -66,8 +77,14 @@ impl Win {
         })?;
         let (n, me) = (r.size(), self.me);
         let mut io = std::mem::take(&mut self.io);
-        io.mem.clear();
-        io.mem.resize(Task::memory_len(design, n, me), 0);
+        // Sized once: the window's design and group never change, and the
+        // task writes each byte before it reads it.
+        let layout = *io
+            .layout
+            .get_or_insert_with(|| FenceLayout::new(design, n, me));
+        if io.mem.len() < layout.bytes() {
+            io.mem = vec![0; layout.bytes()];
+        }
         // An immediate design's accumulates already out: the fence waits
         // for them as for its own sends, and keeps their bytes.
         let sent = match self.imm.as_mut() {
@@ -82,17 +99,27 @@ impl Win {
         let seq = r.collectives;
         r.collectives = seq.wrapping_add(Task::COLLECTIVES);
         let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
+        let kept = io.task.take();
         let task = r.with(|d| {
             let mut host = Host::new(d, self, &mut io);
             // SAFETY: `io` (the lent bytes and every buffer the host names)
             // moves into the request, whose heap bytes stay in place until
             // the task reported or are leaked with it; the window's memory
             // lives as long as the window, borrowed by the request.
-            unsafe { Task::start(&mut host, mem_ptr, mem_len, slots, seq) }
+            let start = |host: &mut Host<'_, T>| unsafe {
+                Task::start(host, layout, mem_ptr, mem_len, slots, seq)
+            };
+            match kept {
+                Some(mut b) => {
+                    *b = start(&mut host);
+                    b
+                }
+                None => Box::new(start(&mut host)),
+            }
         });
         Ok(FenceReq {
             w: self,
-            task,
+            task: Some(task),
             io,
             gets,
             rank: r.id(),
@@ -114,7 +141,7 @@ impl<T: Transport + 'static> Rank<T> {
             self.id(),
             "a fence is tested on the rank that started it"
         );
-        if f.task.holds_requests() {
+        if f.running() {
             let p = self.with(|d| {
                 d.progress();
                 poll(f, d)
@@ -136,7 +163,7 @@ impl<T: Transport + 'static> Rank<T> {
             self.id(),
             "a fence is waited for on the rank that started it"
         );
-        if f.task.holds_requests() {
+        if f.running() {
             let res = self.drive(|d| poll(&mut f, d));
             f.result = Some(finish(&mut f, self, res));
         }
@@ -150,7 +177,7 @@ fn poll<T: Transport>(
     d: &mut Driver<T>,
 ) -> Poll<Result<Fenced, CollectiveError>> {
     let mut host = Host::new(d, f.w, &mut f.io);
-    f.task.poll(&mut host)
+    f.task.as_mut().expect("started").poll(&mut host)
 }
 
 /// The fence reported: the window hands out the gets of the epoch it ended
@@ -162,7 +189,9 @@ fn finish<T: Transport + 'static>(
 ) -> Result<(), WinError> {
     let w = &mut *f.w;
     let mut io = std::mem::take(&mut f.io);
-    io.slots = f.task.slots_mut().map(std::mem::take).unwrap_or_default();
+    let mut task = f.task.take().expect("started");
+    io.slots = task.slots_mut().map(std::mem::take).unwrap_or_default();
+    io.task = Some(task);
     if let Some(imm) = w.imm.as_mut() {
         immediate::end_flush(imm, r);
     }

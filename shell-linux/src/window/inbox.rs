@@ -55,7 +55,8 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
             closing = true;
         }
         if !closing {
-            match inbox.drain(&mut host) {
+            let post = host.rank().stalled();
+            match inbox.drain(&mut host, post) {
                 // An answer to a get (none comes in an immediate design
                 // but a forged one): waited for with the sends.
                 Ok(d) => older.extend(d.answer.map(Some)),

@@ -11,8 +11,12 @@ use crate::rank::Req;
 #[derive(Default)]
 pub(super) struct Io {
     /// The bytes the fence task is lent (its counts, finish bodies, flags
-    /// and an operation's first message).
+    /// and an operation's first message), and where each lies: the same
+    /// for every fence of the window.
     pub mem: Vec<u8>,
+    pub layout: Option<rmx_driver::task::FenceLayout>,
+    /// The last fence's task, ended: the next is started in its place.
+    pub task: Option<Box<super::fence::Task>>,
     /// Its requests' slots.
     pub slots: Vec<Option<Req>>,
     /// Operations sent (deferred design).

@@ -147,11 +147,12 @@ fn start_all(ranks: &mut [Rank<'_>]) -> (Vec<Task>, Vec<Vec<u8>>) {
     for r in ranks.iter_mut() {
         r.epoch.fence(false, false).expect("fencing");
         let (me, n) = (r.epoch.me(), r.epoch.group());
-        let mut mem = vec![0u8; Task::memory_len(Design::Def, n, me)];
+        let layout = FenceLayout::new(Design::Def, n, me);
+        let mut mem = vec![0u8; layout.bytes()];
         let slots = vec![None; Task::slots_len(n, r.epoch.gets(), 0)];
         // SAFETY: the memory is kept (returned) until the test polled the
         // task to its end.
-        let t = unsafe { Task::start(r, mem.as_mut_ptr(), mem.len(), slots, 3) };
+        let t = unsafe { Task::start(r, layout, mem.as_mut_ptr(), mem.len(), slots, 3) };
         tasks.push(t);
         mems.push(mem);
     }
@@ -272,7 +273,8 @@ fn short_memory_short_slots_and_a_lost_group_are_refused_at_the_start() {
     let net = RefCell::new(Net::default());
     let mut ranks = group(2, &net, 16);
     let r = &mut ranks[0];
-    let want = Task::memory_len(Design::Def, 2, 0);
+    let layout = FenceLayout::new(Design::Def, 2, 0);
+    let want = layout.bytes();
     let slots = Task::slots_len(2, 0, 0);
     for (mem_len, slot_len, intact) in [
         (want - 1, slots, true),
@@ -283,8 +285,9 @@ fn short_memory_short_slots_and_a_lost_group_are_refused_at_the_start() {
         let before = r.epoch.epoch();
         r.epoch.fence(false, false).expect("fencing");
         let mut mem = vec![0u8; want];
+        let slots = vec![None; slot_len];
         // SAFETY: nothing is posted into the memory (checked below).
-        let mut t = unsafe { Task::start(r, mem.as_mut_ptr(), mem_len, vec![None; slot_len], 0) };
+        let mut t = unsafe { Task::start(r, layout, mem.as_mut_ptr(), mem_len, slots, 0) };
         let Poll::Ready(Err(e)) = t.poll(r) else {
             panic!("refused at the start");
         };
