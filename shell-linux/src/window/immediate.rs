@@ -94,7 +94,7 @@ pub(super) struct Immediate {
     pending: Vec<Req>,
     /// The first fault of an accumulate's send waited for before the
     /// fence (the rank out of request handles).
-    fault: Option<RecvFault>,
+    pub(super) fault: Option<RecvFault>,
     /// Gets: number, staging place and length; those answered locally.
     gets: Vec<(u32, (usize, usize), usize)>,
     local_gets: Vec<(u32, Vec<u8>)>,
@@ -243,7 +243,7 @@ pub(super) fn accumulate<T: Transport + 'static>(
     // drops the header with the epoch). Waiting for request handles, the
     // rank receives the operations aimed at it (every rank may be issuing
     // faster than its operations leave).
-    let sent = unsafe { out.send(w, r, &mut pending) };
+    let sent = unsafe { super::inbox::send_paced(&out, w, r, &mut pending) };
     let s = state(w);
     s.pending = pending;
     s.sent.push(out);
@@ -257,11 +257,6 @@ pub(super) fn accumulate<T: Transport + 'static>(
 pub(super) fn take_sent(s: &mut Immediate, bytes: &mut Vec<Outgoing>) -> Vec<Req> {
     bytes.append(&mut s.sent);
     std::mem::take(&mut s.pending)
-}
-
-/// The first fault of an accumulate's send waited for before the fence.
-pub(super) fn fault(s: &mut Immediate) -> &mut Option<RecvFault> {
-    &mut s.fault
 }
 
 /// The fence reported (its flush waited for the epoch's RDMA and sends,

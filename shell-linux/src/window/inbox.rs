@@ -8,14 +8,77 @@
 
 use std::task::Poll;
 
-use rmx_core::onesided::FIRST;
-use rmx_core::RecvFault;
-use rmx_driver::task::{FenceHost, Inbox, Messages};
+use rmx_core::onesided::channel::{DATA, HEADERS};
+use rmx_core::onesided::{tag, FIRST};
+use rmx_core::{RecvFault, SendError};
+use rmx_driver::task::{CollectiveError, FenceHost, Inbox, Messages};
 
-use super::fence::Host;
-use super::{Win, WinError};
+use super::host::Host;
+use super::messages::Outgoing;
+use super::{Win, WinError, RMA_CONTEXT};
 use crate::rank::{Rank, Req};
 use crate::transport::Transport;
+
+/// Request handles an operation's sends leave free: what a rank receives
+/// while it waits for them (an operation's first message and its data, the
+/// answer to a get) needs some.
+const HEADROOM: usize = 4;
+
+/// Sends pending before the free handles are counted: fewer hold too few
+/// to fill the table.
+const PACE_FROM: usize = 64;
+
+/// Starts `out`'s messages, their requests pushed onto
+/// `pending`. An epoch may hold more operations than the rank has
+/// request handles: while fewer than [`HEADROOM`] are free (or none),
+/// the older half of `pending` is waited for, the operations aimed at
+/// this rank received meanwhile, and the send tried again. The first
+/// fault among the requests waited for.
+///
+/// # Safety
+/// `out` stays in place, unmodified, until every request pushed onto
+/// `pending` completed.
+pub(super) unsafe fn send_paced<T: Transport + 'static>(
+    out: &Outgoing,
+    w: &mut Win,
+    r: &mut Rank<T>,
+    pending: &mut Vec<Req>,
+) -> Result<Option<RecvFault>, WinError> {
+    let (id, epoch) = (out.window, out.epoch);
+    let mut fault = None;
+    for (what, b) in [(HEADERS, &out.first), (DATA, &out.rest)] {
+        if what == DATA && b.is_empty() {
+            break;
+        }
+        loop {
+            if pending.len() >= PACE_FROM && r.free_requests() < HEADROOM {
+                fault = fault.or(wait_older_half(w, r, pending)?);
+                continue;
+            }
+            // SAFETY: the caller's contract.
+            let s = unsafe {
+                r.isend_in(
+                    out.target,
+                    tag(id, epoch, what),
+                    RMA_CONTEXT,
+                    b.as_ptr(),
+                    b.len(),
+                )
+            };
+            match s {
+                Ok(q) => {
+                    pending.push(q);
+                    break;
+                }
+                Err(SendError::RequestTableFull) if !pending.is_empty() => {
+                    fault = fault.or(wait_older_half(w, r, pending)?);
+                }
+                Err(e) => return Err(WinError::Collective(CollectiveError::Send(e))),
+            }
+        }
+    }
+    Ok(fault)
+}
 
 /// Where an operation's first message lands while the window waits (on
 /// the heap, allocated once, kept with the window).

@@ -1,8 +1,13 @@
 //! What one fence's requests read and write, kept in the window between
 //! fences so the next reuses the memory.
 
+use rmx_driver::task::{FenceLayout, FenceTask};
+
 use super::messages::Outgoing;
 use crate::rank::Req;
+
+/// A fence's task on a std rank: its requests' slots in a vector.
+pub(super) type Task = FenceTask<Req, Vec<Option<Req>>>;
 
 /// The buffers of one fence and the slots of its requests; kept in the
 /// window between fences, emptied, so the next reuses the memory. Every
@@ -14,9 +19,9 @@ pub(super) struct Io {
     /// and an operation's first message), and where each lies: the same
     /// for every fence of the window.
     pub mem: Vec<u8>,
-    pub layout: Option<rmx_driver::task::FenceLayout>,
+    pub layout: Option<FenceLayout>,
     /// The last fence's task, ended: the next is started in its place.
-    pub task: Option<Box<super::fence::Task>>,
+    pub task: Option<Box<Task>>,
     /// Its requests' slots.
     pub slots: Vec<Option<Req>>,
     /// Operations sent (deferred design).

@@ -21,6 +21,7 @@ mod fence;
 mod float;
 #[cfg(test)]
 mod hazard;
+mod host;
 mod immediate;
 mod inbox;
 mod io;
