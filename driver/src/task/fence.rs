@@ -501,7 +501,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 }
                 Wait::Opening(o) => {
                     self.collect_sends(host);
-                    if self.sends_out() > 0 {
+                    if self.out > 0 {
                         return Ok(None);
                     }
                     self.wait = match o {
@@ -523,7 +523,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                 Wait::Flags => {
                     self.collect_sends(host);
                     self.collect_flags(host);
-                    if self.sends_out() > 0 || self.flags_out() {
+                    if self.out > 0 || self.flags_out() {
                         return Ok(None);
                     }
                 }
@@ -535,7 +535,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                     }
                     self.collect_sends(host);
                     self.collect_replies(host);
-                    if self.sends_out() > 0 || self.replies_out() {
+                    if self.out > 0 || self.replies_out() {
                         return Ok(None);
                     }
                     let fault = self.fault;
@@ -784,7 +784,7 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
                     .isend(o.target, tag(w, epoch, what), CONTEXT, b.ptr, b.len)
             } {
                 Ok(q) => self.keep_send(q),
-                Err(SendError::RequestTableFull) if self.sends_out() > 0 => {
+                Err(SendError::RequestTableFull) if self.out > 0 => {
                     if self.freed(host) {
                         continue;
                     }
@@ -835,10 +835,6 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         assert!(self.out < self.sends_len(), "room checked before the send");
         self.slots.as_mut()[self.out] = Some(q);
         self.out += 1;
-    }
-
-    fn sends_out(&self) -> usize {
-        self.out
     }
 
     fn flags_out(&mut self) -> bool {

@@ -7,27 +7,23 @@
 use rmx_core::Status;
 use rmx_driver::task::Messages;
 
-use super::thread::CLOCK_POLLS;
 use super::{Rank, Req};
 use crate::transport::Transport;
-
-/// Empty polls in a row before a stalled wait tends the others.
-const STALLED: u32 = CLOCK_POLLS - 1;
 
 impl<T: Transport + 'static> Rank<T> {
     /// [`wait`](Self::wait), calling `tend` whenever the wait stalls.
     pub(crate) fn wait_tending(&mut self, mut req: Req, mut tend: impl FnMut()) -> Status {
         let mut armed = None;
         loop {
-            let (r, idle) = self.with(|d| {
+            let (r, idle, stalled) = self.with(|d| {
                 d.progress();
-                (d.test(req), d.idle)
+                (d.test(req), d.idle, d.stalled())
             });
             match r {
                 Ok(st) => return st,
                 Err(q) => req = q,
             }
-            if idle >= STALLED {
+            if stalled {
                 tend();
             }
             self.rest(idle, &mut armed);

@@ -11,7 +11,7 @@ use rmx_driver::task::{CollectiveError, FenceLayout, Fenced};
 
 use super::host::Host;
 use super::io::{Io, Task};
-use super::{deferred, epoch_of, immediate, Assert, Win, WinError};
+use super::{deferred, immediate, Assert, Win, WinError};
 use crate::rank::{Driver, Rank};
 use crate::transport::Transport;
 
@@ -187,11 +187,8 @@ fn finish<T: Transport + 'static>(
     if let Some(imm) = w.imm.as_mut() {
         immediate::end_flush(imm, r);
     }
-    let (refused, retries, closed) = r.with(|d| {
-        let e = epoch_of(&mut d.windows, w.id);
-        (e.refused(), e.retries(), e.closed())
-    });
-    (w.refused, w.retries, w.closed) = (refused, retries, closed);
+    // What the epoch counted in the fence.
+    w.epoch(r, |_, _| ());
     match w.design.immediate() {
         true => immediate::end_epoch(w, f.gets),
         false => deferred::end_epoch(w, f.gets, &mut io),

@@ -298,4 +298,17 @@ fn short_memory_short_slots_and_a_lost_group_are_refused_at_the_start() {
         assert_eq!((r.m.out, r.m.watching), (0, 0));
         assert_eq!(r.epoch.epoch(), before.wrapping_add(1), "the epoch ended");
     }
+    // Another window's layout, with the memory it asks for, is not taken
+    // on trust: the fence works out its own and finds the memory short.
+    r.m.intact = true;
+    r.epoch.fence(false, false).expect("fencing");
+    let small = FenceLayout::new(Design::Def, 1, 0);
+    let mut mem = vec![0u8; small.bytes()];
+    // SAFETY: nothing is posted into the memory (the start refuses it).
+    let mut t = unsafe { Task::start(r, small, mem.as_mut_ptr(), mem.len(), vec![None; slots], 0) };
+    let Poll::Ready(Err(CollectiveError::Length { want: w, got })) = t.poll(r) else {
+        panic!("a layout of another group is refused with short memory");
+    };
+    assert_eq!((w, got), (want, small.bytes()));
+    assert_eq!((r.m.out, r.m.watching), (0, 0));
 }
