@@ -95,12 +95,14 @@ impl Win {
         let mut descs = Vec::new();
         let mut mems = Vec::new();
         for (n, &len) in nodes.iter_mut().zip(lens) {
-            let mem = n.nic.user_buf(vec![0; len]);
-            let addr = n.nic.user_addr[mem.0 as usize];
+            let mem = n.user_buf(len);
+            let addr = n.mem(mem).addr();
             let remote = if design.immediate() {
-                let k = rmx_core::Nic::register(&mut n.nic, addr, len as u64)
-                    .map_err(|e| format!("{e:?}"))?;
-                Remote { addr, key: k }
+                let k = register(n, addr, len)?;
+                Remote {
+                    addr: addr as u64,
+                    key: k,
+                }
             } else {
                 Remote {
                     addr: 0,
@@ -121,11 +123,10 @@ impl Win {
         for ((n, mem), &len) in nodes.iter_mut().zip(mems).zip(lens) {
             let epoch =
                 Epoch::new(id, n.me, design, targets.clone()).ok_or("a rank outside its window")?;
-            let s = n.nic.user_buf(vec![0; src_len.max(1)]);
-            let sa = n.nic.user_addr[s.0 as usize];
+            let s = n.user_buf(src_len);
+            let sa = n.mem(s).addr();
             let sk = match design.immediate() {
-                true => rmx_core::Nic::register(&mut n.nic, sa, src_len.max(1) as u64)
-                    .map_err(|e| format!("{e:?}"))?,
+                true => register(n, sa, src_len.max(1))?,
                 false => MemKey(0),
             };
             if n.windows.len() != id as usize {
@@ -137,7 +138,7 @@ impl Win {
                 mem,
                 len,
                 queued: Vec::new(),
-                src: (s, sa, sk),
+                src: (s, sa as u64, sk),
                 src_used: 0,
                 gets: Vec::new(),
             });
@@ -147,15 +148,26 @@ impl Win {
 
     /// The window's bytes.
     pub fn bytes<'a>(&self, node: &'a Node) -> &'a [u8] {
-        &node.nic.user[self.mem.0 as usize]
+        &node.mem(self.mem).bytes()[..self.len]
     }
+}
+
+/// Registers a window's memory (or its epochs' source) for RDMA.
+fn register(n: &mut Node, addr: usize, len: usize) -> Result<MemKey, String> {
+    // SAFETY: the rank's buffers live as long as the rank, and its
+    // adapter, dropped first, ends every registration it holds.
+    let mr = unsafe { n.nic.register_kept(addr, len) }.map_err(|e| format!("{e:?}"))?;
+    Ok(MemKey(mr.key))
 }
 
 /// The bytes of the gets of window `w`'s epoch the last fence ended, in
 /// the order they were issued (taken: the next epoch's start afresh).
 pub fn take_gets(node: &mut Node, w: u16) -> Result<Vec<Vec<u8>>, String> {
     let win = &mut node.windows[w as usize];
-    let src = &node.nic.user[win.src.0 .0 as usize];
+    let src = node.mem[win.src.0 .0 as usize]
+        .as_ref()
+        .expect("made")
+        .bytes();
     std::mem::take(&mut win.gets)
         .into_iter()
         .map(|g| match g {
@@ -171,7 +183,8 @@ pub fn take_gets(node: &mut Node, w: u16) -> Result<Vec<Vec<u8>>, String> {
 /// applied here (its own window). Message requests go on `sends`.
 pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Result<(), String> {
     let me = node.me;
-    let win = &mut node.windows[w as usize];
+    let Node { windows, mem, .. } = &mut *node;
+    let win = &mut windows[w as usize];
     let kind = match op.kind {
         Kind::Put => RmaKind::Put,
         Kind::Add => RmaKind::Accumulate(Op::Sum, Int::U32),
@@ -188,7 +201,7 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
         let len = op.data.len();
         if op.target == me || len == 0 {
             let at = h.offset as usize;
-            let b = node.nic.user[win.mem.0 as usize][at..at + len].to_vec();
+            let b = mem[win.mem.0 as usize].as_ref().expect("made").bytes()[at..at + len].to_vec();
             win.gets.push(Got::Bytes(b));
             win.epoch.local();
             return Ok(());
@@ -210,13 +223,8 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
     }
     if op.target == me {
         win.epoch.local();
-        let mem = win.mem.0 as usize;
-        apply(
-            &mut node.nic.user[mem],
-            op.kind,
-            h.offset as usize,
-            &op.data,
-        );
+        let m = mem[win.mem.0 as usize].as_mut().expect("made");
+        apply(m.bytes_mut(), op.kind, h.offset as usize, &op.data);
         return Ok(());
     }
     if op.kind == Kind::Put && design.immediate() {
@@ -248,7 +256,7 @@ fn rdma(
     let len = h.len as usize;
     win.src_used += len;
     if let Some(data) = data {
-        node.nic.user[buf.0 as usize][at..at + len].copy_from_slice(data);
+        node.mem_mut(buf).bytes_mut()[at..at + len].copy_from_slice(data);
     }
     let local = Gather {
         addr: addr + at as u64,
@@ -261,7 +269,6 @@ fn rdma(
         Err(EpochError::Busy) => return Err(format!("rank {me}: the NIC refused an RDMA post")),
         Err(e) => return Err(format!("rank {me}: {h:?}: {e:?}")),
     }
-    node.collect();
     Ok(())
 }
 
@@ -490,15 +497,15 @@ impl FenceHost for Host<'_> {
     }
 
     fn apply(&mut self, h: &OpHeader, range: Range<u64>, data: &[u8]) {
-        let mem = self.win().mem.0 as usize;
+        let mem = self.win().mem;
         let at = range.start as usize;
-        apply(&mut self.node.nic.user[mem], kind_of(h), at, data);
+        apply(self.node.mem_mut(mem).bytes_mut(), kind_of(h), at, data);
     }
 
     fn answer(&mut self, range: Range<u64>) -> *const u8 {
-        let mem = self.win().mem.0 as usize;
+        let mem = self.win().mem;
         let (at, end) = (range.start as usize, range.end as usize);
-        let b = self.node.nic.user[mem][at..end].to_vec();
+        let b = self.node.mem(mem).bytes()[at..end].to_vec();
         self.io.answers.push(b);
         self.io.answers.last().expect("just pushed").as_ptr()
     }

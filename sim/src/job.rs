@@ -15,7 +15,8 @@ use crate::fence::{apply, issue, FenceTask, Kind, RmaOp};
 use crate::flood::{self, DrainTask};
 use crate::model::{Model, NetFaults};
 use crate::net::{Net, What};
-use crate::node::{Node, Rx};
+use crate::node::Node;
+use crate::port::ToWire;
 use crate::window::Win;
 
 /// One one-sided operation of a program; its bytes are made from where
@@ -485,9 +486,10 @@ impl Job {
                 }
                 continue;
             }
+            let port = self.nodes[ri].port();
             let run = match ev.what {
                 What::Packet(b) => {
-                    self.nodes[ri].inbox.push_back(Rx::Packet(b));
+                    port.arrive(b);
                     true
                 }
                 What::Land {
@@ -496,32 +498,27 @@ impl Job {
                     data,
                     early,
                 } => {
-                    let nic = &mut self.nodes[ri].nic;
-                    let ok = nic.covers(post.remote.key, post.remote.addr, post.local.len);
-                    if ok {
-                        nic.write_at(post.remote.addr, &data);
-                    }
-                    let result = if ok {
-                        Ok(())
-                    } else {
-                        Err(rmx_core::RdmaError::Access)
+                    let (key, addr) = (post.remote.key.0, post.remote.addr);
+                    let ok = usize::try_from(addr).is_ok_and(|a| port.write(key, a, &data, true));
+                    let result = match ok {
+                        true => Ok(()),
+                        false => Err(rmx_core::RdmaError::Access),
                     };
                     self.net.landed(now, from, &post, early, result);
                     match post.imm {
                         Some(imm) if ok => {
-                            self.nodes[ri].inbox.push_back(Rx::Immediate(imm));
+                            port.immediate(imm);
                             true
                         }
                         _ => false,
                     }
                 }
                 What::Read { from, post } => {
-                    let nic = &self.nodes[ri].nic;
-                    let len = post.local.len;
-                    let bytes = match nic.covers(post.remote.key, post.remote.addr, len) {
-                        true => Ok(nic.read_at(post.remote.addr, len as usize)),
-                        false => Err(rmx_core::RdmaError::Access),
-                    };
+                    let (key, addr, len) = (post.remote.key.0, post.remote.addr, post.local.len);
+                    let bytes = usize::try_from(addr)
+                        .ok()
+                        .and_then(|a| port.read(key, a, len, true))
+                        .ok_or(rmx_core::RdmaError::Access);
                     self.net.read_back(now, r, from, post, bytes);
                     false
                 }
@@ -531,13 +528,12 @@ impl Job {
                     place,
                 } => {
                     if let Some((post, b)) = place {
-                        let nic = &mut self.nodes[ri].nic;
-                        match nic.covers(post.local.key, post.local.addr, post.local.len) {
-                            true => nic.write_at(post.local.addr, &b),
-                            false => result = Err(rmx_core::RdmaError::Access),
+                        let l = post.local;
+                        if !port.write(l.key, l.addr, &b, false) {
+                            result = Err(rmx_core::RdmaError::Access);
                         }
                     }
-                    self.nodes[ri].inbox.push_back(Rx::Done(wr_id, result));
+                    port.complete(wr_id, result);
                     true
                 }
                 What::Wake => {
@@ -550,12 +546,12 @@ impl Job {
             if !run {
                 continue;
             }
-            let cpu = self.nodes[ri].cpu;
+            let cpu = self.nodes[ri].cpu();
             if cpu > now {
                 self.wake(r, cpu);
                 continue;
             }
-            self.nodes[ri].cpu = now;
+            self.nodes[ri].port().cpu = now;
             self.run_rank(r)?;
         }
         let unfinished: Vec<usize> = (0..n as usize)
@@ -628,7 +624,7 @@ impl Job {
                     && self.dies_at.is_none() =>
                 {
                     let d = self.spec.death.expect("matched");
-                    self.dies_at = Some(node.cpu.saturating_add(d.after_ns));
+                    self.dies_at = Some(node.cpu().saturating_add(d.after_ns));
                     continue;
                 }
                 None => match &self.programs[ri][step] {
@@ -661,7 +657,7 @@ impl Job {
                             let (_, end) = flooded(&self.programs[ri], to, r, step);
                             flood::send(node, to, end, count, &mut self.places[ri].flood)?;
                         }
-                        self.ends[ri][step] = self.nodes[ri].cpu;
+                        self.ends[ri][step] = self.nodes[ri].cpu();
                         self.places[ri].step += 1;
                         continue;
                     }
@@ -713,7 +709,7 @@ impl Job {
             if !done {
                 break;
             }
-            self.ends[ri][step] = self.nodes[ri].cpu;
+            self.ends[ri][step] = self.nodes[ri].cpu();
             self.places[ri].step += 1;
         }
         Ok(())
@@ -732,32 +728,31 @@ impl Job {
                 Err(Fail::Step(e) | Fail::Check(e)) => return Err(e),
             }
         }
-        let node = &mut self.nodes[ri];
-        for p in std::mem::take(&mut node.posted) {
+        for p in std::mem::take(&mut self.nodes[ri].port().outbox) {
             match p {
-                crate::node::ToWire::Packet { at, to, bytes } => {
+                ToWire::Packet { at, to, bytes } => {
                     // A reliable wire (RC) retries a packet to a process
                     // that is gone until it gives the connection up: the
                     // sender's next post to it fails.
                     let gone = !self.spec.faults.lossy() && self.is_dead(to, at);
-                    let down = &mut self.nodes[ri].nic.down;
+                    let down = &mut self.nodes[ri].port().down;
                     if gone && !down.contains(&to) {
                         down.push(to);
                     }
                     self.net.send(at, r, to, bytes)
                 }
-                crate::node::ToWire::Rdma { at, post } => {
-                    let t = &self.nodes[post.peer as usize].nic;
-                    let ok = t.covers(post.remote.key, post.remote.addr, post.local.len);
-                    self.net.rdma(at, r, &self.nodes[ri].nic, post, ok);
+                ToWire::Rdma { at, post, data } => {
+                    let t = self.nodes[post.peer as usize].port();
+                    let ok = t.reachable(post.remote, post.local.len);
+                    self.net.rdma(at, r, post, data, ok);
                 }
             }
         }
-        let node = &self.nodes[ri];
-        let cpu = node.cpu;
+        let node = &mut self.nodes[ri];
+        let cpu = node.cpu();
         if let Some(t) = node.ep.poll_timeout() {
             self.wake(r, t.max(cpu));
-        } else if !node.inbox.is_empty() {
+        } else if node.port().pending() {
             self.wake(r, cpu);
         }
         Ok(())

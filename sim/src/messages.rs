@@ -80,7 +80,7 @@ impl Messages for Node {
 
     fn watch_all(&mut self, on: bool) {
         match on {
-            true => self.ep.watch_all(self.cpu),
+            true => self.ep.watch_all(self.cpu()),
             false => self.ep.unwatch_all(),
         }
     }

@@ -9,8 +9,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rmx_core::{RdmaError, RdmaOp, WcResult};
 
-use crate::memnic::{MemNic, RdmaPost};
 use crate::model::{Model, NetFaults};
+use crate::port::RdmaPost;
 use crate::rng::Rng;
 
 /// What reaches a rank.
@@ -174,31 +174,42 @@ impl Net {
         }
     }
 
-    /// An RDMA operation `from` posted at `at`, reading its local memory
-    /// from `nic` now (the NIC has the bytes once the post returns);
-    /// `remote_ok` is whether the target's registration takes it, for a
-    /// write that completes before it lands.
-    pub fn rdma(&mut self, at: u64, from: u16, nic: &MemNic, post: RdmaPost, remote_ok: bool) {
+    /// An RDMA operation `from` posted at `at`: `data`, a write's bytes
+    /// (read when posted) or the local access error; `remote_ok` is whether
+    /// the target's registration takes it, for a write that completes
+    /// before it lands.
+    pub fn rdma(
+        &mut self,
+        at: u64,
+        from: u16,
+        post: RdmaPost,
+        data: Result<Vec<u8>, RdmaError>,
+        remote_ok: bool,
+    ) {
         self.rdma += 1;
-        let len = post.local.len;
-        let wr_id = post.work.wr_id();
-        if !nic.covers(post.local.key, post.local.addr, len) {
-            let at = self.leave(at, from, 0);
-            self.push(
-                at,
-                from,
-                What::Complete {
-                    wr_id,
-                    result: Err(RdmaError::Access),
-                    place: None,
-                },
-            );
-            return;
-        }
+        let wr_id = post.wr_id;
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                let at = self.leave(at, from, 0);
+                let result = Err(e);
+                let place = None;
+                self.push(
+                    at,
+                    from,
+                    What::Complete {
+                        wr_id,
+                        result,
+                        place,
+                    },
+                );
+                return;
+            }
+        };
         match post.op {
             RdmaOp::Write => {
-                let data = nic.read_at(post.local.addr, len as usize);
-                let left = self.leave(at, from, len as usize);
+                let len = data.len();
+                let left = self.leave(at, from, len);
                 let early = self.faults.land_late_ns > 0;
                 let late = match early {
                     true => self.rng.below(self.faults.land_late_ns),
@@ -250,7 +261,7 @@ impl Net {
                 at + self.model.latency_ns,
                 from,
                 What::Complete {
-                    wr_id: post.work.wr_id(),
+                    wr_id: post.wr_id,
                     result,
                     place: None,
                 },
@@ -278,7 +289,7 @@ impl Net {
             back,
             from,
             What::Complete {
-                wr_id: post.work.wr_id(),
+                wr_id: post.wr_id,
                 result,
                 place,
             },

@@ -1,47 +1,34 @@
-//! One simulated rank: the core's endpoint over an in-memory NIC, its
-//! windows, and a CPU clock. It is a shell like any other: it hands the
-//! core what arrived (charging the model's costs to its clock) and the
-//! network what the core posted, and keeps the bytes of its messages in
-//! buffers of its own.
+//! One simulated rank: the core's endpoint over the driver's adapter and
+//! the simulator's port ([`crate::port`]), its windows, and the buffers of
+//! its messages. It is a shell like any other: the driver's progress
+//! round hands the core what arrived, the port charges the model's costs
+//! to the rank's clock and keeps what was posted for the network.
 
-use std::collections::VecDeque;
-
-use rmx_core::onesided::imm_window;
 use rmx_core::reuse::NoReuse;
 use rmx_core::{
     Config, Endpoint, RecvError, Request, RequestError, SendError, Sizes, Source, Status, TagSel,
     UserBuf, WcResult, WorkId,
 };
+use rmx_driver::{Adapter, Completion, Plain, Windows};
 
 use crate::heap::Heap;
-use crate::memnic::{MemNic, RdmaPost};
+use crate::mem::Buf;
 use crate::model::Model;
+use crate::port::SimPort;
 use crate::req::Req;
 use crate::window::Win;
 
 /// The endpoint a simulated rank runs.
 pub type SimEndpoint = Endpoint<Heap, NoReuse>;
 
-/// What arrived for a rank and waits for its CPU.
-#[derive(Debug)]
-pub enum Rx {
-    Packet(Vec<u8>),
-    /// A window's put with immediate landed.
-    Immediate(u32),
-    /// A work request finished.
-    Done(u64, WcResult),
-}
-
-/// What a rank posted, for the network: a packet or an RDMA operation,
-/// and when it left the CPU.
-#[derive(Debug)]
-pub enum ToWire {
-    Packet { at: u64, to: u16, bytes: Vec<u8> },
-    Rdma { at: u64, post: RdmaPost },
-}
+/// The core's NIC of a simulated rank: the driver's adapter over its port.
+pub type SimNic = Adapter<SimPort, Plain, Heap>;
 
 /// Slots of the NIC's send bounce buffers.
 const SLOTS: usize = 16;
+
+/// Completions taken per poll of the port.
+const WCS: usize = 16;
 
 /// The settings of the std shell's `loop` transport (a reliable wire with
 /// RDMA), or of a lossy wire with the reliability layer's timers scaled to
@@ -61,18 +48,34 @@ pub fn config(lossy: bool) -> Config {
 pub struct Node {
     pub me: u16,
     pub ep: SimEndpoint,
-    pub nic: MemNic,
-    /// The rank's virtual time: when its CPU is next free.
-    pub cpu: u64,
-    pub inbox: VecDeque<Rx>,
+    pub nic: SimNic,
     pub windows: Vec<Win>,
     /// Collectives this rank started (the next one's number).
     pub collectives: u16,
-    /// What the core posted, not yet handed to the network.
-    pub posted: Vec<ToWire>,
+    /// The memory behind each user buffer the adapter names, by handle.
+    pub(crate) mem: Vec<Option<Buf>>,
     /// Buffers free for requests' bytes.
     free: Vec<UserBuf>,
+    wcs: [Completion; WCS],
+    lossy: bool,
     model: Model,
+}
+
+/// A rank's windows as its progress hands them one-sided events.
+struct Epochs<'a>(&'a mut [Win]);
+
+impl Windows for Epochs<'_> {
+    fn on_completion(&mut self, window: u16, work: WorkId, result: WcResult) -> bool {
+        self.0
+            .get_mut(window as usize)
+            .is_some_and(|w| w.epoch.on_completion(work, result))
+    }
+
+    fn on_immediate(&mut self, window: u16, imm: u32) {
+        if let Some(w) = self.0.get_mut(window as usize) {
+            w.epoch.on_immediate(imm);
+        }
+    }
 }
 
 impl Node {
@@ -101,22 +104,29 @@ impl Node {
         let ep = SimEndpoint::new(cfg, me, ranks, rmx_core::Tables::new(&sizes))
             .map_err(|e| format!("config: {e:?}"))?;
         let eager = cfg.eager_threshold as usize;
-        let mut nic = MemNic::new(SLOTS, eager + 64);
-        if !lossy {
-            nic = nic.with_rdma(1 << 24);
-            nic.caps.write_imm = true;
-            nic.windows = true;
-        }
+        let slots = vec![0; SLOTS * SimNic::slot_size(eager)];
+        // A row for every request's buffer, kept or free, and the windows'.
+        let rows = 2 * sizes.requests + 64;
+        let users = vec![rmx_driver::UserEntry::default(); rows];
+        let regs = vec![None; rows];
+        let port = SimPort::new(model, lossy);
+        // SAFETY: the slots are a vector's heap buffer, moved into the
+        // adapter and never reallocated.
+        let nic = unsafe { SimNic::new(port, Plain, eager, slots, users, regs) }
+            .map_err(|e| format!("adapter: {e:?}"))?;
         Ok(Node {
             me,
             ep,
             nic,
-            cpu: 0,
-            inbox: VecDeque::new(),
             windows: Vec::new(),
             collectives: 0,
-            posted: Vec::new(),
+            mem: Vec::new(),
             free: Vec::new(),
+            wcs: [Completion {
+                wr_id: 0,
+                result: Ok(()),
+            }; WCS],
+            lossy,
             model,
         })
     }
@@ -126,121 +136,80 @@ impl Node {
         &self.model
     }
 
-    /// A step every rank takes part in (a collective, a fence) starts: the
-    /// core watches every rank while it runs, as the std shell's runner
-    /// has it; a group that lost a rank already refuses the step.
-    pub fn watch_group(&mut self, what: &str) -> Result<(), String> {
-        if !self.ep.group_intact() {
-            return Err(self.group_lost(what));
-        }
-        self.ep.watch_all(self.cpu);
-        Ok(())
+    /// The rank's virtual time: when its CPU is next free.
+    pub fn cpu(&self) -> u64 {
+        self.nic.port_ref().cpu
     }
 
-    /// What a poll of such a step returned (`waiting`: not done yet), as
-    /// the step ends it: a wait once the group lost a rank fails (the rank
-    /// it waits on may have left the step for good), and the watch ends
-    /// with the step.
-    pub fn watched<T: PartialEq>(
-        &mut self,
-        what: &str,
-        waiting: T,
-        polled: Result<T, String>,
-    ) -> Result<T, String> {
-        let polled = match polled {
-            Ok(w) if w == waiting && !self.ep.group_intact() => Err(self.group_lost(what)),
-            r => r,
-        };
-        if polled.as_ref().map_or(true, |w| *w != waiting) {
-            self.ep.unwatch_all();
-        }
-        polled
-    }
-
-    fn group_lost(&self, what: &str) -> String {
-        format!(
-            "rank {}: {what}: PeerFailed (the group lost a rank)",
-            self.me
-        )
+    /// The rank's port (its clock, what it posted, what arrived).
+    pub fn port(&mut self) -> &mut SimPort {
+        self.nic.port()
     }
 
     /// Spends `ns` of CPU.
     pub fn spend(&mut self, ns: u64) {
-        self.cpu += ns;
+        self.port().cpu += ns;
     }
 
-    /// Takes what the NIC holds for the network, each post costing `o`.
-    pub fn collect(&mut self) {
-        let o = self.model.overhead_ns;
-        for (to, bytes) in std::mem::take(&mut self.nic.outbox) {
-            self.spend(o);
-            self.posted.push(ToWire::Packet {
-                at: self.cpu,
-                to,
-                bytes,
-            });
-        }
-        for post in std::mem::take(&mut self.nic.rdma_out) {
-            self.spend(o);
-            self.posted.push(ToWire::Rdma { at: self.cpu, post });
-        }
-    }
-
-    /// Hands the core everything that arrived, then whatever timer is
-    /// due: one progress round at the rank's time.
+    /// One progress round at the rank's time, the driver's as every
+    /// shell's (the port charges each packet taken), then whatever timer
+    /// is due.
     pub fn progress(&mut self) {
-        while let Some(rx) = self.inbox.pop_front() {
-            match rx {
-                Rx::Packet(bytes) => {
-                    self.spend(self.model.overhead_ns);
-                    let buf = self.nic.deliver(bytes);
-                    self.ep.on_receive(self.cpu, &mut self.nic, buf);
-                }
-                Rx::Immediate(imm) => {
-                    self.spend(self.model.immediate_ns);
-                    if let Some(w) = self.windows.get_mut(imm_window(imm) as usize) {
-                        w.epoch.on_immediate(imm);
-                    }
-                }
-                Rx::Done(wr_id, result) => {
-                    let taken = match WorkId::from_wr_id(wr_id) {
-                        Some(work @ WorkId::Window { window, .. }) => self
-                            .windows
-                            .get_mut(window as usize)
-                            .is_some_and(|w| w.epoch.on_completion(work, result)),
-                        _ => false,
-                    };
-                    if !taken {
-                        self.ep.on_completion(&mut self.nic, wr_id, result);
-                    }
-                }
-            }
-            self.collect();
+        let t = self.cpu();
+        let mut now = t;
+        let mut wins = Epochs(&mut self.windows);
+        let (ep, nic, wcs) = (&mut self.ep, &mut self.nic, &mut self.wcs);
+        rmx_driver::progress(ep, nic, &mut wins, wcs, &mut now, self.lossy, || t);
+        let cpu = self.cpu();
+        if self.ep.poll_timeout().is_some_and(|t| t <= cpu) {
+            self.ep.poll(cpu, &mut self.nic);
         }
-        if self.ep.poll_timeout().is_some_and(|t| t <= self.cpu) {
-            self.ep.poll(self.cpu, &mut self.nic);
-            self.collect();
+    }
+
+    /// A new user buffer of `len` zero bytes, named to the adapter.
+    pub fn user_buf(&mut self, len: usize) -> UserBuf {
+        let mut b = Buf::zeroed(len);
+        // SAFETY: the buffer lives in `mem` until the rank drops, after
+        // its adapter (declared first) has drained the port.
+        let h = unsafe { self.nic.add_user(b.as_ptr() as usize, b.len()) }
+            .expect("the simulator sizes its user table for every request and window");
+        let i = h.0 as usize;
+        if self.mem.len() <= i {
+            self.mem.resize_with(i + 1, || None);
         }
+        self.mem[i] = Some(b);
+        h
+    }
+
+    /// The memory behind user buffer `b`.
+    pub fn mem(&self, b: UserBuf) -> &Buf {
+        self.mem[b.0 as usize]
+            .as_ref()
+            .expect("a buffer the rank made")
+    }
+
+    pub fn mem_mut(&mut self, b: UserBuf) -> &mut Buf {
+        self.mem[b.0 as usize]
+            .as_mut()
+            .expect("a buffer the rank made")
     }
 
     /// A buffer of at least `len` bytes for a request.
     fn buffer(&mut self, len: usize) -> UserBuf {
-        let fits = |b: &UserBuf, nic: &MemNic| nic.user[b.0 as usize].len() >= len;
-        if let Some(i) = self.free.iter().position(|b| fits(b, &self.nic)) {
+        let fits = |b: &UserBuf| self.mem(*b).len() >= len;
+        if let Some(i) = self.free.iter().position(fits) {
             return self.free.swap_remove(i);
         }
-        self.nic.user_buf(vec![0; len.next_power_of_two().max(64)])
+        self.user_buf(len.next_power_of_two().max(64))
     }
 
     /// Sends `bytes` to `to`.
     pub fn isend(&mut self, to: u16, tag: u32, ctx: u16, bytes: &[u8]) -> Result<Req, SendError> {
         let buf = self.buffer(bytes.len());
-        self.nic.user[buf.0 as usize][..bytes.len()].copy_from_slice(bytes);
+        self.mem_mut(buf).bytes_mut()[..bytes.len()].copy_from_slice(bytes);
         let len = bytes.len() as u32;
-        let r = self
-            .ep
-            .isend(self.cpu, &mut self.nic, to, tag, ctx, buf, len);
-        self.collect();
+        let cpu = self.cpu();
+        let r = self.ep.isend(cpu, &mut self.nic, to, tag, ctx, buf, len);
         match r {
             Ok(req) => Ok(Req { req, buf }),
             Err(e) => {
@@ -259,10 +228,10 @@ impl Node {
         len: usize,
     ) -> Result<Req, RecvError> {
         let buf = self.buffer(len);
+        let cpu = self.cpu();
         let r = self
             .ep
-            .irecv(self.cpu, &mut self.nic, src, tag, ctx, buf, len as u32);
-        self.collect();
+            .irecv(cpu, &mut self.nic, src, tag, ctx, buf, len as u32);
         match r {
             Ok(req) => Ok(Req { req, buf }),
             Err(e) => {
@@ -284,7 +253,7 @@ impl Node {
             }
         };
         let bytes = match st {
-            Some(st) if st.len > 0 => self.nic.user[q.buf.0 as usize][..st.len as usize].to_vec(),
+            Some(st) if st.len > 0 => self.mem(q.buf).bytes()[..st.len as usize].to_vec(),
             _ => Vec::new(),
         };
         self.free.push(q.buf);

@@ -1,4 +1,7 @@
-//! An in-memory [`Nic`]: vectors for every memory object, an outbox for posts.
+//! An in-memory [`Nic`] for the core's own tests: vectors for every memory
+//! object, an outbox for posts, and knobs for every fate a post can meet
+//! (busy, refused, completed later, unsignalled). The simulator's ranks
+//! run the driver's adapter over a port instead (`rmx_sim::port`).
 
 use rmx_core::wire::HEADER_LEN;
 use std::collections::HashMap;
