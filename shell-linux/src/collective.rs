@@ -237,7 +237,7 @@ impl<T: Transport + 'static> Rank<T> {
             // SAFETY: the request owns both vectors (their heap bytes never
             // move) and leaks them if dropped before the task finished.
             unsafe { task.start(dr, d.0, d.1, s.0, s.1) }?;
-            Ok::<u64, CollectiveError>(dr.run(task))
+            Ok::<u64, CollectiveError>(dr.run_collective(task))
         })?;
         Ok(CollReq {
             id,

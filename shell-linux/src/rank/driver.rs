@@ -39,7 +39,7 @@ pub(crate) struct Driver<T: Transport> {
     pub(super) pinned: Vec<(Mr, Arc<dyn Any + Send + Sync>)>,
     /// Collectives started without waiting, moved on by every round that
     /// found work or ran the timers; and the next one's number.
-    pub(super) running: Vec<Running>,
+    pub(super) running: Vec<Running<T>>,
     pub(super) started: u64,
 }
 
@@ -96,7 +96,7 @@ impl<T: Transport> Driver<T> {
                 std::thread::yield_now();
             }
         }
-        // A running collective can move only once a request of it ended
+        // Running work can move only once a request of it ended
         // (work found) or a peer was given up (the timers ran).
         if !self.running.is_empty() && (n > 0 || self.idle % CLOCK_POLLS == CLOCK_POLLS - 1) {
             self.poll_running();

@@ -32,6 +32,7 @@ mod epochs;
 mod messages;
 mod nic;
 mod running;
+pub(crate) use running::Started;
 mod spin;
 mod tending;
 mod thread;

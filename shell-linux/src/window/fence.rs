@@ -1,59 +1,73 @@
 //! A fence on a std rank: the driver layer's [`FenceTask`], the one every
-//! shell runs, started over this window's bytes ([`Win::ifence`]) with the
-//! window as its host (`host.rs`) and moved on by the rank
-//! ([`Rank::test_fence`], [`Rank::wait_fence`]) until it reports.
+//! shell runs, started over this window's parts ([`Win::ifence`]) with
+//! the window as its host (`host.rs`) and handed to the rank, whose every
+//! progress round moves it on (as a started collective's), whatever the
+//! rank waits for meanwhile, until [`Rank::test_fence`] or
+//! [`Rank::wait_fence`] finds it done.
 //!
 //! [`FenceTask`]: rmx_driver::task::FenceTask
 
+use std::any::Any;
 use std::task::Poll;
 
 use rmx_driver::task::{CollectiveError, FenceLayout, Fenced};
 
-use super::host::Host;
-use super::io::{Io, Task};
+use super::host::{Host, Parts};
+use super::io::Task;
 use super::{deferred, immediate, Assert, Win, WinError};
-use crate::rank::{Driver, Rank};
+use crate::rank::{Driver, Rank, Started};
 use crate::transport::Transport;
 
 /// A fence under way, started by [`Win::ifence`]: the window is its until
-/// it completes ([`Rank::test_fence`] or [`Rank::wait_fence`], which move
-/// it on). One dropped before then leaks the fence's buffers rather than
-/// free memory the network may still write, and leaves the window in its
-/// fence (every later call on it fails).
+/// it completes ([`Rank::test_fence`] or [`Rank::wait_fence`]). The rank
+/// moves it on meanwhile. One dropped before then leaves it with the rank,
+/// which carries it to its end and keeps its buffers, and leaves the
+/// window in its fence (every later call on it fails).
 #[must_use = "a fence must be completed with test_fence or wait_fence"]
 pub struct FenceReq<'w> {
     w: &'w mut Win,
-    /// On the heap, kept by the window from fence to fence: the request
-    /// moves cheaply.
-    task: Option<Box<Task>>,
-    io: Io,
+    /// Its number among the rank's running work; `None` once taken back.
+    id: Option<u64>,
     gets: u32,
     /// The rank that started it (its requests are that rank's).
     rank: u64,
     result: Option<Result<(), WinError>>,
 }
 
-impl FenceReq<'_> {
-    fn running(&self) -> bool {
-        self.task.as_ref().is_some_and(|t| t.holds_requests())
-    }
+/// A started fence as the rank holds it: the task (on the heap, kept by
+/// the window from fence to fence), the window's parts it works on, and
+/// its report.
+struct Running {
+    task: Box<Task>,
+    parts: Parts,
+    report: Option<Result<Fenced, CollectiveError>>,
 }
 
-impl Drop for FenceReq<'_> {
-    fn drop(&mut self) {
-        if self.running() {
-            std::mem::forget(std::mem::take(&mut self.io));
-            std::mem::forget(self.task.take());
+// SAFETY: the task's pointers name the heap bytes of `parts` (and the
+// window's memory, kept alive by its `Arc` there), touched only by whoever
+// holds the rank's driver.
+unsafe impl Send for Running {}
+
+impl<T: Transport> Started<T> for Running {
+    fn poll(&mut self, d: &mut Driver<T>) -> bool {
+        let mut host = Host::new(d, &mut self.parts);
+        if let Poll::Ready(r) = self.task.poll(&mut host) {
+            self.report = Some(r);
         }
+        self.report.is_some()
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 }
 
 impl Win {
     /// Starts the fence that ends this epoch (see
     /// [`fence_with`](Self::fence_with)) without waiting for it: the
-    /// application computes while the rank, whenever it is tested, moves
-    /// the fence on. Collective: every rank fences, and starts its other
-    /// collectives in the same order around it.
+    /// application computes while the rank, in every progress round,
+    /// moves the fence on. Collective: every rank fences, and starts its
+    /// other collectives in the same order around it.
     pub fn ifence<T: Transport + 'static>(
         &mut self,
         r: &mut Rank<T>,
@@ -92,27 +106,33 @@ impl Win {
         r.collectives = seq.wrapping_add(Task::COLLECTIVES);
         let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
         let kept = io.task.take();
-        let task = r.with(|d| {
-            let mut host = Host::new(d, self, &mut io);
-            // SAFETY: `io` (the lent bytes and every buffer the host names)
-            // moves into the request, whose heap bytes stay in place until
-            // the task reported or are leaked with it; the window's memory
-            // lives as long as the window, borrowed by the request.
+        let mut parts = Parts::take(self, io);
+        let id = r.with(|d| {
+            let mut host = Host::new(d, &mut parts);
+            // SAFETY: the lent bytes and every buffer the host names lie
+            // on the heap in `parts`, which moves with the task to the
+            // rank and stays there until the task reported; the window's
+            // memory is kept alive by the `Arc` in `parts`.
             let start = |host: &mut Host<'_, T>| unsafe {
                 Task::start(host, layout, mem_ptr, mem_len, slots, seq)
             };
-            match kept {
+            let task = match kept {
                 Some(mut b) => {
                     *b = start(&mut host);
                     b
                 }
                 None => Box::new(start(&mut host)),
-            }
+            };
+            let report = None;
+            d.run(Box::new(Running {
+                task,
+                parts,
+                report,
+            }))
         });
         Ok(FenceReq {
             w: self,
-            task: Some(task),
-            io,
+            id: Some(id),
             gets,
             rank: r.id(),
             result: None,
@@ -133,13 +153,15 @@ impl<T: Transport + 'static> Rank<T> {
             self.id(),
             "a fence is tested on the rank that started it"
         );
-        if f.running() {
-            let p = self.with(|d| {
+        if let Some(id) = f.id {
+            let done = self.with(|d| {
                 d.progress();
-                poll(f, d)
+                d.poll_running();
+                d.take_finished(id)
             });
-            if let Poll::Ready(res) = p {
-                f.result = Some(finish(f, self, res));
+            if let Some(done) = done {
+                f.id = None;
+                f.result = Some(finish(f, self, done));
             }
         }
         f.result.take()
@@ -155,21 +177,15 @@ impl<T: Transport + 'static> Rank<T> {
             self.id(),
             "a fence is waited for on the rank that started it"
         );
-        if f.running() {
-            let res = self.drive(|d| poll(&mut f, d));
-            f.result = Some(finish(&mut f, self, res));
+        if let Some(id) = f.id.take() {
+            let done = self.drive(|d| match d.finished(id) {
+                true => Poll::Ready(d.take_finished(id)),
+                false => Poll::Pending,
+            });
+            f.result = Some(finish(&mut f, self, done.expect("a finished fence")));
         }
         f.result.take().expect("a fence completes once")
     }
-}
-
-/// Polls the fence's task with the window as its host.
-fn poll<T: Transport>(
-    f: &mut FenceReq<'_>,
-    d: &mut Driver<T>,
-) -> Poll<Result<Fenced, CollectiveError>> {
-    let mut host = Host::new(d, f.w, &mut f.io);
-    f.task.as_mut().expect("started").poll(&mut host)
 }
 
 /// The fence reported: the window hands out the gets of the epoch it ended
@@ -177,11 +193,18 @@ fn poll<T: Transport>(
 fn finish<T: Transport + 'static>(
     f: &mut FenceReq<'_>,
     r: &mut Rank<T>,
-    res: Result<Fenced, CollectiveError>,
+    done: Box<dyn Any>,
 ) -> Result<(), WinError> {
     let w = &mut *f.w;
-    let mut io = std::mem::take(&mut f.io);
-    let mut task = f.task.take().expect("started");
+    let Running {
+        mut task,
+        parts,
+        report,
+    } = *done
+        .downcast::<Running>()
+        .expect("a fence's work is a fence");
+    let res = report.expect("reported");
+    let mut io = parts.put_back(w);
     io.slots = task.slots_mut().map(std::mem::take).unwrap_or_default();
     io.task = Some(task);
     if let Some(imm) = w.imm.as_mut() {

@@ -13,7 +13,7 @@ use rmx_core::onesided::{tag, FIRST};
 use rmx_core::{RecvFault, SendError};
 use rmx_driver::task::{CollectiveError, FenceHost, Inbox, Messages};
 
-use super::host::Host;
+use super::host::{Host, Parts};
 use super::messages::Outgoing;
 use super::{Win, WinError, RMA_CONTEXT};
 use crate::rank::{Rank, Req};
@@ -98,13 +98,14 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
         .collect();
     let epoch = w.epoch(r, |e, _| e.epoch());
     let mut first = w.first.take().unwrap_or_else(|| Box::new([0u8; FIRST]));
-    let mut io = std::mem::take(&mut w.io);
+    let io = std::mem::take(&mut w.io);
+    let mut parts = Parts::take(w, io);
     // SAFETY: `first` stays on the heap, here, until the inbox holds no
     // request (it is closed below before `first` goes back).
     let mut inbox = unsafe { Inbox::new(w.id, epoch, first.as_mut_ptr()) };
     let (mut fault, mut failed, mut closing) = (None, None, false);
     r.drive(|d| {
-        let mut host = Host::new(d, w, &mut io);
+        let mut host = Host::new(d, &mut parts);
         for s in older.iter_mut() {
             if let Some(q) = s.take() {
                 match host.rank().test(q) {
@@ -145,6 +146,7 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
         }
     });
     // Nothing names the answers or the data any more.
+    let mut io = parts.put_back(w);
     io.answers.clear();
     io.data.clear();
     w.io = io;

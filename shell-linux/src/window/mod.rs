@@ -636,6 +636,7 @@ mod tests {
     use crate::job::{self, Net};
     use crate::loopnic::LoopConfig;
     use crate::rank::loop_config;
+    use rmx_core::{Source, TagSel};
 
     /// A fence reuses the last one's lists: a large epoch's lists shrink
     /// back to a bounded size, and the epochs after it (smaller ones, and
@@ -892,6 +893,49 @@ mod tests {
                 assert_eq!(put, Ok(()), "{design:?}");
                 assert_eq!(again, Ok(()), "{design:?}");
                 assert_eq!(closed, Ok(()), "{design:?}");
+            }
+        }
+    }
+
+    /// A started fence moves on while its rank waits for something else:
+    /// rank 0 starts its fence and then blocks in a receive that rank 1
+    /// sends only once its own fence (which needs rank 0's) is done. Were
+    /// the fence moved on only when tested, the ranks would hang.
+    #[test]
+    fn a_started_fence_moves_on_while_its_rank_waits_in_a_receive() {
+        for design in Design::ALL {
+            let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+                let (me, n) = (r.rank(), r.size());
+                let next = (me + 1) % n;
+                let mut w = r.win_create_with(64, 1, design).expect("window");
+                w.fence(r).unwrap();
+                w.put(r, next, 0, &[me as u8 + 1; 8]).unwrap();
+                let one = 1u32.to_ne_bytes();
+                w.accumulate(r, next, 8, &one, Op::Sum, Int::U32).unwrap();
+                let f = w.ifence(r, Assert::NONE).expect("started");
+                let fenced = match me {
+                    0 => {
+                        let mut b = [0u8; 4];
+                        r.recv(Source::Rank(1), TagSel::Tag(7), &mut b)
+                            .expect("recv");
+                        assert_eq!(b, *b"done");
+                        r.wait_fence(f)
+                    }
+                    _ => {
+                        let res = r.wait_fence(f);
+                        if me == 1 {
+                            r.send(0, 7, b"done").expect("send");
+                        }
+                        res
+                    }
+                };
+                (fenced, w.to_vec())
+            });
+            for (me, (fenced, mem)) in out.into_iter().enumerate() {
+                let prev = (me + 2) % 3;
+                assert_eq!(fenced, Ok(()), "{design:?}");
+                assert_eq!(&mem[..8], &[prev as u8 + 1; 8], "{design:?}");
+                assert_eq!(&mem[8..12], &1u32.to_ne_bytes(), "{design:?}");
             }
         }
     }
