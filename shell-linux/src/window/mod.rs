@@ -897,6 +897,20 @@ mod tests {
         }
     }
 
+    /// A window of 64 bytes in `design` whose epoch has this rank put its
+    /// number + 1 into the next rank's first 8 bytes and add 1 to its u32
+    /// at 8; this rank's number and the window.
+    fn ring_epoch(r: &mut Rank, design: Design) -> (u16, Win) {
+        let (me, n) = (r.rank(), r.size());
+        let next = (me + 1) % n;
+        let mut w = r.win_create_with(64, 1, design).expect("window");
+        w.fence(r).unwrap();
+        w.put(r, next, 0, &[me as u8 + 1; 8]).unwrap();
+        let one = 1u32.to_ne_bytes();
+        w.accumulate(r, next, 8, &one, Op::Sum, Int::U32).unwrap();
+        (me, w)
+    }
+
     /// A started fence moves on while its rank waits for something else:
     /// rank 0 starts its fence and then blocks in a receive that rank 1
     /// sends only once its own fence (which needs rank 0's) is done. Were
@@ -905,13 +919,7 @@ mod tests {
     fn a_started_fence_moves_on_while_its_rank_waits_in_a_receive() {
         for design in Design::ALL {
             let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
-                let (me, n) = (r.rank(), r.size());
-                let next = (me + 1) % n;
-                let mut w = r.win_create_with(64, 1, design).expect("window");
-                w.fence(r).unwrap();
-                w.put(r, next, 0, &[me as u8 + 1; 8]).unwrap();
-                let one = 1u32.to_ne_bytes();
-                w.accumulate(r, next, 8, &one, Op::Sum, Int::U32).unwrap();
+                let (me, mut w) = ring_epoch(r, design);
                 let f = w.ifence(r, Assert::NONE).expect("started");
                 let fenced = match me {
                     0 => {
@@ -952,14 +960,8 @@ mod tests {
     fn a_started_fence_completes_beside_a_collective_started_after_it() {
         for design in Design::ALL {
             let out = job::run(3, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
-                let (me, n) = (r.rank(), r.size());
-                let next = (me + 1) % n;
-                let mut w = r.win_create_with(64, 1, design).expect("window");
-                w.fence(r).unwrap();
-                w.put(r, next, 0, &[me as u8 + 1; 8]).unwrap();
-                let one = 1u32.to_ne_bytes();
-                w.accumulate(r, next, 8, &one, Op::Sum, Int::U32).unwrap();
-                let g = w.get(r, next, 32, 4).unwrap();
+                let (me, mut w) = ring_epoch(r, design);
+                let g = w.get(r, (me + 1) % r.size(), 32, 4).unwrap();
                 let mut f = w.ifence(r, Assert::NONE).expect("started");
                 // Rank 0's fence moves on before its allreduce starts:
                 // whatever step it reaches, the numbers are already taken.
