@@ -1,0 +1,265 @@
+//! The regions' logic over a mock kernel: an address space of mapped
+//! pages, pins recorded per slot and page (a page pinned twice or
+//! unpinned when not pinned fails the test), and a notifier sequence the
+//! tests move.
+
+extern crate std;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::vec::Vec;
+
+use super::*;
+use crate::region::PAGE;
+
+#[derive(Default)]
+struct Mock {
+    mapped: BTreeSet<u64>,
+    /// (slot, page in its array) -> user address pinned there.
+    pins: BTreeMap<(u16, u32), u64>,
+    watched: BTreeMap<u16, (u64, u64)>,
+    seq: BTreeMap<u16, u64>,
+    /// Every pin call's page count, in order.
+    calls: Vec<u32>,
+}
+
+impl Mock {
+    fn map(&mut self, addr: u64, pages: u64) {
+        for p in 0..pages {
+            self.mapped.insert(addr + p * PAGE);
+        }
+    }
+
+    /// The kernel invalidates `slot`'s range: its sequence moves on.
+    fn fire(&mut self, slot: u16) {
+        *self.seq.entry(slot).or_default() += 2;
+    }
+}
+
+impl Kernel for Mock {
+    fn pin(&mut self, slot: u16, first: u32, addr: u64, count: u32) -> Result<u32, i32> {
+        self.calls.push(count);
+        let mut n = 0;
+        while n < count && self.mapped.contains(&(addr + u64::from(n) * PAGE)) {
+            let old = self
+                .pins
+                .insert((slot, first + n), addr + u64::from(n) * PAGE);
+            assert!(
+                old.is_none(),
+                "page {} of slot {slot} pinned twice",
+                first + n
+            );
+            n += 1;
+        }
+        if n == 0 {
+            return Err(-14);
+        }
+        Ok(n)
+    }
+
+    fn unpin(&mut self, slot: u16, first: u32, count: u32) {
+        for p in first..first + count {
+            assert!(
+                self.pins.remove(&(slot, p)).is_some(),
+                "page {p} of slot {slot} unpinned but not pinned"
+            );
+        }
+    }
+
+    fn watch(&mut self, slot: u16, start: u64, len: u64) -> Result<(), i32> {
+        assert!(self.watched.insert(slot, (start, len)).is_none());
+        Ok(())
+    }
+
+    fn unwatch(&mut self, slot: u16) {
+        assert!(self.watched.remove(&slot).is_some());
+    }
+
+    fn read_begin(&mut self, slot: u16) -> u64 {
+        *self.seq.entry(slot).or_default()
+    }
+
+    fn read_retry(&mut self, slot: u16, seq: u64) -> bool {
+        self.seq.get(&slot).copied().unwrap_or(0) != seq
+    }
+}
+
+type Ctx = Regions<Vec<Slot>, Vec<AtomicU32>>;
+
+fn ctx(slots: usize, limit: u64) -> Ctx {
+    let shared = (0..=slots).map(|_| AtomicU32::new(0)).collect();
+    Regions::new(std::vec![Slot::default(); slots], shared, limit).unwrap()
+}
+
+fn seg(addr: u64, len: u64) -> Segment {
+    Segment { addr, len }
+}
+
+const A: u64 = 0x10_0000;
+
+#[test]
+fn descriptors_name_one_declaration_of_one_context() {
+    let mut k = Mock::default();
+    let mut c = ctx(2, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 100)]).unwrap();
+    let e = c.declare(&mut k, &[seg(A, 100)]).unwrap();
+    assert_eq!(c.declare(&mut k, &[seg(A, 1)]), Err(Error::Full));
+    assert_eq!(k.watched.len(), 2);
+    c.undeclare(&mut k, d).unwrap();
+    assert_eq!(c.undeclare(&mut k, d), Err(Error::BadDescriptor), "twice");
+    let again = c.declare(&mut k, &[seg(A, 100)]).unwrap();
+    assert_eq!(again.slot(), d.slot());
+    assert_ne!(again, d);
+    assert_eq!(c.region(d).err(), Some(Error::BadDescriptor), "a stale one");
+    assert_eq!(c.region(Desc(0xffff)).err(), Some(Error::BadDescriptor));
+    assert_eq!(c.region(Desc(u32::MAX)).err(), Some(Error::BadDescriptor));
+    assert_eq!(c.declare(&mut k, &[seg(A, 0)]), Err(Error::Invalid));
+    assert!(c.region(e).is_ok());
+}
+
+#[test]
+fn a_region_is_pinned_in_doubling_chunks_and_read_only_where_pinned() {
+    let mut k = Mock::default();
+    k.map(A, 40);
+    let mut c = ctx(4, 1 << 20);
+    // 8 pages, then 30 pages elsewhere.
+    let d = c
+        .declare(&mut k, &[seg(A, 8 * PAGE), seg(A + 10 * PAGE, 30 * PAGE)])
+        .unwrap();
+    assert_eq!(c.span(d, 0, 1), Ok(None), "nothing pinned: an overlap miss");
+    assert_eq!(c.pin_step(&mut k, d), Ok(Pinned::Part));
+    assert_eq!(c.span(d, 0, PAGE), Ok(Some((0, 1))));
+    assert_eq!(c.span(d, 0, PAGE + 1), Ok(None));
+    c.pin_all(&mut k, d).unwrap();
+    // 1, 2, 4, then the 1 left of the first segment; 8, 16, then the 6
+    // left of the second.
+    assert_eq!(k.calls, [1, 2, 4, 1, 16, 14]);
+    assert_eq!(c.region(d).unwrap().pinned(), 38);
+    assert_eq!(k.pins.len(), 38);
+    assert_eq!(c.pinned(), 38);
+    assert_eq!(c.span(d, 0, 38 * PAGE), Ok(Some((0, 38))));
+    assert_eq!(c.span(d, 0, 38 * PAGE + 1), Err(Error::Invalid));
+    assert_eq!(k.pins[&(d.slot(), 8)], A + 10 * PAGE);
+    assert_eq!(c.pin_step(&mut k, d), Ok(Pinned::All), "nothing left");
+}
+
+#[test]
+fn an_unmapped_range_is_declared_and_fails_when_pinned() {
+    let mut k = Mock::default();
+    k.map(A, 2);
+    let mut c = ctx(2, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 4 * PAGE)]).unwrap();
+    assert_eq!(c.pin_all(&mut k, d), Err(Error::Pin(-14)));
+    assert_eq!(Error::Pin(-14).errno(), 14);
+    // What was pinned before the hole stays, usable.
+    assert_eq!(c.region(d).unwrap().pinned(), 2);
+    assert_eq!(c.span(d, 0, 2 * PAGE), Ok(Some((0, 2))));
+    k.map(A + 2 * PAGE, 2);
+    c.pin_all(&mut k, d).unwrap();
+    c.close(&mut k);
+    assert!(k.pins.is_empty() && k.watched.is_empty());
+    assert_eq!(c.pinned(), 0);
+}
+
+#[test]
+fn an_invalidation_unpins_and_the_next_use_pins_again() {
+    let mut k = Mock::default();
+    k.map(A, 16);
+    let mut c = ctx(2, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 16 * PAGE)]).unwrap();
+    let other = c.declare(&mut k, &[seg(A + 64 * PAGE, PAGE)]).unwrap();
+    c.pin_all(&mut k, d).unwrap();
+    let g = c.shared[1 + d.slot() as usize].load(Ordering::Acquire);
+    assert_eq!(c.shared[0].load(Ordering::Acquire), 16);
+    // An invalidation beside the region changes nothing.
+    c.invalidate(&mut k, d.slot(), A + 16 * PAGE, A + 32 * PAGE);
+    assert_eq!(c.region(d).unwrap().pinned(), 16);
+    c.invalidate(&mut k, d.slot(), A + 3 * PAGE, A + 4 * PAGE);
+    assert_eq!(c.region(d).unwrap().pinned(), 0);
+    assert!(k.pins.is_empty());
+    let g2 = c.shared[1 + d.slot() as usize].load(Ordering::Acquire);
+    assert_ne!(g, g2, "userspace sees the change with one load");
+    assert_eq!(c.shared[0].load(Ordering::Acquire), 0);
+    assert_eq!(c.span(d, 0, 1), Ok(None));
+    c.pin_all(&mut k, d).unwrap();
+    assert_eq!(c.pinned(), 16);
+    assert_eq!(
+        c.generation(other.slot()),
+        Some(1),
+        "another slot untouched"
+    );
+}
+
+#[test]
+fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
+    let mut k = Mock::default();
+    k.map(A, 4);
+    let mut c = ctx(1, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 4 * PAGE)]).unwrap();
+    let Step::Pin(job) = c.begin_pin(&mut k, d).unwrap() else {
+        panic!("something to pin");
+    };
+    assert_eq!(c.begin_pin(&mut k, d), Ok(Step::Wait), "one pin at a time");
+    assert_eq!(c.undeclare(&mut k, d), Err(Error::Busy));
+    let got = k.pin(d.slot(), job.first, job.addr, job.count);
+    k.fire(d.slot());
+    c.invalidate(&mut k, d.slot(), A, A + PAGE);
+    assert_eq!(c.end_pin(&mut k, job, got), Ok(Pinned::Part));
+    assert!(k.pins.is_empty(), "the stale pages went back");
+    assert_eq!(c.region(d).unwrap().pinned(), 0);
+    c.pin_all(&mut k, d).unwrap();
+    assert_eq!(k.pins.len(), 4);
+}
+
+#[test]
+fn a_region_undeclared_during_its_pin_keeps_no_page() {
+    let mut k = Mock::default();
+    k.map(A, 4);
+    let mut c = ctx(1, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 4 * PAGE)]).unwrap();
+    let Step::Pin(job) = c.begin_pin(&mut k, d).unwrap() else {
+        panic!("something to pin");
+    };
+    let got = k.pin(d.slot(), job.first, job.addr, job.count);
+    c.close(&mut k);
+    assert_eq!(c.end_pin(&mut k, job, got), Err(Error::BadDescriptor));
+    assert!(k.pins.is_empty());
+}
+
+#[test]
+fn past_the_limit_unused_regions_give_their_pages_back_oldest_first() {
+    let mut k = Mock::default();
+    k.map(A, 64);
+    let mut c = ctx(4, 8);
+    let r: Vec<Desc> = (0..3)
+        .map(|i| {
+            c.declare(&mut k, &[seg(A + i * 16 * PAGE, 4 * PAGE)])
+                .unwrap()
+        })
+        .collect();
+    for &d in &r[..2] {
+        c.acquire(d).unwrap();
+        c.pin_all(&mut k, d).unwrap();
+        c.release(d).unwrap();
+    }
+    assert_eq!(c.pinned(), 8);
+    // The third needs room: the least recently used (the first) goes.
+    c.acquire(r[2]).unwrap();
+    c.pin_all(&mut k, r[2]).unwrap();
+    assert_eq!(c.region(r[0]).unwrap().pinned(), 0);
+    assert_eq!(c.region(r[1]).unwrap().pinned(), 4);
+    assert_eq!(c.pinned(), 8);
+    // In use, nothing can go: the first cannot be pinned again.
+    c.acquire(r[1]).unwrap();
+    c.acquire(r[0]).unwrap();
+    assert_eq!(c.pin_step(&mut k, r[0]), Err(Error::Limit));
+    assert_eq!(c.undeclare(&mut k, r[1]), Err(Error::Busy));
+    c.release(r[1]).unwrap();
+    c.pin_all(&mut k, r[0]).unwrap();
+    assert_eq!(
+        c.region(r[1]).unwrap().pinned(),
+        0,
+        "the unused one gave way"
+    );
+    assert_eq!(c.release(r[1]), Err(Error::Invalid), "released twice");
+    assert_eq!(k.pins.len() as u64, c.pinned());
+}
