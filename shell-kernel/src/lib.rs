@@ -19,6 +19,8 @@
 
 pub mod error;
 pub mod kernel;
+#[cfg(any(test, feature = "mock"))]
+pub mod mock;
 pub mod region;
 pub mod regions;
 pub mod schedule;

@@ -84,8 +84,10 @@ pub enum Pinned {
 pub struct Regions<S, G> {
     slots: S,
     shared: G,
-    /// Pages pinned in all, and the most allowed.
+    /// Pages pinned in all, pages of pins in flight, and the most
+    /// allowed of both.
     pinned: u64,
+    reserved: u64,
     limit: u64,
     /// Uses so far (eviction order).
     tick: u64,
@@ -107,6 +109,7 @@ where
             slots,
             shared,
             pinned: 0,
+            reserved: 0,
             limit,
             tick: 0,
         })
@@ -221,6 +224,7 @@ where
         let r = self.get(d)?;
         r.pinning = true;
         let count = room as u32;
+        self.reserved += room;
         let seq = k.read_begin(d.slot());
         Ok(Step::Pin(Job {
             desc: d,
@@ -242,6 +246,7 @@ where
     ) -> Result<Pinned, Error> {
         let slot = job.desc.slot();
         let raced = k.read_retry(slot, job.seq);
+        self.reserved -= u64::from(job.count).min(self.reserved);
         let r = match self.get(job.desc) {
             Ok(r) => r,
             Err(e) => {
@@ -347,7 +352,7 @@ where
     /// regions other than `keep`, least recently used first; how many
     /// pages may be pinned.
     fn make_room<K: Kernel>(&mut self, k: &mut K, keep: u16, want: u64) -> u64 {
-        while self.pinned + want > self.limit {
+        while self.pinned + self.reserved + want > self.limit {
             let victim = self
                 .slots
                 .as_ref()
@@ -371,7 +376,7 @@ where
             self.pinned -= u64::from(n);
             self.bump(v);
         }
-        want.min(self.limit.saturating_sub(self.pinned))
+        want.min(self.limit.saturating_sub(self.pinned + self.reserved))
     }
 
     /// Slot `slot`'s view changed: userspace must look again.

@@ -1,87 +1,12 @@
-//! The regions' logic over a mock kernel: an address space of mapped
-//! pages, pins recorded per slot and page (a page pinned twice or
-//! unpinned when not pinned fails the test), and a notifier sequence the
-//! tests move.
+//! The regions' logic over the mock kernel ([`crate::mock`]).
 
 extern crate std;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::vec::Vec;
 
 use super::*;
+use crate::mock::Mock;
 use crate::region::PAGE;
-
-#[derive(Default)]
-struct Mock {
-    mapped: BTreeSet<u64>,
-    /// (slot, page in its array) -> user address pinned there.
-    pins: BTreeMap<(u16, u32), u64>,
-    watched: BTreeMap<u16, (u64, u64)>,
-    seq: BTreeMap<u16, u64>,
-    /// Every pin call's page count, in order.
-    calls: Vec<u32>,
-}
-
-impl Mock {
-    fn map(&mut self, addr: u64, pages: u64) {
-        for p in 0..pages {
-            self.mapped.insert(addr + p * PAGE);
-        }
-    }
-
-    /// The kernel invalidates `slot`'s range: its sequence moves on.
-    fn fire(&mut self, slot: u16) {
-        *self.seq.entry(slot).or_default() += 2;
-    }
-}
-
-impl Kernel for Mock {
-    fn pin(&mut self, slot: u16, first: u32, addr: u64, count: u32) -> Result<u32, i32> {
-        self.calls.push(count);
-        let mut n = 0;
-        while n < count && self.mapped.contains(&(addr + u64::from(n) * PAGE)) {
-            let old = self
-                .pins
-                .insert((slot, first + n), addr + u64::from(n) * PAGE);
-            assert!(
-                old.is_none(),
-                "page {} of slot {slot} pinned twice",
-                first + n
-            );
-            n += 1;
-        }
-        if n == 0 {
-            return Err(-14);
-        }
-        Ok(n)
-    }
-
-    fn unpin(&mut self, slot: u16, first: u32, count: u32) {
-        for p in first..first + count {
-            assert!(
-                self.pins.remove(&(slot, p)).is_some(),
-                "page {p} of slot {slot} unpinned but not pinned"
-            );
-        }
-    }
-
-    fn watch(&mut self, slot: u16, start: u64, len: u64) -> Result<(), i32> {
-        assert!(self.watched.insert(slot, (start, len)).is_none());
-        Ok(())
-    }
-
-    fn unwatch(&mut self, slot: u16) {
-        assert!(self.watched.remove(&slot).is_some());
-    }
-
-    fn read_begin(&mut self, slot: u16) -> u64 {
-        *self.seq.entry(slot).or_default()
-    }
-
-    fn read_retry(&mut self, slot: u16, seq: u64) -> bool {
-        self.seq.get(&slot).copied().unwrap_or(0) != seq
-    }
-}
 
 type Ctx = Regions<Vec<Slot>, Vec<AtomicU32>>;
 
@@ -262,4 +187,23 @@ fn past_the_limit_unused_regions_give_their_pages_back_oldest_first() {
     );
     assert_eq!(c.release(r[1]), Err(Error::Invalid), "released twice");
     assert_eq!(k.pins.len() as u64, c.pinned());
+}
+
+#[test]
+fn pins_in_flight_count_against_the_limit() {
+    let mut k = Mock::default();
+    k.map(A, 64);
+    let mut c = ctx(2, 3);
+    let d = c.declare(&mut k, &[seg(A, 8 * PAGE)]).unwrap();
+    let e = c.declare(&mut k, &[seg(A + 16 * PAGE, 8 * PAGE)]).unwrap();
+    c.pin_step(&mut k, d).unwrap();
+    let Step::Pin(job) = c.begin_pin(&mut k, d).unwrap() else {
+        panic!("a second chunk");
+    };
+    assert_eq!(job.count, 2);
+    // The limit's last pages are promised to the pin in flight.
+    assert_eq!(c.pin_step(&mut k, e), Err(Error::Limit));
+    let got = k.pin(d.slot(), job.first, job.addr, job.count);
+    assert_eq!(c.end_pin(&mut k, job, got), Ok(Pinned::Part));
+    assert_eq!(c.pinned(), 3);
 }
