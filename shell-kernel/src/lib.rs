@@ -23,6 +23,7 @@ pub mod kernel;
 pub mod mock;
 pub mod region;
 pub mod regions;
+pub mod request;
 pub mod schedule;
 
 pub use error::Error;
