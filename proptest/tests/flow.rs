@@ -443,3 +443,46 @@ fn a_stall_that_outlasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
         assert!(rs[1].0.test(q).unwrap().is_some());
     }
 }
+
+/// A budget lent out is not a stall: rank 0 has received every message
+/// that arrived and lent the freed credits again, but the grants and the
+/// messages they pay for are still on the wire (a slow transport, a send
+/// queue busy for seconds). Nothing unexpected holds a buffer, so the
+/// receive waiting for the next message waits, however long, and gets it.
+#[test]
+fn credits_in_flight_are_no_stall_however_long_they_take() {
+    let cfg = Config {
+        rx_buffers: 48,
+        rx_reserve: 16,
+        rx_low_water: 16,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let timeout = 2 * cfg.peer_timeout_ns;
+    let mut rs = ranks(cfg, 2);
+    let _flood: Vec<Request> = (0..50).map(|k| send(&mut rs, 1, 0, 1, k)).collect();
+    settle(&mut rs);
+    assert!(rs[0].0.stall().is_some(), "the budget is held");
+    // Rank 0 receives what arrived; its grants stay in its outbox.
+    let mut got = 0u8;
+    while rs[0].0.held_buffers() > 0 {
+        let (r, d) = recv(&mut rs, 0, TagSel::Tag(1));
+        assert!(rs[0].0.test(r).unwrap().is_some());
+        assert_eq!(rs[0].1.user[d.0 as usize][0], got);
+        got += 1;
+    }
+    assert!(got < 50);
+    let (next, d) = recv(&mut rs, 0, TagSel::Tag(1));
+    let (ep, nic) = &mut rs[0];
+    let step = 1_000_000;
+    let mut now = 0;
+    while now < 2 * timeout {
+        now += step;
+        ep.poll(now, nic);
+        assert_eq!(ep.test(next).unwrap(), None, "still waiting at {now} ns");
+    }
+    assert_eq!(ep.stats().stalls_ended, 0);
+    settle(&mut rs);
+    let st = rs[0].0.test(next).unwrap().expect("the next message");
+    assert_eq!((st.tag, st.fault), (1, None));
+    assert_eq!(rs[0].1.user[d.0 as usize][0], got);
+}

@@ -102,9 +102,12 @@ impl Lender {
     }
 }
 
-/// Peers wait for credit and the budget has none left: none can come back
-/// until a message held here is received (or one in flight is matched by a
-/// posted receive). A rank that waits for a message of a waiting peer while
+/// Peers wait for credit, the budget has none left, and unexpected
+/// messages hold buffers here: none can come back until a message held
+/// here is received (or one in flight is matched by a posted receive). A
+/// budget lent out with nothing held here is no stall: the credits are
+/// on the wire (the grants or the messages they pay for), however slow
+/// the transport. A rank that waits for a message of a waiting peer while
 /// nothing else is in flight would hang: its wait loop should report this
 /// (MPI lets a bounded implementation fail here; it cannot buffer without end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,11 +119,13 @@ pub struct Stall {
 }
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
-    /// `Some` while peers wait for credit the budget cannot give.
+    /// `Some` while peers wait for credit the budget cannot give because
+    /// unexpected messages hold it.
     pub fn stall(&self) -> Option<Stall> {
         let l = &self.lender;
-        (l.free == 0 && !l.starving.is_empty()).then_some(Stall {
-            unexpected: self.matcher.lens().1 as u32,
+        let unexpected = self.matcher.lens().1 as u32;
+        (l.free == 0 && !l.starving.is_empty() && unexpected > 0).then_some(Stall {
+            unexpected,
             waiting_peers: l.starving.len() as u16,
         })
     }
@@ -307,7 +312,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 .starving
                 .push_back(self.peers.all_mut(), STARVING, peer);
         }
-        if rest > 0 && self.lender.free == 0 && self.lender.stalled_at.is_none() {
+        if rest > 0 && self.lender.stalled_at.is_none() && self.stall().is_some() {
             // A stall begins: `poll_stall` bounds it.
             self.lender.stalled_at = Some(now);
             self.arm(now.saturating_add(self.stall_timeout()));
