@@ -391,6 +391,16 @@ fn a_collective_message_overtakes_a_flood_on_a_reserve_credit() {
     }
 }
 
+/// A pool of 48 buffers, 16 of them the reserve: a budget of 32.
+fn small_pool() -> Config {
+    Config {
+        rx_buffers: 48,
+        rx_reserve: 16,
+        rx_low_water: 16,
+        ..Config::reliable(THRESHOLD, 8)
+    }
+}
+
 /// A correct program a bounded pool cannot carry: rank 1 sends 50
 /// messages rank 0 receives only after a later one. Past the budget the
 /// later one queues behind them for good; once that has lasted twice the
@@ -399,12 +409,7 @@ fn a_collective_message_overtakes_a_flood_on_a_reserve_credit() {
 /// later message are still received afterwards.
 #[test]
 fn a_stall_that_outlasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
-    let cfg = Config {
-        rx_buffers: 48,
-        rx_reserve: 16,
-        rx_low_water: 16,
-        ..Config::reliable(THRESHOLD, 8)
-    };
+    let cfg = small_pool();
     let timeout = 2 * cfg.peer_timeout_ns;
     let mut rs = ranks(cfg, 2);
     let (late, _) = recv(&mut rs, 0, TagSel::Tag(2));
@@ -451,12 +456,7 @@ fn a_stall_that_outlasts_the_peer_timeout_ends_its_receive_with_no_buffers() {
 /// receive waiting for the next message waits, however long, and gets it.
 #[test]
 fn credits_in_flight_are_no_stall_however_long_they_take() {
-    let cfg = Config {
-        rx_buffers: 48,
-        rx_reserve: 16,
-        rx_low_water: 16,
-        ..Config::reliable(THRESHOLD, 8)
-    };
+    let cfg = small_pool();
     let timeout = 2 * cfg.peer_timeout_ns;
     let mut rs = ranks(cfg, 2);
     let _flood: Vec<Request> = (0..50).map(|k| send(&mut rs, 1, 0, 1, k)).collect();

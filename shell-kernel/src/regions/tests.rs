@@ -114,8 +114,8 @@ fn an_invalidation_unpins_and_the_next_use_pins_again() {
     );
 }
 
-#[test]
-fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
+/// A region of 4 mapped pages whose first pin has begun.
+fn pinning() -> (Mock, Ctx, Desc, Job) {
     let mut k = Mock::default();
     k.map(A, 4);
     let mut c = ctx(1, 1 << 20);
@@ -123,6 +123,12 @@ fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
     let Step::Pin(job) = c.begin_pin(&mut k, d).unwrap() else {
         panic!("something to pin");
     };
+    (k, c, d, job)
+}
+
+#[test]
+fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
+    let (mut k, mut c, d, job) = pinning();
     assert_eq!(c.begin_pin(&mut k, d), Ok(Step::Wait), "one pin at a time");
     assert_eq!(c.undeclare(&mut k, d), Err(Error::Busy));
     let got = k.pin(d.slot(), job.first, job.addr, job.count);
@@ -137,13 +143,7 @@ fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
 
 #[test]
 fn a_region_undeclared_during_its_pin_keeps_no_page() {
-    let mut k = Mock::default();
-    k.map(A, 4);
-    let mut c = ctx(1, 1 << 20);
-    let d = c.declare(&mut k, &[seg(A, 4 * PAGE)]).unwrap();
-    let Step::Pin(job) = c.begin_pin(&mut k, d).unwrap() else {
-        panic!("something to pin");
-    };
+    let (mut k, mut c, d, job) = pinning();
     let got = k.pin(d.slot(), job.first, job.addr, job.count);
     c.close(&mut k);
     assert_eq!(c.end_pin(&mut k, job, got), Err(Error::BadDescriptor));
