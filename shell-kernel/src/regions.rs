@@ -311,17 +311,9 @@ where
         else {
             return;
         };
-        if !r.overlaps(start, end) {
-            return;
+        if r.overlaps(start, end) {
+            self.unpin_region(k, slot);
         }
-        let n = core::mem::take(&mut r.pinned);
-        r.chunk = schedule::FIRST;
-        if n > 0 {
-            k.unpin(slot, 0, n);
-        }
-        self.pinned -= u64::from(n);
-        self.bump(slot);
-        self.publish_pinned();
     }
 
     /// The context ends (its file closed, its process gone): every region
@@ -335,15 +327,26 @@ where
     }
 
     fn drop_slot<K: Kernel>(&mut self, k: &mut K, slot: u16) {
-        let s = &mut self.slots.as_mut()[slot as usize];
-        let Some(r) = s.region.take() else {
+        if self.slots.as_ref()[slot as usize].region.is_none() {
+            return;
+        }
+        self.unpin_region(k, slot);
+        self.slots.as_mut()[slot as usize].region = None;
+        k.unwatch(slot);
+    }
+
+    /// Gives back every page of the region in `slot` (declared): it stays
+    /// declared, its schedule starts again, and userspace sees the change.
+    fn unpin_region<K: Kernel>(&mut self, k: &mut K, slot: u16) {
+        let Some(r) = self.slots.as_mut()[slot as usize].region.as_mut() else {
             return;
         };
-        if r.pinned > 0 {
-            k.unpin(slot, 0, r.pinned);
+        let n = core::mem::take(&mut r.pinned);
+        r.chunk = schedule::FIRST;
+        if n > 0 {
+            k.unpin(slot, 0, n);
         }
-        k.unwatch(slot);
-        self.pinned -= u64::from(r.pinned);
+        self.pinned -= u64::from(n);
         self.bump(slot);
         self.publish_pinned();
     }
@@ -366,15 +369,7 @@ where
             let Some(v) = victim else {
                 break;
             };
-            let r = self.slots.as_mut()[v as usize]
-                .region
-                .as_mut()
-                .expect("a victim is declared");
-            let n = core::mem::take(&mut r.pinned);
-            r.chunk = schedule::FIRST;
-            k.unpin(v, 0, n);
-            self.pinned -= u64::from(n);
-            self.bump(v);
+            self.unpin_region(k, v);
         }
         want.min(self.limit.saturating_sub(self.pinned + self.reserved))
     }

@@ -17,7 +17,7 @@ use rmx_driver::task::{Bytes, FenceHost, Messages, Outgoing as Parts, Reply};
 
 use crate::collective::CollTask;
 use crate::messages::TaskReq;
-use crate::node::Node;
+use crate::node::{buf, buf_mut, Node};
 use crate::req::Req;
 use crate::window::{Got, Outgoing, Win};
 
@@ -164,10 +164,7 @@ fn register(n: &mut Node, addr: usize, len: usize) -> Result<MemKey, String> {
 /// the order they were issued (taken: the next epoch's start afresh).
 pub fn take_gets(node: &mut Node, w: u16) -> Result<Vec<Vec<u8>>, String> {
     let win = &mut node.windows[w as usize];
-    let src = node.mem[win.src.0 .0 as usize]
-        .as_ref()
-        .expect("made")
-        .bytes();
+    let src = buf(&node.mem, win.src.0).bytes();
     std::mem::take(&mut win.gets)
         .into_iter()
         .map(|g| match g {
@@ -201,7 +198,7 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
         let len = op.data.len();
         if op.target == me || len == 0 {
             let at = h.offset as usize;
-            let b = mem[win.mem.0 as usize].as_ref().expect("made").bytes()[at..at + len].to_vec();
+            let b = buf(mem, win.mem).bytes()[at..at + len].to_vec();
             win.gets.push(Got::Bytes(b));
             win.epoch.local();
             return Ok(());
@@ -223,7 +220,7 @@ pub fn issue(node: &mut Node, w: u16, op: &RmaOp, sends: &mut Vec<Req>) -> Resul
     }
     if op.target == me {
         win.epoch.local();
-        let m = mem[win.mem.0 as usize].as_mut().expect("made");
+        let m = buf_mut(mem, win.mem);
         apply(m.bytes_mut(), op.kind, h.offset as usize, &op.data);
         return Ok(());
     }

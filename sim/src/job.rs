@@ -498,8 +498,7 @@ impl Job {
                     data,
                     early,
                 } => {
-                    let (key, addr) = (post.remote.key.0, post.remote.addr);
-                    let ok = usize::try_from(addr).is_ok_and(|a| port.write(key, a, &data, true));
+                    let ok = port.write_remote(post.remote, &data);
                     let result = match ok {
                         true => Ok(()),
                         false => Err(rmx_core::RdmaError::Access),
@@ -514,10 +513,8 @@ impl Job {
                     }
                 }
                 What::Read { from, post } => {
-                    let (key, addr, len) = (post.remote.key.0, post.remote.addr, post.local.len);
-                    let bytes = usize::try_from(addr)
-                        .ok()
-                        .and_then(|a| port.read(key, a, len, true))
+                    let bytes = port
+                        .read_remote(post.remote, post.local.len)
                         .ok_or(rmx_core::RdmaError::Access);
                     self.net.read_back(now, r, from, post, bytes);
                     false

@@ -61,6 +61,16 @@ pub struct Node {
     model: Model,
 }
 
+/// The memory behind user buffer `b` among a rank's (for callers that
+/// borrow the rank's windows at the same time).
+pub(crate) fn buf(mem: &[Option<Buf>], b: UserBuf) -> &Buf {
+    mem[b.0 as usize].as_ref().expect("a buffer the rank made")
+}
+
+pub(crate) fn buf_mut(mem: &mut [Option<Buf>], b: UserBuf) -> &mut Buf {
+    mem[b.0 as usize].as_mut().expect("a buffer the rank made")
+}
+
 /// A rank's windows as its progress hands them one-sided events.
 struct Epochs<'a>(&'a mut [Win]);
 
@@ -183,15 +193,11 @@ impl Node {
 
     /// The memory behind user buffer `b`.
     pub fn mem(&self, b: UserBuf) -> &Buf {
-        self.mem[b.0 as usize]
-            .as_ref()
-            .expect("a buffer the rank made")
+        buf(&self.mem, b)
     }
 
     pub fn mem_mut(&mut self, b: UserBuf) -> &mut Buf {
-        self.mem[b.0 as usize]
-            .as_mut()
-            .expect("a buffer the rank made")
+        buf_mut(&mut self.mem, b)
     }
 
     /// A buffer of at least `len` bytes for a request.

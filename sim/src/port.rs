@@ -166,6 +166,19 @@ impl SimPort {
         usize::try_from(remote.addr).is_ok_and(|a| self.covers(remote.key.0, a, len, true))
     }
 
+    /// A peer's RDMA read of `len` bytes at `remote`; `None` where the
+    /// registration does not reach.
+    pub fn read_remote(&self, remote: Remote, len: usize) -> Option<Vec<u8>> {
+        let a = usize::try_from(remote.addr).ok()?;
+        self.read(remote.key.0, a, len, true)
+    }
+
+    /// A peer's RDMA write of `data` at `remote`; `false` (nothing
+    /// written) where the registration does not reach.
+    pub fn write_remote(&mut self, remote: Remote, data: &[u8]) -> bool {
+        usize::try_from(remote.addr).is_ok_and(|a| self.write(remote.key.0, a, data, true))
+    }
+
     /// The bytes of `sges`, in order; `None` if one is not registered.
     fn gather(&self, sges: &[Sge]) -> Option<Vec<u8>> {
         let mut bytes = Vec::new();
