@@ -14,6 +14,23 @@ pub fn now_ns() -> u64 {
     origin().elapsed().as_nanos() as u64
 }
 
+/// Longest a measuring loop's one sample runs: 4 ms, several times what
+/// the largest sample of `rmx calibrate` takes in a release build, so
+/// there it never binds; in a debug build or under an emulator, where one
+/// copy may take a thousand times longer, it keeps a calibration to
+/// seconds instead of minutes (fewer repetitions of a slow call measure
+/// it as well as many of a fast one).
+pub const SAMPLE_NS: u64 = 4_000_000;
+
+/// Repetitions for one sample: `reps`, or fewer when `probe` (one call,
+/// timed) says they would run past [`SAMPLE_NS`]; at least one.
+pub fn reps_within(reps: u64, mut probe: impl FnMut()) -> u64 {
+    let t0 = now_ns();
+    probe();
+    let one = (now_ns() - t0).max(1);
+    reps.min(SAMPLE_NS / one).max(1)
+}
+
 /// Whether the ranks of one process are pinned, one thread to a CPU:
 /// only when `RMX_PIN=1` asks. Pinned, two ranks never share a core and
 /// figures on an idle host are steadier; but a pinned thread cannot move
@@ -39,4 +56,18 @@ pub fn pin_to_cpu(cpu: usize) {
 /// Cores this process may run on.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_call_is_repeated_only_as_often_as_a_sample_allows() {
+        let slow = || std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(reps_within(1_000_000, slow) <= 2);
+        let slower = || std::thread::sleep(std::time::Duration::from_millis(10));
+        assert_eq!(reps_within(1_000_000, slower), 1);
+        assert_eq!(reps_within(0, || ()), 1);
+    }
 }

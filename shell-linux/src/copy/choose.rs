@@ -114,7 +114,17 @@ pub fn measure(effort: Effort) -> Table {
         let size = class_size(c);
         // Small copies take a few nanoseconds: enough of them that the
         // clock's own cost and a stray interrupt do not decide.
-        let reps = (budget / size).max(MIN_REPS >> (2 * c).min(12)).max(1);
+        let mut reps = (budget / size).max(MIN_REPS >> (2 * c).min(12)).max(1) as u64;
+        // As many for every candidate (their totals are compared), as the
+        // slowest of them fits in a sample.
+        let (s, d) = (&src[..size], &mut dst[..size]);
+        for (_, f) in &cands {
+            time(*f, d, s, 1); // warm the code
+            reps = crate::clock::reps_within(reps, || {
+                time(*f, d, s, 1);
+            });
+        }
+        let reps = reps as usize;
         let mut total = vec![0u64; cands.len()];
         for &(so, doff) in &OFFSETS {
             let (s, d) = (&src[so..so + size], &mut dst[doff..doff + size]);
