@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let shared: Vec<AtomicU32> = (0..=SLOTS).map(|_| AtomicU32::new(0)).collect();
     let mut c = Regions::new(vec![Slot::default(); SLOTS], shared, LIMIT).unwrap();
     let mut descs: Vec<Desc> = Vec::new();
-    let mut job: Option<(Job, Result<u32, i32>)> = None;
+    let mut job: Option<(Job, (u64, Result<u32, i32>))> = None;
     let mut rest = data;
     while let Some((&op, tail)) = rest.split_first() {
         rest = tail;
@@ -75,12 +75,12 @@ fuzz_target!(|data: &[u8]| {
             }
             5 => match job.take() {
                 Some((j, got)) => {
-                    let _ = c.end_pin(&mut k, j, got);
+                    let _ = c.end_pin(&mut k, j, got.0, got.1);
                 }
                 None => {
                     if let Some(d) = pick(&descs) {
                         if let Ok(Step::Pin(j)) = c.begin_pin(&mut k, d) {
-                            let got = k.pin(j.desc.slot(), j.first, j.addr, j.count);
+                            let got = j.run(&mut k);
                             job = Some((j, got));
                         }
                     }
@@ -115,7 +115,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(c.pinned() <= LIMIT);
     }
     if let Some((j, got)) = job.take() {
-        let _ = c.end_pin(&mut k, j, got);
+        let _ = c.end_pin(&mut k, j, got.0, got.1);
     }
     c.close(&mut k);
     assert!(k.pins.is_empty() && k.watched.is_empty());

@@ -83,7 +83,7 @@ proptest! {
         let shared = (0..=SLOTS).map(|_| AtomicU32::new(0)).collect();
         let mut c: Ctx = Regions::new(vec![Slot::default(); SLOTS], shared, LIMIT).unwrap();
         let mut descs: Vec<Option<Desc>> = vec![None; SLOTS];
-        let mut job: Option<(Job, Result<u32, i32>)> = None;
+        let mut job: Option<(Job, (u64, Result<u32, i32>))> = None;
         for op in ops {
             match op {
                 Op::Declare { page, pages, split } => {
@@ -132,14 +132,14 @@ proptest! {
                         if let Ok(Step::Pin(j)) = c.begin_pin(&mut k, d) {
                             // The pin runs now; what follows until `End`
                             // (an unmapping) races its publication.
-                            let got = k.pin(j.desc.slot(), j.first, j.addr, j.count);
+                            let got = j.run(&mut k);
                             job = Some((j, got));
                         }
                     }
                 }
                 Op::End => {
                     if let Some((j, got)) = job.take() {
-                        let _ = c.end_pin(&mut k, j, got);
+                        let _ = c.end_pin(&mut k, j, got.0, got.1);
                     }
                 }
                 Op::Unmap { page, pages } => {
@@ -179,7 +179,7 @@ proptest! {
             }
         }
         if let Some((j, got)) = job.take() {
-            let _ = c.end_pin(&mut k, j, got);
+            let _ = c.end_pin(&mut k, j, got.0, got.1);
         }
         check(&c, &k, &descs);
         c.close(&mut k);

@@ -31,7 +31,7 @@ impl Error {
             Error::Invalid => 22,
             Error::Full => 28,
             Error::Busy => 16,
-            Error::Pin(e) => e.abs().max(1),
+            Error::Pin(e) => e.checked_abs().unwrap_or(i32::MAX).max(1),
             Error::Limit => 12,
             Error::Forked => 5,
         }
@@ -49,5 +49,18 @@ impl core::fmt::Display for Error {
             Error::Limit => f.write_str("the pinned-page limit is reached"),
             Error::Forked => f.write_str("context inherited across fork: reopen the device"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_is_a_positive_errno_even_from_an_absurd_pin_result() {
+        for e in [i32::MIN, -14, 0, 14, i32::MAX] {
+            assert!(Error::Pin(e).errno() > 0, "{e}");
+        }
+        assert_eq!(Error::Pin(-14).errno(), 14);
     }
 }

@@ -28,5 +28,5 @@ pub mod schedule;
 
 pub use error::Error;
 pub use kernel::Kernel;
-pub use region::{Region, Segment, MAX_SEGMENTS, PAGE};
+pub use region::{Piece, Region, Segment, MAX_SEGMENTS, PAGE};
 pub use regions::{Desc, Job, Pinned, Regions, Slot, Step};

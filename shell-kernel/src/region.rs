@@ -39,6 +39,16 @@ impl Segment {
     }
 }
 
+/// Bytes of a region inside one of its pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The page, in the region's page array.
+    pub page: u32,
+    /// The first byte's offset in the page, and how many bytes.
+    pub at: u32,
+    pub len: u32,
+}
+
 /// A declared region and its pin state.
 #[derive(Clone, Debug)]
 pub struct Region {
@@ -153,6 +163,28 @@ impl Region {
         let first = self.page_at(offset);
         let last = self.page_at(end - 1);
         Some((first, last + 1))
+    }
+
+    /// Where byte `offset` lies: its page, its offset in the page, and the
+    /// bytes from it that stay in that page and segment (what one mapped
+    /// page copies at once); `None` at or past the end.
+    pub fn locate(&self, mut offset: u64) -> Option<Piece> {
+        let mut first = 0u64;
+        for s in &self.segments {
+            if offset < s.len {
+                let addr = s.addr + offset;
+                let at = addr % PAGE;
+                let page = first + addr / PAGE - s.addr / PAGE;
+                return Some(Piece {
+                    page: page as u32,
+                    at: at as u32,
+                    len: (PAGE - at).min(s.len - offset) as u32,
+                });
+            }
+            offset -= s.len;
+            first += s.pages();
+        }
+        None
     }
 
     /// The page holding byte `offset` (< bytes).

@@ -6,17 +6,18 @@
 //! slot's generation, which changes whenever the region is invalidated,
 //! undeclared or declared anew.
 //!
-//! Pinning is split around the kernel's call, which may fault and so runs
-//! without the lock the notifier takes: [`Regions::begin_pin`] (under the
-//! lock) says what to pin and takes the notifier's sequence,
-//! the glue pins, and [`Regions::end_pin`] (under the lock again) keeps
-//! the pages, or gives them back if an invalidation ran meanwhile.
+//! Pinning is split around the kernel's calls, which may fault or wait for
+//! an invalidation and so run without the lock the notifier takes:
+//! [`Regions::begin_pin`] (under the lock) says what to pin; the glue takes
+//! the notifier's sequence and pins ([`Job::run`]); [`Regions::end_pin`]
+//! (under the lock again) keeps the pages, or gives them back if an
+//! invalidation ran meanwhile.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::Error;
 use crate::kernel::Kernel;
-use crate::region::{Region, Segment};
+use crate::region::{Piece, Region, Segment};
 use crate::schedule;
 
 /// A region's descriptor: its slot (low 16 bits) and the slot's use
@@ -56,8 +57,19 @@ pub struct Job {
     pub first: u32,
     pub addr: u64,
     pub count: u32,
-    /// The notifier's sequence before pinning.
-    pub seq: u64,
+}
+
+impl Job {
+    /// What runs between [`Regions::begin_pin`] and [`Regions::end_pin`],
+    /// without the lock: the notifier's sequence (which may wait for an
+    /// invalidation in progress, and that takes the lock), then the pin.
+    pub fn run<K: Kernel>(&self, k: &mut K) -> (u64, Result<u32, i32>) {
+        let seq = k.read_begin(self.desc.slot());
+        (
+            seq,
+            k.pin(self.desc.slot(), self.first, self.addr, self.count),
+        )
+    }
 }
 
 /// What to do next for a region's pages.
@@ -203,6 +215,14 @@ where
         Ok((end <= r.pinned).then_some((first, end)))
     }
 
+    /// Where byte `offset` of `d` lies if its page is pinned; `None` is an
+    /// overlap miss.
+    pub fn piece(&self, d: Desc, offset: u64) -> Result<Option<Piece>, Error> {
+        let r = self.region(d)?;
+        let p = r.locate(offset).ok_or(Error::Invalid)?;
+        Ok((p.page < r.pinned).then_some(p))
+    }
+
     /// What to pin next of `d` (the next chunk of the schedule, within
     /// one segment's run of pages, within the pinned-page limit: regions
     /// no communication uses give their pages back first, least recently
@@ -225,27 +245,27 @@ where
         r.pinning = true;
         let count = room as u32;
         self.reserved += room;
-        let seq = k.read_begin(d.slot());
         Ok(Step::Pin(Job {
             desc: d,
             first,
             addr,
             count,
-            seq,
         }))
     }
 
-    /// The glue pinned `job` (`pinned`: how many, or the errno): the pages
-    /// are kept unless an invalidation ran since the job began (then they
-    /// go back, and the caller pins again).
+    /// The glue pinned `job` (`pinned`: how many, or the errno) after
+    /// taking the notifier's sequence `seq`: the pages are kept unless an
+    /// invalidation ran since (then they go back, and the caller pins
+    /// again).
     pub fn end_pin<K: Kernel>(
         &mut self,
         k: &mut K,
         job: Job,
+        seq: u64,
         pinned: Result<u32, i32>,
     ) -> Result<Pinned, Error> {
         let slot = job.desc.slot();
-        let raced = k.read_retry(slot, job.seq);
+        let raced = k.read_retry(slot, seq);
         self.reserved -= u64::from(job.count).min(self.reserved);
         let r = match self.get(job.desc) {
             Ok(r) => r,
@@ -280,8 +300,8 @@ where
             Step::Done => Ok(Pinned::All),
             Step::Wait => Ok(Pinned::Part),
             Step::Pin(job) => {
-                let got = k.pin(job.desc.slot(), job.first, job.addr, job.count);
-                self.end_pin(k, job, got)
+                let (seq, got) = job.run(k);
+                self.end_pin(k, job, seq, got)
             }
         }
     }

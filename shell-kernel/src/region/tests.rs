@@ -53,3 +53,54 @@ fn pages_follow_the_segments_in_order() {
     assert!(r.overlaps(0xa000, 0xa001));
     assert!(!r.overlaps(0x3000, 0x9000), "the gap between segments");
 }
+
+#[test]
+fn every_byte_is_located_in_its_page_and_pieces_tile_the_region() {
+    // Two segments sharing page 0x3000, the first starting mid-page.
+    let r = Region::new(&[seg(0x1ff0, 0x1100), seg(0x3100, 0x20)]).unwrap();
+    assert_eq!(
+        r.locate(0),
+        Some(Piece {
+            page: 0,
+            at: 0xff0,
+            len: 0x10
+        })
+    );
+    assert_eq!(
+        r.locate(0x10),
+        Some(Piece {
+            page: 1,
+            at: 0,
+            len: 0x1000
+        })
+    );
+    // The first segment's last bytes stop at its end, not the page's.
+    assert_eq!(
+        r.locate(0x1010),
+        Some(Piece {
+            page: 2,
+            at: 0,
+            len: 0xf0
+        })
+    );
+    // The second segment's page counts again.
+    assert_eq!(
+        r.locate(0x1100),
+        Some(Piece {
+            page: 3,
+            at: 0x100,
+            len: 0x20
+        })
+    );
+    assert_eq!(r.locate(0x1120), None);
+    assert_eq!(r.locate(u64::MAX), None);
+    // Walking by pieces covers every byte once, in pages that agree with
+    // pages_of.
+    let mut off = 0;
+    while let Some(p) = r.locate(off) {
+        assert!(p.len > 0 && u64::from(p.at + p.len) <= PAGE);
+        assert_eq!(r.pages_of(off, 1), Some((p.page, p.page + 1)));
+        off += u64::from(p.len);
+    }
+    assert_eq!(off, r.bytes());
+}

@@ -131,10 +131,10 @@ fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
     let (mut k, mut c, d, job) = pinning();
     assert_eq!(c.begin_pin(&mut k, d), Ok(Step::Wait), "one pin at a time");
     assert_eq!(c.undeclare(&mut k, d), Err(Error::Busy));
-    let got = k.pin(d.slot(), job.first, job.addr, job.count);
+    let got = job.run(&mut k);
     k.fire(d.slot());
     c.invalidate(&mut k, d.slot(), A, A + PAGE);
-    assert_eq!(c.end_pin(&mut k, job, got), Ok(Pinned::Part));
+    assert_eq!(c.end_pin(&mut k, job, got.0, got.1), Ok(Pinned::Part));
     assert!(k.pins.is_empty(), "the stale pages went back");
     assert_eq!(c.region(d).unwrap().pinned(), 0);
     c.pin_all(&mut k, d).unwrap();
@@ -144,9 +144,12 @@ fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
 #[test]
 fn a_region_undeclared_during_its_pin_keeps_no_page() {
     let (mut k, mut c, d, job) = pinning();
-    let got = k.pin(d.slot(), job.first, job.addr, job.count);
+    let got = job.run(&mut k);
     c.close(&mut k);
-    assert_eq!(c.end_pin(&mut k, job, got), Err(Error::BadDescriptor));
+    assert_eq!(
+        c.end_pin(&mut k, job, got.0, got.1),
+        Err(Error::BadDescriptor)
+    );
     assert!(k.pins.is_empty());
 }
 
@@ -203,7 +206,22 @@ fn pins_in_flight_count_against_the_limit() {
     assert_eq!(job.count, 2);
     // The limit's last pages are promised to the pin in flight.
     assert_eq!(c.pin_step(&mut k, e), Err(Error::Limit));
-    let got = k.pin(d.slot(), job.first, job.addr, job.count);
-    assert_eq!(c.end_pin(&mut k, job, got), Ok(Pinned::Part));
+    let got = job.run(&mut k);
+    assert_eq!(c.end_pin(&mut k, job, got.0, got.1), Ok(Pinned::Part));
     assert_eq!(c.pinned(), 3);
+}
+
+#[test]
+fn a_byte_is_reachable_only_once_its_page_is_pinned() {
+    let mut k = Mock::default();
+    k.map(A, 4);
+    let mut c = ctx(1, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A + 100, 3 * PAGE)]).unwrap();
+    assert_eq!(c.piece(d, 0), Ok(None), "nothing pinned yet");
+    c.pin_step(&mut k, d).unwrap();
+    let p = c.piece(d, 0).unwrap().unwrap();
+    assert_eq!((p.page, p.at, p.len), (0, 100, PAGE as u32 - 100));
+    assert_eq!(c.piece(d, PAGE), Ok(None), "page 1 is past the first chunk");
+    assert_eq!(c.piece(d, 3 * PAGE), Err(Error::Invalid), "past the end");
+    assert_eq!(c.piece(Desc(d.0 ^ 1 << 16), 0), Err(Error::BadDescriptor));
 }
