@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * rmx's module as userspace sees it: /dev/rmx, one context per open.
+ * rmx-linux's kmod module mirrors these numbers and layouts (a test
+ * checks they agree).
+ */
+#ifndef RMX_UAPI_H
+#define RMX_UAPI_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define RMX_MAGIC 0xCE
+
+/* One user segment of a region. */
+struct rmx_segment {
+	__u64 addr;
+	__u64 len;
+};
+
+/* Declares a region of `count` (1..64) segments read from `segments`;
+ * `desc` must be 0 and holds the region's descriptor on return. */
+struct rmx_declare {
+	__u32 count;
+	__u32 desc;
+	__u64 segments;
+};
+
+/* Pins the next chunk of a region, or all of it with RMX_PIN_ALL;
+ * returns 1 once every page is pinned, 0 while some are not. */
+struct rmx_pin {
+	__u32 desc;
+	__u32 flags;
+};
+#define RMX_PIN_ALL 1u
+
+/* Copies `len` bytes at `offset` of a region from (RMX_READ) or into
+ * (RMX_WRITE) the user buffer `buf`, through the region's pinned pages,
+ * pinning them chunk by chunk as the copy reaches them: what a send or
+ * a receive on the region does with its data. */
+struct rmx_copy {
+	__u32 desc;
+	__u32 flags;
+	__u64 offset;
+	__u64 len;
+	__u64 buf;
+};
+
+#define RMX_DECLARE _IOWR(RMX_MAGIC, 1, struct rmx_declare)
+#define RMX_UNDECLARE _IOW(RMX_MAGIC, 2, __u32)
+#define RMX_PIN _IOW(RMX_MAGIC, 3, struct rmx_pin)
+#define RMX_READ _IOW(RMX_MAGIC, 4, struct rmx_copy)
+#define RMX_WRITE _IOW(RMX_MAGIC, 5, struct rmx_copy)
+
+/* mmap of one page at offset 0, read-only: word 0 the pages the context
+ * holds pinned, word 1 + (desc & 0xffff) that region's generation, which
+ * changes whenever the region is invalidated, evicted or declared anew. */
+
+#endif

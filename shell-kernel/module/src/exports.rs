@@ -1,0 +1,386 @@
+//! The C ABI the module's glue calls (`rmx_rust.h` declares it), and the
+//! glue's services rmx-kernel calls back ([`Glue`]). Results are
+//! non-negative on success, a negative errno otherwise.
+//!
+//! Every function taking a context is called with the context's lock
+//! held; `ctx` is what [`rmx_ctx_init`] initialised, `glue` the glue's own
+//! context, passed back to its callbacks.
+
+use core::ffi::c_void;
+use core::sync::atomic::AtomicU32;
+
+use rmx_kernel::{Desc, Error, Job, Kernel, Piece, Pinned, Slot, Step};
+
+use crate::ctx::{Ctx, SHARED_WORDS, SLOTS};
+
+extern "C" {
+    fn rmx_glue_pin(glue: *mut c_void, slot: u16, first: u32, addr: u64, count: u32) -> i64;
+    fn rmx_glue_unpin(glue: *mut c_void, slot: u16, first: u32, count: u32);
+    fn rmx_glue_watch(glue: *mut c_void, slot: u16, start: u64, len: u64) -> i32;
+    fn rmx_glue_unwatch(glue: *mut c_void, slot: u16);
+    fn rmx_glue_read_begin(glue: *mut c_void, slot: u16) -> u64;
+    fn rmx_glue_read_retry(glue: *mut c_void, slot: u16, seq: u64) -> bool;
+    fn rmx_glue_bug() -> !;
+}
+
+/// The glue's services. `watch` and `unwatch` only record what to do:
+/// the glue inserts and removes notifiers once the lock is dropped (both
+/// may wait for an invalidation, which takes the lock).
+struct Glue(*mut c_void);
+
+impl Kernel for Glue {
+    fn pin(&mut self, slot: u16, first: u32, addr: u64, count: u32) -> Result<u32, i32> {
+        // SAFETY: the glue's callback, on the glue's own context.
+        let n = unsafe { rmx_glue_pin(self.0, slot, first, addr, count) };
+        match u32::try_from(n) {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(i32::try_from(n).unwrap_or(-14).min(-1)),
+        }
+    }
+    fn unpin(&mut self, slot: u16, first: u32, count: u32) {
+        // SAFETY: as above; the pages were pinned into this slot's array.
+        unsafe { rmx_glue_unpin(self.0, slot, first, count) }
+    }
+    fn watch(&mut self, slot: u16, start: u64, len: u64) -> Result<(), i32> {
+        // SAFETY: as above.
+        match unsafe { rmx_glue_watch(self.0, slot, start, len) } {
+            0 => Ok(()),
+            e => Err(e),
+        }
+    }
+    fn unwatch(&mut self, slot: u16) {
+        // SAFETY: as above.
+        unsafe { rmx_glue_unwatch(self.0, slot) }
+    }
+    fn read_begin(&mut self, slot: u16) -> u64 {
+        // SAFETY: as above.
+        unsafe { rmx_glue_read_begin(self.0, slot) }
+    }
+    fn read_retry(&mut self, slot: u16, seq: u64) -> bool {
+        // SAFETY: as above.
+        unsafe { rmx_glue_read_retry(self.0, slot, seq) }
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: the glue reports a bug and stops this thread.
+    unsafe { rmx_glue_bug() }
+}
+
+fn code(r: Result<impl Into<i64>, Error>) -> i64 {
+    match r {
+        Ok(v) => v.into(),
+        Err(e) => -i64::from(e.errno()),
+    }
+}
+
+/// A job as the glue keeps it between [`rmx_begin_pin`] and
+/// [`rmx_end_pin`].
+#[repr(C)]
+pub struct RmxJob {
+    pub desc: u32,
+    pub first: u32,
+    pub addr: u64,
+    pub count: u32,
+    pub pad: u32,
+}
+
+/// Bytes of a region inside one page, as [`rmx_piece`] gives them.
+#[repr(C)]
+pub struct RmxPiece {
+    pub page: u32,
+    pub at: u32,
+    pub len: u32,
+}
+
+/// # Safety
+/// `ctx` is a context [`rmx_ctx_init`] initialised and not yet closed.
+unsafe fn ctx<'a>(ctx: *mut c_void) -> &'a mut Ctx<'static> {
+    // SAFETY: the caller's contract; the lock makes the borrow unique.
+    unsafe { &mut *ctx.cast::<Ctx<'static>>() }
+}
+
+/// Bytes and alignment of a context, and bytes of its slot table.
+#[no_mangle]
+pub extern "C" fn rmx_ctx_bytes() -> usize {
+    core::mem::size_of::<Ctx<'static>>()
+}
+
+#[no_mangle]
+pub extern "C" fn rmx_ctx_align() -> usize {
+    core::mem::align_of::<Ctx<'static>>().max(core::mem::align_of::<Slot>())
+}
+
+#[no_mangle]
+pub extern "C" fn rmx_slots_bytes() -> usize {
+    SLOTS * core::mem::size_of::<Slot>()
+}
+
+/// Regions a context holds, and words of the page userspace maps.
+#[no_mangle]
+pub extern "C" fn rmx_slots() -> u32 {
+    SLOTS as u32
+}
+
+#[no_mangle]
+pub extern "C" fn rmx_shared_words() -> u32 {
+    SHARED_WORDS as u32
+}
+
+/// Initialises a context in `ctx` over the slot table `slots` and the
+/// zeroed page `shared`, holding at most `limit` pages pinned.
+///
+/// # Safety
+/// `ctx` holds [`rmx_ctx_bytes`] bytes and `slots` [`rmx_slots_bytes`],
+/// both aligned to [`rmx_ctx_align`]; `shared` holds [`rmx_shared_words`]
+/// words. All three stay allocated, and are touched by nothing else,
+/// until [`rmx_ctx_close`] returns.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ctx_init(
+    ctx: *mut c_void,
+    slots: *mut c_void,
+    shared: *mut u32,
+    limit: u64,
+) -> i32 {
+    let slots = slots.cast::<Slot>();
+    for i in 0..SLOTS {
+        // SAFETY: within the table the caller allocated; each slot is
+        // written once, before any is read.
+        unsafe { slots.add(i).write(Slot::default()) };
+    }
+    // SAFETY: initialised just now, exclusively the context's until closed.
+    let slots = unsafe { core::slice::from_raw_parts_mut(slots, SLOTS) };
+    // SAFETY: AtomicU32 has u32's layout; the page outlives the context
+    // and userspace only reads it.
+    let shared = unsafe { core::slice::from_raw_parts(shared.cast::<AtomicU32>(), SHARED_WORDS) };
+    match Ctx::new(slots, shared, limit) {
+        Ok(c) => {
+            // SAFETY: the caller's allocation, size and alignment.
+            unsafe { ctx.cast::<Ctx<'static>>().write(c) };
+            0
+        }
+        Err(e) => -e.errno(),
+    }
+}
+
+/// Ends a context: every region unpinned and undeclared (the glue
+/// removes the notifiers it was told to unwatch). Its memory may then be
+/// freed.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ctx_close(c: *mut c_void, glue: *mut c_void) {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    c.regions.close(&mut Glue(glue));
+}
+
+/// Bytes of segments a declaration's argument (16 bytes at `arg`) asks
+/// to copy in.
+///
+/// # Safety
+/// `arg` points to 16 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_declare_len(arg: *const u8) -> i64 {
+    // SAFETY: the caller's contract.
+    let arg = unsafe { core::slice::from_raw_parts(arg, rmx_kernel::request::DECLARE_LEN) };
+    code(Ctx::declare_len(arg).map(|n| n as i64))
+}
+
+/// Declares a region: `arg` the declaration's 16 bytes, `segs` the
+/// `len` bytes of segments copied in. Its descriptor.
+///
+/// # Safety
+/// As for every context call; `arg` and `segs` readable for 16 and
+/// `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_declare(
+    c: *mut c_void,
+    glue: *mut c_void,
+    arg: *const u8,
+    segs: *const u8,
+    len: usize,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let (c, arg, segs) = unsafe {
+        (
+            ctx(c),
+            core::slice::from_raw_parts(arg, rmx_kernel::request::DECLARE_LEN),
+            core::slice::from_raw_parts(segs, len),
+        )
+    };
+    code(
+        c.declare(&mut Glue(glue), arg, segs)
+            .map(|d| i64::from(d.0)),
+    )
+}
+
+/// Undeclares `desc`.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_undeclare(c: *mut c_void, glue: *mut c_void, desc: u32) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(c.regions.undeclare(&mut Glue(glue), Desc(desc)).map(|()| 0))
+}
+
+/// The pages of `desc` (the length of the page array the glue keeps),
+/// and its bytes.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_region_pages(c: *mut c_void, desc: u32) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(c.regions.region(Desc(desc)).map(|r| r.pages()))
+}
+
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_region_bytes(c: *mut c_void, desc: u32) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(
+        c.regions
+            .region(Desc(desc))
+            .map(|r| r.bytes().min(i64::MAX as u64) as i64),
+    )
+}
+
+/// A communication starts (`on`) or ends using `desc`.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_use(c: *mut c_void, desc: u32, on: bool) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    let d = Desc(desc);
+    code(
+        if on {
+            c.regions.acquire(d)
+        } else {
+            c.regions.release(d)
+        }
+        .map(|()| 0),
+    )
+}
+
+/// What to pin next of `desc`: 0 every page is pinned, 1 pin `job` (then
+/// [`rmx_end_pin`]), 2 another pin is in flight.
+///
+/// # Safety
+/// As for every context call; `job` writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_begin_pin(
+    c: *mut c_void,
+    glue: *mut c_void,
+    desc: u32,
+    job: *mut RmxJob,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(
+        c.regions
+            .begin_pin(&mut Glue(glue), Desc(desc))
+            .map(|s| match s {
+                Step::Done => 0,
+                Step::Wait => 2,
+                Step::Pin(j) => {
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        job.write(RmxJob {
+                            desc: j.desc.0,
+                            first: j.first,
+                            addr: j.addr,
+                            count: j.count,
+                            pad: 0,
+                        })
+                    };
+                    1
+                }
+            }),
+    )
+}
+
+/// The glue pinned `job` after reading the notifier's sequence `seq`:
+/// `pinned` pages, or a negative errno. 1 if every page of the region
+/// is now pinned, 0 if not (pin again).
+///
+/// # Safety
+/// As for every context call; `job` is what [`rmx_begin_pin`] wrote.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_end_pin(
+    c: *mut c_void,
+    glue: *mut c_void,
+    job: *const RmxJob,
+    seq: u64,
+    pinned: i64,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let (c, j) = unsafe { (ctx(c), &*job) };
+    let job = Job {
+        desc: Desc(j.desc),
+        first: j.first,
+        addr: j.addr,
+        count: j.count,
+    };
+    let got = match u32::try_from(pinned) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(i32::try_from(pinned).unwrap_or(-14).min(-1)),
+    };
+    code(
+        c.regions
+            .end_pin(&mut Glue(glue), job, seq, got)
+            .map(|p| i64::from(p == Pinned::All)),
+    )
+}
+
+/// Where byte `offset` of `desc` lies: 1 and `piece` written if its page
+/// is pinned, 0 if not (an overlap miss: pin first).
+///
+/// # Safety
+/// As for every context call; `piece` writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_piece(
+    c: *mut c_void,
+    desc: u32,
+    offset: u64,
+    piece: *mut RmxPiece,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(c.regions.piece(Desc(desc), offset).map(|p| match p {
+        Some(Piece { page, at, len }) => {
+            // SAFETY: the caller's contract.
+            unsafe { piece.write(RmxPiece { page, at, len }) };
+            1
+        }
+        None => 0,
+    }))
+}
+
+/// The notifier of `slot` reports `[start, end)` invalidated.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_invalidate(
+    c: *mut c_void,
+    glue: *mut c_void,
+    slot: u32,
+    start: u64,
+    end: u64,
+) {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    if let Ok(slot) = u16::try_from(slot) {
+        c.regions.invalidate(&mut Glue(glue), slot, start, end);
+    }
+}
