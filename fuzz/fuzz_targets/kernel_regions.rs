@@ -12,7 +12,11 @@ use std::sync::atomic::AtomicU32;
 use libfuzzer_sys::fuzz_target;
 use rmx_kernel::mock::Mock;
 use rmx_kernel::request::{self, Declare, DECLARE_LEN};
-use rmx_kernel::{Desc, Job, Kernel, Regions, Slot, Step, PAGE};
+use rmx_kernel::{Desc, Job, Regions, Slot, Step, PAGE};
+
+/// A pin begun and run, its end not yet taken: the job, the notifier's
+/// sequence, what was pinned.
+type InFlight = Option<(Job, (u64, Result<u32, i32>))>;
 
 const SLOTS: usize = 4;
 const LIMIT: u64 = 32;
@@ -24,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
     let shared: Vec<AtomicU32> = (0..=SLOTS).map(|_| AtomicU32::new(0)).collect();
     let mut c = Regions::new(vec![Slot::default(); SLOTS], shared, LIMIT).unwrap();
     let mut descs: Vec<Desc> = Vec::new();
-    let mut job: Option<(Job, (u64, Result<u32, i32>))> = None;
+    let mut job: InFlight = None;
     let mut rest = data;
     while let Some((&op, tail)) = rest.split_first() {
         rest = tail;

@@ -11,7 +11,11 @@ use std::sync::atomic::AtomicU32;
 
 use proptest::prelude::*;
 use rmx_kernel::mock::Mock;
-use rmx_kernel::{Desc, Error, Job, Kernel, Pinned, Regions, Segment, Slot, Step, PAGE};
+use rmx_kernel::{Desc, Error, Job, Pinned, Regions, Segment, Slot, Step, PAGE};
+
+/// A pin begun and run, its end not yet taken: the job, the notifier's
+/// sequence, what was pinned.
+type InFlight = Option<(Job, (u64, Result<u32, i32>))>;
 
 const SLOTS: usize = 6;
 const LIMIT: u64 = 48;
@@ -83,7 +87,7 @@ proptest! {
         let shared = (0..=SLOTS).map(|_| AtomicU32::new(0)).collect();
         let mut c: Ctx = Regions::new(vec![Slot::default(); SLOTS], shared, LIMIT).unwrap();
         let mut descs: Vec<Option<Desc>> = vec![None; SLOTS];
-        let mut job: Option<(Job, (u64, Result<u32, i32>))> = None;
+        let mut job: InFlight = None;
         for op in ops {
             match op {
                 Op::Declare { page, pages, split } => {

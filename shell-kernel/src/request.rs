@@ -15,6 +15,27 @@ use crate::error::Error;
 use crate::region::{Segment, MAX_SEGMENTS};
 use crate::regions::Desc;
 
+/// The device's ioctl numbers (`rmx_uapi.h` has the same: a test
+/// compiles it and compares).
+pub mod ioctl {
+    const MAGIC: u32 = 0xCE;
+
+    /// `_IOC(dir, MAGIC, nr, size)` as Linux lays it out on x86-64.
+    const fn ioc(dir: u32, nr: u32, size: u32) -> u32 {
+        dir << 30 | size << 16 | MAGIC << 8 | nr
+    }
+    const WRITE: u32 = 1;
+    const READ_WRITE: u32 = 3;
+
+    pub const DECLARE: u32 = ioc(READ_WRITE, 1, 16);
+    pub const UNDECLARE: u32 = ioc(WRITE, 2, 4);
+    pub const PIN: u32 = ioc(WRITE, 3, 8);
+    pub const READ: u32 = ioc(WRITE, 4, 32);
+    pub const WRITE_TO: u32 = ioc(WRITE, 5, 32);
+    /// `RMX_PIN`'s flag: every page now, not the next chunk.
+    pub const PIN_ALL: u32 = 1;
+}
+
 /// Bytes of a declaration's argument.
 pub const DECLARE_LEN: usize = 16;
 /// Bytes of one segment.

@@ -9,6 +9,7 @@ pub mod collective;
 pub mod copy;
 pub mod eth;
 pub mod job;
+pub mod kmod;
 pub mod lab;
 #[cfg(feature = "test-transport")]
 pub mod late;

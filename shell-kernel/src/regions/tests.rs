@@ -143,7 +143,7 @@ fn an_invalidation_between_read_begin_and_retry_gives_the_pages_back() {
 
 #[test]
 fn a_region_undeclared_during_its_pin_keeps_no_page() {
-    let (mut k, mut c, d, job) = pinning();
+    let (mut k, mut c, _, job) = pinning();
     let got = job.run(&mut k);
     c.close(&mut k);
     assert_eq!(

@@ -161,6 +161,17 @@ pub fn kernel() -> Result<Kernel, Skip> {
 }
 
 impl Kernel {
+    /// The guest kernel's release (`6.1.0-56-amd64`): what a module built
+    /// for it must be built against.
+    #[allow(dead_code)]
+    pub fn release(&self) -> String {
+        self.modules
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    }
+
     /// The module `name`'s file and those it depends on, dependencies first.
     fn module_files(&self, name: &str, out: &mut Vec<PathBuf>) -> Result<(), String> {
         let want = name.replace('-', "_");

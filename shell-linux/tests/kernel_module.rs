@@ -1,0 +1,129 @@
+//! rmx.ko in the test VM: the module is built for the guest's kernel
+//! (`shell-kernel/module/build`), loaded, and the `kguest_` tests below
+//! run in the guest against `/dev/rmx`, with a C program for what Rust's
+//! allocator would disturb (brk, malloc); then every pinned page must be
+//! back and the module must unload. Skips with the reason where the VM,
+//! the kernel's headers or nightly Rust are missing.
+
+mod vm;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The pinned-page limit the guest loads the module with: small, so that
+/// the limit test passes it with a few regions.
+const LIMIT: usize = 256;
+
+/// rmx.ko for the guest's kernel, or `None` with the reason printed.
+fn module(k: &vm::Kernel) -> Option<PathBuf> {
+    let rel = k.release();
+    let kdir = Path::new("/lib/modules").join(&rel).join("build");
+    if !kdir.join("Makefile").exists() {
+        eprintln!(
+            "skipped: no build tree for the guest's kernel: apt-get install linux-headers-{rel}"
+        );
+        return None;
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kmod");
+    let build = concat!(env!("CARGO_MANIFEST_DIR"), "/../shell-kernel/module/build");
+    let o = Command::new(build)
+        .arg(&kdir)
+        .arg(&out)
+        .output()
+        .expect("the module's build script runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    match o.status.code() {
+        Some(0) => Some(out.join("rmx.ko")),
+        Some(2) => {
+            eprintln!("skipped: {}", err.trim());
+            None
+        }
+        _ => panic!("rmx.ko did not build:\n{err}"),
+    }
+}
+
+/// The C program that reallocates at the same address, built on the host.
+fn c_program() -> PathBuf {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shell-kernel/module");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rmx_same_address");
+    let st = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-I", dir, "-o"])
+        .arg(&exe)
+        .arg(Path::new(dir).join("test/same_address.c"))
+        .status()
+        .expect("cc runs");
+    assert!(st.success(), "same_address.c builds");
+    exe
+}
+
+/// The guest tests in this binary.
+const GUEST_TESTS: usize = 8;
+
+#[test]
+fn in_the_test_vm_the_module_keeps_every_region_correct() {
+    let k = match vm::kernel() {
+        Ok(k) => k,
+        Err(vm::Skip(why)) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(ko) = module(&k) else { return };
+    let c = c_program();
+    let exe = std::env::current_exe().expect("this test's binary");
+    let script = format!(
+        "insmod {ko} pin_limit={LIMIT} || exit 91
+{exe} kguest_ --nocapture --test-threads 1; echo GUEST-RC=$?
+{c}; echo C-RC=$?
+echo PINNED=$(cat /sys/module/rmx/parameters/pinned_pages)
+rmmod rmx && echo UNLOADED
+dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
+",
+        ko = vm::in_guest(&ko),
+        exe = vm::in_guest(&exe),
+        c = vm::in_guest(&c),
+    );
+    let out = k
+        .run(&vm::Job {
+            files: &[&ko, &exe, &c],
+            system: &[],
+            modules: &[],
+            script: &script,
+            timeout: Duration::from_secs(900),
+        })
+        .expect("the guest ran");
+    let con = &out.console;
+    eprintln!("{con}");
+    assert_eq!(out.status, Some(0), "guest console:\n{con}");
+    assert!(
+        con.contains("GUEST-RC=0"),
+        "every guest test passed:\n{con}"
+    );
+    assert!(
+        con.contains(&format!("test result: ok. {GUEST_TESTS} passed")),
+        "all {GUEST_TESTS} ran:\n{con}"
+    );
+    assert!(
+        !con.contains("skipped:"),
+        "none skipped in the guest:\n{con}"
+    );
+    assert!(
+        con.contains("C-RC=0"),
+        "the C program's checks passed:\n{con}"
+    );
+    assert!(con.contains("PINNED=0"), "every page given back:\n{con}");
+    assert!(
+        con.contains("UNLOADED"),
+        "the module unloads after its users:\n{con}"
+    );
+    for bad in ["WARNING", "BUG", "Call Trace"] {
+        assert!(
+            !con.lines().any(|l| l.contains("DMESG:") && l.contains(bad)),
+            "the kernel complained ({bad}):\n{con}"
+        );
+    }
+}
+
+#[path = "kernel_module/kguest.rs"]
+mod kguest;
