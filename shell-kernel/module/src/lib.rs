@@ -6,7 +6,7 @@
 //! sequence, inserting and removing notifiers) between these calls,
 //! without the lock.
 //!
-//! [`exports`] is the C ABI the glue links against, built only for the
+//! `exports` is the C ABI the glue links against, built only for the
 //! module (`x86_64-unknown-none`); the operations themselves are plain
 //! Rust over any [`rmx_kernel::Kernel`], tested on the host.
 #![no_std]
