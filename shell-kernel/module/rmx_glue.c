@@ -250,6 +250,19 @@ static long rmx_undeclare_req(struct rmx_ctx *c, void __user *uarg)
 	return r;
 }
 
+static long rmx_unpin_req(struct rmx_ctx *c, void __user *uarg)
+{
+	u32 desc;
+	long r;
+
+	if (get_user(desc, (u32 __user *)uarg))
+		return -EFAULT;
+	mutex_lock(&c->lock);
+	r = rmx_unpin(c->rs, c, desc);
+	mutex_unlock(&c->lock);
+	return r;
+}
+
 /* Pins the next chunk of `desc`: 1 all pinned, 0 not yet, or an errno. */
 static long rmx_pin_step(struct rmx_ctx *c, u32 desc)
 {
@@ -413,6 +426,9 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		break;
 	case RMX_WRITE:
 		r = rmx_copy_req(c, uarg, false);
+		break;
+	case RMX_UNPIN:
+		r = rmx_unpin_req(c, uarg);
 		break;
 	default:
 		r = -ENOTTY;

@@ -29,6 +29,7 @@ void rmx_ctx_close(void *ctx, void *glue);
 s64 rmx_declare_len(const u8 *arg);
 s64 rmx_declare(void *ctx, void *glue, const u8 *arg, const u8 *segs, size_t len);
 s64 rmx_undeclare(void *ctx, void *glue, u32 desc);
+s64 rmx_unpin(void *ctx, void *glue, u32 desc);
 s64 rmx_region_pages(void *ctx, u32 desc);
 s64 rmx_region_bytes(void *ctx, u32 desc);
 s64 rmx_use(void *ctx, u32 desc, bool on);

@@ -51,6 +51,10 @@ struct rmx_copy {
 #define RMX_PIN _IOW(RMX_MAGIC, 3, struct rmx_pin)
 #define RMX_READ _IOW(RMX_MAGIC, 4, struct rmx_copy)
 #define RMX_WRITE _IOW(RMX_MAGIC, 5, struct rmx_copy)
+/* Unpins every page of a region now; it stays declared and is pinned
+ * again on next use (pinning and unpinning around every communication,
+ * the synchronous mode decoupled pinning is compared with). */
+#define RMX_UNPIN _IOW(RMX_MAGIC, 6, __u32)
 
 /* mmap of one page at offset 0, read-only: word 0 the pages the context
  * holds pinned, word 1 + (desc & 0xffff) that region's generation, which

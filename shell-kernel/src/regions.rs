@@ -319,6 +319,18 @@ where
         Err(Error::Busy)
     }
 
+    /// Unpins every page of `d` now; it stays declared and is pinned
+    /// again on next use (the synchronous mode the paper compares with
+    /// unpins after every communication).
+    pub fn unpin<K: Kernel>(&mut self, k: &mut K, d: Desc) -> Result<(), Error> {
+        let r = self.get(d)?;
+        if r.users > 0 || r.pinning {
+            return Err(Error::Busy);
+        }
+        self.unpin_region(k, d.slot());
+        Ok(())
+    }
+
     /// The notifier of `slot` reports `[start, end)` invalidated: if the
     /// region there overlaps it, its pages are unpinned and its generation
     /// changes; it stays declared and is pinned again on next use.

@@ -32,6 +32,7 @@ pub mod ioctl {
     pub const PIN: u32 = ioc(WRITE, 3, 8);
     pub const READ: u32 = ioc(WRITE, 4, 32);
     pub const WRITE_TO: u32 = ioc(WRITE, 5, 32);
+    pub const UNPIN: u32 = ioc(WRITE, 6, 4);
     /// `RMX_PIN`'s flag: every page now, not the next chunk.
     pub const PIN_ALL: u32 = 1;
 }

@@ -107,7 +107,7 @@ impl Registrar {
     ///
     /// # Safety
     /// The range is mapped for the call and no operation names it.
-    unsafe fn cycle(&mut self, addr: usize, len: usize) {
+    pub(crate) unsafe fn cycle(&mut self, addr: usize, len: usize) {
         // SAFETY: the caller's contract.
         if let Ok(mr) = unsafe { self.port.register_user(addr, len) } {
             self.port.deregister(mr);

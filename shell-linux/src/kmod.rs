@@ -135,6 +135,13 @@ impl Device {
         self.ioctl(ioctl::PIN, &mut p).map(|r| r == 1)
     }
 
+    /// Unpins every page of `d` now; it stays declared and is pinned again
+    /// on next use.
+    pub fn unpin(&self, d: Desc) -> io::Result<()> {
+        let mut desc = d.0;
+        self.ioctl(ioctl::UNPIN, &mut desc).map(drop)
+    }
+
     /// Copies bytes `offset..` of region `d` into `buf` through its pinned
     /// pages (what a send on the region puts on the wire).
     pub fn read(&self, d: Desc, offset: u64, buf: &mut [u8]) -> io::Result<()> {

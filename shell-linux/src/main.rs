@@ -187,6 +187,14 @@ fn run(cli: Cli) -> Result<(), String> {
             net,
         } => calibrate(json, dry_run, &transport, &net),
         Cmd::Lab(cmd) => lab(cmd),
+        Cmd::Bench(BenchCmd::Pin {
+            json,
+            iters,
+            max_pages,
+            plot,
+            transport,
+            net,
+        }) => pin(json, iters, max_pages, plot.as_deref(), &transport, &net),
         Cmd::Bench(BenchCmd::Spectrum {
             args: a,
             buffers,

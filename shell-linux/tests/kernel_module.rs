@@ -15,34 +15,6 @@ use std::time::Duration;
 /// the limit test passes it with a few regions.
 const LIMIT: usize = 256;
 
-/// rmx.ko for the guest's kernel, or `None` with the reason printed.
-fn module(k: &vm::Kernel) -> Option<PathBuf> {
-    let rel = k.release();
-    let kdir = Path::new("/lib/modules").join(&rel).join("build");
-    if !kdir.join("Makefile").exists() {
-        eprintln!(
-            "skipped: no build tree for the guest's kernel: apt-get install linux-headers-{rel}"
-        );
-        return None;
-    }
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kmod");
-    let build = concat!(env!("CARGO_MANIFEST_DIR"), "/../shell-kernel/module/build");
-    let o = Command::new(build)
-        .arg(&kdir)
-        .arg(&out)
-        .output()
-        .expect("the module's build script runs");
-    let err = String::from_utf8_lossy(&o.stderr);
-    match o.status.code() {
-        Some(0) => Some(out.join("rmx.ko")),
-        Some(2) => {
-            eprintln!("skipped: {}", err.trim());
-            None
-        }
-        _ => panic!("rmx.ko did not build:\n{err}"),
-    }
-}
-
 /// The C program that reallocates at the same address, built on the host.
 fn c_program() -> PathBuf {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shell-kernel/module");
@@ -69,7 +41,9 @@ fn in_the_test_vm_the_module_keeps_every_region_correct() {
             return;
         }
     };
-    let Some(ko) = module(&k) else { return };
+    let Some(ko) = vm::rmx_ko::build(&k) else {
+        return;
+    };
     let c = c_program();
     let exe = std::env::current_exe().expect("this test's binary");
     let script = format!(

@@ -224,6 +224,52 @@ echo JSON-CAL; $RMX calibrate --transport verbs --dry-run --json; echo JSON-END
     assert!(reg > 0, "{cal}");
 }
 
+/// `rmx bench pin` in the guest with rmx.ko loaded and rxe0 up: Table 1
+/// for the module, mlock and ibv_reg_mr, and the validity checks.
+#[test]
+fn bench_pin_gives_table_1_for_the_module_mlock_and_ibv_reg_mr() {
+    let k = match vm::kernel() {
+        Ok(k) => k,
+        Err(vm::Skip(why)) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(ko) = vm::rmx_ko::build(&k) else {
+        return;
+    };
+    let Some(out) = in_vm_with(
+        &format!(
+            "insmod {} || exit 91
+echo JSON-PIN; $RMX bench pin --json --iters 5 --transport verbs --device rxe0; echo JSON-END
+echo PINNED=$(cat /sys/module/rmx/parameters/pinned_pages)
+",
+            vm::in_guest(&ko)
+        ),
+        &[&ko],
+        Duration::from_secs(600),
+    ) else {
+        return;
+    };
+    assert_eq!(out.status, Some(0), "guest console:\n{}", out.console);
+    let doc = json_between(&out.console, "JSON-PIN");
+    let rows = doc["results"].as_array().expect("rows");
+    for m in ["rmx.ko", "mlock", "ibv_reg_mr"] {
+        let mine: Vec<_> = rows.iter().filter(|r| r["method"] == m).collect();
+        assert_eq!(mine.len(), 13, "{m}: 1 ... 4096 pages\n{doc}");
+        assert!(
+            mine.iter()
+                .all(|r| r["pin_unpin_us"].as_f64().unwrap() > 0.0),
+            "{m}"
+        );
+        assert!(doc["fit"][m]["ns_per_page"].is_f64(), "{m}");
+    }
+    let checks = doc["validity"].as_array().expect("validity");
+    assert_eq!(checks.len(), 3, "{doc}");
+    assert!(out.console.contains("PINNED=0"), "{}", out.console);
+    eprintln!("{}", serde_json::to_string_pretty(&doc).unwrap());
+}
+
 /// The guest tests below, run inside the VM on `rxe0`, one at a time.
 #[test]
 fn in_the_test_vm_every_protocol_runs_over_rxe() {

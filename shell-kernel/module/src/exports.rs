@@ -228,6 +228,17 @@ pub unsafe extern "C" fn rmx_undeclare(c: *mut c_void, glue: *mut c_void, desc: 
     code(c.regions.undeclare(&mut Glue(glue), Desc(desc)).map(|()| 0))
 }
 
+/// Unpins every page of `desc`; it stays declared.
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_unpin(c: *mut c_void, glue: *mut c_void, desc: u32) -> i64 {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    code(c.regions.unpin(&mut Glue(glue), Desc(desc)).map(|()| 0))
+}
+
 /// The pages of `desc` (the length of the page array the glue keeps),
 /// and its bytes.
 ///

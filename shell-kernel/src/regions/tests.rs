@@ -225,3 +225,26 @@ fn a_byte_is_reachable_only_once_its_page_is_pinned() {
     assert_eq!(c.piece(d, 3 * PAGE), Err(Error::Invalid), "past the end");
     assert_eq!(c.piece(Desc(d.0 ^ 1 << 16), 0), Err(Error::BadDescriptor));
 }
+
+#[test]
+fn a_region_unpinned_by_request_stays_declared_and_pins_again() {
+    let mut k = Mock::default();
+    k.map(A, 8);
+    let mut c = ctx(1, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 8 * PAGE)]).unwrap();
+    c.pin_all(&mut k, d).unwrap();
+    let g = c.generation(d.slot());
+    c.acquire(d).unwrap();
+    assert_eq!(c.unpin(&mut k, d), Err(Error::Busy), "in use");
+    c.release(d).unwrap();
+    c.unpin(&mut k, d).unwrap();
+    assert!(k.pins.is_empty());
+    assert_eq!(c.pinned(), 0);
+    assert_ne!(c.generation(d.slot()), g);
+    c.pin_all(&mut k, d).unwrap();
+    assert_eq!(k.pins.len(), 8);
+    assert_eq!(
+        c.unpin(&mut k, Desc(d.0 + (1 << 16))),
+        Err(Error::BadDescriptor)
+    );
+}

@@ -9,6 +9,7 @@ pub mod frame_floor;
 pub mod hist;
 pub mod overlap;
 pub mod perftest;
+pub mod pin;
 pub mod pingpong;
 pub mod progress;
 pub mod rate;

@@ -138,6 +138,32 @@ pub(crate) enum BenchCmd {
         #[arg(long)]
         sim: bool,
     },
+    /// Pin + unpin of 1 … 4096 pages through rmx.ko, beside mlock and a
+    /// device's registration (the Open-MX paper's Table 1), and the cost of
+    /// checking a cached region's validity.
+    #[command(
+        long_about = "The Open-MX paper's Table 1: the time to pin and unpin 1, 2, 4 ... --max-pages pages (memory already faulted in), the median of --iters rounds per size, through rmx.ko (RMX_PIN of a declared region, then RMX_UNPIN; needs the module loaded: shell-kernel/module/build, then insmod rmx.ko), through mlock/munlock, and with --transport verbs through ibv_reg_mr/ibv_dereg_mr on --device. Each method's fit base + pages x per_page (least squares) gives base_us, ns/page and GB/s (a page's bytes over its per-page time). Then the cost of one validity check of a pinned, cached region: one load from the page rmx.ko maps, an ioctl asking rmx.ko, and the userfaultfd monitor's check."
+    )]
+    Pin {
+        /// Print one JSON document instead of tables.
+        #[arg(long)]
+        json: bool,
+        /// Timed rounds per size (their median is the figure).
+        #[arg(long, default_value_t = 20)]
+        iters: u64,
+        /// The largest region, in pages (a power of two up to it is the last row).
+        #[arg(long, default_value_t = 4096)]
+        max_pages: usize,
+        /// Also write the curves as an SVG plot here.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// loop measures rmx.ko and mlock only; verbs adds ibv_reg_mr on --device.
+        #[arg(long, default_value = "loop")]
+        transport: String,
+        /// The transport's own options (verbs: --device, --port, --gid-index).
+        #[command(flatten)]
+        net: rmx_linux::transport::registry::Options,
+    },
     /// Buffer i of N sent i times (reuse 1..N), buffers packed back to back or
     /// one per page: improvement of zero-copy over copy per size and layout.
     Spectrum {

@@ -8,6 +8,7 @@ mod calibrate;
 mod info;
 mod lab;
 mod model;
+mod pin;
 mod setup;
 mod suite;
 
@@ -17,5 +18,6 @@ pub(crate) use calibrate::*;
 pub(crate) use info::*;
 pub(crate) use lab::*;
 pub(crate) use model::*;
+pub(crate) use pin::*;
 pub(crate) use setup::*;
 pub(crate) use suite::*;

@@ -14,8 +14,8 @@ fn ioctl_numbers_agree_with_the_modules_header() {
     std::fs::write(
         &src,
         format!(
-            "#include <stdio.h>\n#include \"{header}\"\nint main(void) {{ printf(\"%u %u %u %u %u %u %zu %zu %zu\", \
-             (unsigned)RMX_DECLARE, (unsigned)RMX_UNDECLARE, (unsigned)RMX_PIN, (unsigned)RMX_READ, \
+            "#include <stdio.h>\n#include \"{header}\"\nint main(void) {{ printf(\"%u %u %u %u %u %u %u %zu %zu %zu\", \
+             (unsigned)RMX_UNPIN, (unsigned)RMX_DECLARE, (unsigned)RMX_UNDECLARE, (unsigned)RMX_PIN, (unsigned)RMX_READ, \
              (unsigned)RMX_WRITE, RMX_PIN_ALL, sizeof(struct rmx_segment), sizeof(struct rmx_pin), \
              sizeof(struct rmx_copy)); return 0; }}\n"
         ),
@@ -38,7 +38,8 @@ fn ioctl_numbers_agree_with_the_modules_header() {
     let _ = std::fs::remove_dir_all(&dir);
     let got = String::from_utf8(out.stdout).unwrap();
     let want = format!(
-        "{} {} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {} {}",
+        ioctl::UNPIN,
         ioctl::DECLARE,
         ioctl::UNDECLARE,
         ioctl::PIN,

@@ -10,6 +10,8 @@
 //! `target/rmx-vm`). Anything missing (root, qemu, busybox, the package)
 //! is a [`Skip`] with the reason, so a test can say why it did not run.
 
+pub mod rmx_ko;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
