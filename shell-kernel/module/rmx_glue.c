@@ -19,6 +19,7 @@
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/poll.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -59,6 +60,7 @@ struct rmx_slot {
 struct rmx_ctx {
 	struct mutex ioctl;
 	struct mutex lock;
+	wait_queue_head_t changed;
 	pid_t tgid;
 	const struct mm_struct *mm;
 	struct page *shared;
@@ -148,6 +150,7 @@ static bool rmx_invalidate_cb(struct mmu_interval_notifier *mni,
 	mmu_interval_set_seq(mni, cur_seq);
 	rmx_invalidate(c->rs, c, s->idx, range->start, range->end);
 	mutex_unlock(&c->lock);
+	wake_up_interruptible(&c->changed);
 	return true;
 }
 
@@ -434,7 +437,57 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		r = -ENOTTY;
 	}
 	mutex_unlock(&c->ioctl);
+	/* Requests change regions too (eviction, undeclaring). */
+	wake_up_interruptible(&c->changed);
 	return r;
+}
+
+static bool rmx_pending(struct rmx_ctx *c)
+{
+	bool r;
+
+	mutex_lock(&c->lock);
+	r = rmx_changed(c->rs);
+	mutex_unlock(&c->lock);
+	return r;
+}
+
+static ssize_t rmx_read(struct file *f, char __user *buf, size_t len, loff_t *off)
+{
+	struct rmx_ctx *c = f->private_data;
+	struct rmx_change out[32];
+	size_t n, max = min_t(size_t, len / sizeof(out[0]), ARRAY_SIZE(out));
+	int r;
+
+	if (rmx_forked(c))
+		return -EIO;
+	if (!max)
+		return -EINVAL;
+	for (;;) {
+		mutex_lock(&c->lock);
+		n = rmx_changes(c->rs, out, max);
+		mutex_unlock(&c->lock);
+		if (n)
+			break;
+		if (f->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		r = wait_event_interruptible(c->changed, rmx_pending(c));
+		if (r)
+			return r;
+	}
+	if (copy_to_user(buf, out, n * sizeof(out[0])))
+		return -EFAULT;
+	return n * sizeof(out[0]);
+}
+
+static __poll_t rmx_poll(struct file *f, struct poll_table_struct *wait)
+{
+	struct rmx_ctx *c = f->private_data;
+
+	if (rmx_forked(c))
+		return EPOLLERR;
+	poll_wait(f, &c->changed, wait);
+	return rmx_pending(c) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
 static int rmx_mmap(struct file *f, struct vm_area_struct *vma)
@@ -486,6 +539,7 @@ static int rmx_open(struct inode *inode, struct file *f)
 	}
 	mutex_init(&c->ioctl);
 	mutex_init(&c->lock);
+	init_waitqueue_head(&c->changed);
 	c->tgid = task_tgid_nr(current);
 	c->mm = current->mm;
 	r = rmx_ctx_init(c->rs, c->rs_slots, page_address(c->shared), pin_limit);
@@ -516,6 +570,8 @@ static const struct file_operations rmx_fops = {
 	.open = rmx_open,
 	.release = rmx_release,
 	.unlocked_ioctl = rmx_ioctl,
+	.read = rmx_read,
+	.poll = rmx_poll,
 	.mmap = rmx_mmap,
 	.llseek = no_llseek,
 };

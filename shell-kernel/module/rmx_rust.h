@@ -5,6 +5,8 @@
 
 #include <linux/types.h>
 
+#include "rmx_uapi.h" /* struct rmx_change */
+
 struct rmx_job {
 	u32 desc;
 	u32 first;
@@ -36,6 +38,8 @@ s64 rmx_use(void *ctx, u32 desc, bool on);
 s64 rmx_begin_pin(void *ctx, void *glue, u32 desc, struct rmx_job *job);
 s64 rmx_end_pin(void *ctx, void *glue, const struct rmx_job *job, u64 seq, s64 pinned);
 s64 rmx_piece(void *ctx, u32 desc, u64 offset, struct rmx_piece *piece);
+bool rmx_changed(void *ctx);
+size_t rmx_changes(void *ctx, struct rmx_change *out, size_t max);
 void rmx_invalidate(void *ctx, void *glue, u32 slot, u64 start, u64 end);
 
 /* Called back by the Rust half, with the context's lock held. */

@@ -56,6 +56,15 @@ struct rmx_copy {
  * the synchronous mode decoupled pinning is compared with). */
 #define RMX_UNPIN _IOW(RMX_MAGIC, 6, __u32)
 
+/* read() gives what changed since the last read, for an evictor thread:
+ * records of struct rmx_change, one per region whose generation moved
+ * (unpinned by an invalidation or eviction, undeclared, declared anew),
+ * blocking until one does unless O_NONBLOCK; poll() says POLLIN then. */
+struct rmx_change {
+	__u32 desc;
+	__u32 generation;
+};
+
 /* mmap of one page at offset 0, read-only: word 0 the pages the context
  * holds pinned, word 1 + (desc & 0xffff) that region's generation, which
  * changes whenever the region is invalidated, evicted or declared anew. */

@@ -47,6 +47,8 @@ pub struct Slot {
     uses: u16,
     /// What userspace reads for this slot.
     generation: u32,
+    /// The generation last reported by [`Regions::changes`].
+    reported: u32,
 }
 
 /// Pages to pin for a region, as [`Regions::begin_pin`] asks.
@@ -417,6 +419,35 @@ where
     fn publish_pinned(&self) {
         let n = u32::try_from(self.pinned).unwrap_or(u32::MAX);
         self.shared.as_ref()[0].store(n, Ordering::Release);
+    }
+
+    /// Whether a slot's generation moved since [`changes`](Self::changes)
+    /// last reported it (the device is readable).
+    pub fn changed(&self) -> bool {
+        self.slots
+            .as_ref()
+            .iter()
+            .any(|s| s.generation != s.reported)
+    }
+
+    /// Reports into `out` the slots whose generation moved since last
+    /// reported — the descriptor of the slot's latest declaration and its
+    /// generation now — as many as fit, lowest slot first; how many. What
+    /// an evictor thread reads from the device instead of scanning the
+    /// page of generations.
+    pub fn changes(&mut self, out: &mut [(Desc, u32)]) -> usize {
+        let mut n = 0;
+        for (i, s) in self.slots.as_mut().iter_mut().enumerate() {
+            if n == out.len() {
+                break;
+            }
+            if s.generation != s.reported {
+                s.reported = s.generation;
+                out[n] = (Desc::new(i as u16, s.uses), s.generation);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// What userspace reads for `slot` (for tests and the glue's `read`).

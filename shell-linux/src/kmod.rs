@@ -168,6 +168,48 @@ impl Device {
         self.ioctl(ioctl::WRITE_TO, &mut c).map(drop)
     }
 
+    /// Whether a region changed since [`changes`](Self::changes) last
+    /// read, waiting up to `timeout` (forever: `None`) for one to.
+    pub fn ready(&self, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+        let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+        let mut p = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd, valid for the call.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if p.revents & libc::POLLERR != 0 {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(n > 0)
+    }
+
+    /// The regions whose generation moved since the last call, each with
+    /// its generation now (waits until there is one): what an evictor
+    /// thread reads to drop stale entries without scanning every region.
+    pub fn changes(&self) -> io::Result<Vec<(Desc, u32)>> {
+        let mut raw = [0u32; 64];
+        // SAFETY: reads into `raw`, which holds as many bytes as asked.
+        let n = unsafe {
+            libc::read(
+                self.file.as_raw_fd(),
+                raw.as_mut_ptr().cast(),
+                4 * raw.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(raw[..n as usize / 4]
+            .chunks_exact(2)
+            .map(|c| (Desc(c[0]), c[1]))
+            .collect())
+    }
+
     fn word(&self, i: usize) -> Option<u32> {
         // SAFETY: within the mapped page, which lives as long as `self`;
         // the module stores these words atomically.

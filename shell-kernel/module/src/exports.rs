@@ -395,3 +395,52 @@ pub unsafe extern "C" fn rmx_invalidate(
         c.regions.invalidate(&mut Glue(glue), slot, start, end);
     }
 }
+
+/// A change as `read` gives it to userspace: a region's descriptor and
+/// its generation now.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RmxChange {
+    pub desc: u32,
+    pub generation: u32,
+}
+
+/// Whether a region changed since last read (the device is readable).
+///
+/// # Safety
+/// As for every context call.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_changed(c: *mut c_void) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe { ctx(c) }.regions.changed()
+}
+
+/// Writes up to `max` changes to `out`; how many.
+///
+/// # Safety
+/// As for every context call; `out` writable for `max` changes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_changes(c: *mut c_void, out: *mut RmxChange, max: usize) -> usize {
+    // SAFETY: the caller's contract.
+    let c = unsafe { ctx(c) };
+    let mut buf = [(Desc(0), 0u32); 32];
+    let mut n = 0;
+    while n < max {
+        let want = (max - n).min(buf.len());
+        let got = c.regions.changes(&mut buf[..want]);
+        for (i, &(d, g)) in buf[..got].iter().enumerate() {
+            // SAFETY: n + i < max, within the caller's buffer.
+            unsafe {
+                out.add(n + i).write(RmxChange {
+                    desc: d.0,
+                    generation: g,
+                })
+            };
+        }
+        n += got;
+        if got < want {
+            break;
+        }
+    }
+    n
+}

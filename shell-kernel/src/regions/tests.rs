@@ -248,3 +248,33 @@ fn a_region_unpinned_by_request_stays_declared_and_pins_again() {
         Err(Error::BadDescriptor)
     );
 }
+
+#[test]
+fn changes_are_reported_once_each_until_the_next() {
+    let mut k = Mock::default();
+    k.map(A, 8);
+    let mut c = ctx(4, 1 << 20);
+    let d = c.declare(&mut k, &[seg(A, 4 * PAGE)]).unwrap();
+    let e = c.declare(&mut k, &[seg(A + 4 * PAGE, 4 * PAGE)]).unwrap();
+    let mut out = [(Desc(0), 0); 1];
+    // Declaring is a change; one fits at a time.
+    assert!(c.changed());
+    assert_eq!(c.changes(&mut out), 1);
+    assert_eq!(out[0], (d, c.generation(d.slot()).unwrap()));
+    assert_eq!(c.changes(&mut out), 1);
+    assert_eq!(out[0].0, e);
+    assert!(!c.changed());
+    assert_eq!(c.changes(&mut out), 0);
+    c.pin_all(&mut k, e).unwrap();
+    assert!(!c.changed(), "pinning is no change");
+    k.unmap(A + 4 * PAGE, 1);
+    c.invalidate(&mut k, e.slot(), A + 4 * PAGE, A + 5 * PAGE);
+    let mut many = [(Desc(0), 0); 4];
+    assert_eq!(c.changes(&mut many), 1);
+    assert_eq!(many[0], (e, c.generation(e.slot()).unwrap()));
+    // An undeclared slot reports its last descriptor, now refused.
+    c.undeclare(&mut k, d).unwrap();
+    assert_eq!(c.changes(&mut many), 1);
+    assert_eq!(many[0].0, d);
+    assert_eq!(c.region(d).err(), Some(Error::BadDescriptor));
+}

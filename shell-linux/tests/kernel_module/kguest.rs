@@ -106,6 +106,7 @@ fn kguest_a_region_unmapped_and_mapped_again_sends_the_new_pages() {
     unmap(a, len);
     assert_eq!(d.pinned(), 0, "the unmapping unpinned the region");
     assert_ne!(d.generation(r).unwrap(), g, "and userspace can see it");
+    let g = d.generation(r).unwrap();
     assert_eq!(map(len, Some(a)), a);
     store(a, &pattern(2, len));
     let got = sent(&d, r, len).unwrap();
@@ -115,6 +116,12 @@ fn kguest_a_region_unmapped_and_mapped_again_sends_the_new_pages() {
         .filter(|(x, y)| **x != *y)
         .count();
     assert_eq!(stale, 0, "every byte is the new mapping's");
+    // Unpinned by request (the synchronous mode): declared still, pinned
+    // again on the next send.
+    d.unpin(r).unwrap();
+    assert_eq!(d.pinned(), 0);
+    assert_ne!(d.generation(r).unwrap(), g);
+    assert!(sent(&d, r, len).unwrap() == pattern(2, len));
     // A receive into the region lands in the process's memory.
     d.write(r, 100, &pattern(3, 3 * PAGE)).unwrap();
     assert!(load(a + 100, 3 * PAGE) == pattern(3, 3 * PAGE));
@@ -195,6 +202,47 @@ fn kguest_after_fork_the_parent_goes_on_and_the_child_is_refused() {
     assert!(sent(&d, r, len).unwrap() == pattern(7, len));
     d.write(r, 0, &pattern(8, len)).unwrap();
     assert!(load(a, len) == pattern(8, len));
+    unmap(a, len);
+}
+
+#[test]
+fn kguest_an_evictor_thread_reads_what_changed() {
+    let Some(d) = dev() else { return };
+    let len = 4 * PAGE;
+    let a = map(len, None);
+    let r = declare(&d, &[(a, len)]).unwrap();
+    let other = declare(&d, &[(a, PAGE)]).unwrap();
+    // The declarations were changes; then nothing is pending.
+    let first = d.changes().unwrap();
+    assert_eq!(
+        first.iter().map(|c| c.0).collect::<Vec<_>>(),
+        vec![r, other]
+    );
+    assert!(!d.ready(Some(Duration::ZERO)).unwrap());
+    d.pin(r, true).unwrap();
+    assert!(
+        !d.ready(Some(Duration::ZERO)).unwrap(),
+        "pinning is no change"
+    );
+    let seen = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            assert!(d.ready(Some(Duration::from_secs(30))).unwrap(), "woken");
+            d.changes().unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        unmap(a + 2 * PAGE, PAGE);
+        t.join().unwrap()
+    });
+    assert_eq!(
+        seen,
+        vec![(r, d.generation(r).unwrap())],
+        "only the region over the unmapped page"
+    );
+    d.undeclare(other).unwrap();
+    assert_eq!(
+        d.changes().unwrap(),
+        vec![(other, d.generation(other).unwrap())]
+    );
     unmap(a, len);
 }
 
@@ -369,6 +417,8 @@ fn kguest_bad_requests_get_an_errno_and_change_nothing() {
     assert_eq!(errno(d.undeclare(Desc(12345))), libc::EBADF);
     assert_eq!(errno(sent(&d, Desc(good.0 ^ 1 << 16), 1)), libc::EBADF);
     assert_eq!(errno(d.pin(Desc(u32::MAX), false)), libc::EBADF);
+    assert_eq!(errno(d.unpin(Desc(u32::MAX))), libc::EBADF);
+    assert_eq!(d.generation(Desc(u32::MAX)), None);
     // Ranges past a region's end, or whose end overflows.
     let mut b = [0u8; 8];
     assert_eq!(
