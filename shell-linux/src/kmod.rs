@@ -7,6 +7,8 @@
 //! load from a page it maps read-only ([`Device::generation`]): no system
 //! call.
 
+pub mod cache;
+
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;

@@ -30,7 +30,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 9;
+const GUEST_TESTS: usize = 10;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {

@@ -19,6 +19,7 @@ use super::Opts;
 use crate::anon::AnonMap;
 use crate::calibrate::Registrar;
 use crate::clock::now_ns;
+use crate::kmod::cache::{Mode, RegionCache};
 use crate::kmod::Device;
 use crate::reuse::PAGE;
 
@@ -29,11 +30,13 @@ pub fn pages(max: usize) -> Vec<usize> {
         .collect()
 }
 
-/// How pages are pinned and unpinned.
+/// How pages are pinned and unpinned (or, `Send`, a send of the region
+/// through the module's region cache in a mode).
 pub enum Method<'a> {
     Module(&'a Device),
     Mlock,
     Register(&'a mut Registrar),
+    Send(&'a Device, Mode),
 }
 
 impl Method<'_> {
@@ -45,13 +48,15 @@ impl Method<'_> {
                 "verbs" => "ibv_reg_mr",
                 other => other,
             },
+            Method::Send(_, Mode::Decoupled) => "send (decoupled)",
+            Method::Send(_, Mode::Synchronous) => "send (pin+unpin each)",
         }
     }
 
     /// Nanoseconds of one pin and unpin of `len` bytes at `addr` (mapped
     /// and faulted in), per round: `rounds` of them, after one warm-up.
     fn time(&mut self, addr: usize, len: usize, rounds: usize) -> Result<Vec<u64>, String> {
-        let mut out = Vec::with_capacity(rounds);
+        let mut times = Vec::with_capacity(rounds);
         match self {
             Method::Module(dev) => {
                 let seg = rmx_kernel::Segment {
@@ -69,7 +74,7 @@ impl Method<'_> {
                 };
                 let timed = one().and_then(|_| (0..rounds).map(|_| one()).collect());
                 let _ = dev.undeclare(r);
-                out = timed?;
+                times = timed?;
             }
             Method::Mlock => {
                 let one = || -> Result<u64, String> {
@@ -87,7 +92,22 @@ impl Method<'_> {
                 };
                 one()?;
                 for _ in 0..rounds {
-                    out.push(one()?);
+                    times.push(one()?);
+                }
+            }
+            Method::Send(dev, mode) => {
+                let mut cache = RegionCache::new(dev, *mode, 1).map_err(|e| e.to_string())?;
+                let mut out = vec![0u8; len];
+                let mut one = || -> Result<u64, String> {
+                    let t0 = now_ns();
+                    // SAFETY: the benchmark's own mapping, only read.
+                    unsafe { cache.read(addr as u64, &mut out) }
+                        .map_err(|e| format!("RMX_READ: {e}"))?;
+                    Ok(now_ns() - t0)
+                };
+                one()?;
+                for _ in 0..rounds {
+                    times.push(one()?);
                 }
             }
             Method::Register(reg) => {
@@ -99,10 +119,10 @@ impl Method<'_> {
                     now_ns() - t0
                 };
                 one();
-                out = (0..rounds).map(|_| one()).collect();
+                times = (0..rounds).map(|_| one()).collect();
             }
         }
-        Ok(out)
+        Ok(times)
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::Path;
 use rmx_linux::bench::pin::{self, Method};
 use rmx_linux::bench::report::{Column, Report};
 use rmx_linux::bench::Opts;
+use rmx_linux::kmod::cache::Mode;
 use rmx_linux::kmod::Device;
 
 /// The largest region measured: 4 GiB of pages.
@@ -44,6 +45,8 @@ pub(crate) fn pin(
     let mut methods = Vec::new();
     if let Some(d) = &dev {
         methods.push(Method::Module(d));
+        methods.push(Method::Send(d, Mode::Decoupled));
+        methods.push(Method::Send(d, Mode::Synchronous));
     }
     methods.push(Method::Mlock);
     if let Some(r) = reg.as_mut() {

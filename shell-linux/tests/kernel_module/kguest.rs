@@ -246,6 +246,52 @@ fn kguest_an_evictor_thread_reads_what_changed() {
     unmap(a, len);
 }
 
+#[test]
+fn kguest_the_region_cache_declares_once_and_the_synchronous_mode_pins_per_send() {
+    use rmx_linux::kmod::cache::{Mode, RegionCache};
+    let Some(d) = dev() else { return };
+    let (n, size, stride) = (8, 3 * PAGE, 4 * PAGE);
+    let a = map(n * stride, None);
+    for i in 0..n {
+        store(a + i * stride + 100, &pattern(i, size));
+    }
+    for (mode, capacity, declared) in [
+        (Mode::Decoupled, 8, 8),
+        (Mode::Decoupled, 4, 24),
+        (Mode::Synchronous, 8, 8),
+    ] {
+        let mut c = RegionCache::new(&d, mode, capacity).unwrap();
+        let mut out = vec![0u8; size];
+        for _round in 0..3 {
+            for i in 0..n {
+                // SAFETY: this test's memory, not referenced across the calls.
+                unsafe { c.read((a + i * stride + 100) as u64, &mut out) }.unwrap();
+                assert!(out == pattern(i, size), "{mode:?} {i}");
+                if mode == Mode::Synchronous {
+                    assert_eq!(d.pinned(), 0, "unpinned after each send");
+                }
+            }
+        }
+        let st = c.stats();
+        assert_eq!(st.declared, declared, "{mode:?} {capacity}");
+        assert_eq!(st.hits + st.declared, 3 * n as u64);
+        assert_eq!(st.undeclared, declared - capacity as u64);
+        if mode == Mode::Decoupled {
+            assert!(d.pinned() > 0, "decoupled pages stay pinned");
+        }
+        // A receive through the cache lands in memory.
+        // SAFETY: as above.
+        unsafe { c.write((a + 100) as u64, &pattern(20, size)) }.unwrap();
+        assert!(load(a + 100, size) == pattern(20, size));
+        store(a + 100, &pattern(0, size));
+    }
+    assert_eq!(d.pinned(), 0, "dropping the cache undeclared its regions");
+    for bad in [0, 256] {
+        assert!(RegionCache::new(&d, Mode::Decoupled, bad).is_err());
+    }
+    unmap(a, n * stride);
+}
+
 /// The `AnonHugePages` of this process, in kB.
 fn huge_kb() -> u64 {
     std::fs::read_to_string("/proc/self/smaps_rollup")
