@@ -45,6 +45,11 @@ static const struct kernel_param_ops rmx_pinned_ops = {
 module_param_cb(pinned_pages, &rmx_pinned_ops, NULL, 0444);
 MODULE_PARM_DESC(pinned_pages, "pages pinned by every context (read-only)");
 
+static unsigned int region_bytes;
+module_param(region_bytes, uint, 0444);
+MODULE_PARM_DESC(region_bytes,
+		 "bytes each open of /dev/rmx holds per region it may declare (read-only; a declared region adds 8 per page)");
+
 struct rmx_ctx;
 
 struct rmx_slot {
@@ -585,6 +590,7 @@ static struct miscdevice rmx_dev = {
 
 static int __init rmx_init(void)
 {
+	region_bytes = sizeof(struct rmx_slot) + rmx_slots_bytes() / rmx_slots();
 	return misc_register(&rmx_dev);
 }
 

@@ -30,7 +30,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 10;
+const GUEST_TESTS: usize = 11;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {
@@ -51,6 +51,7 @@ fn in_the_test_vm_the_module_keeps_every_region_correct() {
 {exe} kguest_ --nocapture --test-threads 1; echo GUEST-RC=$?
 {c}; echo C-RC=$?
 echo PINNED=$(cat /sys/module/rmx/parameters/pinned_pages)
+echo REGION-BYTES=$(cat /sys/module/rmx/parameters/region_bytes)
 rmmod rmx && echo UNLOADED
 dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
 ",

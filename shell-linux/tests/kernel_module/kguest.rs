@@ -134,6 +134,82 @@ fn kguest_a_region_unmapped_and_mapped_again_sends_the_new_pages() {
 }
 
 #[test]
+fn kguest_mremap_dontneed_and_mprotect_unpin_and_the_next_send_is_current() {
+    let Some(d) = dev() else { return };
+    let len = 8 * PAGE;
+    let a = map(len, None);
+    store(a, &pattern(13, len));
+    let r = declare(&d, &[(a, len)]).unwrap();
+    d.pin(r, true).unwrap();
+    // MADV_DONTNEED: the pages are dropped; the next send carries zeros.
+    // SAFETY: advice on this test's memory.
+    assert_eq!(
+        unsafe { libc::madvise(a as *mut libc::c_void, len, libc::MADV_DONTNEED) },
+        0
+    );
+    assert_eq!(d.pinned(), 0);
+    assert!(
+        sent(&d, r, len).unwrap().iter().all(|&b| b == 0),
+        "no stale byte"
+    );
+    // mprotect read-only: unpinned; a send cannot pin for writing until
+    // the protection is back.
+    store(a, &pattern(14, len));
+    // SAFETY: protection changes on this test's memory.
+    assert_eq!(
+        unsafe { libc::mprotect(a as *mut libc::c_void, len, libc::PROT_READ) },
+        0
+    );
+    assert_eq!(d.pinned(), 0);
+    assert_eq!(errno(sent(&d, r, len)), libc::EFAULT);
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe {
+            libc::mprotect(
+                a as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+            )
+        },
+        0
+    );
+    assert!(sent(&d, r, len).unwrap() == pattern(14, len));
+    // mremap away: the range is gone; moved back with new bytes, they are sent.
+    let b = map(len, None);
+    // SAFETY: moves this test's mapping over another of its own.
+    let moved = unsafe {
+        libc::mremap(
+            a as *mut libc::c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            b as *mut libc::c_void,
+        )
+    };
+    assert_eq!(moved as usize, b);
+    assert_eq!(d.pinned(), 0);
+    assert_eq!(
+        errno(sent(&d, r, len)),
+        libc::EFAULT,
+        "nothing mapped there"
+    );
+    store(b, &pattern(15, len));
+    // SAFETY: as above, back to the region's address.
+    let back = unsafe {
+        libc::mremap(
+            b as *mut libc::c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            a as *mut libc::c_void,
+        )
+    };
+    assert_eq!(back as usize, a);
+    assert!(sent(&d, r, len).unwrap() == pattern(15, len));
+    unmap(a, len);
+}
+
+#[test]
 fn kguest_pages_unmapped_inside_a_region_fail_it_and_spare_the_regions_beside() {
     let Some(d) = dev() else { return };
     let len = 64 * PAGE;
