@@ -34,6 +34,9 @@ MODULE_PARM_DESC(pin_limit,
 
 static atomic_long_t rmx_pinned = ATOMIC_LONG_INIT(0);
 
+/* Contexts opened so far: each seeds its descriptors apart. */
+static atomic_t rmx_opened = ATOMIC_INIT(0);
+
 static int rmx_pinned_get(char *buf, const struct kernel_param *kp)
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rmx_pinned));
@@ -547,7 +550,9 @@ static int rmx_open(struct inode *inode, struct file *f)
 	init_waitqueue_head(&c->changed);
 	c->tgid = task_tgid_nr(current);
 	c->mm = current->mm;
-	r = rmx_ctx_init(c->rs, c->rs_slots, page_address(c->shared), pin_limit);
+	/* An odd step: consecutive contexts' descriptors differ in every slot. */
+	r = rmx_ctx_init(c->rs, c->rs_slots, page_address(c->shared), pin_limit,
+			 (u16)(atomic_inc_return(&rmx_opened) * 40503u));
 	if (r) {
 		rmx_ctx_free(c);
 		return r;

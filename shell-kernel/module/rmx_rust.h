@@ -26,7 +26,7 @@ size_t rmx_ctx_align(void);
 size_t rmx_slots_bytes(void);
 u32 rmx_slots(void);
 u32 rmx_shared_words(void);
-int rmx_ctx_init(void *ctx, void *slots, u32 *shared, u64 limit);
+int rmx_ctx_init(void *ctx, void *slots, u32 *shared, u64 limit, u16 seed);
 void rmx_ctx_close(void *ctx, void *glue);
 s64 rmx_declare_len(const u8 *arg);
 s64 rmx_declare(void *ctx, void *glue, const u8 *arg, const u8 *segs, size_t len);

@@ -129,6 +129,19 @@ where
         })
     }
 
+    /// Starts every slot's declaration count at `seed`: contexts seeded
+    /// apart give different descriptors for their first regions, so one
+    /// context's descriptor used on another is refused (`EBADF`) rather
+    /// than naming that context's region in the same slot.
+    pub fn seeded(mut self, seed: u16) -> Self {
+        for s in self.slots.as_mut() {
+            if s.region.is_none() {
+                s.uses = seed;
+            }
+        }
+        self
+    }
+
     /// Pages pinned in the context.
     pub fn pinned(&self) -> u64 {
         self.pinned

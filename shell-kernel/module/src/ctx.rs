@@ -20,10 +20,16 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// A context over `slots` ([`SLOTS`] of them) publishing to `shared`
-    /// (at least [`SHARED_WORDS`]), holding at most `limit` pages pinned.
-    pub fn new(slots: &'a mut [Slot], shared: &'a [AtomicU32], limit: u64) -> Result<Self, Error> {
+    /// (at least [`SHARED_WORDS`]), holding at most `limit` pages pinned;
+    /// its descriptors seeded by `seed` (the glue numbers its contexts).
+    pub fn new(
+        slots: &'a mut [Slot],
+        shared: &'a [AtomicU32],
+        limit: u64,
+        seed: u16,
+    ) -> Result<Self, Error> {
         Ok(Ctx {
-            regions: Regions::new(slots, shared, limit)?,
+            regions: Regions::new(slots, shared, limit)?.seeded(seed),
         })
     }
 
@@ -60,7 +66,7 @@ mod tests {
     fn a_declaration_decoded_from_user_bytes_names_its_region() {
         let mut slots: Vec<Slot> = (0..SLOTS).map(|_| Slot::default()).collect();
         let shared: Vec<AtomicU32> = (0..SHARED_WORDS).map(|_| AtomicU32::new(0)).collect();
-        let mut c = Ctx::new(&mut slots, &shared, 64).unwrap();
+        let mut c = Ctx::new(&mut slots, &shared, 64, 7).unwrap();
         let mut k = Mock::default();
         let segs = [Segment {
             addr: 0x10_0000,
@@ -80,6 +86,9 @@ mod tests {
         assert_eq!(k.watched.get(&d.slot()), Some(&(0x10_0000, 3 * PAGE)));
         assert_eq!(c.declare(&mut k, &arg, &buf[..8]), Err(Error::Invalid));
         let mut more: Vec<Slot> = (0..=SLOTS).map(|_| Slot::default()).collect();
-        assert!(Ctx::new(&mut more, &shared, 1).is_err(), "a word per slot");
+        assert!(
+            Ctx::new(&mut more, &shared, 1, 0).is_err(),
+            "a word per slot"
+        );
     }
 }

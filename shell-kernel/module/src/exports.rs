@@ -129,7 +129,8 @@ pub extern "C" fn rmx_shared_words() -> u32 {
 }
 
 /// Initialises a context in `ctx` over the slot table `slots` and the
-/// zeroed page `shared`, holding at most `limit` pages pinned.
+/// zeroed page `shared`, holding at most `limit` pages pinned, its
+/// descriptors seeded by `seed`.
 ///
 /// # Safety
 /// `ctx` holds [`rmx_ctx_bytes`] bytes and `slots` [`rmx_slots_bytes`],
@@ -142,6 +143,7 @@ pub unsafe extern "C" fn rmx_ctx_init(
     slots: *mut c_void,
     shared: *mut u32,
     limit: u64,
+    seed: u16,
 ) -> i32 {
     let slots = slots.cast::<Slot>();
     for i in 0..SLOTS {
@@ -154,7 +156,7 @@ pub unsafe extern "C" fn rmx_ctx_init(
     // SAFETY: AtomicU32 has u32's layout; the page outlives the context
     // and userspace only reads it.
     let shared = unsafe { core::slice::from_raw_parts(shared.cast::<AtomicU32>(), SHARED_WORDS) };
-    match Ctx::new(slots, shared, limit) {
+    match Ctx::new(slots, shared, limit, seed) {
         Ok(c) => {
             // SAFETY: the caller's allocation, size and alignment.
             unsafe { ctx.cast::<Ctx<'static>>().write(c) };

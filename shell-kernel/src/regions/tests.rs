@@ -278,3 +278,16 @@ fn changes_are_reported_once_each_until_the_next() {
     assert_eq!(many[0].0, d);
     assert_eq!(c.region(d).err(), Some(Error::BadDescriptor));
 }
+
+#[test]
+fn a_descriptor_of_a_context_seeded_apart_is_refused() {
+    let (mut k1, mut k2) = (Mock::default(), Mock::default());
+    let mut one = ctx(2, 64).seeded(1);
+    let mut two = ctx(2, 64).seeded(2);
+    let d1 = one.declare(&mut k1, &[seg(A, PAGE)]).unwrap();
+    let d2 = two.declare(&mut k2, &[seg(A, PAGE)]).unwrap();
+    assert_eq!(d1.slot(), d2.slot());
+    assert_ne!(d1, d2);
+    assert_eq!(two.region(d1).err(), Some(Error::BadDescriptor));
+    assert_eq!(one.region(d2).err(), Some(Error::BadDescriptor));
+}

@@ -541,6 +541,13 @@ fn kguest_bad_requests_get_an_errno_and_change_nothing() {
     assert_eq!(errno(d.pin(Desc(u32::MAX), false)), libc::EBADF);
     assert_eq!(errno(d.unpin(Desc(u32::MAX))), libc::EBADF);
     assert_eq!(d.generation(Desc(u32::MAX)), None);
+    // Another context's descriptor, though its slot holds a region here.
+    let other = Device::open().unwrap();
+    let theirs = declare(&other, &[(a, PAGE)]).unwrap();
+    assert_eq!(theirs.0 & 0xffff, good.0 & 0xffff, "the same slot");
+    assert_eq!(errno(sent(&d, theirs, 1)), libc::EBADF);
+    assert_eq!(errno(other.undeclare(good)), libc::EBADF);
+    drop(other);
     // Ranges past a region's end, or whose end overflows.
     let mut b = [0u8; 8];
     assert_eq!(
