@@ -143,10 +143,8 @@ fn kguest_mremap_dontneed_and_mprotect_unpin_and_the_next_send_is_current() {
     d.pin(r, true).unwrap();
     // MADV_DONTNEED: the pages are dropped; the next send carries zeros.
     // SAFETY: advice on this test's memory.
-    assert_eq!(
-        unsafe { libc::madvise(a as *mut libc::c_void, len, libc::MADV_DONTNEED) },
-        0
-    );
+    let dropped = unsafe { libc::madvise(a as *mut libc::c_void, len, libc::MADV_DONTNEED) };
+    assert_eq!(dropped, 0);
     assert_eq!(d.pinned(), 0);
     assert!(
         sent(&d, r, len).unwrap().iter().all(|&b| b == 0),
@@ -155,24 +153,14 @@ fn kguest_mremap_dontneed_and_mprotect_unpin_and_the_next_send_is_current() {
     // mprotect read-only: unpinned; a send cannot pin for writing until
     // the protection is back.
     store(a, &pattern(14, len));
-    // SAFETY: protection changes on this test's memory.
-    assert_eq!(
-        unsafe { libc::mprotect(a as *mut libc::c_void, len, libc::PROT_READ) },
-        0
-    );
+    let protect = |prot| {
+        // SAFETY: protection changes on this test's memory.
+        unsafe { libc::mprotect(a as *mut libc::c_void, len, prot) }
+    };
+    assert_eq!(protect(libc::PROT_READ), 0);
     assert_eq!(d.pinned(), 0);
     assert_eq!(errno(sent(&d, r, len)), libc::EFAULT);
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe {
-            libc::mprotect(
-                a as *mut libc::c_void,
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-            )
-        },
-        0
-    );
+    assert_eq!(protect(libc::PROT_READ | libc::PROT_WRITE), 0);
     assert!(sent(&d, r, len).unwrap() == pattern(14, len));
     // mremap away: the range is gone; moved back with new bytes, they are sent.
     let b = map(len, None);
