@@ -247,7 +247,9 @@ static long rmx_declare_req(struct rmx_ctx *c, void __user *uarg)
 	return r;
 }
 
-static long rmx_undeclare_req(struct rmx_ctx *c, void __user *uarg)
+/* A request naming a region by its descriptor alone: undeclare it, or
+ * unpin it and keep it declared. */
+static long rmx_desc_req(struct rmx_ctx *c, void __user *uarg, bool undeclare)
 {
 	u32 desc;
 	long r;
@@ -255,22 +257,9 @@ static long rmx_undeclare_req(struct rmx_ctx *c, void __user *uarg)
 	if (get_user(desc, (u32 __user *)uarg))
 		return -EFAULT;
 	mutex_lock(&c->lock);
-	r = rmx_undeclare(c->rs, c, desc);
+	r = undeclare ? rmx_undeclare(c->rs, c, desc) : rmx_unpin(c->rs, c, desc);
 	mutex_unlock(&c->lock);
 	rmx_settle(c);
-	return r;
-}
-
-static long rmx_unpin_req(struct rmx_ctx *c, void __user *uarg)
-{
-	u32 desc;
-	long r;
-
-	if (get_user(desc, (u32 __user *)uarg))
-		return -EFAULT;
-	mutex_lock(&c->lock);
-	r = rmx_unpin(c->rs, c, desc);
-	mutex_unlock(&c->lock);
 	return r;
 }
 
@@ -427,7 +416,7 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		r = rmx_declare_req(c, uarg);
 		break;
 	case RMX_UNDECLARE:
-		r = rmx_undeclare_req(c, uarg);
+		r = rmx_desc_req(c, uarg, true);
 		break;
 	case RMX_PIN:
 		r = rmx_pin_req(c, uarg);
@@ -439,7 +428,7 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		r = rmx_copy_req(c, uarg, false);
 		break;
 	case RMX_UNPIN:
-		r = rmx_unpin_req(c, uarg);
+		r = rmx_desc_req(c, uarg, false);
 		break;
 	default:
 		r = -ENOTTY;

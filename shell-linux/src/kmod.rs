@@ -147,27 +147,25 @@ impl Device {
     /// Copies bytes `offset..` of region `d` into `buf` through its pinned
     /// pages (what a send on the region puts on the wire).
     pub fn read(&self, d: Desc, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let mut c = Copy {
-            desc: d.0,
-            flags: 0,
-            offset,
-            len: buf.len() as u64,
-            buf: buf.as_mut_ptr() as u64,
-        };
-        self.ioctl(ioctl::READ, &mut c).map(drop)
+        self.copy(ioctl::READ, d, offset, buf.as_mut_ptr() as u64, buf.len())
     }
 
     /// Copies `buf` into bytes `offset..` of region `d` through its pinned
     /// pages (what a receive into the region does).
     pub fn write(&self, d: Desc, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.copy(ioctl::WRITE_TO, d, offset, buf.as_ptr() as u64, buf.len())
+    }
+
+    /// `RMX_READ` or `RMX_WRITE` of `len` bytes at user address `buf`.
+    fn copy(&self, nr: u32, d: Desc, offset: u64, buf: u64, len: usize) -> io::Result<()> {
         let mut c = Copy {
             desc: d.0,
             flags: 0,
             offset,
-            len: buf.len() as u64,
-            buf: buf.as_ptr() as u64,
+            len: len as u64,
+            buf,
         };
-        self.ioctl(ioctl::WRITE_TO, &mut c).map(drop)
+        self.ioctl(nr, &mut c).map(drop)
     }
 
     /// Whether a region changed since [`changes`](Self::changes) last

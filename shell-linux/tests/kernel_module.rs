@@ -34,14 +34,7 @@ const GUEST_TESTS: usize = 11;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {
-    let k = match vm::kernel() {
-        Ok(k) => k,
-        Err(vm::Skip(why)) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-    let Some(ko) = vm::rmx_ko::build(&k) else {
+    let Some((k, ko)) = vm::rmx_ko::kernel_and_module() else {
         return;
     };
     let c = c_program();

@@ -228,14 +228,7 @@ echo JSON-CAL; $RMX calibrate --transport verbs --dry-run --json; echo JSON-END
 /// for the module, mlock and ibv_reg_mr, and the validity checks.
 #[test]
 fn bench_pin_gives_table_1_for_the_module_mlock_and_ibv_reg_mr() {
-    let k = match vm::kernel() {
-        Ok(k) => k,
-        Err(vm::Skip(why)) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-    let Some(ko) = vm::rmx_ko::build(&k) else {
+    let Some((_, ko)) = vm::rmx_ko::kernel_and_module() else {
         return;
     };
     let Some(out) = in_vm_with(

@@ -34,3 +34,18 @@ pub fn build(k: &super::Kernel) -> Option<PathBuf> {
         _ => panic!("rmx.ko did not build:\n{err}"),
     }
 }
+
+/// The guest's kernel and rmx.ko built for it, or `None` with the reason
+/// printed.
+#[allow(dead_code)]
+pub fn kernel_and_module() -> Option<(super::Kernel, PathBuf)> {
+    let k = match super::kernel() {
+        Ok(k) => k,
+        Err(super::Skip(why)) => {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let ko = build(&k)?;
+    Some((k, ko))
+}
