@@ -60,7 +60,7 @@ pub(crate) fn pin(
     let checks = pin::validity(dev.as_ref(), 90_000)?;
     let validity = Report::new(
         "validity check",
-        &Opts::tool(json_out),
+        &Opts::tool_on(transport, json_out),
         serde_json::json!({"region_pages": 16}),
         checks,
         vec![Column::new("ns", "ns", 1)],
