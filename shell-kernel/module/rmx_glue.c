@@ -69,6 +69,7 @@ struct rmx_ctx {
 	struct mutex ioctl;
 	struct mutex lock;
 	wait_queue_head_t changed;
+	atomic_t events; /* moves on every wake-up of `changed` */
 	pid_t tgid;
 	const struct mm_struct *mm;
 	struct page *shared;
@@ -144,6 +145,13 @@ void __noreturn rmx_glue_bug(void)
 	BUG();
 }
 
+/* Tells readers a region may have changed. */
+static void rmx_wake(struct rmx_ctx *c)
+{
+	atomic_inc(&c->events);
+	wake_up_interruptible(&c->changed);
+}
+
 /* The notifier: the range changed (unmapped, protected, split, moved). */
 static bool rmx_invalidate_cb(struct mmu_interval_notifier *mni,
 			      const struct mmu_notifier_range *range, unsigned long cur_seq)
@@ -158,7 +166,7 @@ static bool rmx_invalidate_cb(struct mmu_interval_notifier *mni,
 	mmu_interval_set_seq(mni, cur_seq);
 	rmx_invalidate(c->rs, c, s->idx, range->start, range->end);
 	mutex_unlock(&c->lock);
-	wake_up_interruptible(&c->changed);
+	rmx_wake(c);
 	return true;
 }
 
@@ -435,7 +443,7 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 	}
 	mutex_unlock(&c->ioctl);
 	/* Requests change regions too (eviction, undeclaring). */
-	wake_up_interruptible(&c->changed);
+	rmx_wake(c);
 	return r;
 }
 
@@ -461,6 +469,10 @@ static ssize_t rmx_read(struct file *f, char __user *buf, size_t len, loff_t *of
 	if (!max)
 		return -EINVAL;
 	for (;;) {
+		/* Read before looking: a change after the look moves it. The
+		 * wait's condition takes no lock (it may not sleep). */
+		int seen = atomic_read(&c->events);
+
 		mutex_lock(&c->lock);
 		n = rmx_changes(c->rs, out, max);
 		mutex_unlock(&c->lock);
@@ -468,7 +480,7 @@ static ssize_t rmx_read(struct file *f, char __user *buf, size_t len, loff_t *of
 			break;
 		if (f->f_flags & O_NONBLOCK)
 			return -EAGAIN;
-		r = wait_event_interruptible(c->changed, rmx_pending(c));
+		r = wait_event_interruptible(c->changed, atomic_read(&c->events) != seen);
 		if (r)
 			return r;
 	}
@@ -537,6 +549,7 @@ static int rmx_open(struct inode *inode, struct file *f)
 	mutex_init(&c->ioctl);
 	mutex_init(&c->lock);
 	init_waitqueue_head(&c->changed);
+	atomic_set(&c->events, 0);
 	c->tgid = task_tgid_nr(current);
 	c->mm = current->mm;
 	/* An odd step: consecutive contexts' descriptors differ in every slot. */

@@ -302,6 +302,22 @@ fn kguest_an_evictor_thread_reads_what_changed() {
         vec![(r, d.generation(r).unwrap())],
         "only the region over the unmapped page"
     );
+    // A read blocks until a change comes (requests meanwhile wake it
+    // without one).
+    d.pin(r, true).unwrap_err();
+    let seen = std::thread::scope(|s| {
+        let t = s.spawn(|| d.changes().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        map(PAGE, Some(a + 2 * PAGE));
+        d.pin(r, true).unwrap();
+        unmap(a + 3 * PAGE, PAGE);
+        t.join().unwrap()
+    });
+    assert_eq!(
+        seen,
+        vec![(r, d.generation(r).unwrap())],
+        "woken by the unmapping"
+    );
     d.undeclare(other).unwrap();
     assert_eq!(
         d.changes().unwrap(),
