@@ -58,7 +58,7 @@ dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
             system: &[],
             modules: &[],
             script: &script,
-            timeout: Duration::from_secs(900),
+            timeout: Duration::from_secs(420),
         })
         .expect("the guest ran");
     let con = &out.console;

@@ -55,6 +55,20 @@ pub struct Outcome {
 
 const MARK: &str = "RMX-VM-EXIT";
 
+/// What init prints first: a console without it never got that far.
+const BOOTED: &str = "RMX-VM-BOOTED";
+
+/// How long the guest's kernel may take to reach init (it takes ~4 s of
+/// guest time, seconds to a minute of wall time on a busy host).
+const BOOT_LIMIT: Duration = Duration::from_secs(240);
+
+/// Why a boot ended without the guest powering off.
+enum Boot {
+    /// The kernel never reached init: not the job's fault, worth one more boot.
+    Hung(String),
+    Failed(String),
+}
+
 /// Where a job's files are in the guest.
 pub const JOB_DIR: &str = "/job";
 
@@ -276,6 +290,26 @@ impl Kernel {
             r,
         )?;
         let initrd = r.parent().unwrap_or(r).join("initrd.gz");
+        let mut boot = self.boot(job, &initrd);
+        if let Err(Boot::Hung(why)) = &boot {
+            // The guest's kernel, not the job, failed: boot it once more.
+            eprintln!("vm: {why}; booting once more");
+            boot = self.boot(job, &initrd);
+        }
+        let _ = std::fs::remove_file(&initrd);
+        let console = boot.map_err(|b| match b {
+            Boot::Hung(why) | Boot::Failed(why) => why,
+        })?;
+        let status = console
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(MARK))
+            .and_then(|s| s.trim().parse().ok());
+        Ok(Outcome { status, console })
+    }
+    /// Boots the guest on `job` with `initrd` and waits for it to power
+    /// off: its console. A guest whose init has not started within
+    /// [`BOOT_LIMIT`] is [`Boot::Hung`].
+    fn boot(&self, job: &Job, initrd: &Path) -> Result<String, Boot> {
         let mut child = Command::new("qemu-system-x86_64")
             .args(["-accel", "tcg,thread=multi", "-cpu", "max", "-m", "1024"])
             .arg("-smp")
@@ -293,20 +327,22 @@ impl Kernel {
             .arg("-kernel")
             .arg(&self.vmlinuz)
             .arg("-initrd")
-            .arg(&initrd)
+            .arg(initrd)
             .arg("-append")
             .arg(append())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start qemu: {e}"))?;
+            .map_err(|e| Boot::Failed(format!("cannot start qemu: {e}")))?;
         let mut stdout = child.stdout.take().expect("piped");
         // A long measurement's console is also written to
         // `$RMX_VM_CONSOLE` as it comes, so a guest that runs out of time
         // does not take what it printed with it.
         let mut copy =
             std::env::var_os("RMX_VM_CONSOLE").and_then(|p| std::fs::File::create(p).ok());
+        let booted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = booted.clone();
         let reader = std::thread::spawn(move || {
             let mut s = Vec::new();
             let mut buf = [0u8; 4096];
@@ -315,40 +351,57 @@ impl Kernel {
                 if let Some(f) = copy.as_mut() {
                     let _ = std::io::Write::write_all(f, &buf[..n]);
                 }
+                if !seen.load(std::sync::atomic::Ordering::Relaxed)
+                    && s.windows(BOOTED.len()).any(|w| w == BOOTED.as_bytes())
+                {
+                    seen.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             String::from_utf8_lossy(&s).into_owned()
         });
         let start = Instant::now();
-        let timed_out = loop {
-            if child.try_wait().map_err(|e| e.to_string())?.is_some() {
-                break false;
+        let limit = BOOT_LIMIT.min(job.timeout);
+        let ended = loop {
+            let failed = |e: std::io::Error| Boot::Failed(e.to_string());
+            if child.try_wait().map_err(failed)?.is_some() {
+                break None;
             }
-            if start.elapsed() > job.timeout {
+            let hung =
+                !booted.load(std::sync::atomic::Ordering::Relaxed) && start.elapsed() > limit;
+            if hung || start.elapsed() > job.timeout {
                 let _ = child.kill();
                 let _ = child.wait();
-                break true;
+                break Some(hung);
             }
             std::thread::sleep(Duration::from_millis(100));
         };
         let console = reader.join().unwrap_or_default();
-        let _ = std::fs::remove_file(&initrd);
-        if timed_out {
-            return Err(format!(
-                "the guest did not power off within {:?}; its console:\n{console}",
-                job.timeout
-            ));
+        let Some(hung) = ended else {
+            return Ok(console);
+        };
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
-        let status = console
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(MARK))
-            .and_then(|s| s.trim().parse().ok());
-        Ok(Outcome { status, console })
+        if hung {
+            return Err(Boot::Hung(format!(
+                "the guest's kernel did not reach init within {limit:?} (qemu said {:?}; console {:?})",
+                err.trim(),
+                console
+            )));
+        }
+        Err(Boot::Failed(format!(
+            "the guest did not power off within {:?} (qemu said {:?}); its console:\n{console}",
+            job.timeout,
+            err.trim()
+        )))
     }
 }
 
 fn init_script() -> String {
     format!(
         r#"#!/bin/busybox sh
+/bin/busybox echo {BOOTED}
 /bin/busybox mkdir -p /proc /sys /dev /run /tmp /var
 /bin/busybox --install -s
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
