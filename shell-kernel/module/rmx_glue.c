@@ -276,7 +276,7 @@ static long rmx_pin_step(struct rmx_ctx *c, u32 desc)
 {
 	struct rmx_job job;
 	struct rmx_slot *s;
-	unsigned long seq;
+	u64 seq;
 	s64 got, r;
 
 	mutex_lock(&c->lock);
@@ -287,12 +287,10 @@ static long rmx_pin_step(struct rmx_ctx *c, u32 desc)
 	if (r != 1)
 		return r < 0 ? r : -EBUSY;
 	s = rmx_slot_of(c, job.desc);
-	if (WARN_ON_ONCE(!s->watched))
-		return -EINVAL;
-	/* The sequence first: pages pinned after it are current unless an
-	 * invalidation moves it before rmx_end_pin looks. */
-	seq = mmu_interval_read_begin(&s->mni);
-	got = rmx_glue_pin(c, job.desc & 0xffff, job.first, job.addr, job.count);
+	/* Never unwatched here (requests run one at a time); if it were, the
+	 * job still ends, so the region is not left mid-pin. */
+	seq = 0;
+	got = WARN_ON_ONCE(!s->watched) ? -EINVAL : rmx_run_job(c, &job, &seq);
 	mutex_lock(&c->lock);
 	r = rmx_end_pin(c->rs, c, &job, seq, got);
 	mutex_unlock(&c->lock);

@@ -36,13 +36,15 @@ s64 rmx_region_pages(void *ctx, u32 desc);
 s64 rmx_region_bytes(void *ctx, u32 desc);
 s64 rmx_use(void *ctx, u32 desc, bool on);
 s64 rmx_begin_pin(void *ctx, void *glue, u32 desc, struct rmx_job *job);
-s64 rmx_end_pin(void *ctx, void *glue, const struct rmx_job *job, u64 seq, s64 pinned);
+s64 rmx_run_job(void *glue, const struct rmx_job *job, u64 *seq);
+s64 rmx_end_pin(void *ctx, void *glue, const struct rmx_job *job, u64 seq, s64 got);
 s64 rmx_piece(void *ctx, u32 desc, u64 offset, struct rmx_piece *piece);
 bool rmx_changed(void *ctx);
 size_t rmx_changes(void *ctx, struct rmx_change *out, size_t max);
 void rmx_invalidate(void *ctx, void *glue, u32 slot, u64 start, u64 end);
 
-/* Called back by the Rust half, with the context's lock held. */
+/* Called back by the Rust half: with the context's lock held, except
+ * pin and read_begin, which rmx_run_job calls without it. */
 s64 rmx_glue_pin(void *glue, u16 slot, u32 first, u64 addr, u32 count);
 void rmx_glue_unpin(void *glue, u16 slot, u32 first, u32 count);
 int rmx_glue_watch(void *glue, u16 slot, u64 start, u64 len);

@@ -169,11 +169,18 @@ where
 
     /// Undeclares `d`: its pages unpinned, its notifier ended.
     pub fn undeclare<K: Kernel>(&mut self, k: &mut K, d: Desc) -> Result<(), Error> {
+        self.idle(d)?;
+        self.drop_slot(k, d.slot());
+        Ok(())
+    }
+
+    /// `d` names a region no communication uses and no pin is in flight
+    /// for: its pages may go.
+    fn idle(&mut self, d: Desc) -> Result<(), Error> {
         let r = self.get(d)?;
         if r.users > 0 || r.pinning {
             return Err(Error::Busy);
         }
-        self.drop_slot(k, d.slot());
         Ok(())
     }
 
@@ -338,10 +345,7 @@ where
     /// again on next use (the synchronous mode the paper compares with
     /// unpins after every communication).
     pub fn unpin<K: Kernel>(&mut self, k: &mut K, d: Desc) -> Result<(), Error> {
-        let r = self.get(d)?;
-        if r.users > 0 || r.pinning {
-            return Err(Error::Busy);
-        }
+        self.idle(d)?;
         self.unpin_region(k, d.slot());
         Ok(())
     }

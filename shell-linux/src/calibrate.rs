@@ -32,7 +32,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Nanoseconds per call of `f`: the median of [`BATCHES`] batches of
 /// `reps / BATCHES` (fewer where a batch would outlast a sample's time).
-fn per_call(reps: u64, mut f: impl FnMut()) -> f64 {
+pub(crate) fn per_call(reps: u64, mut f: impl FnMut()) -> f64 {
     let n = crate::clock::reps_within((reps / BATCHES).max(1), &mut f);
     for _ in 0..n {
         f();

@@ -28,8 +28,11 @@ pub struct Desc(pub u32);
 pub struct Device {
     file: File,
     shared: *const AtomicU32,
-    words: usize,
 }
+
+/// Bytes of the page the module maps, and its words.
+const SHARED_BYTES: usize = 4096;
+const SHARED_WORDS: usize = SHARED_BYTES / 4;
 
 // SAFETY: the mapped page is read only through atomics; the descriptor
 // is a file, usable from any thread (the module serialises requests).
@@ -72,7 +75,7 @@ impl Device {
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                4096,
+                SHARED_BYTES,
                 libc::PROT_READ,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
@@ -85,7 +88,6 @@ impl Device {
         Ok(Device {
             file,
             shared: p.cast(),
-            words: 4096 / 4,
         })
     }
 
@@ -213,7 +215,7 @@ impl Device {
     fn word(&self, i: usize) -> Option<u32> {
         // SAFETY: within the mapped page, which lives as long as `self`;
         // the module stores these words atomically.
-        (i < self.words).then(|| unsafe { (*self.shared.add(i)).load(Ordering::Acquire) })
+        (i < SHARED_WORDS).then(|| unsafe { (*self.shared.add(i)).load(Ordering::Acquire) })
     }
 
     /// Region `d`'s generation: it changes whenever the module unpins the
@@ -238,7 +240,7 @@ impl AsRawFd for Device {
 impl Drop for Device {
     fn drop(&mut self) {
         // SAFETY: the page mapped in `open_at`, unmapped once.
-        unsafe { libc::munmap(self.shared as *mut libc::c_void, 4096) };
+        unsafe { libc::munmap(self.shared as *mut libc::c_void, SHARED_BYTES) };
     }
 }
 

@@ -28,14 +28,19 @@ extern "C" {
 /// may wait for an invalidation, which takes the lock).
 struct Glue(*mut c_void);
 
+/// A pin's result as C gives it (pages, or a negative errno) as the
+/// logic takes it: anything not a positive count is an errno.
+fn pinned(n: i64) -> Result<u32, i32> {
+    match u32::try_from(n) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(i32::try_from(n).unwrap_or(-14).min(-1)),
+    }
+}
+
 impl Kernel for Glue {
     fn pin(&mut self, slot: u16, first: u32, addr: u64, count: u32) -> Result<u32, i32> {
         // SAFETY: the glue's callback, on the glue's own context.
-        let n = unsafe { rmx_glue_pin(self.0, slot, first, addr, count) };
-        match u32::try_from(n) {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(i32::try_from(n).unwrap_or(-14).min(-1)),
-        }
+        pinned(unsafe { rmx_glue_pin(self.0, slot, first, addr, count) })
     }
     fn unpin(&mut self, slot: u16, first: u32, count: u32) {
         // SAFETY: as above; the pages were pinned into this slot's array.
@@ -322,8 +327,8 @@ pub unsafe extern "C" fn rmx_begin_pin(
     )
 }
 
-/// The glue pinned `job` after reading the notifier's sequence `seq`:
-/// `pinned` pages, or a negative errno. 1 if every page of the region
+/// [`rmx_run_job`] ran `job` and read the notifier's sequence `seq`:
+/// `got` pages, or a negative errno. 1 if every page of the region
 /// is now pinned, 0 if not (pin again).
 ///
 /// # Safety
@@ -334,25 +339,43 @@ pub unsafe extern "C" fn rmx_end_pin(
     glue: *mut c_void,
     job: *const RmxJob,
     seq: u64,
-    pinned: i64,
+    got: i64,
 ) -> i64 {
     // SAFETY: the caller's contract.
     let (c, j) = unsafe { (ctx(c), &*job) };
-    let job = Job {
+    code(
+        c.regions
+            .end_pin(&mut Glue(glue), job_of(j), seq, pinned(got))
+            .map(|p| i64::from(p == Pinned::All)),
+    )
+}
+
+fn job_of(j: &RmxJob) -> Job {
+    Job {
         desc: Desc(j.desc),
         first: j.first,
         addr: j.addr,
         count: j.count,
-    };
-    let got = match u32::try_from(pinned) {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(i32::try_from(pinned).unwrap_or(-14).min(-1)),
-    };
-    code(
-        c.regions
-            .end_pin(&mut Glue(glue), job, seq, got)
-            .map(|p| i64::from(p == Pinned::All)),
-    )
+    }
+}
+
+/// Runs `job` without the context's lock (it may wait for an
+/// invalidation and fault pages in): the notifier's sequence into `seq`,
+/// then the pin; pages pinned, or a negative errno. Touches no context.
+///
+/// # Safety
+/// `job` is what [`rmx_begin_pin`] wrote, its slot watched; `seq` writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_run_job(glue: *mut c_void, job: *const RmxJob, seq: *mut u64) -> i64 {
+    // SAFETY: the caller's contract.
+    let j = job_of(unsafe { &*job });
+    let (s, got) = j.run(&mut Glue(glue));
+    // SAFETY: the caller's contract.
+    unsafe { seq.write(s) };
+    match got {
+        Ok(n) => i64::from(n),
+        Err(e) => i64::from(e),
+    }
 }
 
 /// Where byte `offset` of `desc` lies: 1 and `piece` written if its page

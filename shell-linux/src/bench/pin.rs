@@ -141,11 +141,6 @@ pub fn fit(points: &[(usize, f64)]) -> (f64, f64) {
     (my - per * mx, per)
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
-}
-
 /// Table 1 for every method, and the fit of each.
 pub fn run(
     opts: &Opts,
@@ -160,7 +155,8 @@ pub fn run(
     for m in methods.iter_mut() {
         let mut points = Vec::new();
         for &p in &sizes {
-            let ns = median(m.time(area.addr(), p * PAGE as usize, opts.iters.max(1) as usize)?);
+            let mut times = m.time(area.addr(), p * PAGE as usize, opts.iters.max(1) as usize)?;
+            let ns = super::median(&mut times);
             points.push((p, ns as f64));
             results.push(json!({
                 "method": m.name(),
@@ -200,45 +196,40 @@ pub fn run(
     Ok((r, Value::Object(fits)))
 }
 
-/// The fits as a table: Table 1's columns.
-pub fn fit_table(fits: &Value) -> String {
-    let mut out = format!(
-        "{:>12} {:>10} {:>12} {:>8}\n",
-        "method", "base_us", "ns/page", "GB/s"
-    );
-    if let Some(m) = fits.as_object() {
-        for (name, f) in m {
-            out.push_str(&format!(
-                "{:>12} {:>10.2} {:>12.1} {:>8.2}\n",
-                name,
-                f["base_us"].as_f64().unwrap_or(0.0),
-                f["ns_per_page"].as_f64().unwrap_or(0.0),
-                f["gb_per_s"].as_f64().unwrap_or(0.0),
-            ));
-        }
-    }
-    out
+/// The fits as a table: Table 1's columns, a row per method.
+pub fn fit_report(opts: &Opts, fits: &Value) -> Report {
+    let rows = fits
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, f)| {
+            let mut row = f.clone();
+            row["method"] = json!(name);
+            row
+        })
+        .collect();
+    Report::new(
+        "pin fit (base + pages x per_page)",
+        opts,
+        json!({"fit": "least squares"}),
+        rows,
+        vec![
+            Column::new("base_us", "base_us", 2),
+            Column::new("ns_per_page", "ns/page", 1),
+            Column::new("gb_per_s", "GB/s", 2),
+        ],
+    )
+    .keyed_by("method", "")
 }
 
 /// Nanoseconds per validity check of a pinned, cached region, by each way
-/// of checking: `checks` timed in batches, the median batch.
+/// of checking: `checks` in all, timed as calibration times a call.
 pub fn validity(dev: Option<&Device>, checks: u64) -> Result<Vec<Value>, String> {
     let area = AnonMap::try_new(16 * PAGE as usize).map_err(|e| format!("mmap: {e}"))?;
-    let batch = (checks / 9).max(1);
     let per = |f: &mut dyn FnMut() -> bool| -> f64 {
-        let mut v: Vec<f64> = (0..9)
-            .map(|_| {
-                let t0 = now_ns();
-                let mut ok = 0u64;
-                for _ in 0..batch {
-                    ok += u64::from(std::hint::black_box(f()));
-                }
-                assert_eq!(ok, batch, "the region stayed valid");
-                (now_ns() - t0) as f64 / batch as f64
-            })
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
+        crate::calibrate::per_call(checks, || {
+            assert!(std::hint::black_box(f()), "the region stayed valid")
+        })
     };
     let mut rows = Vec::new();
     if let Some(dev) = dev {

@@ -79,7 +79,7 @@ pub(crate) fn pin(
     } else {
         print!("{}", r.table());
         println!();
-        print!("{}", pin::fit_table(&fits));
+        print!("{}", pin::fit_report(&o, &fits).table());
         println!();
         print!("{}", validity.table());
     }

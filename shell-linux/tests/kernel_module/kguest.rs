@@ -164,17 +164,20 @@ fn kguest_mremap_dontneed_and_mprotect_unpin_and_the_next_send_is_current() {
     assert!(sent(&d, r, len).unwrap() == pattern(14, len));
     // mremap away: the range is gone; moved back with new bytes, they are sent.
     let b = map(len, None);
-    // SAFETY: moves this test's mapping over another of its own.
-    let moved = unsafe {
-        libc::mremap(
-            a as *mut libc::c_void,
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            b as *mut libc::c_void,
-        )
+    let remap = |from: usize, to: usize| {
+        // SAFETY: moves this test's mapping over another of its own.
+        let p = unsafe {
+            libc::mremap(
+                from as *mut libc::c_void,
+                len,
+                len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                to as *mut libc::c_void,
+            )
+        };
+        assert_eq!(p as usize, to, "mremap");
     };
-    assert_eq!(moved as usize, b);
+    remap(a, b);
     assert_eq!(d.pinned(), 0);
     assert_eq!(
         errno(sent(&d, r, len)),
@@ -182,17 +185,7 @@ fn kguest_mremap_dontneed_and_mprotect_unpin_and_the_next_send_is_current() {
         "nothing mapped there"
     );
     store(b, &pattern(15, len));
-    // SAFETY: as above, back to the region's address.
-    let back = unsafe {
-        libc::mremap(
-            b as *mut libc::c_void,
-            len,
-            len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            a as *mut libc::c_void,
-        )
-    };
-    assert_eq!(back as usize, a);
+    remap(b, a);
     assert!(sent(&d, r, len).unwrap() == pattern(15, len));
     unmap(a, len);
 }
