@@ -316,7 +316,9 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
     /// `mem` names `mem_len` bytes that stay valid,
     /// untouched by anyone else, until [`poll`](Self::poll) reports, as
     /// does every byte the host names; the host keeps the epoch in its
-    /// fence meanwhile.
+    /// fence meanwhile. `slots` hold nothing past the first empty one (a
+    /// request there would be overwritten, and its bytes given back while
+    /// the network still reads them).
     pub unsafe fn start<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
         host: &mut H,
         layout: FenceLayout,
@@ -325,6 +327,56 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         slots: R,
         seq: u16,
     ) -> Self {
+        let mut task = FenceTask {
+            window: 0,
+            epoch: 0,
+            me: 0,
+            n: 0,
+            mem: 0,
+            layout: layout.parts,
+            slots,
+            seq,
+            gets: 0,
+            coll: None,
+            finish: None,
+            // SAFETY: holds no request until `restart` gave it its bytes.
+            inbox: unsafe { Inbox::new(0, 0, core::ptr::null_mut()) },
+            out: 0,
+            ended: false,
+            bodies: 0,
+            input: Input::Nothing,
+            wait: Wait::Step,
+            fault: None,
+            state: State::Done(Err(CollectiveError::Aborted)),
+        };
+        // SAFETY: the caller's contract, which is restart's.
+        unsafe { task.restart(host, layout, mem, mem_len, seq) };
+        task
+    }
+
+    /// Starts the next fence in this one's place, once it reported, as
+    /// [`start`](Self::start) does, over its own slots
+    /// ([`slots_mut`](Self::slots_mut)), which the caller may have
+    /// resized and given the sends already out: a window's fences then
+    /// reuse one task, with no copy of it per fence.
+    ///
+    /// # Safety
+    /// As for [`start`](Self::start).
+    ///
+    /// # Panics
+    /// If this fence has not reported (its requests would be lost).
+    pub unsafe fn restart<H: FenceHost<Rank = M>, M: Messages<Req = Q>>(
+        &mut self,
+        host: &mut H,
+        layout: FenceLayout,
+        mem: *mut u8,
+        mem_len: usize,
+        seq: u16,
+    ) {
+        assert!(
+            !self.holds_requests(),
+            "a fence is restarted only once it reported"
+        );
         let e = host.epoch();
         let (window, epoch, design, gets) = (e.window(), e.epoch(), e.design(), e.gets());
         let (n, me) = (e.group(), e.me());
@@ -333,48 +385,29 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
             true => layout.parts,
             false => Layout::of(design, n, me),
         };
-        let mut task = FenceTask {
-            window,
-            epoch,
-            me,
-            n,
-            mem: mem as usize,
-            layout,
-            slots,
-            seq,
-            gets: gets as usize,
-            coll: None,
-            finish: None,
-            // SAFETY: the lent bytes (the caller's contract), the inbox's
-            // alone.
-            inbox: unsafe { Inbox::new(window, epoch, (mem as usize + layout.first) as *mut u8) },
-            out: 0,
-            ended: false,
-            bodies: 0,
-            input: Input::Nothing,
-            wait: Wait::Step,
-            fault: None,
-            state: State::Running,
-        };
-        let slots = task.slots.as_mut().len();
+        (self.window, self.epoch, self.me, self.n) = (window, epoch, me, n);
+        (self.mem, self.layout, self.seq, self.gets) = (mem as usize, layout, seq, gets as usize);
+        (self.coll, self.finish) = (None, None);
+        // SAFETY: the lent bytes (the caller's contract), the inbox's
+        // alone.
+        self.inbox = unsafe { Inbox::new(window, epoch, (mem as usize + layout.first) as *mut u8) };
+        (self.ended, self.bodies, self.input) = (false, 0, Input::Nothing);
+        (self.wait, self.fault, self.state) = (Wait::Step, None, State::Running);
+        let slots = self.slots.as_mut().len();
         let sends = slots.saturating_sub(n as usize + gets as usize);
-        // The sends already out, packed in front (where the fence keeps
-        // its own).
-        let region = &mut task.slots.as_mut()[..sends];
-        for i in 0..region.len() {
-            if region[i].is_some() {
-                region.swap(task.out, i);
-                task.out += 1;
-            }
-        }
+        // The sends already out, given in front (where the fence keeps
+        // its own), the rest empty (the caller's contract).
+        let region = &self.slots.as_mut()[..sends];
+        self.out = region.iter().take_while(|s| s.is_some()).count();
+        debug_assert!(self.slots.as_mut()[self.out..].iter().all(Option::is_none));
         let refused = if mem_len < layout.len {
             Some(CollectiveError::Length {
                 want: layout.len,
                 got: mem_len,
             })
-        } else if slots < Self::slots_len(n, gets, task.out) {
+        } else if slots < Self::slots_len(n, gets, self.out) {
             Some(CollectiveError::Length {
-                want: Self::slots_len(n, gets, task.out),
+                want: Self::slots_len(n, gets, self.out),
                 got: slots,
             })
         } else if !host.rank().group_intact() {
@@ -385,11 +418,10 @@ impl<Q, R: AsMut<[Option<Q>]>> FenceTask<Q, R> {
         match refused {
             Some(e) => {
                 host.epoch().abort();
-                task.state = State::Done(Err(e));
+                self.state = State::Done(Err(e));
             }
             None => host.rank().watch_all(true),
         }
-        task
     }
 
     /// Moves the fence on as far as it goes now; ready with its result

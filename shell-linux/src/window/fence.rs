@@ -13,7 +13,7 @@ use std::task::Poll;
 use rmx_driver::task::{CollectiveError, FenceLayout, Fenced};
 
 use super::host::{Host, Parts};
-use super::io::Task;
+use super::io::{Task, KEEP};
 use super::{deferred, immediate, Assert, Win, WinError};
 use crate::rank::{Driver, Rank, Started};
 use crate::transport::Transport;
@@ -34,12 +34,12 @@ pub struct FenceReq<'w> {
     result: Option<Result<(), WinError>>,
 }
 
-/// A started fence as the rank holds it: the task (on the heap, kept by
-/// the window from fence to fence), the window's parts it works on, and
-/// its report.
-struct Running {
-    task: Box<Task>,
-    parts: Parts,
+/// A started fence as the rank holds it: the task, the window's parts it
+/// works on (while it runs), and its report. Its box is kept by the
+/// window from fence to fence, the next task started in its place.
+pub(super) struct Running {
+    task: Task,
+    parts: Option<Parts>,
     report: Option<Result<Fenced, CollectiveError>>,
 }
 
@@ -48,9 +48,20 @@ struct Running {
 // holds the rank's driver.
 unsafe impl Send for Running {}
 
+impl Running {
+    /// Its slots' capacity (for tests of what a window keeps).
+    #[cfg(test)]
+    pub(super) fn slots_capacity(&mut self) -> usize {
+        self.task.slots_mut().map_or(0, |s| s.capacity())
+    }
+}
+
 impl<T: Transport> Started<T> for Running {
     fn poll(&mut self, d: &mut Driver<T>) -> bool {
-        let mut host = Host::new(d, &mut self.parts);
+        let Some(parts) = self.parts.as_mut() else {
+            return true;
+        };
+        let mut host = Host::new(d, parts);
         if let Poll::Ready(r) = self.task.poll(&mut host) {
             self.report = Some(r);
         }
@@ -97,38 +108,51 @@ impl Win {
             Some(imm) => immediate::take_sent(imm, &mut io.sent),
             None => Vec::new(),
         };
-        let mut slots = std::mem::take(&mut io.slots);
-        slots.clear();
-        let want = Task::slots_len(n, gets, sent.len());
-        slots.extend(sent.into_iter().map(Some));
-        slots.resize_with(want, || None);
         let seq = r.collectives;
         r.collectives = seq.wrapping_add(Task::COLLECTIVES);
         let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
-        let kept = io.task.take();
+        let mut kept = io.running.take();
+        let mut fresh = Vec::new();
+        // The last fence left every slot empty: they are laid out afresh
+        // only when sends are already out or the count differs.
+        let slots = match kept.as_mut() {
+            Some(b) => b.task.slots_mut().expect("a kept fence reported"),
+            None => &mut fresh,
+        };
+        let want = Task::slots_len(n, gets, sent.len());
+        if !sent.is_empty() || slots.len() != want {
+            slots.clear();
+            slots.extend(sent.into_iter().map(Some));
+            slots.resize_with(want, || None);
+        }
         let mut parts = Parts::take(self, io);
+        // Both starts below: the lent bytes and every buffer the host
+        // names lie on the heap in `parts`, which moves with the task to
+        // the rank and stays there until the task reported; the window's
+        // memory is kept alive by the `Arc` in `parts`; the slots hold the
+        // sends already out first and nothing after them.
         let id = r.with(|d| {
-            let mut host = Host::new(d, &mut parts);
-            // SAFETY: the lent bytes and every buffer the host names lie
-            // on the heap in `parts`, which moves with the task to the
-            // rank and stays there until the task reported; the window's
-            // memory is kept alive by the `Arc` in `parts`.
-            let start = |host: &mut Host<'_, T>| unsafe {
-                Task::start(host, layout, mem_ptr, mem_len, slots, seq)
-            };
-            let task = match kept {
+            let running = match kept {
                 Some(mut b) => {
-                    *b = start(&mut host);
+                    let host = &mut Host::new(d, b.parts.insert(parts));
+                    // SAFETY: as said above.
+                    unsafe { b.task.restart(host, layout, mem_ptr, mem_len, seq) };
+                    b.report = None;
                     b
                 }
-                None => Box::new(start(&mut host)),
+                None => {
+                    let host = &mut Host::new(d, &mut parts);
+                    // SAFETY: as said above.
+                    let task = unsafe { Task::start(host, layout, mem_ptr, mem_len, fresh, seq) };
+                    let (parts, report) = (Some(parts), None);
+                    Box::new(Running {
+                        task,
+                        parts,
+                        report,
+                    })
+                }
             };
-            let report = None;
-            d.run(Box::new(Running {
-                task,
-                parts,
-                report,
-            }))
+            d.run(running)
         });
         Ok(FenceReq {
             w: self,
@@ -196,17 +220,22 @@ fn finish<T: Transport + 'static>(
     done: Box<dyn Any>,
 ) -> Result<(), WinError> {
     let w = &mut *f.w;
-    let Running {
-        mut task,
-        parts,
-        report,
-    } = *done
+    let mut running = done
         .downcast::<Running>()
         .expect("a fence's work is a fence");
-    let res = report.expect("reported");
+    let res = running.report.take().expect("reported");
+    let parts = running
+        .parts
+        .take()
+        .expect("a started fence holds its parts");
     let mut io = parts.put_back(w);
-    io.slots = task.slots_mut().map(std::mem::take).unwrap_or_default();
-    io.task = Some(task);
+    if let Some(slots) = running.task.slots_mut() {
+        // Every one empty (the task reported); one large epoch does not
+        // keep its slots' memory for the window's life.
+        slots.truncate(KEEP);
+        slots.shrink_to(KEEP);
+    }
+    io.running = Some(running);
     if let Some(imm) = w.imm.as_mut() {
         immediate::end_flush(imm, r);
     }

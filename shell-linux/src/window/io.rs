@@ -3,14 +3,16 @@
 
 use rmx_driver::task::{FenceLayout, FenceTask};
 
+use super::fence::Running;
 use super::messages::Outgoing;
 use crate::rank::Req;
 
 /// A fence's task on a std rank: its requests' slots in a vector.
 pub(super) type Task = FenceTask<Req, Vec<Option<Req>>>;
 
-/// The buffers of one fence and the slots of its requests; kept in the
-/// window between fences, emptied, so the next reuses the memory. Every
+/// The buffers of one fence and, between fences, the last one (its task
+/// and its requests' slots); kept in the window, emptied, so the next
+/// reuses the memory and is started in the task's place. Every
 /// byte a request names lies on the heap (inner vectors), so the lists
 /// may grow while requests are out.
 #[derive(Default)]
@@ -20,10 +22,8 @@ pub(super) struct Io {
     /// for every fence of the window.
     pub mem: Vec<u8>,
     pub layout: Option<FenceLayout>,
-    /// The last fence's task, ended: the next is started in its place.
-    pub task: Option<Box<Task>>,
-    /// Its requests' slots.
-    pub slots: Vec<Option<Req>>,
+    /// The last fence, ended: the next is started in its place.
+    pub running: Option<Box<Running>>,
     /// Operations sent (deferred design).
     pub outgoing: Vec<Outgoing>,
     /// Accumulates sent before the fence (immediate designs).
@@ -42,12 +42,10 @@ impl Io {
     /// lists' memory for the window's life). Only once no request names
     /// any of it.
     pub(super) fn clear(&mut self) {
-        self.slots.clear();
         self.outgoing.clear();
         self.sent.clear();
         self.replies.clear();
         self.answers.clear();
-        self.slots.shrink_to(KEEP);
         self.outgoing.shrink_to(KEEP);
         self.sent.shrink_to(KEEP);
         self.replies.shrink_to(KEEP);

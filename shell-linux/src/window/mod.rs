@@ -651,7 +651,8 @@ mod tests {
                 w.put(r, peer, i % 4096, &[i as u8]).unwrap();
             }
             w.fence(r).unwrap();
-            let big = (w.io.outgoing.capacity(), w.io.slots.capacity());
+            let slots = w.io.running.as_mut().map_or(0, |f| f.slots_capacity());
+            let big = (w.io.outgoing.capacity(), slots);
             let mut seen = Vec::new();
             for round in 0..3u8 {
                 let data = [round + 1 + 10 * r.rank() as u8; 8];

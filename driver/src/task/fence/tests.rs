@@ -159,9 +159,18 @@ fn start_all(ranks: &mut [Rank<'_>]) -> (Vec<Task>, Vec<Vec<u8>>) {
     (tasks, mems)
 }
 
-/// Polls every fence until each reports; their results.
+/// Starts and polls every fence until each reports; their results.
 fn run(ranks: &mut [Rank<'_>], net: &RefCell<Net>) -> Vec<Result<Fenced, CollectiveError>> {
     let (mut tasks, _mems) = start_all(ranks);
+    poll_all(ranks, net, &mut tasks)
+}
+
+/// Polls every started fence until each reports; their results.
+fn poll_all(
+    ranks: &mut [Rank<'_>],
+    net: &RefCell<Net>,
+    tasks: &mut [Task],
+) -> Vec<Result<Fenced, CollectiveError>> {
     let mut res: Vec<Option<Result<Fenced, CollectiveError>>> = vec![None; ranks.len()];
     let mut still = 0;
     while res.iter().any(Option::is_none) {
@@ -311,4 +320,66 @@ fn short_memory_short_slots_and_a_lost_group_are_refused_at_the_start() {
     };
     assert_eq!((w, got), (want, small.bytes()));
     assert_eq!((r.m.out, r.m.watching), (0, 0));
+}
+
+/// A window's fences may reuse one task: restarted in place once it
+/// reported, it runs each later epoch whole (every put and add of it
+/// landed once, nothing left out), as a task started afresh does.
+#[test]
+fn a_task_restarted_in_place_runs_each_later_epoch_whole() {
+    let net = RefCell::new(Net::default());
+    let mut ranks = group(3, &net, 16);
+    let (mut tasks, mut mems) = (Vec::new(), Vec::new());
+    for round in 0..4u8 {
+        for r in ranks.iter_mut() {
+            let me = r.epoch.me();
+            let next = (me + 1) % 3;
+            r.out.clear();
+            r.issue(next, 0, RmaKind::Put, &[round * 10 + me as u8; 4]);
+            let one = 1u32.to_ne_bytes();
+            r.issue(next, 4, RmaKind::Accumulate(Op::Sum, Int::U32), &one);
+        }
+        match round {
+            0 => (tasks, mems) = start_all(&mut ranks),
+            _ => {
+                for ((r, t), mem) in ranks.iter_mut().zip(tasks.iter_mut()).zip(mems.iter_mut()) {
+                    r.epoch.fence(false, false).expect("fencing");
+                    let (me, n) = (r.epoch.me(), r.epoch.group());
+                    let layout = FenceLayout::new(Design::Def, n, me);
+                    // SAFETY: the memory is kept until the task reported.
+                    unsafe { t.restart(r, layout, mem.as_mut_ptr(), mem.len(), 3) };
+                }
+            }
+        }
+        for (me, res) in poll_all(&mut ranks, &net, &mut tasks)
+            .into_iter()
+            .enumerate()
+        {
+            let prev = (me + 2) % 3;
+            let r = &ranks[me];
+            assert_eq!(res.map(|f| f.outcome.failed), Ok(0), "round {round}");
+            assert_eq!(&r.mem[..4], &[round * 10 + prev as u8; 4], "round {round}");
+            let adds = u32::from(round) + 1;
+            assert_eq!(&r.mem[4..8], &adds.to_ne_bytes(), "round {round}");
+            assert_eq!((r.m.out, r.m.watching), (0, 0), "round {round}");
+            assert_eq!(r.epoch.epoch(), u16::from(round) + 1);
+        }
+        assert!(net.borrow().posted.is_empty(), "no receive is left posted");
+    }
+}
+
+/// A fence still under way is not restarted: its requests would be lost.
+#[test]
+#[should_panic(expected = "restarted only once it reported")]
+fn a_task_under_way_is_not_restarted() {
+    let net = RefCell::new(Net::default());
+    let mut ranks = group(2, &net, 16);
+    let (mut tasks, mut mems) = start_all(&mut ranks[..1]);
+    // Rank 1 never fences: rank 0 waits in its sum, its receive posted.
+    assert_eq!(tasks[0].poll(&mut ranks[0]), Poll::Pending);
+    assert!(tasks[0].holds_requests());
+    let layout = FenceLayout::new(Design::Def, 2, 0);
+    let mem = &mut mems[0];
+    // SAFETY: refused before anything is posted into the memory.
+    unsafe { tasks[0].restart(&mut ranks[0], layout, mem.as_mut_ptr(), mem.len(), 5) };
 }
