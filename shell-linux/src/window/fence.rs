@@ -93,7 +93,7 @@ impl Win {
                 .map(|()| (e.gets(), e.design()))
         })?;
         let (n, me) = (r.size(), self.me);
-        let mut io = std::mem::take(&mut self.io);
+        let mut io = self.io.take().unwrap_or_default();
         // Sized once: the window's design and group never change, and the
         // task writes each byte before it reads it.
         let layout = *io
@@ -249,7 +249,7 @@ fn finish<T: Transport + 'static>(
     w.epochs += 1;
     // Every request is done: the task reported.
     io.clear();
-    w.io = io;
+    w.io = Some(io);
     let Fenced { outcome, fault } = res?;
     if let Some(f) = fault {
         Err(WinError::Collective(CollectiveError::Failed(f)))

@@ -28,12 +28,12 @@ pub(super) struct Parts {
     queued: Vec<Queued>,
     /// An immediate design's first fault of an accumulate waited for.
     fault: Option<Option<RecvFault>>,
-    pub(super) io: Io,
+    pub(super) io: Box<Io>,
 }
 
 impl Parts {
     /// Takes what a fence works on out of `w` (its buffers from `io`).
-    pub(super) fn take(w: &mut Win, io: Io) -> Parts {
+    pub(super) fn take(w: &mut Win, io: Box<Io>) -> Parts {
         Parts {
             id: w.id,
             me: w.me,
@@ -46,7 +46,7 @@ impl Parts {
     }
 
     /// Gives back to `w` what [`take`](Self::take) took; the buffers.
-    pub(super) fn put_back(self, w: &mut Win) -> Io {
+    pub(super) fn put_back(self, w: &mut Win) -> Box<Io> {
         w.misapplied += self.misapplied;
         w.queued = self.queued;
         if let (Some(imm), Some(f)) = (w.imm.as_mut(), self.fault) {

@@ -98,7 +98,7 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
         .collect();
     let epoch = w.epoch(r, |e, _| e.epoch());
     let mut first = w.first.take().unwrap_or_else(|| Box::new([0u8; FIRST]));
-    let io = std::mem::take(&mut w.io);
+    let io = w.io.take().unwrap_or_default();
     let mut parts = Parts::take(w, io);
     // SAFETY: `first` stays on the heap, here, until the inbox holds no
     // request (it is closed below before `first` goes back).
@@ -149,7 +149,7 @@ pub(super) fn wait_older_half<T: Transport + 'static>(
     let mut io = parts.put_back(w);
     io.answers.clear();
     io.data.clear();
-    w.io = io;
+    w.io = Some(io);
     w.first = Some(first);
     match failed {
         Some(e) => Err(e.into()),

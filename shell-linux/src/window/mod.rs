@@ -187,8 +187,9 @@ pub struct Win {
     misapplied: u64,
     imm: Option<Immediate>,
     /// The last fence's buffers, emptied: the next fence reuses their
-    /// memory instead of allocating its own.
-    io: io::Io,
+    /// memory instead of allocating its own. On the heap, so that a fence
+    /// moves it as one pointer; `None` only while a fence holds it.
+    io: Option<Box<io::Io>>,
     /// Where an operation aimed at this rank lands while the window waits
     /// for request handles outside a fence; nothing is posted between calls.
     first: Option<inbox::First>,
@@ -270,7 +271,7 @@ impl<T: Transport + 'static> Rank<T> {
             refused: 0,
             retries: 0,
             misapplied: 0,
-            io: io::Io::default(),
+            io: Some(Box::default()),
             first: None,
             imm: design.immediate().then(Immediate::default),
         })
@@ -651,8 +652,9 @@ mod tests {
                 w.put(r, peer, i % 4096, &[i as u8]).unwrap();
             }
             w.fence(r).unwrap();
-            let slots = w.io.running.as_mut().map_or(0, |f| f.slots_capacity());
-            let big = (w.io.outgoing.capacity(), slots);
+            let io = w.io.as_mut().expect("between fences");
+            let slots = io.running.as_mut().map_or(0, |f| f.slots_capacity());
+            let big = (io.outgoing.capacity(), slots);
             let mut seen = Vec::new();
             for round in 0..3u8 {
                 let data = [round + 1 + 10 * r.rank() as u8; 8];
