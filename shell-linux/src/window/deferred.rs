@@ -21,7 +21,7 @@ pub(super) fn ready(
     me: u16,
     mem: &WinMemory,
     misapplied: &mut u64,
-    queued: Vec<Queued>,
+    queued: impl Iterator<Item = Queued>,
     io: &mut Io,
 ) {
     for q in queued {

@@ -49,6 +49,8 @@ impl Parts {
     pub(super) fn put_back(self, w: &mut Win) -> Box<Io> {
         w.misapplied += self.misapplied;
         w.queued = self.queued;
+        // One large epoch does not keep its list's memory.
+        w.queued.shrink_to(super::io::KEEP);
         if let (Some(imm), Some(f)) = (w.imm.as_mut(), self.fault) {
             imm.fault = f;
         }
@@ -82,9 +84,15 @@ impl<T: Transport> FenceHost for Host<'_, T> {
     }
 
     fn send_queued(&mut self) {
+        // Drained, so that the window keeps the list's memory.
         let p = &mut *self.p;
-        let queued = std::mem::take(&mut p.queued);
-        deferred::ready(p.me, &p.mem, &mut p.misapplied, queued, &mut p.io);
+        deferred::ready(
+            p.me,
+            &p.mem,
+            &mut p.misapplied,
+            p.queued.drain(..),
+            &mut p.io,
+        );
     }
 
     fn outgoing(&mut self, i: usize) -> Option<Outgoing> {
