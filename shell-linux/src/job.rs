@@ -30,6 +30,8 @@ pub enum JobError {
     /// Ranks `ranks` stopped answering while the body ran, and the body
     /// stopped (panicked) because of it.
     PeerFailed { ranks: Vec<u16> },
+    /// No launcher started this process ([`attach`]).
+    NotLaunched,
 }
 
 impl std::fmt::Display for JobError {
@@ -46,6 +48,9 @@ impl std::fmt::Display for JobError {
                     gone.join(", ")
                 )
             }
+            Self::NotLaunched => f.write_str(
+                "no launcher started this process: start it under mpiexec (hydra), srun or mpirun, or run its ranks as threads",
+            ),
         }
     }
 }
@@ -371,19 +376,66 @@ where
     let mut ranks = make(me, ports)?;
     let out = blaming_failed_peers(&mut ranks, l.size(), peers, true, body)?;
     let mut refs: Vec<&mut Rank> = ranks.iter_mut().collect();
-    while !refs.iter().all(|r| r.flushed()) {
-        for r in refs.iter_mut() {
+    wind_down(l, &mut refs)?;
+    Ok(out)
+}
+
+/// A launched process's ranks are done: progress until their buffered
+/// sends left, then through the launcher's barrier (while they keep
+/// answering their peers), then a short linger so that a last lost
+/// acknowledgement is sent again.
+fn wind_down(l: &Launch, ranks: &mut [&mut Rank]) -> Result<(), SetupError> {
+    while !ranks.iter().all(|r| r.flushed()) {
+        for r in ranks.iter_mut() {
             r.progress();
         }
     }
-    barrier_progressing(l, &mut refs)?;
+    barrier_progressing(l, ranks)?;
     let until = crate::clock::now_ns() + LINGER_NS;
     while crate::clock::now_ns() < until {
-        for r in refs.iter_mut() {
+        for r in ranks.iter_mut() {
             r.progress();
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+/// This process's rank of a launched job, for a runtime that starts and
+/// ends it with calls of its own (a C API's init and finalize) rather
+/// than handing [`run`] a body.
+pub struct Attached {
+    rank: Rank,
+    launch: Launch,
+}
+
+/// Sets up this process's rank of the job a launcher started on `net`
+/// (opened as launched): its port, joined to its peers', and its rank.
+pub fn attach(net: &Net, cfg: Config) -> Result<Attached, JobError> {
+    let Some(l) = net.launch() else {
+        return Err(JobError::NotLaunched);
+    };
+    let net = net.for_config(cfg);
+    let wire = net.wire(l.size())?;
+    let port = wire.port(l.rank(), 0, 1, &Ok(()))?;
+    let rank = Rank::new(port, l.size(), cfg).map_err(JobError::Config)?;
+    Ok(Attached {
+        rank,
+        launch: l.clone(),
+    })
+}
+
+impl Attached {
+    pub fn rank(&mut self) -> &mut Rank {
+        &mut self.rank
+    }
+
+    /// Ends the rank as [`run`] ends a launched one (its sends delivered,
+    /// every process through the launcher's barrier), then tells the
+    /// launcher this process is done.
+    pub fn detach(mut self) -> Result<(), JobError> {
+        wind_down(&self.launch, &mut [&mut self.rank])?;
+        Ok(self.launch.finalize()?)
+    }
 }
 
 /// A stop whose line is printed already: a launcher may end this process

@@ -10,6 +10,7 @@
 #[cfg(any(test, feature = "test-transport"))]
 pub(crate) mod delayed;
 mod entry;
+pub mod env;
 mod error;
 mod events;
 pub mod faulty;

@@ -1,0 +1,190 @@
+//! Collectives over every rank of the job: blocking, and started as
+//! requests that `rmx_test`, `rmx_wait` and `rmx_cancel` end like any
+//! other (a collective's data is copied in when it starts and its result
+//! out when it ends, so the caller's buffer is touched only by those
+//! calls).
+
+use std::ffi::{c_int, c_void};
+
+use rmx_core::collective::{Int, Op};
+use rmx_driver::task::CollectiveError;
+
+use crate::errors::Error;
+use crate::guard::{guard, out};
+use crate::p2p::rmx_status_t;
+use crate::rank::{rmx_rank_t, with};
+use crate::requests::{rmx_request_t, Live};
+
+/// Element types of a reduction.
+pub const RMX_UINT8: c_int = 0;
+pub const RMX_UINT16: c_int = 1;
+pub const RMX_UINT32: c_int = 2;
+pub const RMX_UINT64: c_int = 3;
+pub const RMX_INT8: c_int = 4;
+pub const RMX_INT16: c_int = 5;
+pub const RMX_INT32: c_int = 6;
+pub const RMX_INT64: c_int = 7;
+
+/// Reductions (a sum wraps).
+pub const RMX_SUM: c_int = 0;
+pub const RMX_MIN: c_int = 1;
+pub const RMX_MAX: c_int = 2;
+pub const RMX_BAND: c_int = 3;
+pub const RMX_BOR: c_int = 4;
+pub const RMX_BXOR: c_int = 5;
+
+fn int(ty: c_int) -> Result<Int, Error> {
+    usize::try_from(ty)
+        .ok()
+        .and_then(|i| Int::ALL.get(i).copied())
+        .ok_or_else(|| Error::arg(format!("{ty} is no RMX_ element type")))
+}
+
+fn op_of(op: c_int) -> Result<Op, Error> {
+    usize::try_from(op)
+        .ok()
+        .filter(|&i| i <= RMX_BXOR as usize)
+        .and_then(|i| Op::ALL.get(i).copied())
+        .ok_or_else(|| Error::arg(format!("{op} is no RMX_ reduction")))
+}
+
+/// `count` elements of `ty` at `data`: their bytes.
+fn data_len(data: *mut c_void, count: usize, ty: Int) -> Result<usize, Error> {
+    let len = count
+        .checked_mul(ty.size())
+        .filter(|&l| isize::try_from(l).is_ok())
+        .ok_or_else(|| Error::arg(format!("{count} elements are past the address space")))?;
+    if data.is_null() && len > 0 {
+        return Err(Error::arg("data is null"));
+    }
+    Ok(len)
+}
+
+/// Returns once every rank of the job entered it: 0, or a negative code.
+///
+/// Contract: `rank` is null or a live rank.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_barrier(rank: *mut rmx_rank_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { with(rank, |s| Ok(s.rank().barrier().map(|()| 0)?)) })
+}
+
+/// Every rank's `count` elements of type `ty` at `data` become their
+/// element-wise reduction by `op` over all ranks (every rank passes the
+/// same `count`, `ty` and `op`): 0, or a negative code.
+///
+/// Contract: `rank` is null or a live rank; `data` is null or names `count`
+/// elements.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_allreduce(
+    rank: *mut rmx_rank_t,
+    data: *mut c_void,
+    count: usize,
+    ty: c_int,
+    op: c_int,
+) -> c_int {
+    guard(|| {
+        let (ty, op) = (int(ty)?, op_of(op)?);
+        let len = data_len(data, count, ty)?;
+        let bytes: &mut [u8] = match len {
+            0 => &mut [],
+            // SAFETY: the caller's contract.
+            _ => unsafe { std::slice::from_raw_parts_mut(data.cast(), len) },
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                Ok(s.rank().allreduce(bytes, ty, op).map(|()| 0)?)
+            })
+        }
+    })
+}
+
+/// `rmx_barrier`, started: its request in `*req`.
+///
+/// Contract: `rank` is null or a live rank; `req` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ibarrier(rank: *mut rmx_rank_t, req: *mut rmx_request_t) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let req = unsafe { out(req, "req") }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let c = s.rank().ibarrier()?;
+                let (out, len) = (std::ptr::null_mut(), 0);
+                *req = s.requests.insert(Live::Coll { req: c, out, len });
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// `rmx_allreduce`, started: its request in `*req`; the result is in
+/// `data` once the request ended well.
+///
+/// Contract: as for `rmx_allreduce`, and `data` stays valid, untouched by the
+/// caller, until the request ended; `req` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_iallreduce(
+    rank: *mut rmx_rank_t,
+    data: *mut c_void,
+    count: usize,
+    ty: c_int,
+    op: c_int,
+    req: *mut rmx_request_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let req = unsafe { out(req, "req") }?;
+        let (ty, op) = (int(ty)?, op_of(op)?);
+        let len = data_len(data, count, ty)?;
+        let mine = match len {
+            0 => Vec::new(),
+            // SAFETY: the caller's contract.
+            _ => unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec(),
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let c = s.rank().iallreduce(mine, ty, op)?;
+                *req = s.requests.insert(Live::Coll {
+                    req: c,
+                    out: data.cast(),
+                    len,
+                });
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// A collective ended with `res`: its result copied to `out`; how it
+/// ended.
+///
+/// # Safety
+/// `out` names `len` writable bytes (or `len` is 0).
+pub(crate) unsafe fn copy_out(
+    res: Result<&[u8], CollectiveError>,
+    out: *mut u8,
+    len: usize,
+) -> rmx_status_t {
+    let error = match res {
+        Ok(data) => {
+            let n = data.len().min(len);
+            if n > 0 {
+                // SAFETY: the caller's contract; the result is the
+                // request's own.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), out, n) };
+            }
+            0
+        }
+        Err(e) => Error::from(e).code,
+    };
+    rmx_status_t {
+        source: -1,
+        len,
+        error,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,34 @@
+//! The boundary every entry point goes through: a panic inside rmx is
+//! caught there and becomes `RMX_ERR_INTERNAL` with its words, and a
+//! failure's words are kept for `rmx_last_error`.
+
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::errors::{Error, RMX_ERR_INTERNAL};
+
+/// Runs `f`: its value, or its error's code (its words kept).
+pub(crate) fn guard(f: impl FnOnce() -> Result<c_int, Error>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => e.report(),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            Error::new(RMX_ERR_INTERNAL, format!("internal fault in rmx: {what}")).report()
+        }
+    }
+}
+
+/// `p` as a reference, or an argument error naming `what`.
+///
+/// # Safety
+/// `p` is null or points to a valid `T` for `'a`, not used elsewhere
+/// meanwhile.
+pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Error> {
+    // SAFETY: the caller's contract.
+    unsafe { p.as_mut() }.ok_or_else(|| Error::arg(format!("{what} is null")))
+}

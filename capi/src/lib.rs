@@ -1,0 +1,30 @@
+//! librmx: rmx for C runtimes and drivers (`include/rmx.h`).
+//!
+//! Ranks over rmx's transports ([`job`]): initialised from the launcher
+//! (PMI-1 or PMIx, one rank per process) or run as threads of one process;
+//! non-blocking sends and receives, and collectives, returning requests
+//! the caller tests or waits for ([`p2p`], [`collective`]).
+//!
+//! What every entry point keeps: a panic inside rmx never crosses into C
+//! (it becomes `RMX_ERR_INTERNAL`); null and out-of-range arguments are
+//! errors; a request handle is checked, so a stale or forged one is an
+//! error; a request's buffer is never touched after the request ended
+//! (cancel waits for the end); a rank's calls may come from any thread,
+//! one at a time (each call holds the rank's lock).
+
+#![allow(non_camel_case_types)]
+// The C functions state their contract in prose ("Contract: …"), which the
+// header carries.
+#![allow(clippy::missing_safety_doc)]
+
+pub mod collective;
+pub mod errors;
+mod guard;
+pub mod job;
+pub mod p2p;
+pub mod rank;
+mod requests;
+pub mod version;
+
+pub use errors::*;
+pub use version::*;

@@ -1,0 +1,309 @@
+//! Sends and receives that return requests, and what ends a request:
+//! `rmx_test`, `rmx_wait`, `rmx_cancel`. A request's buffer belongs to
+//! rmx from the call that started it until the call that ended it
+//! returns; after that rmx never touches it.
+
+use std::ffi::{c_int, c_void};
+
+use rmx_core::{Source, Status, TagSel};
+use rmx_linux::rank::Rank;
+
+use crate::errors::{fault_code, Error, RMX_ERR_REQUEST};
+use crate::guard::{guard, out};
+use crate::rank::{rmx_rank_t, with, State};
+use crate::requests::{rmx_request_t, Live, RMX_REQUEST_NULL};
+
+/// A receive from any rank.
+pub const RMX_ANY_SOURCE: c_int = -1;
+/// A receive of any tag.
+pub const RMX_ANY_TAG: i64 = -1;
+
+/// How a request ended.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct rmx_status_t {
+    /// The sender (a receive; what `RMX_ANY_SOURCE` matched), else -1.
+    pub source: c_int,
+    /// The message's tag (a receive; what `RMX_ANY_TAG` matched).
+    pub tag: u32,
+    /// Bytes received into the buffer, or sent.
+    pub len: usize,
+    /// 0, or the code the request ended with (`RMX_ERR_TRUNCATED`,
+    /// `RMX_ERR_CANCELLED`, `RMX_ERR_PEER_FAILED`, `RMX_ERR_TRANSFER`).
+    pub error: c_int,
+}
+
+impl rmx_status_t {
+    /// How a receive (`sent` `None`) or a send of `sent` bytes ended.
+    fn of(st: Status, sent: Option<usize>) -> rmx_status_t {
+        rmx_status_t {
+            source: sent.map_or(c_int::from(st.source), |_| -1),
+            tag: st.tag,
+            len: sent.unwrap_or(st.len as usize),
+            error: st.fault.map_or(0, fault_code),
+        }
+    }
+}
+
+/// `dest` as a rank of `r`'s job.
+fn peer(r: &Rank, dest: c_int) -> Result<u16, Error> {
+    u16::try_from(dest)
+        .ok()
+        .filter(|&d| d < r.size())
+        .ok_or_else(|| Error::arg(format!("rank {dest} is not one of the job's {}", r.size())))
+}
+
+/// `len` bytes at `buf`: null only when empty.
+fn bytes(buf: *const c_void, len: usize) -> Result<*const u8, Error> {
+    match (buf.is_null(), len) {
+        (true, 0) => Ok(std::ptr::NonNull::<u8>::dangling().as_ptr()),
+        (true, _) => Err(Error::arg(format!("buffer is null with {len} bytes"))),
+        (false, _) if isize::try_from(len).is_err() => {
+            Err(Error::arg("length past the address space"))
+        }
+        (false, _) => Ok(buf.cast()),
+    }
+}
+
+/// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
+/// request in `*req`. Small messages complete once copied; larger ones
+/// once the receiver has the data. 0, or a negative code (nothing sent,
+/// `*req` untouched).
+///
+/// Contract: `rank` is null or a live rank; `buf` is null or names `len` readable
+/// bytes, unchanged until the request ended; `req` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_isend(
+    rank: *mut rmx_rank_t,
+    dest: c_int,
+    tag: u32,
+    buf: *const c_void,
+    len: usize,
+    req: *mut rmx_request_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let req = unsafe { out(req, "req") }?;
+        let ptr = bytes(buf, len)?;
+        // SAFETY: the caller's contract: the rank is live, and the bytes
+        // stay the request's until it ended (a rank ends its requests
+        // before it goes).
+        unsafe {
+            with(rank, |s| {
+                let dest = peer(s.rank(), dest)?;
+                let q = s.rank().isend_raw(dest, tag, ptr, len)?;
+                *req = s.requests.insert(Live::Msg(q, Some(len)));
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// Starts a receive into `len` bytes at `buf`, of a message from `src`
+/// (or `RMX_ANY_SOURCE`) with `tag` (0 … 2^32 − 1, or `RMX_ANY_TAG`);
+/// its request in `*req`. 0, or a negative code (nothing posted).
+///
+/// Contract: `rank` is null or a live rank; `buf` is null or names `len` writable
+/// bytes, untouched by the caller until the request ended; `req` is null
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_irecv(
+    rank: *mut rmx_rank_t,
+    src: c_int,
+    tag: i64,
+    buf: *mut c_void,
+    len: usize,
+    req: *mut rmx_request_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let req = unsafe { out(req, "req") }?;
+        let ptr = bytes(buf, len)?.cast_mut();
+        let tag = match tag {
+            RMX_ANY_TAG => TagSel::Any,
+            t => TagSel::Tag(u32::try_from(t).map_err(|_| {
+                Error::arg(format!("tag {t} is neither 0 … 2^32 − 1 nor RMX_ANY_TAG"))
+            })?),
+        };
+        // SAFETY: as for a send.
+        unsafe {
+            with(rank, |s| {
+                let src = match src {
+                    RMX_ANY_SOURCE => Source::Any,
+                    r => Source::Rank(peer(s.rank(), r)?),
+                };
+                let q = s.rank().irecv_raw(src, tag, ptr, len)?;
+                *req = s.requests.insert(Live::Msg(q, None));
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// What ending a request reports: 0 when it ended well, else the code
+/// it ended with.
+fn ended(st: rmx_status_t, status: Option<&mut rmx_status_t>) -> c_int {
+    if let Some(out) = status {
+        *out = st;
+    }
+    st.error
+}
+
+/// Tests `*req` once (moving the rank on first): 1 once it ended well,
+/// 0 while it runs, or a negative code. A request that ended (either
+/// way) is freed and `*req` becomes `RMX_REQUEST_NULL`; a negative code
+/// with `*req` unchanged is a refused call (`RMX_ERR_REQUEST`: not a
+/// live request). `status` (may be null) gets how it ended. A null
+/// request is ended.
+///
+/// Contract: `rank` is null or a live rank; `req` and `status` are null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_test(
+    rank: *mut rmx_rank_t,
+    req: *mut rmx_request_t,
+    status: *mut rmx_status_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
+        if *req == RMX_REQUEST_NULL {
+            return Ok(ended(
+                rmx_status_t {
+                    source: -1,
+                    ..Default::default()
+                },
+                status,
+            ) + 1);
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let h = *req;
+                let live = s.requests.take(h).ok_or_else(not_live)?;
+                match step(s, live) {
+                    Ok(st) => {
+                        *req = RMX_REQUEST_NULL;
+                        let code = ended(st, status);
+                        Ok(if code == 0 { 1 } else { code })
+                    }
+                    Err(live) => {
+                        s.requests.put_back(h, live);
+                        Ok(0)
+                    }
+                }
+            })
+        }
+    })
+}
+
+/// Waits for `*req` to end: 0 if it ended well, else the code it ended
+/// with (`*req` is then `RMX_REQUEST_NULL`), or a refused call's code
+/// (`*req` unchanged). `status` as for `rmx_test`.
+///
+/// Contract: as for `rmx_test`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_wait(
+    rank: *mut rmx_rank_t,
+    req: *mut rmx_request_t,
+    status: *mut rmx_status_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
+        if *req == RMX_REQUEST_NULL {
+            return Ok(ended(
+                rmx_status_t {
+                    source: -1,
+                    ..Default::default()
+                },
+                status,
+            ));
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let live = s.requests.take(*req).ok_or_else(not_live)?;
+                *req = RMX_REQUEST_NULL;
+                Ok(ended(wait(s.rank(), live, false), status))
+            })
+        }
+    })
+}
+
+/// Cancels `*req` and waits for its end, so that its buffer is the
+/// caller's again when this returns: 0, with `status->error`
+/// `RMX_ERR_CANCELLED` if it had not matched (a receive), or how it ended
+/// if it completed anyway (a send, or a receive that had matched);
+/// `*req` becomes `RMX_REQUEST_NULL`. A refused call's code otherwise.
+///
+/// Contract: as for `rmx_test`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_cancel(
+    rank: *mut rmx_rank_t,
+    req: *mut rmx_request_t,
+    status: *mut rmx_status_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
+        if *req == RMX_REQUEST_NULL {
+            return Ok(0);
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let live = s.requests.take(*req).ok_or_else(not_live)?;
+                *req = RMX_REQUEST_NULL;
+                ended(wait(s.rank(), live, true), status);
+                Ok(0)
+            })
+        }
+    })
+}
+
+fn not_live() -> Error {
+    Error::new(
+        RMX_ERR_REQUEST,
+        "not a live request of this rank (ended already, another rank's, or never one)",
+    )
+}
+
+/// Tests `live` once (after a round of progress): how it ended, or it
+/// back while it runs.
+fn step(s: &mut State, live: Live) -> Result<rmx_status_t, Live> {
+    let r = s.rank();
+    r.progress();
+    match live {
+        Live::Msg(q, sent) => r
+            .test(q)
+            .map(|st| rmx_status_t::of(st, sent))
+            .map_err(|q| Live::Msg(q, sent)),
+        Live::Coll { mut req, out, len } => match r.test_collective(&mut req) {
+            None => Err(Live::Coll { req, out, len }),
+            Some(res) => {
+                let data = res.map(|()| req.data().unwrap_or_default());
+                // SAFETY: `out` names `len` bytes of the request's (its
+                // starter's contract), which has not ended yet.
+                Ok(unsafe { crate::collective::copy_out(data, out, len) })
+            }
+        },
+    }
+}
+
+/// Waits for `live` to end (`cancel`: a receive cancelled first, if it
+/// had not matched): how it ended.
+pub(crate) fn wait(r: &mut Rank, live: Live, cancel: bool) -> rmx_status_t {
+    match live {
+        Live::Msg(q, sent) => {
+            if sent.is_none() && cancel {
+                r.cancel(&q);
+            }
+            rmx_status_t::of(r.wait(q), sent)
+        }
+        Live::Coll { req, out, len } => {
+            let res = r.wait_collective(req);
+            // SAFETY: as in `step`.
+            unsafe { crate::collective::copy_out(res.as_deref().map_err(|e| *e), out, len) }
+        }
+    }
+}

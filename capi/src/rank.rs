@@ -1,0 +1,180 @@
+//! A rank as C holds it (`rmx_rank_t *`): the rank, its request handles,
+//! and the lock every call on it takes, so that a runtime may call from
+//! any of its threads (one call at a time per rank).
+
+use std::ffi::c_int;
+use std::sync::{Mutex, MutexGuard};
+
+use rmx_linux::job::Attached;
+use rmx_linux::rank::Rank;
+
+use crate::errors::Error;
+use crate::guard::guard;
+use crate::requests::Requests;
+
+/// One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
+/// length of the `main` that `rmx_run` calls with it. Opaque.
+pub struct rmx_rank_t {
+    /// [`MAGIC`] while the rank lives: a pointer to something else is
+    /// refused rather than used.
+    magic: u64,
+    state: Mutex<State>,
+}
+
+const MAGIC: u64 = u64::from_be_bytes(*b"rmx-rank");
+
+/// What a rank's calls work on, under its lock.
+pub(crate) struct State {
+    home: Home,
+    pub requests: Requests,
+}
+
+/// Where the rank lives.
+enum Home {
+    /// Lent by the job runner for one `main` (threads, or a launched
+    /// process under `rmx_run`).
+    Lent(*mut Rank),
+    /// This process's rank, set up by `rmx_init`.
+    Attached(Attached),
+}
+
+// SAFETY: the lent rank is used only under the lock, by one thread at a
+// time, while the runner that lent it waits for `main` to return; a rank
+// may move between threads (checked below), and a collective's result
+// pointer is written only by the call that ends its request.
+unsafe impl Send for State {}
+
+/// A rank may be used from any thread, one at a time.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Rank>();
+};
+
+impl State {
+    pub(crate) fn rank(&mut self) -> &mut Rank {
+        match &mut self.home {
+            // SAFETY: lent for as long as this state lives (see `Home`).
+            Home::Lent(r) => unsafe { &mut **r },
+            Home::Attached(a) => a.rank(),
+        }
+    }
+
+    /// Set up by `rmx_init` (on the heap, ended by `rmx_finalize`).
+    pub(crate) fn attached(&self) -> bool {
+        matches!(self.home, Home::Attached(_))
+    }
+
+    /// Ends every request still live (receives cancelled first), so that
+    /// no buffer of the caller is written once the rank is given back.
+    pub(crate) fn end_requests(&mut self) {
+        for live in self.requests.drain() {
+            crate::p2p::wait(self.rank(), live, true);
+        }
+    }
+}
+
+impl rmx_rank_t {
+    /// A rank over `rank`, lent for as long as the result lives.
+    pub(crate) fn lent(rank: &mut Rank) -> rmx_rank_t {
+        rmx_rank_t::new(Home::Lent(rank))
+    }
+
+    pub(crate) fn attached(a: Attached) -> rmx_rank_t {
+        rmx_rank_t::new(Home::Attached(a))
+    }
+
+    fn new(home: Home) -> rmx_rank_t {
+        rmx_rank_t {
+            magic: MAGIC,
+            state: Mutex::new(State {
+                home,
+                requests: Requests::default(),
+            }),
+        }
+    }
+
+    /// The rank's state, locked.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks the rank gone (a later call with its pointer is refused
+    /// while the memory is not reused); its home, for the caller to end.
+    pub(crate) fn retire(mut self) -> Option<Attached> {
+        self.magic = 0;
+        match self
+            .state
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .home
+        {
+            Home::Attached(a) => Some(a),
+            Home::Lent(_) => None,
+        }
+    }
+}
+
+/// Runs `f` on the rank `p` points to, locked.
+///
+/// # Safety
+/// `p` is null or a pointer `rmx_init` or `rmx_run` gave, not yet ended.
+pub(crate) unsafe fn with<R>(
+    p: *const rmx_rank_t,
+    f: impl FnOnce(&mut State) -> Result<R, Error>,
+) -> Result<R, Error> {
+    // SAFETY: the caller's contract.
+    let r = unsafe { p.as_ref() }.ok_or_else(|| Error::arg("rank is null"))?;
+    if r.magic != MAGIC {
+        return Err(Error::arg("not a live rank (finalized, or never one)"));
+    }
+    f(&mut r.lock())
+}
+
+/// This rank's number in its job (0 … size − 1), or a negative code.
+///
+/// Contract: `rank` is null or a live rank.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_rank_me(rank: *const rmx_rank_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { with(rank, |s| Ok(c_int::from(s.rank().rank()))) })
+}
+
+/// The number of ranks of the job, or a negative code.
+///
+/// Contract: `rank` is null or a live rank.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_rank_size(rank: *const rmx_rank_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { with(rank, |s| Ok(c_int::from(s.rank().size()))) })
+}
+
+/// Moves the rank's communication on once (packets in, completions,
+/// timers): the number of events handled (0 if none), or a negative code.
+/// Nothing moves between calls unless a progress thread runs.
+///
+/// Contract: `rank` is null or a live rank.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_progress(rank: *mut rmx_rank_t) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe {
+        with(rank, |s| {
+            Ok(s.rank().progress().min(c_int::MAX as usize) as c_int)
+        })
+    })
+}
+
+/// Starts (`on` non-zero) or stops a thread that moves the rank's
+/// communication on while the caller computes (off by default). Calls
+/// stay allowed from any thread; each then shares the rank with it.
+///
+/// Contract: `rank` is null or a live rank.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_set_progress_thread(rank: *mut rmx_rank_t, on: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    guard(|| unsafe {
+        with(rank, |s| {
+            s.rank().set_progress_thread(on != 0);
+            Ok(0)
+        })
+    })
+}

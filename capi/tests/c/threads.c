@@ -1,0 +1,185 @@
+/* Ranks as threads of this process (rmx_run): every protocol's sizes
+ * delivered byte-exact, wildcards, truncation, cancel, collectives, and
+ * refused arguments answered with codes, never crashes. */
+#include <stdint.h>
+#include <string.h>
+#include "check.h"
+
+static const size_t SIZES[] = {0, 1, 8, 255, 256, 257, 4096, 8191, 8192, 8193,
+                               65536, 100000, 1 << 20, 4 << 20};
+#define NSIZES (sizeof SIZES / sizeof SIZES[0])
+
+static uint8_t byte_of(size_t i, size_t size, int from) {
+    return (uint8_t)(i * 131 + size * 7 + (size_t)from * 29 + 1);
+}
+
+/* Every size from each rank to the next, received by the next. */
+static void ring(rmx_rank_t *r) {
+    int me = rmx_rank_me(r), n = rmx_rank_size(r);
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    for (size_t k = 0; k < NSIZES; k++) {
+        size_t size = SIZES[k];
+        uint8_t *out = malloc(size + 1), *in = malloc(size + 1);
+        CHECK(out && in);
+        for (size_t i = 0; i < size; i++) out[i] = byte_of(i, size, me);
+        memset(in, 0xee, size + 1);
+        rmx_request_t rq = RMX_REQUEST_NULL, sq = RMX_REQUEST_NULL;
+        EXPECT(rmx_irecv(r, prev, (int64_t)k, in, size, &rq), 0);
+        EXPECT(rmx_isend(r, next, (uint32_t)k, out, size, &sq), 0);
+        CHECK(rq != RMX_REQUEST_NULL && sq != RMX_REQUEST_NULL);
+        rmx_status_t st;
+        EXPECT(rmx_wait(r, &rq, &st), 0);
+        CHECK(rq == RMX_REQUEST_NULL);
+        CHECK(st.source == prev && st.tag == k && st.len == size && st.error == 0);
+        for (size_t i = 0; i < size; i++) {
+            if (in[i] != byte_of(i, size, prev)) {
+                fprintf(stderr, "rank %d: size %zu: byte %zu is %u\n", me, size, i, in[i]);
+                exit(1);
+            }
+        }
+        CHECK(in[size] == 0xee);
+        /* Tested until it ends: 1 once, then the handle is null. */
+        int t;
+        while ((t = rmx_test(r, &sq, &st)) == 0) {
+        }
+        EXPECT(t, 1);
+        CHECK(sq == RMX_REQUEST_NULL && st.len == size);
+        free(out);
+        free(in);
+    }
+}
+
+/* Any source and any tag; a receive shorter than its message. */
+static void wildcards_and_truncation(rmx_rank_t *r) {
+    int me = rmx_rank_me(r), n = rmx_rank_size(r);
+    rmx_status_t st;
+    if (me != 0) {
+        uint32_t v = 1000u + (uint32_t)me;
+        rmx_request_t q;
+        EXPECT(rmx_isend(r, 0, 77, &v, sizeof v, &q), 0);
+        EXPECT(rmx_wait(r, &q, NULL), 0);
+    } else {
+        int seen = 0;
+        for (int k = 1; k < n; k++) {
+            uint32_t v = 0;
+            rmx_request_t q;
+            EXPECT(rmx_irecv(r, RMX_ANY_SOURCE, RMX_ANY_TAG, &v, sizeof v, &q), 0);
+            EXPECT(rmx_wait(r, &q, &st), 0);
+            CHECK(st.tag == 77 && v == 1000u + (uint32_t)st.source);
+            seen |= 1 << st.source;
+        }
+        CHECK(seen == ((1 << n) - 2));
+    }
+    EXPECT(rmx_barrier(r), 0);
+    /* Eight bytes into four: the first four, and the fault. */
+    if (me == 1) {
+        uint8_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        rmx_request_t q;
+        EXPECT(rmx_isend(r, 0, 5, v, 8, &q), 0);
+        EXPECT(rmx_wait(r, &q, NULL), 0);
+    } else if (me == 0) {
+        uint8_t v[4] = {0};
+        rmx_request_t q;
+        EXPECT(rmx_irecv(r, 1, 5, v, 4, &q), 0);
+        EXPECT(rmx_wait(r, &q, &st), RMX_ERR_TRUNCATED);
+        CHECK(st.error == RMX_ERR_TRUNCATED && q == RMX_REQUEST_NULL);
+        CHECK(v[0] == 1 && v[3] == 4);
+    }
+    /* A receive nothing matches, cancelled: its buffer is ours again. */
+    uint8_t b[16];
+    rmx_request_t q;
+    EXPECT(rmx_irecv(r, RMX_ANY_SOURCE, 999, b, sizeof b, &q), 0);
+    EXPECT(rmx_cancel(r, &q, &st), 0);
+    CHECK(q == RMX_REQUEST_NULL && st.error == RMX_ERR_CANCELLED);
+    /* The ended handle is refused, not reused. */
+    rmx_request_t stale;
+    EXPECT(rmx_irecv(r, RMX_ANY_SOURCE, 998, b, sizeof b, &stale), 0);
+    rmx_request_t copy = stale;
+    EXPECT(rmx_cancel(r, &stale, NULL), 0);
+    EXPECT(rmx_test(r, &copy, NULL), RMX_ERR_REQUEST);
+    CHECK(copy != RMX_REQUEST_NULL);
+    EXPECT(rmx_wait(r, &(rmx_request_t){12345}, NULL), RMX_ERR_REQUEST);
+    EXPECT(rmx_barrier(r), 0);
+}
+
+static void collectives(rmx_rank_t *r) {
+    int me = rmx_rank_me(r), n = rmx_rank_size(r);
+    int32_t v[3] = {me, -me, 7};
+    EXPECT(rmx_allreduce(r, v, 3, RMX_INT32, RMX_SUM), 0);
+    CHECK(v[0] == n * (n - 1) / 2 && v[1] == -v[0] && v[2] == 7 * n);
+    uint64_t m = (uint64_t)me * 10;
+    EXPECT(rmx_allreduce(r, &m, 1, RMX_UINT64, RMX_MAX), 0);
+    CHECK(m == (uint64_t)(n - 1) * 10);
+    int8_t c[5] = {1, 1, 1, 1, (int8_t)me};
+    rmx_request_t q, b;
+    EXPECT(rmx_iallreduce(r, c, 5, RMX_INT8, RMX_SUM, &q), 0);
+    EXPECT(rmx_ibarrier(r, &b), 0);
+    EXPECT(rmx_wait(r, &q, NULL), 0);
+    EXPECT(rmx_wait(r, &b, NULL), 0);
+    CHECK(c[0] == n && c[4] == n * (n - 1) / 2);
+}
+
+static void refusals(rmx_rank_t *r) {
+    int n = rmx_rank_size(r);
+    uint8_t b[4];
+    rmx_request_t q = RMX_REQUEST_NULL;
+    EXPECT(rmx_isend(NULL, 0, 0, b, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_isend(r, n, 0, b, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_isend(r, -5, 0, b, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_isend(r, 0, 0, NULL, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_isend(r, 0, 0, b, 4, NULL), RMX_ERR_ARG);
+    EXPECT(rmx_isend(r, 0, 0, b, SIZE_MAX, &q), RMX_ERR_ARG);
+    EXPECT(rmx_irecv(r, 0, (int64_t)1 << 40, b, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_irecv(r, 0, -7, b, 4, &q), RMX_ERR_ARG);
+    EXPECT(rmx_irecv(r, -2, 0, b, 4, &q), RMX_ERR_ARG);
+    CHECK(q == RMX_REQUEST_NULL);
+    CHECK(rmx_last_error()[0] != 0);
+    EXPECT(rmx_allreduce(r, b, 1, 99, RMX_SUM), RMX_ERR_ARG);
+    EXPECT(rmx_allreduce(r, b, 1, RMX_INT8, -1), RMX_ERR_ARG);
+    EXPECT(rmx_allreduce(r, NULL, 3, RMX_INT8, RMX_SUM), RMX_ERR_ARG);
+    EXPECT(rmx_allreduce(r, b, SIZE_MAX / 2, RMX_INT32, RMX_SUM), RMX_ERR_ARG);
+    EXPECT(rmx_rank_me(NULL), RMX_ERR_ARG);
+    EXPECT(rmx_test(r, NULL, NULL), RMX_ERR_ARG);
+    /* A null request is ended already. */
+    q = RMX_REQUEST_NULL;
+    EXPECT(rmx_test(r, &q, NULL), 1);
+    EXPECT(rmx_wait(r, &q, NULL), 0);
+    /* A rank from rmx_run is not finalized by the caller. */
+    EXPECT(rmx_finalize(r), RMX_ERR_ARG);
+}
+
+/* A receive left out when main returns is ended by rmx_run. */
+static int leaves_a_receive(rmx_rank_t *r, void *arg) {
+    static uint8_t b[64];
+    rmx_request_t q;
+    (void)arg;
+    return rmx_irecv(r, RMX_ANY_SOURCE, 1, b, sizeof b, &q);
+}
+
+static int rank_main(rmx_rank_t *r, void *arg) {
+    CHECK(*(int *)arg == 42);
+    ring(r);
+    wildcards_and_truncation(r);
+    collectives(r);
+    refusals(r);
+    EXPECT(rmx_barrier(r), 0);
+    return rmx_rank_me(r) == 2 ? 5 : 0;
+}
+
+int main(void) {
+    int arg = 42;
+    CHECK(rmx_api_version() == RMX_API_VERSION);
+    EXPECT(rmx_run_version(RMX_API_VERSION + 1, 2, rank_main, &arg), RMX_ERR_VERSION);
+    EXPECT(rmx_run(2, NULL, &arg), RMX_ERR_ARG);
+    EXPECT(rmx_run(0, rank_main, &arg), RMX_ERR_ARG);
+    rmx_rank_t *lone = NULL;
+    EXPECT(rmx_init(&lone), RMX_ERR_SETUP);
+    CHECK(lone == NULL && strstr(rmx_last_error(), "launcher") != NULL);
+    EXPECT(rmx_init(NULL), RMX_ERR_ARG);
+    EXPECT(rmx_finalize(NULL), RMX_ERR_ARG);
+    /* Three ranks: main's first non-zero return (rank 2's) comes back. */
+    EXPECT(rmx_run(3, rank_main, &arg), 5);
+    EXPECT(rmx_run(2, leaves_a_receive, NULL), 0);
+    printf("threads: ok\n");
+    return 0;
+}
