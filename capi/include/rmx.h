@@ -223,6 +223,21 @@ int rmx_isend(rmx_rank_t *rank,
 // or writable.
 int rmx_irecv(rmx_rank_t *rank, int src, int64_t tag, void *buf, size_t len, rmx_request_t *req);
 
+// Looks once (moving the rank on first) for a message a receive of
+// `src` and `tag` would take now, and leaves it for that receive: 1 if
+// one is here (`status`, may be null, gets its sender, tag and whole
+// length), 0 if none, or a negative code.
+//
+// Contract: `rank` is null or a live rank; `status` is null or writable.
+int rmx_iprobe(rmx_rank_t *rank, int src, int64_t tag, rmx_status_t *status);
+
+// Waits until a message a receive of `src` and `tag` would take is
+// here, as `rmx_iprobe` finds it: 0, or a negative code
+// (`RMX_ERR_PEER_FAILED` if `src` failed with none left).
+//
+// Contract: as for `rmx_iprobe`.
+int rmx_probe(rmx_rank_t *rank, int src, int64_t tag, rmx_status_t *status);
+
 // Tests `*req` once (moving the rank on first): 1 once it ended well,
 // 0 while it runs, or a negative code. A request that ended (either
 // way) is freed and `*req` becomes `RMX_REQUEST_NULL`; a negative code

@@ -119,24 +119,92 @@ pub unsafe extern "C" fn rmx_irecv(
         // SAFETY: the caller's contract.
         let req = unsafe { out(req, "req") }?;
         let ptr = bytes(buf, len)?.cast_mut();
-        let tag = match tag {
-            RMX_ANY_TAG => TagSel::Any,
-            t => TagSel::Tag(u32::try_from(t).map_err(|_| {
-                Error::arg(format!("tag {t} is neither 0 … 2^32 − 1 nor RMX_ANY_TAG"))
-            })?),
-        };
         // SAFETY: as for a send.
         unsafe {
             with(rank, |s| {
-                let src = match src {
-                    RMX_ANY_SOURCE => Source::Any,
-                    r => Source::Rank(peer(s.rank(), r)?),
-                };
+                let (src, tag) = selection(s.rank(), src, tag)?;
                 let q = s.rank().irecv_raw(src, tag, ptr, len)?;
                 *req = s.requests.insert(Live::Msg(q, None));
                 Ok(0)
             })
         }
+    })
+}
+
+/// A receive's selection of messages: `src` a rank or `RMX_ANY_SOURCE`,
+/// `tag` 0 … 2^32 − 1 or `RMX_ANY_TAG`.
+fn selection(r: &Rank, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> {
+    let tag =
+        match tag {
+            RMX_ANY_TAG => TagSel::Any,
+            t => TagSel::Tag(u32::try_from(t).map_err(|_| {
+                Error::arg(format!("tag {t} is neither 0 … 2^32 − 1 nor RMX_ANY_TAG"))
+            })?),
+        };
+    let src = match src {
+        RMX_ANY_SOURCE => Source::Any,
+        s => Source::Rank(peer(r, s)?),
+    };
+    Ok((src, tag))
+}
+
+/// Looks once (moving the rank on first) for a message a receive of
+/// `src` and `tag` would take now, and leaves it for that receive: 1 if
+/// one is here (`status`, may be null, gets its sender, tag and whole
+/// length), 0 if none, or a negative code.
+///
+/// Contract: `rank` is null or a live rank; `status` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_iprobe(
+    rank: *mut rmx_rank_t,
+    src: c_int,
+    tag: i64,
+    status: *mut rmx_status_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let status = unsafe { status.as_mut() };
+        // SAFETY: the caller's contract.
+        let found = unsafe {
+            with(rank, |s| {
+                let (src, tag) = selection(s.rank(), src, tag)?;
+                Ok(s.rank().iprobe(src, tag)?)
+            })
+        }?;
+        Ok(match found {
+            Some(st) => {
+                ended(rmx_status_t::of(st, None), status);
+                1
+            }
+            None => 0,
+        })
+    })
+}
+
+/// Waits until a message a receive of `src` and `tag` would take is
+/// here, as `rmx_iprobe` finds it: 0, or a negative code
+/// (`RMX_ERR_PEER_FAILED` if `src` failed with none left).
+///
+/// Contract: as for `rmx_iprobe`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_probe(
+    rank: *mut rmx_rank_t,
+    src: c_int,
+    tag: i64,
+    status: *mut rmx_status_t,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let status = unsafe { status.as_mut() };
+        // SAFETY: the caller's contract.
+        let st = unsafe {
+            with(rank, |s| {
+                let (src, tag) = selection(s.rank(), src, tag)?;
+                Ok(s.rank().probe(src, tag)?)
+            })
+        }?;
+        ended(rmx_status_t::of(st, None), status);
+        Ok(0)
     })
 }
 

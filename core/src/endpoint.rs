@@ -514,6 +514,49 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         Ok(req)
     }
 
+    /// The oldest message here that a receive of `source`, `tag` and
+    /// `context` would take now, left in place (MPI's `Iprobe`): its
+    /// sender, tag and length (`len`: the whole message's, whatever a
+    /// receive's buffer holds). The receive posted next with the same
+    /// selection takes it.
+    pub fn iprobe(
+        &mut self,
+        now: u64,
+        source: Source,
+        tag: TagSel,
+        context: u16,
+    ) -> Result<Option<Status>, RecvError> {
+        self.tick(now);
+        if let Source::Rank(r) = source {
+            if r >= self.npeers {
+                return Err(RecvError::BadRank);
+            }
+        }
+        let pattern = Pattern {
+            source,
+            tag,
+            context,
+        };
+        let found = self.matcher.peek_unexpected(&pattern).map(|(env, held)| {
+            let len = match *held {
+                Held::Eager { len, .. } | Held::Medium { len, .. } => len,
+                Held::Rts(rts) => rts.len,
+            };
+            Status {
+                source: env.src,
+                tag: env.tag,
+                len,
+                fault: None,
+            }
+        });
+        // What a failed peer sent before it failed is still found; nothing
+        // more will come from it.
+        match (found, source) {
+            (None, Source::Rank(r)) if self.peers[r as usize].failed => Err(RecvError::PeerFailed),
+            (found, _) => Ok(found),
+        }
+    }
+
     /// The request's status if it is complete (and frees the handle), else `None`.
     pub fn test(&mut self, req: Request) -> Result<Option<Status>, RequestError> {
         self.reqs.collect(req)

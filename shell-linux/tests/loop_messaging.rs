@@ -272,3 +272,55 @@ fn a_send_longer_than_a_message_carries_is_refused_not_cut() {
     assert!(out[0].0, "the long send was refused");
     assert_eq!(out[1], (true, 5), "only the next message arrived, whole");
 }
+
+/// A probe finds the oldest message a receive would take — eager or by
+/// rendezvous, by sender, by tag or by neither — with its whole length,
+/// and leaves it for that receive; it finds nothing that does not match,
+/// and nothing once the receive took it.
+#[test]
+fn a_probe_finds_what_the_next_receive_takes_and_leaves_it() {
+    let _guard = watchdog(
+        "a_probe_finds_what_the_next_receive_takes_and_leaves_it",
+        60,
+    );
+    let sizes = [0usize, 5, 8192, 8193, 100_000];
+    let out = job::run(
+        2,
+        rmx_linux::rank::loop_config(),
+        &Net::Loop(LoopConfig::default()),
+        |r| {
+            if r.rank() == 0 {
+                for (i, &len) in sizes.iter().enumerate() {
+                    r.send(1, 40 + i as u32, &pattern(i, len)).unwrap();
+                }
+                r.barrier().unwrap();
+                return true;
+            }
+            for (i, &len) in sizes.iter().enumerate() {
+                let tag = 40 + i as u32;
+                // Blocking: the message may not have come yet.
+                let st = r.probe(Source::Any, TagSel::Tag(tag)).unwrap();
+                assert_eq!((st.source, st.tag, st.len as usize), (0, tag, len));
+                let again = r.iprobe(Source::Rank(0), TagSel::Any).unwrap();
+                assert_eq!(again.map(|s| s.tag), Some(tag), "the oldest, left in place");
+                assert_eq!(r.iprobe(Source::Rank(0), TagSel::Tag(999)).unwrap(), None);
+                let mut buf = vec![0u8; len];
+                let got = r.recv(Source::Rank(0), TagSel::Tag(tag), &mut buf).unwrap();
+                assert_eq!(got.len as usize, len);
+                assert_eq!(buf, pattern(i, len));
+                assert_eq!(
+                    r.iprobe(Source::Any, TagSel::Tag(tag)).unwrap(),
+                    None,
+                    "taken"
+                );
+            }
+            assert!(matches!(
+                r.iprobe(Source::Rank(2), TagSel::Any),
+                Err(rmx_core::RecvError::BadRank)
+            ));
+            r.barrier().unwrap();
+            true
+        },
+    );
+    assert_eq!(out, vec![true, true]);
+}

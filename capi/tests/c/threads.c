@@ -102,6 +102,40 @@ static void wildcards_and_truncation(rmx_rank_t *r) {
     EXPECT(rmx_barrier(r), 0);
 }
 
+/* A probe finds what the next receive takes, with its whole length,
+ * and leaves it. */
+static void probes(rmx_rank_t *r) {
+    int me = rmx_rank_me(r);
+    static const size_t lens[] = {10, 9000, 0};
+    rmx_status_t st;
+    if (me == 1) {
+        for (int k = 0; k < 3; k++) {
+            uint8_t *b = calloc(lens[k] + 1, 1);
+            rmx_request_t q;
+            EXPECT(rmx_isend(r, 0, 60 + (uint32_t)k, b, lens[k], &q), 0);
+            EXPECT(rmx_wait(r, &q, NULL), 0);
+            free(b);
+        }
+    } else if (me == 0) {
+        EXPECT(rmx_probe(r, RMX_ANY_SOURCE, 61, &st), 0);
+        CHECK(st.source == 1 && st.tag == 61 && st.len == 9000 && st.error == 0);
+        EXPECT(rmx_iprobe(r, 1, 999, &st), 0);
+        EXPECT(rmx_iprobe(r, 1, RMX_ANY_TAG, &st), 1);
+        CHECK(st.tag == 60 && st.len == 10);
+        for (int k = 0; k < 3; k++) {
+            uint8_t b[9000];
+            rmx_request_t q;
+            EXPECT(rmx_irecv(r, 1, 60 + k, b, sizeof b, &q), 0);
+            EXPECT(rmx_wait(r, &q, &st), 0);
+            CHECK(st.len == lens[k]);
+        }
+        EXPECT(rmx_iprobe(r, RMX_ANY_SOURCE, RMX_ANY_TAG, NULL), 0);
+        EXPECT(rmx_iprobe(r, 7, 0, NULL), RMX_ERR_ARG);
+        EXPECT(rmx_probe(r, 0, -9, NULL), RMX_ERR_ARG);
+    }
+    EXPECT(rmx_barrier(r), 0);
+}
+
 static void collectives(rmx_rank_t *r) {
     int me = rmx_rank_me(r), n = rmx_rank_size(r);
     int32_t v[3] = {me, -me, 7};
@@ -160,6 +194,7 @@ static int rank_main(rmx_rank_t *r, void *arg) {
     CHECK(*(int *)arg == 42);
     ring(r);
     wildcards_and_truncation(r);
+    probes(r);
     collectives(r);
     refusals(r);
     EXPECT(rmx_barrier(r), 0);

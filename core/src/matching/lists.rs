@@ -164,6 +164,12 @@ impl<K, T, S: AsRef<[Slot<K, T>]> + AsMut<[Slot<K, T>]>> Entries<K, T, S> {
         self.at(i).item.as_ref().map(|(k, _)| k)
     }
 
+    /// What entry `i` holds, if it is live.
+    #[inline]
+    pub fn get(&self, i: u16) -> Option<(&K, &T)> {
+        self.at(i).item.as_ref().map(|(k, t)| (k, t))
+    }
+
     /// `a` was added before `b` (live entries are fewer than 2^31 apart).
     #[inline]
     pub fn older(&self, a: u16, b: u16) -> bool {

@@ -149,6 +149,22 @@ where
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
     #[inline]
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
+        let i = self.oldest_unexpected(pat)?;
+        self.unexpected.unlink_bin(i);
+        self.unexpected.unlink(&mut self.arrivals, i, Via::Order);
+        self.unexpected.remove(i)
+    }
+
+    /// The oldest unexpected message `pat` matches, left in place (a
+    /// probe: the receive posted next with the same pattern takes it).
+    pub fn peek_unexpected(&self, pat: &Pattern) -> Option<(&Envelope, &U)> {
+        let i = self.oldest_unexpected(pat)?;
+        self.unexpected.get(i)
+    }
+
+    /// Where the oldest unexpected message `pat` matches lies.
+    #[inline]
+    fn oldest_unexpected(&self, pat: &Pattern) -> Option<u16> {
         if self.unexpected.len() == 0 {
             return None;
         }
@@ -162,9 +178,7 @@ where
         };
         while i != NIL {
             if self.unexpected.key(i).is_some_and(|e| pat.matches(e)) {
-                self.unexpected.unlink_bin(i);
-                self.unexpected.unlink(&mut self.arrivals, i, Via::Order);
-                return self.unexpected.remove(i);
+                return Some(i);
             }
             i = self.unexpected.next(i, via);
         }

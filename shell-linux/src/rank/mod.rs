@@ -12,6 +12,7 @@
 //! holder it is waiting for.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use rmx_core::{
@@ -470,6 +471,28 @@ impl<T: Transport + 'static> Rank<T> {
     /// credit) still need this rank to progress; `true` once none is left.
     pub fn flushed(&self) -> bool {
         self.with_ref(|d| d.ep.flushed())
+    }
+
+    /// The oldest message here that a receive of `src` and `tag` would
+    /// take now, left for that receive (MPI's `Iprobe`), after one round
+    /// of progress: its sender, tag and whole length; `None` if none came.
+    pub fn iprobe(&mut self, src: Source, tag: TagSel) -> Result<Option<Status>, RecvError> {
+        self.with(|d| {
+            d.progress();
+            d.ep.iprobe(d.now, src, tag, USER_CONTEXT)
+        })
+    }
+
+    /// Waits for a message [`iprobe`](Self::iprobe) finds (MPI's `Probe`).
+    pub fn probe(&mut self, src: Source, tag: TagSel) -> Result<Status, RecvError> {
+        if let Some(st) = self.iprobe(src, tag)? {
+            return Ok(st);
+        }
+        self.drive(|d| match d.ep.iprobe(d.now, src, tag, USER_CONTEXT) {
+            Ok(None) => Poll::Pending,
+            Ok(Some(st)) => Poll::Ready(Ok(st)),
+            Err(e) => Poll::Ready(Err(e)),
+        })
     }
 
     /// Cancels a posted receive; `true` if it had not matched yet.
