@@ -161,24 +161,8 @@ pub unsafe extern "C" fn rmx_iprobe(
     tag: i64,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let status = unsafe { status.as_mut() };
-        // SAFETY: the caller's contract.
-        let found = unsafe {
-            with(rank, |s| {
-                let (src, tag) = selection(s.rank(), src, tag)?;
-                Ok(s.rank().iprobe(src, tag)?)
-            })
-        }?;
-        Ok(match found {
-            Some(st) => {
-                ended(rmx_status_t::of(st, None), status);
-                1
-            }
-            None => 0,
-        })
-    })
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { probe(rank, src, tag, status, false) })
 }
 
 /// Waits until a message a receive of `src` and `tag` would take is
@@ -193,18 +177,40 @@ pub unsafe extern "C" fn rmx_probe(
     tag: i64,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let status = unsafe { status.as_mut() };
-        // SAFETY: the caller's contract.
-        let st = unsafe {
-            with(rank, |s| {
-                let (src, tag) = selection(s.rank(), src, tag)?;
-                Ok(s.rank().probe(src, tag)?)
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { probe(rank, src, tag, status, true) }.map(|_| 0))
+}
+
+/// Both probes: looks once, or (`wait`) until a message is here; 1 if
+/// one is (its envelope in `status`), else 0.
+///
+/// # Safety
+/// As for `rmx_iprobe`.
+unsafe fn probe(
+    rank: *mut rmx_rank_t,
+    src: c_int,
+    tag: i64,
+    status: *mut rmx_status_t,
+    wait: bool,
+) -> Result<c_int, Error> {
+    // SAFETY: the caller's contract.
+    let status = unsafe { status.as_mut() };
+    // SAFETY: the caller's contract.
+    let found = unsafe {
+        with(rank, |s| {
+            let (src, tag) = selection(s.rank(), src, tag)?;
+            Ok(match wait {
+                true => Some(s.rank().probe(src, tag)?),
+                false => s.rank().iprobe(src, tag)?,
             })
-        }?;
-        ended(rmx_status_t::of(st, None), status);
-        Ok(0)
+        })
+    }?;
+    Ok(match found {
+        Some(st) => {
+            ended(rmx_status_t::of(st, None), status);
+            1
+        }
+        None => 0,
     })
 }
 
@@ -231,37 +237,8 @@ pub unsafe extern "C" fn rmx_test(
     req: *mut rmx_request_t,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
-        if *req == RMX_REQUEST_NULL {
-            return Ok(ended(
-                rmx_status_t {
-                    source: -1,
-                    ..Default::default()
-                },
-                status,
-            ) + 1);
-        }
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let h = *req;
-                let live = s.requests.take(h).ok_or_else(not_live)?;
-                match step(s, live) {
-                    Ok(st) => {
-                        *req = RMX_REQUEST_NULL;
-                        let code = ended(st, status);
-                        Ok(if code == 0 { 1 } else { code })
-                    }
-                    Err(live) => {
-                        s.requests.put_back(h, live);
-                        Ok(0)
-                    }
-                }
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { end_request(rank, req, status, End::Test) })
 }
 
 /// Waits for `*req` to end: 0 if it ended well, else the code it ended
@@ -275,27 +252,8 @@ pub unsafe extern "C" fn rmx_wait(
     req: *mut rmx_request_t,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
-        if *req == RMX_REQUEST_NULL {
-            return Ok(ended(
-                rmx_status_t {
-                    source: -1,
-                    ..Default::default()
-                },
-                status,
-            ));
-        }
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let live = s.requests.take(*req).ok_or_else(not_live)?;
-                *req = RMX_REQUEST_NULL;
-                Ok(ended(wait(s.rank(), live, false), status))
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { end_request(rank, req, status, End::Wait) })
 }
 
 /// Cancels `*req` and waits for its end, so that its buffer is the
@@ -311,22 +269,64 @@ pub unsafe extern "C" fn rmx_cancel(
     req: *mut rmx_request_t,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
-        if *req == RMX_REQUEST_NULL {
-            return Ok(0);
-        }
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let live = s.requests.take(*req).ok_or_else(not_live)?;
-                *req = RMX_REQUEST_NULL;
-                ended(wait(s.rank(), live, true), status);
-                Ok(0)
-            })
-        }
-    })
+    // SAFETY: the caller's contract.
+    guard(|| unsafe { end_request(rank, req, status, End::Cancel) })
+}
+
+/// How a call ends a request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Once, if it ended: 1 when it ended well.
+    Test,
+    Wait,
+    /// A receive cancelled first; 0 however it ended.
+    Cancel,
+}
+
+/// The request calls' one body (see `rmx_test`, `rmx_wait`, `rmx_cancel`).
+///
+/// # Safety
+/// As for `rmx_test`.
+unsafe fn end_request(
+    rank: *mut rmx_rank_t,
+    req: *mut rmx_request_t,
+    status: *mut rmx_status_t,
+    how: End,
+) -> Result<c_int, Error> {
+    // SAFETY: the caller's contract.
+    let (req, status) = unsafe { (out(req, "req")?, status.as_mut()) };
+    let reported = |st, status| match (how, ended(st, status)) {
+        (End::Cancel, _) => 0,
+        (End::Test, 0) => 1,
+        (_, code) => code,
+    };
+    if *req == RMX_REQUEST_NULL {
+        let none = rmx_status_t {
+            source: -1,
+            ..Default::default()
+        };
+        return Ok(reported(none, status));
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        with(rank, |s| {
+            let h = *req;
+            let live = s.requests.take(h).ok_or_else(not_live)?;
+            let st = match how {
+                End::Test => match step(s, live) {
+                    Ok(st) => st,
+                    Err(live) => {
+                        s.requests.put_back(h, live);
+                        return Ok(0);
+                    }
+                },
+                End::Wait => wait(s.rank(), live, false),
+                End::Cancel => wait(s.rank(), live, true),
+            };
+            *req = RMX_REQUEST_NULL;
+            Ok(reported(st, status))
+        })
+    }
 }
 
 fn not_live() -> Error {
