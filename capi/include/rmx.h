@@ -93,6 +93,9 @@
 // words): a bug to report.
 #define RMX_ERR_INTERNAL -13
 
+// The most ranks `rmx_run` starts as threads of one process.
+#define RMX_THREADS_MAX 256
+
 // A receive from any rank.
 #define RMX_ANY_SOURCE -1
 
@@ -191,7 +194,8 @@ int rmx_init_version(uint32_t api, rmx_rank_t **rank);
 int rmx_finalize(rmx_rank_t *rank);
 
 // Runs `main` on every rank of a job: as `threads` threads of this
-// process, or, when a launcher started it, once, on this process's rank
+// process (1 … `RMX_THREADS_MAX`), or, when a launcher started it, once,
+// on this process's rank
 // (`threads` is then ignored). The transport from the environment. Each
 // rank's live requests are ended when its `main` returns, so no buffer
 // of it is written afterwards. 0 when every `main` returned 0; else the

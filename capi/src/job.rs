@@ -23,14 +23,18 @@ use crate::version::check;
 pub type rmx_main_t =
     Option<unsafe extern "C" fn(rank: *mut rmx_rank_t, arg: *mut c_void) -> c_int>;
 
+/// The most ranks `rmx_run` starts as threads of one process.
+pub const RMX_THREADS_MAX: u16 = 256;
+
 /// The core's configuration for ranks C starts.
 fn config() -> Config {
     rmx_linux::rank::loop_config()
 }
 
-/// The network the environment names.
-fn network(launched: bool) -> Result<(Net, Option<TempLab>), Error> {
-    env::open(launched, |k| std::env::var(k).ok())
+/// The network the environment names, for `threads` ranks as threads
+/// or (`launched`) this process's one.
+fn network(launched: bool, threads: u16) -> Result<(Net, Option<TempLab>), Error> {
+    env::open(launched, threads, |k| std::env::var(k).ok())
         .map_err(|e| Error::new(RMX_ERR_SETUP, e.to_string()))
 }
 
@@ -50,7 +54,7 @@ pub unsafe extern "C" fn rmx_init_version(api: u32, rank: *mut *mut rmx_rank_t) 
         if !rmx_linux::pmi::launched() {
             return Err(Error::from(job::JobError::NotLaunched));
         }
-        let (net, _lab) = network(true)?;
+        let (net, _lab) = network(true, 1)?;
         let attached = job::attach(&net, config())?;
         *rank = Box::into_raw(Box::new(rmx_rank_t::attached(attached)));
         Ok(0)
@@ -103,7 +107,8 @@ impl Arg {
 }
 
 /// Runs `main` on every rank of a job: as `threads` threads of this
-/// process, or, when a launcher started it, once, on this process's rank
+/// process (1 … `RMX_THREADS_MAX`), or, when a launcher started it, once,
+/// on this process's rank
 /// (`threads` is then ignored). The transport from the environment. Each
 /// rank's live requests are ended when its `main` returns, so no buffer
 /// of it is written afterwards. 0 when every `main` returned 0; else the
@@ -122,13 +127,13 @@ pub unsafe extern "C" fn rmx_run_version(
         let main = main.ok_or_else(|| Error::arg("main is null"))?;
         let arg = Arg(arg);
         let launched = rmx_linux::pmi::launched();
-        if !launched && threads == 0 {
+        if !launched && !(1..=RMX_THREADS_MAX).contains(&threads) {
             return Err(Error::new(
                 RMX_ERR_ARG,
-                "threads is 0: a job has at least one rank",
+                format!("threads is {threads}: 1 to {RMX_THREADS_MAX} ranks run as threads of one process; start more as processes under a launcher"),
             ));
         }
-        let (net, _lab) = network(launched)?;
+        let (net, _lab) = network(launched, threads)?;
         let body = |r: &mut rmx_linux::rank::Rank| {
             let mut c = rmx_rank_t::lent(r);
             // SAFETY: the caller's contract; the rank lives until it returns.

@@ -62,6 +62,9 @@ fn build(program: &str, link_static: bool) -> PathBuf {
 fn run(bin: &Path, env: &[(&str, &str)]) -> String {
     let out = Command::new(bin)
         .envs(env.iter().copied())
+        // cargo's own path would find a stale target/<profile>/librmx.so
+        // before the binary's run path.
+        .env_remove("LD_LIBRARY_PATH")
         .env_remove("PMI_FD")
         .env_remove("PMI_PORT")
         .env_remove("PMIX_SERVER_URI41")
@@ -113,6 +116,7 @@ fn hydra_and_raw_sockets() -> Option<&'static str> {
 /// whether every process exited 0.
 fn under_hydra(hydra: &str, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, bool) {
     let mut c = Command::new(hydra);
+    c.env_remove("LD_LIBRARY_PATH");
     c.args(["-launcher", "fork", "-n", "2"]);
     for (k, v) in env {
         c.args(["-genv", k, v]);

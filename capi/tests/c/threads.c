@@ -207,6 +207,8 @@ int main(void) {
     EXPECT(rmx_run_version(RMX_API_VERSION + 1, 2, rank_main, &arg), RMX_ERR_VERSION);
     EXPECT(rmx_run(2, NULL, &arg), RMX_ERR_ARG);
     EXPECT(rmx_run(0, rank_main, &arg), RMX_ERR_ARG);
+    EXPECT(rmx_run(RMX_THREADS_MAX + 1, rank_main, &arg), RMX_ERR_ARG);
+    EXPECT(rmx_run(UINT16_MAX, rank_main, &arg), RMX_ERR_ARG);
     rmx_rank_t *lone = NULL;
     EXPECT(rmx_init(&lone), RMX_ERR_SETUP);
     CHECK(lone == NULL && strstr(rmx_last_error(), "launcher") != NULL);

@@ -26,10 +26,12 @@ struct FromEnv {
 }
 
 /// Opens the network the environment names (through `get`, e.g.
-/// `std::env::var`), and the lab made for it if any. `launched`: a
-/// launcher started this process as one rank.
+/// `std::env::var`), and the lab made for it if any, for `threads` ranks
+/// as threads of this process or (`launched`) for this process as one
+/// rank a launcher started.
 pub fn open(
     launched: bool,
+    threads: u16,
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<(Net, Option<TempLab>), SetupError> {
     let name = match get(TRANSPORT) {
@@ -52,13 +54,33 @@ pub fn open(
             e.kind()
         ),
     })?;
-    parsed.net.open(name.trim(), launched).map_err(|e| match e {
+    let name = name.trim();
+    if !launched && threads > 2 {
+        parsed
+            .net
+            .threads_share(name)
+            .map_err(|give| SetupError::Network {
+                transport: "environment",
+                why: format!(
+                    "{threads} ranks as threads of this process on {name} need {}",
+                    as_vars(&give)
+                ),
+            })?;
+    }
+    parsed.net.open(name, launched).map_err(|e| match e {
         SetupError::Launched { .. } => unset_under_launcher(),
         SetupError::ForeignOption { flag, transport } => SetupError::Network {
             transport,
             why: format!("{} applies to {TRANSPORT}={transport} only", var_of(flag)),
         },
         e => e,
+    })
+}
+
+/// A transport's advice in flags, in the variables' words.
+fn as_vars(flags: &str) -> String {
+    VARS.iter().fold(flags.to_string(), |s, (var, flag)| {
+        s.replace(&format!("{flag} "), &format!("{var}="))
     })
 }
 
@@ -109,12 +131,12 @@ mod tests {
     /// transports' own to check, in the variables' words.
     #[test]
     fn the_environment_names_the_transport_and_its_settings() {
-        let (net, lab) = open(false, env(&[])).expect("loop");
+        let (net, lab) = open(false, 2, env(&[])).expect("loop");
         assert_eq!(net.entry().name, "loop");
         assert!(lab.is_none());
-        let e = open(false, env(&[(TRANSPORT, "carrier-pigeon")])).unwrap_err();
+        let e = open(false, 2, env(&[(TRANSPORT, "carrier-pigeon")])).unwrap_err();
         assert!(matches!(e, SetupError::UnknownTransport { .. }), "{e:?}");
-        let e = open(false, env(&[("RMX_IFACE", "lo")])).unwrap_err();
+        let e = open(false, 2, env(&[("RMX_IFACE", "lo")])).unwrap_err();
         assert_eq!(
             e.to_string(),
             "RMX_IFACE applies to RMX_TRANSPORT=eth only",
@@ -122,11 +144,23 @@ mod tests {
         );
     }
 
+    /// More than two threads on `eth` need the interface they share.
+    #[test]
+    fn threads_that_need_a_shared_interface_are_told_so() {
+        let e = open(false, 3, env(&[(TRANSPORT, "eth")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("3 ranks as threads of this process on eth need RMX_IFACE=IF"),
+            "{e}"
+        );
+    }
+
     /// Under a launcher, `loop` (or nothing) says which variables to set.
     #[test]
     fn a_launched_process_is_told_what_to_set() {
         for vars in [&[][..], &[(TRANSPORT, "loop")][..]] {
-            let e = open(true, env(vars)).unwrap_err().to_string();
+            let e = open(true, 1, env(vars)).unwrap_err().to_string();
             assert!(e.contains("set RMX_TRANSPORT=eth RMX_IFACE=<iface>"), "{e}");
         }
     }
