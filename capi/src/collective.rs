@@ -10,7 +10,7 @@ use rmx_core::collective::{Int, Op};
 use rmx_driver::task::CollectiveError;
 
 use crate::errors::Error;
-use crate::guard::{guard, out};
+use crate::guard::{bytes, guard, out};
 use crate::p2p::rmx_status_t;
 use crate::rank::{rmx_rank_t, with};
 use crate::requests::{rmx_request_t, Live};
@@ -48,16 +48,13 @@ fn op_of(op: c_int) -> Result<Op, Error> {
         .ok_or_else(|| Error::arg(format!("{op} is no RMX_ reduction")))
 }
 
-/// `count` elements of `ty` at `data`: their bytes.
-fn data_len(data: *mut c_void, count: usize, ty: Int) -> Result<usize, Error> {
+/// `count` elements of `ty` at `data`: where their bytes lie, and how
+/// many (checked as `bytes` checks any buffer).
+fn elements(data: *mut c_void, count: usize, ty: Int) -> Result<(*mut u8, usize), Error> {
     let len = count
         .checked_mul(ty.size())
-        .filter(|&l| isize::try_from(l).is_ok())
         .ok_or_else(|| Error::arg(format!("{count} elements are past the address space")))?;
-    if data.is_null() && len > 0 {
-        return Err(Error::arg("data is null"));
-    }
-    Ok(len)
+    Ok((bytes(data, len)?.cast_mut(), len))
 }
 
 /// Returns once every rank of the job entered it: 0, or a negative code.
@@ -85,16 +82,13 @@ pub unsafe extern "C" fn rmx_allreduce(
 ) -> c_int {
     guard(|| {
         let (ty, op) = (int(ty)?, op_of(op)?);
-        let len = data_len(data, count, ty)?;
-        let bytes: &mut [u8] = match len {
-            0 => &mut [],
-            // SAFETY: the caller's contract.
-            _ => unsafe { std::slice::from_raw_parts_mut(data.cast(), len) },
-        };
+        let (ptr, len) = elements(data, count, ty)?;
+        // SAFETY: the caller's contract (a dangling pointer when empty).
+        let data = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
-                Ok(s.rank().allreduce(bytes, ty, op).map(|()| 0)?)
+                Ok(s.rank().allreduce(data, ty, op).map(|()| 0)?)
             })
         }
     })
@@ -138,19 +132,16 @@ pub unsafe extern "C" fn rmx_iallreduce(
         // SAFETY: the caller's contract.
         let req = unsafe { out(req, "req") }?;
         let (ty, op) = (int(ty)?, op_of(op)?);
-        let len = data_len(data, count, ty)?;
-        let mine = match len {
-            0 => Vec::new(),
-            // SAFETY: the caller's contract.
-            _ => unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec(),
-        };
+        let (ptr, len) = elements(data, count, ty)?;
+        // SAFETY: the caller's contract (a dangling pointer when empty).
+        let mine = unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec();
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
                 let c = s.rank().iallreduce(mine, ty, op)?;
                 *req = s.requests.insert(Live::Coll {
                     req: c,
-                    out: data.cast(),
+                    out: ptr,
                     len,
                 });
                 Ok(0)

@@ -2,7 +2,7 @@
 //! caught there and becomes `RMX_ERR_INTERNAL` with its words, and a
 //! failure's words are kept for `rmx_last_error`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::errors::{Error, RMX_ERR_INTERNAL};
@@ -31,4 +31,16 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<c_int, Error>) -> c_int {
 pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Error> {
     // SAFETY: the caller's contract.
     unsafe { p.as_mut() }.ok_or_else(|| Error::arg(format!("{what} is null")))
+}
+
+/// `len` bytes at `buf`: null only when empty.
+pub(crate) fn bytes(buf: *const c_void, len: usize) -> Result<*const u8, Error> {
+    match (buf.is_null(), len) {
+        (true, 0) => Ok(std::ptr::NonNull::<u8>::dangling().as_ptr()),
+        (true, _) => Err(Error::arg(format!("buffer is null with {len} bytes"))),
+        (false, _) if isize::try_from(len).is_err() => {
+            Err(Error::arg("length past the address space"))
+        }
+        (false, _) => Ok(buf.cast()),
+    }
 }

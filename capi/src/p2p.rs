@@ -9,7 +9,7 @@ use rmx_core::{Source, Status, TagSel};
 use rmx_linux::rank::Rank;
 
 use crate::errors::{fault_code, Error, RMX_ERR_REQUEST};
-use crate::guard::{guard, out};
+use crate::guard::{bytes, guard, out};
 use crate::rank::{rmx_rank_t, with, State};
 use crate::requests::{rmx_request_t, Live, RMX_REQUEST_NULL};
 
@@ -51,18 +51,6 @@ fn peer(r: &Rank, dest: c_int) -> Result<u16, Error> {
         .ok()
         .filter(|&d| d < r.size())
         .ok_or_else(|| Error::arg(format!("rank {dest} is not one of the job's {}", r.size())))
-}
-
-/// `len` bytes at `buf`: null only when empty.
-fn bytes(buf: *const c_void, len: usize) -> Result<*const u8, Error> {
-    match (buf.is_null(), len) {
-        (true, 0) => Ok(std::ptr::NonNull::<u8>::dangling().as_ptr()),
-        (true, _) => Err(Error::arg(format!("buffer is null with {len} bytes"))),
-        (false, _) if isize::try_from(len).is_err() => {
-            Err(Error::arg("length past the address space"))
-        }
-        (false, _) => Ok(buf.cast()),
-    }
 }
 
 /// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
@@ -340,12 +328,15 @@ fn not_live() -> Error {
 /// back while it runs.
 fn step(s: &mut State, live: Live) -> Result<rmx_status_t, Live> {
     let r = s.rank();
-    r.progress();
     match live {
-        Live::Msg(q, sent) => r
-            .test(q)
-            .map(|st| rmx_status_t::of(st, sent))
-            .map_err(|q| Live::Msg(q, sent)),
+        // A message's test moves nothing (a collective's does): one round
+        // first.
+        Live::Msg(q, sent) => {
+            r.progress();
+            r.test(q)
+                .map(|st| rmx_status_t::of(st, sent))
+                .map_err(|q| Live::Msg(q, sent))
+        }
         Live::Coll { mut req, out, len } => match r.test_collective(&mut req) {
             None => Err(Live::Coll { req, out, len }),
             Some(res) => {

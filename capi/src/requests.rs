@@ -79,15 +79,16 @@ impl<L> Requests<L> {
         Some(live)
     }
 
-    /// Keeps `live` again (taken with [`take`](Self::take), not ended);
-    /// its handle, unchanged.
+    /// Keeps `live` again, taken by the last [`take`](Self::take) and not
+    /// ended; its handle, unchanged.
     pub(crate) fn put_back(&mut self, h: rmx_request_t, live: L) -> rmx_request_t {
         let at = (h & 0xffff_ffff) as usize - 1;
+        // `take` freed the slot last; nothing was inserted since.
+        let freed = self.free.pop();
+        assert_eq!(freed, Some(at as u32), "put back right after take");
         let s = &mut self.slots[at];
         s.generation = (h >> 32) as u32;
         s.live = Some(live);
-        let taken = self.free.iter().rposition(|&f| f as usize == at);
-        self.free.swap_remove(taken.expect("a taken slot is free"));
         h
     }
 

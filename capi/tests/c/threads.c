@@ -193,6 +193,11 @@ static int leaves_a_receive(rmx_rank_t *r, void *arg) {
 static int rank_main(rmx_rank_t *r, void *arg) {
     CHECK(*(int *)arg == 42);
     ring(r);
+    /* Again with a progress thread moving the rank between calls. */
+    EXPECT(rmx_set_progress_thread(r, 1), 0);
+    ring(r);
+    EXPECT(rmx_set_progress_thread(r, 0), 0);
+    EXPECT(rmx_set_progress_thread(NULL, 1), RMX_ERR_ARG);
     wildcards_and_truncation(r);
     probes(r);
     collectives(r);
