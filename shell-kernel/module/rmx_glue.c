@@ -24,6 +24,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "rmx_frames.h"
 #include "rmx_rust.h"
 #include "rmx_uapi.h"
 
@@ -73,6 +74,7 @@ struct rmx_ctx {
 	pid_t tgid;
 	const struct mm_struct *mm;
 	struct page *shared;
+	struct rmx_bound *bound; /* the interface bound to, under `ioctl` */
 	void *rs;
 	void *rs_slots;
 	u32 nslots;
@@ -436,6 +438,17 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 	case RMX_UNPIN:
 		r = rmx_desc_req(c, uarg, false);
 		break;
+	case RMX_BIND:
+		r = rmx_bind_req(&c->bound, &c->changed, &c->events, uarg);
+		break;
+	case RMX_SEND:
+		r = rmx_send_req(c->bound, uarg);
+		mutex_unlock(&c->ioctl);
+		return r; /* frames change no region */
+	case RMX_RECV:
+		r = rmx_recv_req(c->bound, uarg);
+		mutex_unlock(&c->ioctl);
+		return r;
 	default:
 		r = -ENOTTY;
 	}
@@ -494,7 +507,8 @@ static __poll_t rmx_poll(struct file *f, struct poll_table_struct *wait)
 	if (rmx_forked(c))
 		return EPOLLERR;
 	poll_wait(f, &c->changed, wait);
-	return rmx_pending(c) ? EPOLLIN | EPOLLRDNORM : 0;
+	return (rmx_pending(c) ? EPOLLIN | EPOLLRDNORM : 0) |
+	       (rmx_frames_queued(READ_ONCE(c->bound)) ? EPOLLRDBAND : 0);
 }
 
 static int rmx_mmap(struct file *f, struct vm_area_struct *vma)
@@ -566,6 +580,8 @@ static int rmx_release(struct inode *inode, struct file *f)
 	struct rmx_ctx *c = f->private_data;
 
 	mutex_lock(&c->ioctl);
+	rmx_unbind(c->bound);
+	c->bound = NULL;
 	mutex_lock(&c->lock);
 	rmx_ctx_close(c->rs, c);
 	mutex_unlock(&c->lock);
@@ -595,13 +611,22 @@ static struct miscdevice rmx_dev = {
 
 static int __init rmx_init(void)
 {
+	int r;
+
 	region_bytes = sizeof(struct rmx_slot) + rmx_slots_bytes() / rmx_slots();
-	return misc_register(&rmx_dev);
+	r = rmx_frames_init();
+	if (r)
+		return r;
+	r = misc_register(&rmx_dev);
+	if (r)
+		rmx_frames_exit();
+	return r;
 }
 
 static void __exit rmx_exit(void)
 {
 	misc_deregister(&rmx_dev);
+	rmx_frames_exit();
 }
 
 module_init(rmx_init);

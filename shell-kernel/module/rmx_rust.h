@@ -42,6 +42,8 @@ s64 rmx_piece(void *ctx, u32 desc, u64 offset, struct rmx_piece *piece);
 bool rmx_changed(void *ctx);
 size_t rmx_changes(void *ctx, struct rmx_change *out, size_t max);
 void rmx_invalidate(void *ctx, void *glue, u32 slot, u64 start, u64 end);
+int rmx_frame_dest(const u8 *head, size_t head_len, size_t len, u16 ethertype);
+int rmx_frame_check_send(const u8 *frame, size_t len, u16 ethertype, const u8 *mac, u16 endpoint);
 
 /* Called back by the Rust half: with the context's lock held, except
  * pin and read_begin, which rmx_run_job calls without it. */

@@ -56,10 +56,41 @@ struct rmx_copy {
  * the synchronous mode decoupled pinning is compared with). */
 #define RMX_UNPIN _IOW(RMX_MAGIC, 6, __u32)
 
+/* Binds the context, as endpoint `endpoint`, to the interface `name` of
+ * the caller's network namespace: rmx frames of EtherType `ethertype`
+ * sent there to that endpoint are queued for RMX_RECV. Needs CAP_NET_RAW;
+ * once per context (EISCONN after), one context per interface, EtherType
+ * and endpoint (EADDRINUSE). On return `mac` and `mtu` are the
+ * interface's. */
+struct rmx_bind {
+	char name[16];
+	__u16 endpoint;
+	__u16 ethertype;
+	__u32 mtu;
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+/* One whole Ethernet frame at `buf`: RMX_SEND sends the `len` bytes
+ * there (an rmx frame from this endpoint, at most the MTU + 14 bytes);
+ * RMX_RECV takes the oldest queued frame into them (up to `len`) and
+ * returns its length, EAGAIN when none is queued, EMSGSIZE (the frame
+ * kept) when it is longer than `len`. `flags` must be 0. */
+struct rmx_frame {
+	__u64 buf;
+	__u32 len;
+	__u32 flags;
+};
+
+#define RMX_BIND _IOWR(RMX_MAGIC, 7, struct rmx_bind)
+#define RMX_SEND _IOW(RMX_MAGIC, 8, struct rmx_frame)
+#define RMX_RECV _IOW(RMX_MAGIC, 9, struct rmx_frame)
+
 /* read() gives what changed since the last read, for an evictor thread:
  * records of struct rmx_change, one per region whose generation moved
  * (unpinned by an invalidation or eviction, undeclared, declared anew),
- * blocking until one does unless O_NONBLOCK; poll() says POLLIN then. */
+ * blocking until one does unless O_NONBLOCK; poll() says POLLIN then,
+ * and POLLRDBAND while a frame is queued for RMX_RECV. */
 struct rmx_change {
 	__u32 desc;
 	__u32 generation;

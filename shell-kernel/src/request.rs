@@ -33,6 +33,9 @@ pub mod ioctl {
     pub const READ: u32 = ioc(WRITE, 4, 32);
     pub const WRITE_TO: u32 = ioc(WRITE, 5, 32);
     pub const UNPIN: u32 = ioc(WRITE, 6, 4);
+    pub const BIND: u32 = ioc(READ_WRITE, 7, 32);
+    pub const SEND: u32 = ioc(WRITE, 8, 16);
+    pub const RECV: u32 = ioc(WRITE, 9, 16);
     /// `RMX_PIN`'s flag: every page now, not the next chunk.
     pub const PIN_ALL: u32 = 1;
 }

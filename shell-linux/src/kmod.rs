@@ -8,6 +8,9 @@
 //! call.
 
 pub mod cache;
+mod frames;
+
+pub use frames::Bound;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -173,10 +176,16 @@ impl Device {
     /// Whether a region changed since [`changes`](Self::changes) last
     /// read, waiting up to `timeout` (forever: `None`) for one to.
     pub fn ready(&self, timeout: Option<std::time::Duration>) -> io::Result<bool> {
+        self.wait_for(libc::POLLIN, timeout)
+    }
+
+    /// Whether `poll(2)` reports `events` within `timeout` (`None`:
+    /// waiting as long as it takes).
+    fn wait_for(&self, events: i16, timeout: Option<std::time::Duration>) -> io::Result<bool> {
         let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
         let mut p = libc::pollfd {
             fd: self.file.as_raw_fd(),
-            events: libc::POLLIN,
+            events,
             revents: 0,
         };
         // SAFETY: one pollfd, valid for the call.

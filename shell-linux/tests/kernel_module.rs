@@ -1,6 +1,7 @@
 //! rmx.ko in the test VM: the module is built for the guest's kernel
 //! (`shell-kernel/module/build`), loaded, and the `kguest_` tests below
-//! run in the guest against `/dev/rmx`, with a C program for what Rust's
+//! (`kguest`: regions; `kframes`: frames through the kernel) run in the
+//! guest against `/dev/rmx`, with a C program for what Rust's
 //! allocator would disturb (brk, malloc); then every pinned page must be
 //! back and the module must unload. Skips with the reason where the VM,
 //! the kernel's headers or nightly Rust are missing.
@@ -30,7 +31,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 11;
+const GUEST_TESTS: usize = 14;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {
@@ -56,7 +57,7 @@ dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
         .run(&vm::Job {
             files: &[&ko, &exe, &c],
             system: &[],
-            modules: &[],
+            modules: &["veth"],
             script: &script,
             timeout: Duration::from_secs(420),
         })
@@ -95,3 +96,6 @@ dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
 
 #[path = "kernel_module/kguest.rs"]
 mod kguest;
+
+#[path = "kernel_module/kframes.rs"]
+mod kframes;

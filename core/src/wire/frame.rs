@@ -109,12 +109,24 @@ pub struct Sealed<'a> {
     packet: &'a [u8],
 }
 
-impl<'a> Frame<'a> {
-    /// Decodes `bytes`, a whole Ethernet frame, if it is an rmx frame of
-    /// EtherType `ethertype` in this version.
-    pub fn decode(bytes: &'a [u8], ethertype: u16) -> Result<Sealed<'a>, FrameError> {
-        let (head, rest) = bytes
-            .split_first_chunk::<FRAME_HEADER_LEN>()
+/// A frame's addresses and packet length, read from its headers alone:
+/// what a receive path that holds only the first [`FRAME_HEADER_LEN`]
+/// bytes (a kernel's, demultiplexing to endpoints) needs to route it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub dst: EthAddr,
+    pub src: EthAddr,
+    /// Bytes of the packet after the headers.
+    pub len: u16,
+}
+
+impl Route {
+    /// Reads the headers of a frame of `frame_len` bytes in all from
+    /// `head` (its first bytes), if it is an rmx frame of EtherType
+    /// `ethertype` in this version whose packet fits the frame.
+    pub fn decode(head: &[u8], frame_len: usize, ethertype: u16) -> Result<Route, FrameError> {
+        let head = head
+            .first_chunk::<FRAME_HEADER_LEN>()
             .ok_or(FrameError::Short)?;
         let be16 = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
         if be16(12) != ethertype {
@@ -123,13 +135,16 @@ impl<'a> Frame<'a> {
         if head[14] != FRAME_VERSION {
             return Err(FrameError::Version(head[14]));
         }
-        let packet = rest.get(..be16(20) as usize).ok_or(FrameError::Length)?;
+        let len = be16(20);
+        if frame_len.saturating_sub(FRAME_HEADER_LEN) < usize::from(len) {
+            return Err(FrameError::Length);
+        }
         let mac = |at: usize| -> Mac {
             let mut m = [0u8; 6];
             m.copy_from_slice(&head[at..at + 6]);
             m
         };
-        Ok(Sealed {
+        Ok(Route {
             dst: EthAddr {
                 mac: mac(0),
                 endpoint: be16(16),
@@ -138,6 +153,23 @@ impl<'a> Frame<'a> {
                 mac: mac(6),
                 endpoint: be16(18),
             },
+            len,
+        })
+    }
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes `bytes`, a whole Ethernet frame, if it is an rmx frame of
+    /// EtherType `ethertype` in this version.
+    pub fn decode(bytes: &'a [u8], ethertype: u16) -> Result<Sealed<'a>, FrameError> {
+        let r = Route::decode(bytes, bytes.len(), ethertype)?;
+        let (head, rest) = bytes
+            .split_first_chunk::<FRAME_HEADER_LEN>()
+            .ok_or(FrameError::Short)?;
+        let packet = rest.get(..usize::from(r.len)).ok_or(FrameError::Length)?;
+        Ok(Sealed {
+            dst: r.dst,
+            src: r.src,
             head,
             packet,
         })
@@ -360,6 +392,30 @@ mod tests {
         let mut shown = heapless::String::<32>::new();
         core::fmt::Write::write_fmt(&mut shown, format_args!("{KEY:?}")).unwrap();
         assert_eq!(shown, "SealKey(..)");
+    }
+
+    #[test]
+    fn a_route_is_read_from_the_headers_alone() {
+        let f = frame(b"hello");
+        let r = Route::decode(&f[..FRAME_HEADER_LEN], f.len(), ETHERTYPE).unwrap();
+        assert_eq!((r.dst, r.src, r.len), (B, A, 5));
+        // The packet must fit the frame the headers came from.
+        assert_eq!(
+            Route::decode(&f, FRAME_HEADER_LEN + 4, ETHERTYPE),
+            Err(FrameError::Length)
+        );
+        assert_eq!(Route::decode(&f, 3, ETHERTYPE), Err(FrameError::Length));
+        assert_eq!(
+            Route::decode(&f[..FRAME_HEADER_LEN - 1], 80, ETHERTYPE),
+            Err(FrameError::Short)
+        );
+        assert_eq!(Route::decode(&f, 80, 0x0800), Err(FrameError::NotOurs));
+        let mut v = f;
+        v[14] = 9;
+        assert_eq!(
+            Route::decode(&v, 80, ETHERTYPE),
+            Err(FrameError::Version(9))
+        );
     }
 
     #[test]

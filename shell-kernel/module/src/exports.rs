@@ -12,6 +12,7 @@ use core::sync::atomic::AtomicU32;
 use rmx_kernel::{Desc, Error, Job, Kernel, Piece, Pinned, Slot, Step};
 
 use crate::ctx::{Ctx, SHARED_WORDS, SLOTS};
+use crate::frames;
 
 extern "C" {
     fn rmx_glue_pin(glue: *mut c_void, slot: u16, first: u32, addr: u64, count: u32) -> i64;
@@ -468,4 +469,52 @@ pub unsafe extern "C" fn rmx_changes(c: *mut c_void, out: *mut RmxChange, max: u
         }
     }
     n
+}
+
+/// The endpoint a received frame is for: `head` holds its first
+/// [`frames::HEAD`] bytes (fewer if the frame is shorter), `len` its length
+/// in all; a negative errno if it is not an rmx frame of `ethertype`.
+///
+/// # Safety
+/// `head` is readable for `head_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_frame_dest(
+    head: *const u8,
+    head_len: usize,
+    len: usize,
+    ethertype: u16,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let head = unsafe { core::slice::from_raw_parts(head, head_len) };
+    match frames::destination(head, len, ethertype) {
+        Ok(e) => i32::from(e),
+        Err(r) => -r.errno(),
+    }
+}
+
+/// 0 if the `len` bytes at `frame` are an rmx frame of `ethertype` from
+/// the endpoint `endpoint` of the interface whose address is `mac`;
+/// `-EINVAL` otherwise.
+///
+/// # Safety
+/// `frame` is readable for `len` bytes, `mac` for 6.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_frame_check_send(
+    frame: *const u8,
+    len: usize,
+    ethertype: u16,
+    mac: *const u8,
+    endpoint: u16,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let (frame, mac) = unsafe {
+        (
+            core::slice::from_raw_parts(frame, len),
+            *mac.cast::<[u8; 6]>(),
+        )
+    };
+    match frames::check_send(frame, ethertype, mac, endpoint) {
+        Ok(()) => 0,
+        Err(r) => -r.errno(),
+    }
 }

@@ -6,6 +6,9 @@
 //! sequence, inserting and removing notifiers) between these calls,
 //! without the lock.
 //!
+//! A context bound to an interface also sends and receives rmx frames
+//! there: [`frames`] reads their headers with rmx-core's own decoder.
+//!
 //! `exports` is the C ABI the glue links against, built only for the
 //! module (`x86_64-unknown-none`); the operations themselves are plain
 //! Rust over any [`rmx_kernel::Kernel`], tested on the host.
@@ -14,5 +17,6 @@
 pub mod ctx;
 #[cfg(target_os = "none")]
 pub mod exports;
+pub mod frames;
 
 pub use ctx::{Ctx, SLOTS};
