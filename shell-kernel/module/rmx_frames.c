@@ -6,6 +6,10 @@
  * is for, and whether a send comes from the endpoint sending it, the Rust
  * half decides with rmx-core's frame decoder.
  *
+ * A frame sent to the sender's own interface address (endpoints sharing an
+ * interface that does not loop, such as one end of a veth pair) is queued
+ * for its endpoint here, as the wire would never bring it back.
+ *
  * Each binding is a packet_type of its own on its interface (as each
  * AF_PACKET socket is): the receive path gets every frame of the bound
  * EtherType there and keeps those for its endpoint. A binding holds its
@@ -67,6 +71,21 @@ struct rmx_bound {
 static LIST_HEAD(rmx_bindings);
 static DEFINE_MUTEX(rmx_bind_lock);
 
+/* Queues skb (its data after the Ethernet header) for b, or drops it
+ * when b's queue is full; consumes it either way. */
+static int rmx_queue(struct rmx_bound *b, struct sk_buff *skb)
+{
+	if (skb_queue_len(&b->rxq) >= rx_frames) {
+		atomic_long_inc(&rmx_dropped);
+		kfree_skb(skb);
+		return NET_RX_DROP;
+	}
+	skb_queue_tail(&b->rxq, skb);
+	atomic_inc(b->events);
+	wake_up_interruptible(b->wq);
+	return NET_RX_SUCCESS;
+}
+
 static int rmx_rcv(struct sk_buff *skb, struct net_device *dev, struct packet_type *pt,
 		   struct net_device *orig)
 {
@@ -84,14 +103,7 @@ static int rmx_rcv(struct sk_buff *skb, struct net_device *dev, struct packet_ty
 	skb = skb_share_check(skb, GFP_ATOMIC);
 	if (!skb)
 		return NET_RX_DROP;
-	if (skb_queue_len(&b->rxq) >= rx_frames) {
-		atomic_long_inc(&rmx_dropped);
-		goto drop;
-	}
-	skb_queue_tail(&b->rxq, skb);
-	atomic_inc(b->events);
-	wake_up_interruptible(b->wq);
-	return NET_RX_SUCCESS;
+	return rmx_queue(b, skb);
 drop:
 	kfree_skb(skb);
 	return NET_RX_DROP;
@@ -189,6 +201,32 @@ fail:
 	return r;
 }
 
+/* A frame from b to an endpoint of its own interface address: queued for
+ * that endpoint, or lost as on a wire when nobody is bound there. */
+static void rmx_deliver_local(struct rmx_bound *b, struct sk_buff *skb)
+{
+	struct rmx_bound *o, *to = NULL;
+	int ep = rmx_frame_dest(skb->data, min_t(size_t, skb->len, RMX_FRAME_HEAD), skb->len,
+				b->ethertype);
+
+	skb_reset_mac_header(skb);
+	skb_pull(skb, ETH_HLEN);
+	skb->pkt_type = PACKET_HOST;
+	mutex_lock(&rmx_bind_lock);
+	list_for_each_entry(o, &rmx_bindings, link) {
+		if (o->dev && o->ifindex == b->ifindex && o->net == b->net &&
+		    o->ethertype == b->ethertype && o->endpoint == ep) {
+			to = o;
+			break;
+		}
+	}
+	if (to)
+		rmx_queue(to, skb);
+	else
+		kfree_skb(skb);
+	mutex_unlock(&rmx_bind_lock);
+}
+
 long rmx_send_req(struct rmx_bound *b, void __user *uarg)
 {
 	struct net_device *dev;
@@ -235,6 +273,11 @@ long rmx_send_req(struct rmx_bound *b, void __user *uarg)
 		kfree_skb(skb);
 		goto out;
 	}
+	if (!(dev->flags & IFF_LOOPBACK) && ether_addr_equal(data, b->mac)) {
+		rmx_deliver_local(b, skb);
+		r = 0;
+		goto out;
+	}
 	skb_reset_mac_header(skb);
 	skb_set_network_header(skb, ETH_HLEN);
 	skb->protocol = htons(b->ethertype);
@@ -254,12 +297,12 @@ long rmx_recv_req(struct rmx_bound *b, void __user *uarg)
 	struct iov_iter iter;
 	struct iovec iov;
 	unsigned long fl;
-	size_t len;
+	size_t len, n;
 	u8 __user *buf;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
 		return -EFAULT;
-	if (a.flags)
+	if (a.flags & ~RMX_RECV_CUT)
 		return -EINVAL;
 	if (!b)
 		return -ENOTCONN;
@@ -270,16 +313,18 @@ long rmx_recv_req(struct rmx_bound *b, void __user *uarg)
 		return -EAGAIN;
 	}
 	len = skb->len + ETH_HLEN;
-	if (len > a.len) {
+	if (len > a.len && !(a.flags & RMX_RECV_CUT)) {
 		spin_unlock_irqrestore(&b->rxq.lock, fl);
 		return -EMSGSIZE;
 	}
 	__skb_unlink(skb, &b->rxq);
 	spin_unlock_irqrestore(&b->rxq.lock, fl);
+	n = min_t(size_t, len, a.len);
 	buf = u64_to_user_ptr(a.buf);
-	if (copy_to_user(buf, skb_mac_header(skb), ETH_HLEN) ||
-	    import_single_range(READ, buf + ETH_HLEN, skb->len, &iov, &iter) ||
-	    skb_copy_datagram_iter(skb, 0, &iter, skb->len)) {
+	if (copy_to_user(buf, skb_mac_header(skb), min_t(size_t, n, ETH_HLEN)) ||
+	    (n > ETH_HLEN &&
+	     (import_single_range(READ, buf + ETH_HLEN, n - ETH_HLEN, &iov, &iter) ||
+	      skb_copy_datagram_iter(skb, 0, &iter, n - ETH_HLEN)))) {
 		/* Kept for the next receive: nothing queued is lost. */
 		skb_queue_head(&b->rxq, skb);
 		return -EFAULT;

@@ -75,12 +75,16 @@ struct rmx_bind {
  * there (an rmx frame from this endpoint, at most the MTU + 14 bytes);
  * RMX_RECV takes the oldest queued frame into them (up to `len`) and
  * returns its length, EAGAIN when none is queued, EMSGSIZE (the frame
- * kept) when it is longer than `len`. `flags` must be 0. */
+ * kept) when it is longer than `len`, or with RMX_RECV_CUT the frame
+ * cut to `len` and taken (the whole frame's length returned). RMX_SEND's
+ * `flags` must be 0, RMX_RECV's 0 or RMX_RECV_CUT. */
 struct rmx_frame {
 	__u64 buf;
 	__u32 len;
 	__u32 flags;
 };
+
+#define RMX_RECV_CUT 1u
 
 #define RMX_BIND _IOWR(RMX_MAGIC, 7, struct rmx_bind)
 #define RMX_SEND _IOW(RMX_MAGIC, 8, struct rmx_frame)

@@ -1,6 +1,7 @@
 //! rmx.ko in the test VM: the module is built for the guest's kernel
 //! (`shell-kernel/module/build`), loaded, and the `kguest_` tests below
-//! (`kguest`: regions; `kframes`: frames through the kernel) run in the
+//! (`kguest`: regions; `kframes`: frames through the kernel; `kjobs`:
+//! whole jobs over eth with `--frames module`) run in the
 //! guest against `/dev/rmx`, with a C program for what Rust's
 //! allocator would disturb (brk, malloc); then every pinned page must be
 //! back and the module must unload. Skips with the reason where the VM,
@@ -31,7 +32,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 14;
+const GUEST_TESTS: usize = 17;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {
@@ -99,3 +100,6 @@ mod kguest;
 
 #[path = "kernel_module/kframes.rs"]
 mod kframes;
+
+#[path = "kernel_module/kjobs.rs"]
+mod kjobs;

@@ -12,7 +12,7 @@ pub mod socket;
 
 pub use crate::transport::Faults;
 pub use network::EthNet;
-pub use options::{EthOptions, RxSel};
+pub use options::{EthOptions, FramesSel, RxSel};
 pub use port::{EthOpts, EthPort};
 pub use socket::RawSocket;
 

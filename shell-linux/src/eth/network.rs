@@ -71,6 +71,7 @@ impl Network for EthNet {
             "dup_ppm": self.opts.faults.dup_ppm,
             "reorder_ppm": self.opts.faults.reorder_ppm,
             "rx_ring": self.opts.rx_ring,
+            "frames": if self.opts.module { "module" } else { "socket" },
             "launch": self.launch.as_ref().map(|l| format!("{l:?}")),
         })
     }

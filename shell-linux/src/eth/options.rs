@@ -13,7 +13,16 @@ pub enum RxSel {
     Recvmmsg,
 }
 
-/// `--iface`, `--mtu`, `--loss`, `--dup`, `--reorder`, `--rx`.
+/// What moves the eth transport's frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FramesSel {
+    /// An AF_PACKET socket per endpoint.
+    Socket,
+    /// rmx.ko (`/dev/rmx`): the kernel routes frames to endpoints.
+    Module,
+}
+
+/// `--iface`, `--mtu`, `--loss`, `--dup`, `--reorder`, `--rx`, `--frames`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct EthOptions {
     /// eth: the interface every rank opens. Without it rmx makes a lab of
@@ -40,6 +49,12 @@ pub struct EthOptions {
     /// poll) or batched recvmmsg [default: ring].
     #[arg(long, value_enum)]
     pub rx: Option<RxSel>,
+    /// eth: what carries the frames: an AF_PACKET socket per endpoint, or
+    /// rmx.ko, which routes them to endpoints in the kernel (load it
+    /// first: `shell-kernel/module/build`, then `insmod rmx.ko`)
+    /// [default: socket].
+    #[arg(long, value_enum)]
+    pub frames: Option<FramesSel>,
 }
 
 impl EthOptions {
@@ -52,6 +67,7 @@ impl EthOptions {
             ("--dup", self.dup.is_some()),
             ("--reorder", self.reorder.is_some()),
             ("--rx", self.rx.is_some()),
+            ("--frames", self.frames.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -68,16 +84,29 @@ impl EthOptions {
             self.reorder.unwrap_or(0.0),
             0x5eed,
         )?;
+        let module = self.frames == Some(FramesSel::Module);
+        if module && self.rx.is_some() {
+            return Err("--rx chooses how a socket receives; with --frames module the module queues each endpoint's frames".into());
+        }
         let opts = EthOpts {
             faults,
-            rx_ring: self.rx != Some(RxSel::Recvmmsg),
+            rx_ring: !module && self.rx != Some(RxSel::Recvmmsg),
+            module,
             ..Default::default()
         };
+        if module {
+            crate::kmod::Device::open().map_err(|e| format!("--frames module: {e}"))?;
+        }
         if let Some(iface) = &self.iface {
             if self.mtu.is_some() {
                 return Err("--mtu sets the MTU of a lab rmx makes; with --iface the interface's own MTU is used".into());
             }
-            RawSocket::open(iface, rmx_core::wire::frame::ETHERTYPE, false).map_err(|e| {
+            let opened = if module {
+                probe_module(iface)
+            } else {
+                RawSocket::open(iface, rmx_core::wire::frame::ETHERTYPE, false).map(drop)
+            };
+            opened.map_err(|e| {
                 format!("cannot open interface {iface:?} for raw frames: {e} (it needs root or CAP_NET_RAW; `ip link` lists the interfaces)")
             })?;
             let launch = crate::pmi::Pmi::from_env()
@@ -109,5 +138,16 @@ impl EthOptions {
             launch: None,
         };
         Ok((net, Some(lab)))
+    }
+}
+
+/// Whether rmx.ko binds an endpoint to `iface` here (an endpoint another
+/// job holds says as much).
+fn probe_module(iface: &str) -> std::io::Result<()> {
+    let dev = crate::kmod::Device::open()?;
+    let endpoint = (std::process::id() as u16).wrapping_mul(40_503) ^ 0x5a5a;
+    match dev.bind(iface, endpoint, rmx_core::wire::frame::ETHERTYPE) {
+        Err(e) if e.raw_os_error() != Some(libc::EADDRINUSE) => Err(e),
+        _ => Ok(()),
     }
 }

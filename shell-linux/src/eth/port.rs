@@ -13,6 +13,11 @@
 //! and the core packs the messages that find none free into one frame
 //! (coalescing).
 //!
+//! With [`EthOpts::module`] the frames go through rmx.ko instead of a
+//! socket: the module routes each to its endpoint in the kernel (checking
+//! that a frame sent comes from the endpoint sending it), one request per
+//! frame; there is no ring and no local path then.
+//!
 //! Receives come through a PACKET_MMAP ring by default ([`RxRing`]), else
 //! in batches of one `recvmmsg(2)`, into a pool of frame buffers that the
 //! core holds and gives back as it does `loop`'s. Every frame is checked
@@ -31,6 +36,7 @@ use rmx_core::{Caps, PostError, RegError};
 use super::local::{self, LocalError, LocalPath};
 use super::ring::RxRing;
 use super::RawSocket;
+use crate::kmod::Device;
 use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport, Work};
 
 /// Frames one system call moves at most.
@@ -56,6 +62,8 @@ pub struct EthOpts {
     /// Receive through a PACKET_MMAP ring (polling an empty ring costs no
     /// system call) rather than `recvmmsg`.
     pub rx_ring: bool,
+    /// Frames through rmx.ko (`/dev/rmx`) rather than an AF_PACKET socket.
+    pub module: bool,
     /// Faults the job injects on receive (as a [`crate::transport::Faulty`]
     /// decorator around the port; the port itself injects none).
     pub faults: crate::transport::Faults,
@@ -70,6 +78,7 @@ impl Default for EthOpts {
             max_packet: 16384,
             batch: 16,
             rx_ring: true,
+            module: false,
             faults: crate::transport::Faults::default(),
         }
     }
@@ -117,9 +126,37 @@ impl Queued {
     }
 }
 
+/// What moves a port's frames.
+enum Link {
+    /// An AF_PACKET socket of the port's own.
+    Socket(RawSocket),
+    /// rmx.ko, bound to the interface as the port's endpoint; a frame is
+    /// gathered into `scratch` to leave.
+    Module { dev: Device, scratch: Vec<u8> },
+}
+
+/// The largest packet a frame carries on an interface of MTU `mtu`, and
+/// the bytes of one receive buffer.
+fn sizes(iface: &str, mtu: u32, opts: &EthOpts) -> io::Result<(u32, usize)> {
+    let max_packet = frame::max_packet(mtu)
+        .min(opts.max_packet)
+        .min(u16::MAX as u32);
+    if (max_packet as usize) < rmx_core::wire::HEADER_LEN + 64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{iface}: MTU {mtu} leaves {max_packet} bytes per packet; rmx needs {}",
+                rmx_core::wire::HEADER_LEN + 64
+            ),
+        ));
+    }
+    let buf_size = (FRAME_HEADER_LEN + max_packet as usize).div_ceil(64) * 64;
+    Ok((max_packet, buf_size))
+}
+
 /// One endpoint on one interface.
 pub struct EthPort {
-    sock: RawSocket,
+    link: Link,
     opts: EthOpts,
     me: EthAddr,
     rank: u16,
@@ -166,20 +203,13 @@ impl EthPort {
         if opts.batch == 0 || opts.batch as usize > BATCH {
             return Err(bad(format!("batch {}: give 1 to {BATCH}", opts.batch)));
         }
+        if opts.module {
+            return EthPort::through_module(iface, endpoint, opts);
+        }
         let bypass = opts.bypass_qdisc && !super::qdisc::must_keep(iface);
         let sock = RawSocket::open(iface, opts.ethertype, bypass)?;
         sock.only_endpoint(endpoint)?;
-        let max_packet = frame::max_packet(sock.mtu())
-            .min(opts.max_packet)
-            .min(u16::MAX as u32);
-        if (max_packet as usize) < rmx_core::wire::HEADER_LEN + 64 {
-            return Err(bad(format!(
-                "{iface}: MTU {} leaves {max_packet} bytes per packet; rmx needs {}",
-                sock.mtu(),
-                rmx_core::wire::HEADER_LEN + 64
-            )));
-        }
-        let buf_size = (FRAME_HEADER_LEN + max_packet as usize).div_ceil(64) * 64;
+        let (max_packet, buf_size) = sizes(iface, sock.mtu(), &opts)?;
         let n = opts.rx_buffers as usize;
         // Room for a window of full frames in the kernel while the core is busy.
         sock.set_buffers((buf_size * n).clamp(1 << 20, 64 << 20));
@@ -213,11 +243,59 @@ impl EthPort {
         } else {
             None
         };
+        EthPort::new(
+            Link::Socket(sock),
+            me,
+            opts,
+            (max_packet, buf_size),
+            events,
+            ring,
+            local,
+        )
+    }
+
+    /// [`open`](Self::open) with the frames through rmx.ko.
+    fn through_module(iface: &str, endpoint: u16, opts: EthOpts) -> io::Result<EthPort> {
+        let dev = Device::open()?;
+        let bound = dev.bind(iface, endpoint, opts.ethertype).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("binding endpoint {endpoint} of rmx.ko to {iface}: {e}"),
+            )
+        })?;
+        let sizes = sizes(iface, bound.mtu, &opts)?;
+        let events = FdEvents::when(std::sync::Arc::new(dev.poll_fd()?), libc::POLLRDBAND)?;
+        let me = EthAddr {
+            mac: bound.mac,
+            endpoint,
+        };
+        let scratch = Vec::with_capacity(FRAME_HEADER_LEN + sizes.0 as usize);
+        EthPort::new(
+            Link::Module { dev, scratch },
+            me,
+            opts,
+            sizes,
+            events,
+            None,
+            None,
+        )
+    }
+
+    fn new(
+        link: Link,
+        me: EthAddr,
+        opts: EthOpts,
+        (max_packet, buf_size): (u32, usize),
+        events: FdEvents,
+        ring: Option<RxRing>,
+        local: Option<LocalPath>,
+    ) -> io::Result<EthPort> {
+        let n = opts.rx_buffers as usize;
         Ok(EthPort {
             ring,
             local,
             me,
-            sock,
+            link,
             opts,
             rank: 0,
             // No frame is taken before the job's key arrives.
@@ -439,8 +517,42 @@ impl EthPort {
         }
     }
 
+    /// Takes what the module queued for this endpoint, up to a batch,
+    /// into free buffers; a frame longer than a buffer is cut (and
+    /// dropped as such).
+    fn fill_from_module(&mut self) {
+        let Link::Module { dev, .. } = &self.link else {
+            return;
+        };
+        let mut got = [(0u32, 0usize); BATCH];
+        let mut n = 0;
+        while n < BATCH {
+            let Some(b) = self.free.pop() else {
+                break;
+            };
+            let at = b as usize * self.buf_size;
+            match dev.recv_frame_cut(&mut self.rx[at..at + self.buf_size]) {
+                Ok(Some(len)) => {
+                    got[n] = (b, len);
+                    n += 1;
+                }
+                Ok(None) | Err(_) => {
+                    self.free.push(b);
+                    break;
+                }
+            }
+        }
+        for &(b, len) in &got[..n] {
+            let cut = len > self.buf_size;
+            self.classify(b, len.min(self.buf_size), libc::PACKET_HOST, cut);
+        }
+    }
+
     /// Receives what the socket has, up to a batch, into free buffers.
     fn fill(&mut self) {
+        if matches!(self.link, Link::Module { .. }) {
+            return self.fill_from_module();
+        }
         self.fill_local();
         if self.ring.is_some() {
             return self.fill_from_ring();
@@ -462,11 +574,14 @@ impl EthPort {
             h.msg_name = (&mut names[i] as *mut libc::sockaddr_ll).cast();
             h.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
         }
+        let Link::Socket(sock) = &self.link else {
+            return;
+        };
         // SAFETY: `n` headers, each naming one free buffer of the pool (no
         // other reference to those bytes exists now) and its own address.
         let r = unsafe {
             libc::recvmmsg(
-                self.sock.as_raw_fd(),
+                sock.as_raw_fd(),
                 hdrs.as_mut_ptr(),
                 n as u32,
                 libc::MSG_DONTWAIT,
@@ -484,14 +599,15 @@ impl EthPort {
         }
     }
 
-    /// Hands the first `n` queued frames to the socket in one `sendmmsg`:
-    /// how many it took, or -1 (errno set).
-    fn send_batch(&self, n: usize) -> libc::c_int {
+    /// Hands `queue` to the socket in one `sendmmsg`: how many frames it
+    /// took, or -1 (errno set).
+    fn send_batch(sock: &RawSocket, queue: &[Queued]) -> libc::c_int {
         // SAFETY: plain old data; zeroes are valid values.
         let mut iov: [[libc::iovec; MAX_SGES + 1]; BATCH] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for (i, q) in self.queue[..n].iter().enumerate() {
+        let n = queue.len();
+        for (i, q) in queue.iter().enumerate() {
             iov[i] = q.iovecs();
             hdrs[i].msg_hdr.msg_iov = iov[i].as_mut_ptr();
             hdrs[i].msg_hdr.msg_iovlen = 1 + q.n as usize;
@@ -499,7 +615,56 @@ impl EthPort {
         // SAFETY: each entry names its frame header (in `self.queue`,
         // not moved during the call) and ranges `check` found inside
         // registered memory, which stays valid until the completion.
-        unsafe { libc::sendmmsg(self.sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) }
+        unsafe { libc::sendmmsg(sock.as_raw_fd(), hdrs.as_mut_ptr(), n as u32, 0) }
+    }
+
+    /// Hands up to the first `n` queued frames to the wire: how many it
+    /// took (0: none, the wire is full for now).
+    fn send_wire(&mut self, n: usize) -> io::Result<usize> {
+        let r = match &mut self.link {
+            Link::Module { dev, scratch } => {
+                let mut sent = 0;
+                for q in &self.queue[..n] {
+                    scratch.clear();
+                    scratch.extend_from_slice(&q.head);
+                    for s in &q.sges[..q.n as usize] {
+                        // SAFETY: `check` found the range inside a
+                        // registration, readable until this send completes.
+                        scratch.extend_from_slice(unsafe {
+                            std::slice::from_raw_parts(s.addr as *const u8, s.len)
+                        });
+                    }
+                    match dev.send_frame(scratch) {
+                        Ok(true) => sent += 1,
+                        Ok(false) => break,
+                        Err(e) if sent == 0 => return Err(e),
+                        Err(_) => break,
+                    }
+                }
+                return Ok(sent);
+            }
+            Link::Socket(sock) if n == 1 => {
+                // One frame (a latency-bound send): one `sendmsg`, without
+                // setting up a whole batch.
+                let mut iov = self.queue[0].iovecs();
+                // SAFETY: plain old data; zeroes are valid values.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = iov.as_mut_ptr();
+                msg.msg_iovlen = 1 + self.queue[0].n as usize;
+                // SAFETY: as in `send_batch`: the header and ranges `check` found registered.
+                let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) };
+                if r < 0 {
+                    -1
+                } else {
+                    1
+                }
+            }
+            Link::Socket(sock) => Self::send_batch(sock, &self.queue[..n]),
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r as usize)
     }
 
     /// Hands the queued frames for this host's endpoints, up to the next
@@ -570,43 +735,27 @@ impl EthPort {
                 .iter()
                 .take_while(|q| q.local.is_none())
                 .count();
-            let r = if n == 1 {
-                // One frame (a latency-bound send): one `sendmsg`, without
-                // setting up a whole batch.
-                let mut iov = self.queue[0].iovecs();
-                // SAFETY: plain old data; zeroes are valid values.
-                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-                msg.msg_iov = iov.as_mut_ptr();
-                msg.msg_iovlen = 1 + self.queue[0].n as usize;
-                // SAFETY: as in `send_batch`: the header and ranges `check` found registered.
-                let r = unsafe { libc::sendmsg(self.sock.as_raw_fd(), &msg, 0) };
-                if r < 0 {
-                    -1
-                } else {
-                    1
-                }
-            } else {
-                self.send_batch(n)
-            };
-            if r <= 0 {
-                let e = io::Error::last_os_error();
-                return match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
-                        Err(PostError::Busy)
-                    }
-                    _ => {
-                        // The interface is gone: every queued frame fails.
-                        for q in self.queue.drain(..) {
-                            self.done.push(Completion {
-                                wr_id: q.wr_id,
-                                result: Err(rmx_core::RdmaError::Down),
-                            });
+            let sent = match self.send_wire(n) {
+                Ok(0) => return Err(PostError::Busy),
+                Ok(sent) => sent,
+                Err(e) => {
+                    return match e.raw_os_error() {
+                        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {
+                            Err(PostError::Busy)
                         }
-                        Err(PostError::Down)
-                    }
-                };
-            }
-            let sent = r as usize;
+                        _ => {
+                            // The interface is gone: every queued frame fails.
+                            for q in self.queue.drain(..) {
+                                self.done.push(Completion {
+                                    wr_id: q.wr_id,
+                                    result: Err(rmx_core::RdmaError::Down),
+                                });
+                            }
+                            Err(PostError::Down)
+                        }
+                    };
+                }
+            };
             self.counters.frames_out += sent as u64;
             for q in self.queue.drain(..sent) {
                 self.done.push(Completion {

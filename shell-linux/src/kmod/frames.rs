@@ -29,6 +29,9 @@ pub(super) struct FrameArg {
     flags: u32,
 }
 
+/// `RMX_RECV`'s flag: a frame longer than the buffer is cut, not kept.
+pub(super) const RECV_CUT: u32 = 1;
+
 /// The interface a context is bound to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bound {
@@ -86,10 +89,20 @@ impl Device {
     /// length, or `None` when none is queued. A frame longer than `buf`
     /// is `EMSGSIZE` and stays queued.
     pub fn recv_frame(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.recv(buf, 0)
+    }
+
+    /// [`recv_frame`](Self::recv_frame), but a frame longer than `buf` is
+    /// taken cut to it: the length returned is the whole frame's.
+    pub fn recv_frame_cut(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        self.recv(buf, RECV_CUT)
+    }
+
+    fn recv(&self, buf: &mut [u8], flags: u32) -> io::Result<Option<usize>> {
         let mut a = FrameArg {
             buf: buf.as_mut_ptr() as u64,
             len: u32::try_from(buf.len()).unwrap_or(u32::MAX),
-            flags: 0,
+            flags,
         };
         match self.ioctl(ioctl::RECV, &mut a) {
             Ok(n) => Ok(Some(n as usize)),
@@ -100,6 +113,12 @@ impl Device {
 
     /// Whether a frame is queued for [`recv_frame`](Self::recv_frame),
     /// waiting up to `timeout` (`None`: as long as it takes) for one.
+    /// A descriptor of this context to sleep on in `poll(2)` (for
+    /// `POLLRDBAND`: a frame is queued), kept by whoever sleeps.
+    pub fn poll_fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        Ok(self.file.try_clone()?.into())
+    }
+
     pub fn frame_ready(&self, timeout: Option<std::time::Duration>) -> io::Result<bool> {
         self.wait_for(libc::POLLRDBAND, timeout)
     }

@@ -69,6 +69,8 @@ struct FdShared {
     /// The port's descriptor; the port keeps it open as long as it lives,
     /// and holds a clone of this handle, so this never outlives it.
     watched: Arc<OwnedFd>,
+    /// What `poll(2)` waits for on `watched`.
+    ready: i16,
     wake: OwnedFd,
     kicks: AtomicU64,
     notifier: Option<Arc<dyn Notifier>>,
@@ -85,6 +87,14 @@ impl FdEvents {
         FdEvents::notified(watched, None)
     }
 
+    /// Events on `watched` where work is `ready` (`POLLIN`, or the
+    /// module's `POLLRDBAND` for frames) rather than readable.
+    pub fn when(watched: Arc<OwnedFd>, ready: i16) -> std::io::Result<FdEvents> {
+        let mut e = FdEvents::notified(watched, None)?;
+        Arc::get_mut(&mut e.0).expect("not shared yet").ready = ready;
+        Ok(e)
+    }
+
     /// Events on `watched`, armed and taken through `notifier`.
     pub fn notified(
         watched: Arc<OwnedFd>,
@@ -97,6 +107,7 @@ impl FdEvents {
         }
         Ok(FdEvents(Arc::new(FdShared {
             watched,
+            ready: libc::POLLIN,
             // SAFETY: a fresh descriptor nothing else owns.
             wake: unsafe { OwnedFd::from_raw_fd(fd) },
             kicks: AtomicU64::new(0),
@@ -119,8 +130,8 @@ impl FdEvents {
             return;
         }
         let mut fds = [
-            pollfd(self.0.watched.as_raw_fd()),
-            pollfd(self.0.wake.as_raw_fd()),
+            pollfd(self.0.watched.as_raw_fd(), self.0.ready),
+            pollfd(self.0.wake.as_raw_fd(), libc::POLLIN),
         ];
         let ts = libc::timespec {
             tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
@@ -148,10 +159,10 @@ impl FdEvents {
     }
 }
 
-fn pollfd(fd: RawFd) -> libc::pollfd {
+fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
     libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     }
 }

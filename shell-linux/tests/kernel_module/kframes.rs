@@ -112,6 +112,15 @@ fn kguest_frames_on_lo_reach_their_endpoint_whole_and_in_order() {
     assert_eq!(&buf[..130], &frame(addr(bb, 2), addr(ba, 1), 5, 100)[..]);
     assert_eq!(c.recv_frame(&mut buf).unwrap(), None);
     assert!(!c.frame_ready(Some(std::time::Duration::ZERO)).unwrap());
+    // Cut to the buffer and taken: the whole frame's length is returned.
+    let long = frame(addr(bb, 2), addr(ba, 1), 6, 300);
+    a.send_frame(&long).unwrap();
+    assert!(b
+        .frame_ready(Some(std::time::Duration::from_secs(5)))
+        .unwrap());
+    assert_eq!(b.recv_frame_cut(&mut small).unwrap(), Some(long.len()));
+    assert_eq!(&small[..], &long[..64]);
+    assert_eq!(b.recv_frame(&mut buf).unwrap(), None, "taken, not kept");
 }
 
 #[repr(C)]
@@ -214,7 +223,8 @@ fn kguest_bad_frame_requests_get_an_errno_and_lose_nothing() {
         "packet past the frame"
     );
     assert_eq!(errno(a.send_frame(&[0u8; 10])), libc::EMSGSIZE);
-    let big = frame(peer, me, 0, ba.mtu as usize); // 16 bytes past the MTU
+    let mut big = frame(peer, me, 0, 100);
+    big.resize(ba.mtu as usize + 15, 0); // a byte past the MTU
     assert_eq!(errno(a.send_frame(&big)), libc::EMSGSIZE);
     let mut f = RawFrame {
         buf: 16,
@@ -273,11 +283,17 @@ fn kguest_frames_cross_a_veth_pair_and_a_removed_interface_lets_go() {
     let third = dev().unwrap();
     third.bind("rmxk1", 5, ETHERTYPE).unwrap();
     exchange(&a, &b, &third, addr(ba, 0), addr(bb, 0), ba.mtu.min(bb.mtu));
+    // Endpoints sharing one end of the pair: the module delivers what the
+    // wire would never bring back.
+    let beside = dev().unwrap();
+    beside.bind("rmxk0", 7, ETHERTYPE).unwrap();
+    exchange(&a, &beside, &b, addr(ba, 0), addr(ba, 7), ba.mtu);
+    exchange(&beside, &a, &b, addr(ba, 7), addr(ba, 0), ba.mtu);
     // Removing the pair under the bindings: sends refused, nothing hangs.
     ip("link del rmxk0");
     let f = frame(addr(bb, 0), addr(ba, 0), 0, 8);
     assert_eq!(errno(a.send_frame(&f)), libc::ENODEV);
     let mut buf = [0u8; 64];
     assert_eq!(b.recv_frame(&mut buf).unwrap(), None);
-    drop((a, b, third));
+    drop((a, b, third, beside));
 }
