@@ -111,6 +111,30 @@
 // The version this header describes: major in the high 16 bits.
 #define RMX_API_VERSION ((RMX_API_MAJOR << 16) | RMX_API_MINOR)
 
+// How a window's fences complete its epochs (the fence paper's four
+// designs): operations sent as messages inside the closing fence (every
+// transport), or issued at once as RDMA and closed by finish messages
+// and all-pairs flags, by finish messages and a barrier, or by counted
+// writes with immediate (transports with RDMA: loop, verbs).
+#define RMX_FENCE_DEFERRED 0
+
+#define RMX_FENCE_NAIVE 1
+
+#define RMX_FENCE_OPT 2
+
+#define RMX_FENCE_RI 3
+
+// What a fence may assume (MPI's `MPI_MODE_*`), or'ed: no operation of
+// the epoch ends here; none follows until the next fence; the window's
+// memory was not written locally; it will not be put into.
+#define RMX_NO_PRECEDE 1
+
+#define RMX_NO_SUCCEED 2
+
+#define RMX_NO_STORE 4
+
+#define RMX_NO_PUT 8
+
 // One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
 // length of the `main` that `rmx_run` calls with it. Opaque.
 typedef struct rmx_rank_t rmx_rank_t;
@@ -134,6 +158,12 @@ typedef struct {
   // `RMX_ERR_CANCELLED`, `RMX_ERR_PEER_FAILED`, `RMX_ERR_TRANSFER`).
   int error;
 } rmx_status_t;
+
+// A window of a rank, as C holds it: 0 is none.
+typedef uint64_t rmx_win_t;
+
+// The handle no window has.
+#define RMX_WIN_NULL 0
 
 // The handle no request has (`RMX_REQUEST_NULL`).
 #define RMX_REQUEST_NULL 0
@@ -294,6 +324,86 @@ int rmx_set_progress_thread(rmx_rank_t *rank, int on);
 
 // The library's API version (as `RMX_API_VERSION`).
 uint32_t rmx_api_version(void);
+
+// Creates a window of `len` bytes (zeroed) on every rank, whose
+// displacements count in `disp_unit` bytes, fenced by `design`; its
+// handle in `*win`. Collective: every rank calls it, in the same order
+// as its other window creations, with the same design.
+//
+// Contract: `rank` is null or a live rank; `win` is null or writable.
+int rmx_win_create(rmx_rank_t *rank, size_t len, uint32_t disp_unit, int design, rmx_win_t *win);
+
+// Frees a window: collective; an epoch still open is closed first (its
+// operations complete, its gets land). `*win` becomes `RMX_WIN_NULL`.
+//
+// Contract: `rank` is null or a live rank; `win` is null or names a handle.
+int rmx_win_free(rmx_rank_t *rank, rmx_win_t *win);
+
+// Copies `len` bytes of `data` to displacement `disp` of rank `target`'s
+// window; they are there once the fence that ends this epoch returned.
+// `data` is free again when this returns.
+//
+// Contract: `rank` is null or a live rank; `data` is null or names `len`
+// bytes.
+int rmx_put(rmx_rank_t *rank,
+            rmx_win_t win,
+            const void *data,
+            size_t len,
+            uint16_t target,
+            uint64_t disp);
+
+// Reads `len` bytes at displacement `disp` of rank `target`'s window
+// into `buf`, which receives them when the fence that ends this epoch
+// ends (and is not written after).
+//
+// Contract: `rank` is null or a live rank; `buf` is null or names `len`
+// writable bytes, left alone by the caller until that fence ended.
+int rmx_get(rmx_rank_t *rank, rmx_win_t win, void *buf, size_t len, uint16_t target, uint64_t disp);
+
+// Combines `count` elements of type `ty` (`RMX_UINT8` …) at `data` into
+// rank `target`'s window at displacement `disp` by `op` (`RMX_SUM` …),
+// element by element; done once the fence that ends this epoch
+// returned. `data` is free again when this returns.
+//
+// Contract: `rank` is null or a live rank; `data` is null or names
+// `count` elements.
+int rmx_accumulate(rmx_rank_t *rank,
+                   rmx_win_t win,
+                   const void *data,
+                   size_t count,
+                   int ty,
+                   int op,
+                   uint16_t target,
+                   uint64_t disp);
+
+// Copies `len` bytes at offset `at` of this rank's own window memory to
+// `buf` (`rmx_win_write`: from `data` into it). Between fences, as MPI
+// allows local access.
+//
+// Contract: `rank` is null or a live rank; `buf` is null or names `len`
+// writable bytes.
+int rmx_win_read(rmx_rank_t *rank, rmx_win_t win, size_t at, void *buf, size_t len);
+
+// See `rmx_win_read`.
+//
+// Contract: `rank` is null or a live rank; `data` is null or names `len`
+// bytes.
+int rmx_win_write(rmx_rank_t *rank, rmx_win_t win, size_t at, const void *data, size_t len);
+
+// Ends the epoch and opens the next: every operation this rank issued,
+// and every one aimed at it, is done, and the epoch's gets have landed,
+// when this returns. `assert`: `RMX_NO_*` or'ed, the same on every rank.
+// Collective.
+//
+// Contract: `rank` is null or a live rank.
+int rmx_win_fence(rmx_rank_t *rank, rmx_win_t win, unsigned int assert);
+
+// `rmx_win_fence`, started: its request in `*req`, ended by `rmx_test`
+// or `rmx_wait` (the gets land then); the window refuses other calls
+// until it ended.
+//
+// Contract: `rank` is null or a live rank; `req` is null or writable.
+int rmx_win_ifence(rmx_rank_t *rank, rmx_win_t win, unsigned int assert, rmx_request_t *req);
 
 #ifdef __cplusplus
 }  // extern "C"

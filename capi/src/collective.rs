@@ -7,11 +7,9 @@
 use std::ffi::{c_int, c_void};
 
 use rmx_core::collective::{Int, Op};
-use rmx_driver::task::CollectiveError;
 
 use crate::errors::Error;
 use crate::guard::{bytes, guard, out};
-use crate::p2p::rmx_status_t;
 use crate::rank::{rmx_rank_t, with};
 use crate::requests::{rmx_request_t, Live};
 
@@ -33,14 +31,14 @@ pub const RMX_BAND: c_int = 3;
 pub const RMX_BOR: c_int = 4;
 pub const RMX_BXOR: c_int = 5;
 
-fn int(ty: c_int) -> Result<Int, Error> {
+pub(crate) fn int(ty: c_int) -> Result<Int, Error> {
     usize::try_from(ty)
         .ok()
         .and_then(|i| Int::ALL.get(i).copied())
         .ok_or_else(|| Error::arg(format!("{ty} is no RMX_ element type")))
 }
 
-fn op_of(op: c_int) -> Result<Op, Error> {
+pub(crate) fn op_of(op: c_int) -> Result<Op, Error> {
     usize::try_from(op)
         .ok()
         .filter(|&i| i <= RMX_BXOR as usize)
@@ -50,7 +48,11 @@ fn op_of(op: c_int) -> Result<Op, Error> {
 
 /// `count` elements of `ty` at `data`: where their bytes lie, and how
 /// many (checked as `bytes` checks any buffer).
-fn elements(data: *mut c_void, count: usize, ty: Int) -> Result<(*mut u8, usize), Error> {
+pub(crate) fn elements(
+    data: *mut c_void,
+    count: usize,
+    ty: Int,
+) -> Result<(*mut u8, usize), Error> {
     let len = count
         .checked_mul(ty.size())
         .ok_or_else(|| Error::arg(format!("{count} elements are past the address space")))?;
@@ -148,34 +150,4 @@ pub unsafe extern "C" fn rmx_iallreduce(
             })
         }
     })
-}
-
-/// A collective ended with `res`: its result copied to `out`; how it
-/// ended.
-///
-/// # Safety
-/// `out` names `len` writable bytes (or `len` is 0).
-pub(crate) unsafe fn copy_out(
-    res: Result<&[u8], CollectiveError>,
-    out: *mut u8,
-    len: usize,
-) -> rmx_status_t {
-    let error = match res {
-        Ok(data) => {
-            let n = data.len().min(len);
-            if n > 0 {
-                // SAFETY: the caller's contract; the result is the
-                // request's own.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), out, n) };
-            }
-            0
-        }
-        Err(e) => Error::from(e).code,
-    };
-    rmx_status_t {
-        source: -1,
-        len,
-        error,
-        ..Default::default()
-    }
 }

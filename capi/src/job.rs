@@ -138,7 +138,7 @@ pub unsafe extern "C" fn rmx_run_version(
             let mut c = rmx_rank_t::lent(r);
             // SAFETY: the caller's contract; the rank lives until it returns.
             let code = unsafe { main(&mut c, arg.get()) };
-            c.lock().end_requests();
+            crate::end::end_all(&mut c.lock());
             let _ = c.retire();
             code
         };

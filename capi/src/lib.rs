@@ -3,7 +3,8 @@
 //! Ranks over rmx's transports ([`job`]): initialised from the launcher
 //! (PMI-1 or PMIx, one rank per process) or run as threads of one process;
 //! non-blocking sends and receives, and collectives, returning requests
-//! the caller tests or waits for ([`p2p`], [`collective`]).
+//! the caller tests or waits for ([`p2p`], [`collective`]); windows with
+//! puts, gets and accumulates closed by fences ([`window`]).
 //!
 //! What every entry point keeps: a panic inside rmx never crosses into C
 //! (it becomes `RMX_ERR_INTERNAL`); null and out-of-range arguments are
@@ -18,13 +19,17 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod collective;
+mod end;
 pub mod errors;
 mod guard;
+mod held;
 pub mod job;
 pub mod p2p;
 pub mod rank;
 mod requests;
+pub mod status;
 pub mod version;
+pub mod window;
 
 pub use errors::*;
 pub use version::*;

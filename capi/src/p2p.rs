@@ -5,45 +5,20 @@
 
 use std::ffi::{c_int, c_void};
 
-use rmx_core::{Source, Status, TagSel};
+use rmx_core::{Source, TagSel};
 use rmx_linux::rank::Rank;
 
-use crate::errors::{fault_code, Error, RMX_ERR_REQUEST};
+use crate::end::{step, wait};
+use crate::errors::{Error, RMX_ERR_REQUEST};
 use crate::guard::{bytes, guard, out};
-use crate::rank::{rmx_rank_t, with, State};
+use crate::rank::{rmx_rank_t, with};
 use crate::requests::{rmx_request_t, Live, RMX_REQUEST_NULL};
+use crate::status::rmx_status_t;
 
 /// A receive from any rank.
 pub const RMX_ANY_SOURCE: c_int = -1;
 /// A receive of any tag.
 pub const RMX_ANY_TAG: i64 = -1;
-
-/// How a request ended.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct rmx_status_t {
-    /// The sender (a receive; what `RMX_ANY_SOURCE` matched), else -1.
-    pub source: c_int,
-    /// The message's tag (a receive; what `RMX_ANY_TAG` matched).
-    pub tag: u32,
-    /// Bytes received into the buffer, or sent.
-    pub len: usize,
-    /// 0, or the code the request ended with (`RMX_ERR_TRUNCATED`,
-    /// `RMX_ERR_CANCELLED`, `RMX_ERR_PEER_FAILED`, `RMX_ERR_TRANSFER`).
-    pub error: c_int,
-}
-
-impl rmx_status_t {
-    /// How a receive (`sent` `None`) or a send of `sent` bytes ended.
-    fn of(st: Status, sent: Option<usize>) -> rmx_status_t {
-        rmx_status_t {
-            source: sent.map_or(c_int::from(st.source), |_| -1),
-            tag: st.tag,
-            len: sent.unwrap_or(st.len as usize),
-            error: st.fault.map_or(0, fault_code),
-        }
-    }
-}
 
 /// `dest` as a rank of `r`'s job.
 fn peer(r: &Rank, dest: c_int) -> Result<u16, Error> {
@@ -308,8 +283,8 @@ unsafe fn end_request(
                         return Ok(0);
                     }
                 },
-                End::Wait => wait(s.rank(), live, false),
-                End::Cancel => wait(s.rank(), live, true),
+                End::Wait => wait(s, live, false),
+                End::Cancel => wait(s, live, true),
             };
             *req = RMX_REQUEST_NULL;
             Ok(reported(st, status))
@@ -322,47 +297,4 @@ fn not_live() -> Error {
         RMX_ERR_REQUEST,
         "not a live request of this rank (ended already, another rank's, or never one)",
     )
-}
-
-/// Tests `live` once (after a round of progress): how it ended, or it
-/// back while it runs.
-fn step(s: &mut State, live: Live) -> Result<rmx_status_t, Live> {
-    let r = s.rank();
-    match live {
-        // A message's test moves nothing (a collective's does): one round
-        // first.
-        Live::Msg(q, sent) => {
-            r.progress();
-            r.test(q)
-                .map(|st| rmx_status_t::of(st, sent))
-                .map_err(|q| Live::Msg(q, sent))
-        }
-        Live::Coll { mut req, out, len } => match r.test_collective(&mut req) {
-            None => Err(Live::Coll { req, out, len }),
-            Some(res) => {
-                let data = res.map(|()| req.data().unwrap_or_default());
-                // SAFETY: `out` names `len` bytes of the request's (its
-                // starter's contract), which has not ended yet.
-                Ok(unsafe { crate::collective::copy_out(data, out, len) })
-            }
-        },
-    }
-}
-
-/// Waits for `live` to end (`cancel`: a receive cancelled first, if it
-/// had not matched): how it ended.
-pub(crate) fn wait(r: &mut Rank, live: Live, cancel: bool) -> rmx_status_t {
-    match live {
-        Live::Msg(q, sent) => {
-            if sent.is_none() && cancel {
-                r.cancel(&q);
-            }
-            rmx_status_t::of(r.wait(q), sent)
-        }
-        Live::Coll { req, out, len } => {
-            let res = r.wait_collective(req);
-            // SAFETY: as in `step`.
-            unsafe { crate::collective::copy_out(res.as_deref().map_err(|e| *e), out, len) }
-        }
-    }
 }

@@ -10,6 +10,7 @@ use rmx_linux::rank::Rank;
 
 use crate::errors::Error;
 use crate::guard::guard;
+use crate::held::CWin;
 use crate::requests::Requests;
 
 /// One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
@@ -27,6 +28,8 @@ const MAGIC: u64 = u64::from_be_bytes(*b"rmx-rank");
 pub(crate) struct State {
     home: Home,
     pub requests: Requests,
+    /// Its windows (after `requests` ends: a started fence holds one).
+    pub windows: Requests<CWin>,
 }
 
 /// Where the rank lives.
@@ -63,14 +66,6 @@ impl State {
     pub(crate) fn attached(&self) -> bool {
         matches!(self.home, Home::Attached(_))
     }
-
-    /// Ends every request still live (receives cancelled first), so that
-    /// no buffer of the caller is written once the rank is given back.
-    pub(crate) fn end_requests(&mut self) {
-        for live in self.requests.drain() {
-            crate::p2p::wait(self.rank(), live, true);
-        }
-    }
 }
 
 impl rmx_rank_t {
@@ -89,6 +84,7 @@ impl rmx_rank_t {
             state: Mutex::new(State {
                 home,
                 requests: Requests::default(),
+                windows: Requests::default(),
             }),
         }
     }

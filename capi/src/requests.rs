@@ -22,6 +22,8 @@ pub(crate) enum Live {
         out: *mut u8,
         len: usize,
     },
+    /// A window's fence, started.
+    Fence(Box<crate::held::Fencing>),
 }
 
 struct Slot<L> {

@@ -93,6 +93,14 @@ fn ranks_as_threads_from_c_shared_and_static() {
     }
 }
 
+/// Windows: puts, gets and accumulates in every fence design, fences
+/// blocking and started, a window under a fence refusing other calls.
+#[test]
+fn windows_from_c() {
+    let bin = build("windows", false);
+    assert!(run(&bin, &[]).contains("windows: ok"));
+}
+
 /// Hydra's `mpiexec`, if installed, and raw sockets (the `eth` transport
 /// on `lo`), which need root or CAP_NET_RAW.
 fn hydra_and_raw_sockets() -> Option<&'static str> {

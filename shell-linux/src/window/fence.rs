@@ -111,7 +111,7 @@ impl Win {
         let seq = r.collectives;
         r.collectives = seq.wrapping_add(Task::COLLECTIVES);
         let (mem_ptr, mem_len) = (io.mem.as_mut_ptr(), io.mem.len());
-        let mut kept = io.running.take();
+        let mut kept = self.fence.take();
         let mut fresh = Vec::new();
         // The last fence left every slot empty: they are laid out afresh
         // only when sends are already out or the count differs.
@@ -235,7 +235,7 @@ fn finish<T: Transport + 'static>(
         slots.truncate(KEEP);
         slots.shrink_to(KEEP);
     }
-    io.running = Some(running);
+    w.fence = Some(running);
     if let Some(imm) = w.imm.as_mut() {
         immediate::end_flush(imm, r);
     }

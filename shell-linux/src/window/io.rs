@@ -3,16 +3,14 @@
 
 use rmx_driver::task::{FenceLayout, FenceTask};
 
-use super::fence::Running;
 use super::messages::Outgoing;
 use crate::rank::Req;
 
 /// A fence's task on a std rank: its requests' slots in a vector.
 pub(super) type Task = FenceTask<Req, Vec<Option<Req>>>;
 
-/// The buffers of one fence and, between fences, the last one (its task
-/// and its requests' slots); kept in the window, emptied, so the next
-/// reuses the memory and is started in the task's place. Every
+/// The buffers of one fence, kept in the window, emptied, so the next
+/// reuses the memory. Every
 /// byte a request names lies on the heap (inner vectors), so the lists
 /// may grow while requests are out.
 #[derive(Default)]
@@ -22,8 +20,6 @@ pub(super) struct Io {
     /// for every fence of the window.
     pub mem: Vec<u8>,
     pub layout: Option<FenceLayout>,
-    /// The last fence, ended: the next is started in its place.
-    pub running: Option<Box<Running>>,
     /// Operations sent (deferred design).
     pub outgoing: Vec<Outgoing>,
     /// Accumulates sent before the fence (immediate designs).

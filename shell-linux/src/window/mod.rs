@@ -190,6 +190,9 @@ pub struct Win {
     /// memory instead of allocating its own. On the heap, so that a fence
     /// moves it as one pointer; `None` only while a fence holds it.
     io: Option<Box<io::Io>>,
+    /// The last fence, ended (its task and its requests' slots): the next
+    /// is started in its place.
+    fence: Option<Box<fence::Running>>,
     /// Where an operation aimed at this rank lands while the window waits
     /// for request handles outside a fence; nothing is posted between calls.
     first: Option<inbox::First>,
@@ -272,6 +275,7 @@ impl<T: Transport + 'static> Rank<T> {
             retries: 0,
             misapplied: 0,
             io: Some(Box::default()),
+            fence: None,
             first: None,
             imm: design.immediate().then(Immediate::default),
         })
@@ -653,7 +657,7 @@ mod tests {
             }
             w.fence(r).unwrap();
             let io = w.io.as_mut().expect("between fences");
-            let slots = io.running.as_mut().map_or(0, |f| f.slots_capacity());
+            let slots = w.fence.as_mut().map_or(0, |f| f.slots_capacity());
             let big = (io.outgoing.capacity(), slots);
             let mut seen = Vec::new();
             for round in 0..3u8 {
