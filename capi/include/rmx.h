@@ -322,6 +322,23 @@ int rmx_progress(rmx_rank_t *rank);
 // Contract: `rank` is null or a live rank.
 int rmx_set_progress_thread(rmx_rank_t *rank, int on);
 
+// A file descriptor that turns readable when the rank has work after
+// `rmx_rank_arm` (as `ucp_worker_get_efd`): for `poll(2)` or an `epoll`
+// set of the caller's. Owned by the rank: valid until it ends, never
+// closed by the caller. The same descriptor every call.
+//
+// Contract: `rank` is null or a live rank; `fd` is null or writable.
+int rmx_rank_efd(rmx_rank_t *rank, int *fd);
+
+// Prepares a sleep on `rmx_rank_efd`'s descriptor (as `ucp_worker_arm`):
+// 0 when the caller may sleep on it, at most `*timeout_ms` milliseconds
+// (-1: until it turns readable), then call `rmx_progress`;
+// `RMX_ERR_BUSY` when work came meanwhile (it was taken: test requests,
+// arm again). A progress thread, if on, takes events too.
+//
+// Contract: `rank` is null or a live rank; `timeout_ms` is null or writable.
+int rmx_rank_arm(rmx_rank_t *rank, int *timeout_ms);
+
 // The library's API version (as `RMX_API_VERSION`).
 uint32_t rmx_api_version(void);
 

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
 
 use rmx_linux::job::Attached;
-use rmx_linux::rank::Rank;
+use rmx_linux::rank::{Armed, Rank};
 
 use crate::errors::Error;
 use crate::guard::guard;
@@ -172,5 +172,61 @@ pub unsafe extern "C" fn rmx_set_progress_thread(rank: *mut rmx_rank_t, on: c_in
             s.rank().set_progress_thread(on != 0);
             Ok(0)
         })
+    })
+}
+
+/// A file descriptor that turns readable when the rank has work after
+/// `rmx_rank_arm` (as `ucp_worker_get_efd`): for `poll(2)` or an `epoll`
+/// set of the caller's. Owned by the rank: valid until it ends, never
+/// closed by the caller. The same descriptor every call.
+///
+/// Contract: `rank` is null or a live rank; `fd` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_rank_efd(rank: *mut rmx_rank_t, fd: *mut c_int) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let fd = unsafe { crate::guard::out(fd, "fd") }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                *fd = s.rank().sleep_fd().map_err(|e| {
+                    Error::new(
+                        crate::errors::RMX_ERR_SETUP,
+                        format!("no descriptor to sleep on: {e}"),
+                    )
+                })?;
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// Prepares a sleep on `rmx_rank_efd`'s descriptor (as `ucp_worker_arm`):
+/// 0 when the caller may sleep on it, at most `*timeout_ms` milliseconds
+/// (-1: until it turns readable), then call `rmx_progress`;
+/// `RMX_ERR_BUSY` when work came meanwhile (it was taken: test requests,
+/// arm again). A progress thread, if on, takes events too.
+///
+/// Contract: `rank` is null or a live rank; `timeout_ms` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_rank_arm(rank: *mut rmx_rank_t, timeout_ms: *mut c_int) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let t = unsafe { crate::guard::out(timeout_ms, "timeout_ms") }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| match s.rank().arm() {
+                Armed::Pending => Err(Error::new(
+                    crate::errors::RMX_ERR_BUSY,
+                    "work came in: test your requests and arm again",
+                )),
+                Armed::Sleep(d) => {
+                    *t = d.map_or(-1, |d| {
+                        d.as_nanos().div_ceil(1_000_000).min(c_int::MAX as u128) as c_int
+                    });
+                    Ok(0)
+                }
+            })
+        }
     })
 }

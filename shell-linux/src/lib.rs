@@ -8,6 +8,7 @@ pub mod clock;
 pub mod collective;
 pub mod copy;
 pub mod eth;
+mod eventfd;
 pub mod job;
 pub mod kmod;
 pub mod lab;

@@ -1,8 +1,13 @@
 /* Ranks as threads of this process (rmx_run): every protocol's sizes
  * delivered byte-exact, wildcards, truncation, cancel, collectives, and
- * refused arguments answered with codes, never crashes. */
+ * refused arguments answered with codes, never crashes; a rank that
+ * sleeps on its descriptor (rmx_rank_efd, rmx_rank_arm) until a
+ * message comes. */
+#define _POSIX_C_SOURCE 200809L
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "check.h"
 
 static const size_t SIZES[] = {0, 1, 8, 255, 256, 257, 4096, 8191, 8192, 8193,
@@ -153,6 +158,47 @@ static void collectives(rmx_rank_t *r) {
     CHECK(c[0] == n && c[4] == n * (n - 1) / 2);
 }
 
+/* Rank 1 sleeps in poll(2) on its descriptor, armed, until rank 0's
+ * message (sent 20 ms later) turns it readable. */
+static void sleeps(rmx_rank_t *r) {
+    int me = rmx_rank_me(r);
+    int fd = -1, fd2 = -1, t = 0;
+    EXPECT(rmx_rank_efd(r, &fd), 0);
+    EXPECT(rmx_rank_efd(r, &fd2), 0);
+    CHECK(fd >= 0 && fd == fd2);
+    if (me == 0) {
+        EXPECT(rmx_barrier(r), 0);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        uint32_t v = 0xfeed;
+        rmx_request_t q;
+        EXPECT(rmx_isend(r, 1, 31, &v, sizeof v, &q), 0);
+        EXPECT(rmx_wait(r, &q, NULL), 0);
+    } else if (me == 1) {
+        uint32_t v = 0;
+        rmx_request_t q;
+        EXPECT(rmx_irecv(r, 0, 31, &v, sizeof v, &q), 0);
+        EXPECT(rmx_barrier(r), 0);
+        int woke = 0, done;
+        while ((done = rmx_test(r, &q, NULL)) == 0) {
+            int a = rmx_rank_arm(r, &t);
+            if (a == RMX_ERR_BUSY) continue;
+            EXPECT(a, 0);
+            CHECK(t >= -1);
+            struct pollfd p = {fd, POLLIN, 0};
+            woke |= poll(&p, 1, t < 0 || t > 10000 ? 10000 : t) == 1;
+        }
+        EXPECT(done, 1);
+        CHECK(v == 0xfeed && woke);
+    } else {
+        EXPECT(rmx_barrier(r), 0);
+    }
+    EXPECT(rmx_rank_efd(r, NULL), RMX_ERR_ARG);
+    EXPECT(rmx_rank_arm(NULL, &t), RMX_ERR_ARG);
+    EXPECT(rmx_rank_arm(r, NULL), RMX_ERR_ARG);
+    EXPECT(rmx_barrier(r), 0);
+}
+
 static void refusals(rmx_rank_t *r) {
     int n = rmx_rank_size(r);
     uint8_t b[4];
@@ -201,6 +247,7 @@ static int rank_main(rmx_rank_t *r, void *arg) {
     wildcards_and_truncation(r);
     probes(r);
     collectives(r);
+    sleeps(r);
     refusals(r);
     EXPECT(rmx_barrier(r), 0);
     return rmx_rank_me(r) == 2 ? 5 : 0;

@@ -205,6 +205,9 @@ struct Hca {
     /// Its port was handed out: a second one would poll and repost the same
     /// receive buffers, handing a buffer back while the other still reads it.
     port_taken: AtomicBool,
+    /// An eventfd every event also writes, once someone sleeps outside rmx
+    /// ([`Channel::fd`]).
+    efd: std::sync::OnceLock<std::os::fd::OwnedFd>,
 }
 
 impl Hca {
@@ -253,6 +256,9 @@ impl Hca {
         // A notification is a system call: none when nobody sleeps.
         if ev.sleepers > 0 {
             self.wake.notify_all();
+        }
+        if let Some(fd) = self.efd.get() {
+            crate::eventfd::bump(fd);
         }
     }
 }
@@ -304,6 +310,27 @@ impl Channel {
     pub fn kick(&self) {
         self.shared.hcas[self.rank as usize].signal();
     }
+
+    /// A descriptor readable once an event came since the last
+    /// [`clear`](Self::clear): for a sleeper outside rmx (`poll(2)`,
+    /// `epoll`). Made at the first call; every event writes it after.
+    pub fn fd(&self) -> std::io::Result<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        let hca = &self.shared.hcas[self.rank as usize];
+        if hca.efd.get().is_none() {
+            let fd = crate::eventfd::eventfd()?;
+            // Two threads racing: one descriptor wins, the other closes.
+            let _ = hca.efd.set(fd);
+        }
+        Ok(hca.efd.get().expect("set above").as_raw_fd())
+    }
+
+    /// Makes [`fd`](Self::fd) unreadable until the next event.
+    pub fn clear(&self) {
+        if let Some(fd) = self.shared.hcas[self.rank as usize].efd.get() {
+            crate::eventfd::drain(fd);
+        }
+    }
 }
 
 struct Shared {
@@ -342,6 +369,7 @@ impl Fabric {
                     wake: Condvar::new(),
                     armed: CachePadded::new(AtomicBool::new(false)),
                     port_taken: AtomicBool::new(false),
+                    efd: std::sync::OnceLock::new(),
                 })
             })
             .collect::<Option<Vec<_>>>()

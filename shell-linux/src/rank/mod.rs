@@ -33,6 +33,7 @@ mod epochs;
 mod messages;
 mod nic;
 mod running;
+mod sleep;
 pub(crate) use running::Started;
 mod spin;
 mod tending;
@@ -42,6 +43,8 @@ pub(crate) use driver::Driver;
 pub(crate) use epochs::Epochs;
 pub use nic::ShellNic;
 use thread::*;
+
+pub use sleep::Armed;
 
 /// The endpoint this shell builds: tables on the heap, sized from the job
 /// ([`rmx_core::Sizes::for_job`]); zero-copy eager sends of frequently used

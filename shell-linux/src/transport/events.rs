@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::eventfd::{bump, drain, eventfd};
 use crate::loopnic;
 
 /// A handle on one port's events; clones share them.
@@ -53,6 +54,25 @@ impl Events {
             Events::Fd(e) => e.kick(),
         }
     }
+
+    /// A descriptor that turns readable when the port has work, for a
+    /// sleeper outside rmx (`poll(2)`, `epoll`: what `ucp_worker_get_efd`
+    /// gives); it stays so until [`clear`](Self::clear). Owned by the
+    /// port's events.
+    pub fn fd(&self) -> std::io::Result<RawFd> {
+        match self {
+            Events::Loop(e) => e.fd(),
+            Events::Fd(e) => e.sleep_fd(),
+        }
+    }
+
+    /// Takes what made [`fd`](Self::fd) readable, before arming again.
+    pub fn clear(&self) {
+        match self {
+            Events::Loop(e) => e.clear(),
+            Events::Fd(e) => e.take_ready(),
+        }
+    }
 }
 
 /// A descriptor that must be asked for its next event and whose events
@@ -74,6 +94,9 @@ struct FdShared {
     wake: OwnedFd,
     kicks: AtomicU64,
     notifier: Option<Arc<dyn Notifier>>,
+    /// An epoll descriptor watching `watched` for `ready`, made for a
+    /// sleeper outside rmx.
+    sleep: std::sync::OnceLock<OwnedFd>,
 }
 
 /// Sleeping in `poll(2)` on a port's descriptor; level-triggered, so a
@@ -100,19 +123,58 @@ impl FdEvents {
         watched: Arc<OwnedFd>,
         notifier: Option<Arc<dyn Notifier>>,
     ) -> std::io::Result<FdEvents> {
-        // SAFETY: eventfd(2) with flags only; the descriptor is owned at once.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
         Ok(FdEvents(Arc::new(FdShared {
             watched,
             ready: libc::POLLIN,
-            // SAFETY: a fresh descriptor nothing else owns.
-            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            wake: eventfd()?,
             kicks: AtomicU64::new(0),
             notifier,
+            sleep: std::sync::OnceLock::new(),
         })))
+    }
+
+    /// An epoll descriptor readable while the port's is ready (see
+    /// [`Events::fd`]).
+    fn sleep_fd(&self) -> std::io::Result<RawFd> {
+        if self.0.sleep.get().is_none() {
+            // SAFETY: epoll_create1 with a flag only; owned at once.
+            let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            if ep < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: a fresh descriptor nothing else owns.
+            let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+            let mut ev = libc::epoll_event {
+                events: self.0.ready as u16 as u32,
+                u64: 0,
+            };
+            // SAFETY: a valid epoll descriptor, the port's, and an event.
+            let r = unsafe {
+                libc::epoll_ctl(
+                    ep.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    self.0.watched.as_raw_fd(),
+                    &mut ev,
+                )
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let _ = self.0.sleep.set(ep);
+        }
+        Ok(self.0.sleep.get().expect("set above").as_raw_fd())
+    }
+
+    /// Takes an event the port's descriptor holds (a completion channel's),
+    /// if it is ready now.
+    fn take_ready(&self) {
+        let mut p = [pollfd(self.0.watched.as_raw_fd(), self.0.ready)];
+        // SAFETY: one initialised pollfd, no wait.
+        if unsafe { libc::poll(p.as_mut_ptr(), 1, 0) } > 0 && p[0].revents != 0 {
+            if let Some(t) = &self.0.notifier {
+                t.take();
+            }
+        }
     }
 
     fn arm(&self) {
@@ -145,17 +207,13 @@ impl FdEvents {
             }
         }
         if n > 0 && fds[1].revents != 0 {
-            let mut v = 0u64;
-            // SAFETY: an eventfd reads exactly 8 bytes into `v`.
-            unsafe { libc::read(self.0.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            drain(&self.0.wake);
         }
     }
 
     fn kick(&self) {
         self.0.kicks.fetch_add(1, Ordering::AcqRel);
-        let one = 1u64;
-        // SAFETY: an eventfd takes exactly 8 bytes.
-        unsafe { libc::write(self.0.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        bump(&self.0.wake);
     }
 }
 
