@@ -197,6 +197,50 @@ int rmx_ibarrier(rmx_rank_t *rank, rmx_request_t *req);
 // caller, until the request ended; `req` is null or writable.
 int rmx_iallreduce(rmx_rank_t *rank, void *data, size_t count, int ty, int op, rmx_request_t *req);
 
+// Every rank's `len` bytes at `data` become `root`'s (every rank passes
+// the same `len` and `root`): 0, or a negative code.
+//
+// Contract: `rank` is null or a live rank; `data` is null or names `len`
+// bytes.
+int rmx_bcast(rmx_rank_t *rank, void *data, size_t len, int root);
+
+// `root`'s `out` receives the element-wise reduction by `op` of every
+// rank's `count` elements of `ty` at `src`; `src` is left as it was, and
+// `out` is not touched elsewhere (it may be null there).
+//
+// Contract: `rank` is null or a live rank; `src` is null or names `count`
+// elements; at the root, `out` names `count` writable elements.
+int rmx_reduce(rmx_rank_t *rank,
+               const void *src,
+               void *out,
+               size_t count,
+               int ty,
+               int op,
+               int root);
+
+// `root`'s `out` receives every rank's `block` bytes at `src`, in rank
+// order (`size × block` bytes); `out` is not touched elsewhere (it may
+// be null there).
+//
+// Contract: `rank` is null or a live rank; `src` is null or names `block`
+// bytes; at the root, `out` names `size × block` writable bytes.
+int rmx_gather(rmx_rank_t *rank, const void *src, size_t block, void *out, int root);
+
+// Every rank's `out` receives its own block of `block` bytes from
+// `root`'s `src` (`size × block` bytes, in rank order); `src` is read at
+// the root only (it may be null elsewhere).
+//
+// Contract: `rank` is null or a live rank; at the root, `src` names
+// `size × block` bytes; `out` is null or names `block` writable bytes.
+int rmx_scatter(rmx_rank_t *rank, const void *src, size_t block, void *out, int root);
+
+// Every rank's `out` receives every rank's `block` bytes at `src`, in
+// rank order (`size × block` bytes).
+//
+// Contract: `rank` is null or a live rank; `src` is null or names `block`
+// bytes; `out` is null or names `size × block` writable bytes.
+int rmx_allgather(rmx_rank_t *rank, const void *src, size_t block, void *out);
+
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
 const char *rmx_strerror(int code);

@@ -151,3 +151,211 @@ pub unsafe extern "C" fn rmx_iallreduce(
         }
     })
 }
+
+/// `root` as a rank of the job.
+fn root_of(s: &mut crate::rank::State, root: c_int) -> Result<u16, Error> {
+    let n = s.rank().size();
+    u16::try_from(root)
+        .ok()
+        .filter(|&r| r < n)
+        .ok_or_else(|| Error::arg(format!("root {root} is not one of the job's {n} ranks")))
+}
+
+/// `len` bytes at `p` (null only when empty), read.
+///
+/// # Safety
+/// `p` is null or names `len` readable bytes.
+unsafe fn read<'a>(p: *const c_void, len: usize) -> Result<&'a [u8], Error> {
+    let p = bytes(p, len)?;
+    // SAFETY: the caller's contract (a dangling pointer when empty).
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// `len` bytes at `p` (null only when empty), written.
+///
+/// # Safety
+/// `p` is null or names `len` writable bytes.
+unsafe fn write<'a>(p: *mut c_void, len: usize) -> Result<&'a mut [u8], Error> {
+    let p = bytes(p, len)?.cast_mut();
+    // SAFETY: the caller's contract (a dangling pointer when empty).
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+}
+
+/// Every rank's `len` bytes at `data` become `root`'s (every rank passes
+/// the same `len` and `root`): 0, or a negative code.
+///
+/// Contract: `rank` is null or a live rank; `data` is null or names `len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_bcast(
+    rank: *mut rmx_rank_t,
+    data: *mut c_void,
+    len: usize,
+    root: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let data = unsafe { write(data, len) }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let root = root_of(s, root)?;
+                Ok(s.rank().bcast(data, root).map(|()| 0)?)
+            })
+        }
+    })
+}
+
+/// `root`'s `out` receives the element-wise reduction by `op` of every
+/// rank's `count` elements of `ty` at `src`; `src` is left as it was, and
+/// `out` is not touched elsewhere (it may be null there).
+///
+/// Contract: `rank` is null or a live rank; `src` is null or names `count`
+/// elements; at the root, `out` names `count` writable elements.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_reduce(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    out: *mut c_void,
+    count: usize,
+    ty: c_int,
+    op: c_int,
+    root: c_int,
+) -> c_int {
+    guard(|| {
+        let (ty, op) = (int(ty)?, op_of(op)?);
+        let (p, len) = elements(src.cast_mut(), count, ty)?;
+        // SAFETY: the caller's contract (a dangling pointer when empty).
+        let mut data = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let root = root_of(s, root)?;
+                let here = s.rank().rank() == root;
+                let out = if here { Some(write(out, len)?) } else { None };
+                s.rank().reduce(&mut data, ty, op, root)?;
+                if let Some(out) = out {
+                    out.copy_from_slice(&data);
+                }
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// `root`'s `out` receives every rank's `block` bytes at `src`, in rank
+/// order (`size × block` bytes); `out` is not touched elsewhere (it may
+/// be null there).
+///
+/// Contract: `rank` is null or a live rank; `src` is null or names `block`
+/// bytes; at the root, `out` names `size × block` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_gather(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    block: usize,
+    out: *mut c_void,
+    root: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let mine = unsafe { read(src, block) }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let root = root_of(s, root)?;
+                let (me, all) = placed(s, mine)?;
+                let mut data = all;
+                let here = me == root;
+                let out = if here {
+                    Some(write(out, data.len())?)
+                } else {
+                    None
+                };
+                s.rank().gather(&mut data, root)?;
+                if let Some(out) = out {
+                    out.copy_from_slice(&data);
+                }
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// Every rank's `out` receives its own block of `block` bytes from
+/// `root`'s `src` (`size × block` bytes, in rank order); `src` is read at
+/// the root only (it may be null elsewhere).
+///
+/// Contract: `rank` is null or a live rank; at the root, `src` names
+/// `size × block` bytes; `out` is null or names `block` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_scatter(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    block: usize,
+    out: *mut c_void,
+    root: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let out = unsafe { write(out, block) }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let root = root_of(s, root)?;
+                let (n, me) = (s.rank().size() as usize, s.rank().rank());
+                let len = block
+                    .checked_mul(n)
+                    .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+                let mut data = match me == root {
+                    true => read(src, len)?.to_vec(),
+                    false => vec![0u8; len],
+                };
+                s.rank().scatter(&mut data, root)?;
+                out.copy_from_slice(&data[me as usize * block..][..block]);
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// Every rank's `out` receives every rank's `block` bytes at `src`, in
+/// rank order (`size × block` bytes).
+///
+/// Contract: `rank` is null or a live rank; `src` is null or names `block`
+/// bytes; `out` is null or names `size × block` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_allgather(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    block: usize,
+    out: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let mine = unsafe { read(src, block) }?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let (_, mut data) = placed(s, mine)?;
+                let out = write(out, data.len())?;
+                s.rank().allgather(&mut data)?;
+                out.copy_from_slice(&data);
+                Ok(0)
+            })
+        }
+    })
+}
+
+/// A buffer of one block per rank with `mine` in this rank's place; this
+/// rank's number.
+fn placed(s: &mut crate::rank::State, mine: &[u8]) -> Result<(u16, Vec<u8>), Error> {
+    let (n, me) = (s.rank().size() as usize, s.rank().rank());
+    let len = mine
+        .len()
+        .checked_mul(n)
+        .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+    let mut all = vec![0u8; len];
+    all[me as usize * mine.len()..][..mine.len()].copy_from_slice(mine);
+    Ok((me, all))
+}

@@ -160,6 +160,71 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A broadcast leaves the root's bytes on every rank, from any root.
+    #[test]
+    fn bcast_gives_every_rank_the_roots_bytes(n in 1u16..70, r in 0u16..70, len in 0usize..20, seed: u8) {
+        let root = r % n;
+        let ps = plans(Collective::Bcast { len, root }, n);
+        prop_assert_eq!(ps[0].rounds(), log2_ceil(n));
+        let mut data: Vec<Vec<u8>> = (0..n as usize)
+            .map(|k| (0..len).map(|i| (k * 31 + i) as u8 ^ seed).collect())
+            .collect();
+        let want = data[root as usize].clone();
+        execute(&ps, &mut data, Op::Sum, Int::U8);
+        for (me, d) in data.iter().enumerate() {
+            prop_assert_eq!(d, &want, "rank {}", me);
+        }
+    }
+
+    /// A reduce leaves the reduction of every rank's bytes at the root.
+    #[test]
+    fn reduce_gives_the_root_the_reduction(
+        n in 1u16..70, r in 0u16..70, elems in 0usize..6, t in 0usize..8, o in 0usize..6, seed: u64
+    ) {
+        let (ty, op, root) = (Int::ALL[t], OPS[o], r % n);
+        let len = elems * ty.size();
+        let ps = plans(Collective::Reduce { len, root }, n);
+        let mut data: Vec<Vec<u8>> = (0..n as u64)
+            .map(|k| (0..len as u64).map(|i| (seed ^ (k * 131 + i * 7)).wrapping_mul(0x9E37) as u8).collect())
+            .collect();
+        let want = fold(op, ty, &data.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        execute(&ps, &mut data, op, ty);
+        prop_assert_eq!(&data[root as usize], &want);
+    }
+
+    /// A gather leaves every rank's block at the root, in rank order; a
+    /// scatter gives each rank its block of the root's.
+    #[test]
+    fn gather_and_scatter_place_every_block(n in 1u16..70, r in 0u16..70, block in 0usize..6, seed: u8) {
+        let root = r % n;
+        let mine = |k: usize| -> Vec<u8> { (0..block).map(|i| (k * 7 + i) as u8 ^ seed).collect() };
+        let all: Vec<u8> = (0..n as usize).flat_map(mine).collect();
+        let ps = plans(Collective::Gather { block, root }, n);
+        let mut data: Vec<Vec<u8>> = (0..n as usize)
+            .map(|k| {
+                let mut d = vec![0xEE; block * n as usize];
+                d[k * block..(k + 1) * block].copy_from_slice(&mine(k));
+                d
+            })
+            .collect();
+        execute(&ps, &mut data, Op::Sum, Int::U8);
+        prop_assert_eq!(&data[root as usize], &all);
+        let ps = plans(Collective::Scatter { block, root }, n);
+        let mut data: Vec<Vec<u8>> = (0..n as usize)
+            .map(|k| if k == root as usize { all.clone() } else { vec![0xEE; block * n as usize] })
+            .collect();
+        execute(&ps, &mut data, Op::Sum, Int::U8);
+        for (me, d) in data.iter().enumerate() {
+            let span = ps[me].result();
+            prop_assert_eq!(span.at, me * block);
+            prop_assert_eq!(&d[span.range()], &mine(me)[..], "rank {}", me);
+        }
+    }
+}
+
 /// Dissemination: after the rounds every rank has heard, directly or
 /// through others, from every rank, so none leaves before all arrived.
 #[test]
@@ -220,6 +285,33 @@ fn bad_groups_are_refused() {
         assert_eq!(Plan::new(what, 3, 0), Err(PlanError::TooLarge), "{what:?}");
     }
     assert!(Plan::new(Collective::Allreduce { len: MAX_DATA }, 3, 0).is_ok());
+    for what in [
+        Collective::Bcast { len: 1, root: 3 },
+        Collective::Reduce { len: 1, root: 9 },
+        Collective::Gather { block: 1, root: 3 },
+        Collective::Scatter {
+            block: 1,
+            root: u16::MAX,
+        },
+    ] {
+        let root = what.root().unwrap();
+        assert_eq!(
+            Plan::new(what, 3, 0),
+            Err(PlanError::Root { root, n: 3 }),
+            "{what:?}"
+        );
+    }
+    assert_eq!(
+        Plan::new(
+            Collective::Gather {
+                block: MAX_DATA / 2,
+                root: 0
+            },
+            3,
+            0
+        ),
+        Err(PlanError::TooLarge)
+    );
     assert!(Plan::new(
         Collective::Allgather {
             block: MAX_DATA / 3

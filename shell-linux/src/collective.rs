@@ -85,6 +85,46 @@ impl<T: Transport + 'static> Rank<T> {
         self.collective(Collective::Allgather { block }, data, None)
     }
 
+    /// Every rank's `data` becomes `root`'s (every rank passes as many
+    /// bytes).
+    pub fn bcast(&mut self, data: &mut [u8], root: u16) -> Result<(), CollectiveError> {
+        let what = Collective::Bcast {
+            len: data.len(),
+            root,
+        };
+        self.collective(what, data, None)
+    }
+
+    /// `root`'s `data` becomes the element-wise reduction of every rank's;
+    /// the others' is left partly reduced.
+    pub fn reduce(
+        &mut self,
+        data: &mut [u8],
+        ty: Int,
+        op: Op,
+        root: u16,
+    ) -> Result<(), CollectiveError> {
+        let what = Collective::Reduce {
+            len: data.len(),
+            root,
+        };
+        self.collective(what, data, Some((op, ty)))
+    }
+
+    /// `data` holds one block per rank, this rank's filled in; afterwards
+    /// `root`'s holds every rank's (the others' some, in passing).
+    pub fn gather(&mut self, data: &mut [u8], root: u16) -> Result<(), CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.collective(Collective::Gather { block, root }, data, None)
+    }
+
+    /// `root`'s `data` holds one block per rank; afterwards each rank's
+    /// block (at `rank() × block`) is `root`'s.
+    pub fn scatter(&mut self, data: &mut [u8], root: u16) -> Result<(), CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.collective(Collective::Scatter { block, root }, data, None)
+    }
+
     /// [`barrier`](Self::barrier), started: every rank has entered it once
     /// the request completes.
     pub fn ibarrier(&mut self) -> Result<CollReq, CollectiveError> {
@@ -300,6 +340,53 @@ mod tests {
             }
             assert_eq!(sum, &words(&[10; 4096]), "rank {me}");
         }
+    }
+
+    /// Bcast, reduce, gather and scatter from every root of five ranks,
+    /// past the eager threshold too; a root outside the group is refused.
+    #[test]
+    fn rooted_collectives_reach_and_leave_every_root() {
+        let out = job::run(5, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let (me, n) = (r.rank(), r.size());
+            for root in 0..n {
+                for len in [8usize, 40_000] {
+                    let mut b = vec![me as u8; len];
+                    r.bcast(&mut b, root).unwrap();
+                    assert!(b.iter().all(|&x| x == root as u8), "bcast from {root}");
+                    let mut v = words(&vec![me as u64 + 1; len / 8]);
+                    r.reduce(&mut v, Int::U64, Op::Sum, root).unwrap();
+                    if me == root {
+                        assert_eq!(v, words(&vec![15; len / 8]), "reduce to {root}");
+                    }
+                    let block = len / 8;
+                    let mut g = vec![0u8; block * n as usize];
+                    g[me as usize * block..][..block].fill(me as u8 + 10);
+                    r.gather(&mut g, root).unwrap();
+                    if me == root {
+                        for (k, c) in g.chunks(block).enumerate() {
+                            assert!(c.iter().all(|&x| x == k as u8 + 10), "gather to {root}");
+                        }
+                    }
+                    let mut sc = vec![0u8; block * n as usize];
+                    if me == root {
+                        for (k, c) in sc.chunks_mut(block).enumerate() {
+                            c.fill(k as u8 + 20 + root as u8);
+                        }
+                    }
+                    r.scatter(&mut sc, root).unwrap();
+                    let mine = &sc[me as usize * block..][..block];
+                    assert!(mine.iter().all(|&x| x == me as u8 + 20 + root as u8));
+                }
+            }
+            assert!(matches!(
+                r.bcast(&mut [0u8; 4], n),
+                Err(CollectiveError::Plan(
+                    rmx_core::collective::PlanError::Root { .. }
+                ))
+            ));
+            r.barrier().unwrap();
+        });
+        assert_eq!(out.len(), 5);
     }
 
     /// Ranks that call collectives of different lengths get typed errors

@@ -156,6 +156,32 @@ static void collectives(rmx_rank_t *r) {
     EXPECT(rmx_wait(r, &q, NULL), 0);
     EXPECT(rmx_wait(r, &b, NULL), 0);
     CHECK(c[0] == n && c[4] == n * (n - 1) / 2);
+    /* Rooted collectives from every root. */
+    for (int root = 0; root < n; root++) {
+        uint8_t b[3000];
+        memset(b, me == root ? 0x40 + root : 0, sizeof b);
+        EXPECT(rmx_bcast(r, b, sizeof b, root), 0);
+        CHECK(b[0] == 0x40 + root && b[2999] == 0x40 + root);
+        int32_t in[2] = {me + 1, -1}, out[2] = {0, 0};
+        EXPECT(rmx_reduce(r, in, me == root ? out : NULL, 2, RMX_INT32, RMX_SUM, root), 0);
+        CHECK(in[0] == me + 1 && in[1] == -1);
+        if (me == root) CHECK(out[0] == n * (n + 1) / 2 && out[1] == -n);
+        uint16_t mine[2] = {(uint16_t)(me * 100 + root), (uint16_t)root}, all[2 * 8];
+        memset(all, 0, sizeof all);
+        CHECK(n <= 8);
+        EXPECT(rmx_gather(r, mine, sizeof mine, me == root ? all : NULL, root), 0);
+        if (me == root)
+            for (int k = 0; k < n; k++) CHECK(all[2 * k] == k * 100 + root && all[2 * k + 1] == root);
+        uint16_t got[2] = {0, 0};
+        for (int k = 0; k < 2 * n; k++) all[k] = (uint16_t)(k * 3 + root);
+        EXPECT(rmx_scatter(r, me == root ? all : NULL, sizeof got, got, root), 0);
+        CHECK(got[0] == 2 * me * 3 + root && got[1] == (2 * me + 1) * 3 + root);
+    }
+    uint32_t one = 7u * (uint32_t)me, every[8];
+    EXPECT(rmx_allgather(r, &one, sizeof one, every), 0);
+    for (int k = 0; k < n; k++) CHECK(every[k] == 7u * (uint32_t)k);
+    EXPECT(rmx_bcast(r, &one, sizeof one, n), RMX_ERR_ARG);
+    EXPECT(rmx_bcast(r, &one, sizeof one, -1), RMX_ERR_ARG);
 }
 
 /* Rank 1 sleeps in poll(2) on its descriptor, armed, until rank 0's

@@ -16,6 +16,12 @@
 //!   rank keeping its own block; log rounds, n blocks a message.
 //! - Allgather: Bruck's algorithm, ⌈log₂ n⌉ rounds, received straight into
 //!   place (a message that wraps past the last rank goes in two parts).
+//! - Bcast, Scatter (from a root), Reduce, Gather (to it): a binomial tree
+//!   over the ranks counted from the root, ⌈log₂ n⌉ rounds; the root's
+//!   half of what it holds goes down (Scatter: the blocks of the subtree
+//!   below), or each subtree's comes up (Reduce: reduced at each step;
+//!   Gather: its blocks, which lie together counted from the root, in at
+//!   most two parts).
 
 /// The allreduce size from which the buffer is reduce-scattered by
 /// recursive halving and gathered back, rather than exchanged whole.
@@ -81,6 +87,41 @@ pub enum Collective {
     ReduceScatter {
         block: usize,
     },
+    /// Every rank ends with the root's `len` bytes.
+    Bcast {
+        len: usize,
+        root: u16,
+    },
+    /// The root ends with the element-wise reduction of every rank's
+    /// `len` bytes (the others' data is left partly reduced).
+    Reduce {
+        len: usize,
+        root: u16,
+    },
+    /// Rank i contributes block i of an n-block buffer; the root ends with
+    /// all of them.
+    Gather {
+        block: usize,
+        root: u16,
+    },
+    /// The root holds n blocks; rank i ends with block i (at `i × block`).
+    Scatter {
+        block: usize,
+        root: u16,
+    },
+}
+
+impl Collective {
+    /// The rank a rooted collective starts from or ends at.
+    pub fn root(&self) -> Option<u16> {
+        match *self {
+            Collective::Bcast { root, .. }
+            | Collective::Reduce { root, .. }
+            | Collective::Gather { root, .. }
+            | Collective::Scatter { root, .. } => Some(root),
+            _ => None,
+        }
+    }
 }
 
 /// A plan that cannot be made.
@@ -88,6 +129,8 @@ pub enum Collective {
 pub enum PlanError {
     /// A group needs at least one rank, and this rank must be one of them.
     Rank { me: u16, n: u16 },
+    /// The root is not a rank of the group.
+    Root { root: u16, n: u16 },
     /// The data (`len`, or n blocks) is more than [`MAX_DATA`] bytes.
     TooLarge,
 }
@@ -117,12 +160,18 @@ impl Plan {
         if n == 0 || me >= n {
             return Err(PlanError::Rank { me, n });
         }
+        if let Some(root) = what.root().filter(|&r| r >= n) {
+            return Err(PlanError::Root { root, n });
+        }
         let len = match what {
             Collective::Barrier => Some(0),
-            Collective::Allreduce { len } => Some(len),
-            Collective::Allgather { block } | Collective::ReduceScatter { block } => {
-                block.checked_mul(n as usize)
-            }
+            Collective::Allreduce { len }
+            | Collective::Bcast { len, .. }
+            | Collective::Reduce { len, .. } => Some(len),
+            Collective::Allgather { block }
+            | Collective::ReduceScatter { block }
+            | Collective::Gather { block, .. }
+            | Collective::Scatter { block, .. } => block.checked_mul(n as usize),
         };
         let len = len.filter(|&l| l <= MAX_DATA).ok_or(PlanError::TooLarge)?;
         Ok(Plan { what, n, me, len })
@@ -136,7 +185,9 @@ impl Plan {
     /// Bytes of the scratch buffer the reductions receive into.
     pub fn scratch_len(&self) -> usize {
         match self.what {
-            Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => self.len,
+            Collective::Allreduce { .. }
+            | Collective::ReduceScatter { .. }
+            | Collective::Reduce { .. } => self.len,
             _ => 0,
         }
     }
@@ -144,7 +195,7 @@ impl Plan {
     /// Where the result lies in the data buffer once every round is done.
     pub fn result(&self) -> Span {
         match self.what {
-            Collective::ReduceScatter { block } => Span {
+            Collective::ReduceScatter { block } | Collective::Scatter { block, .. } => Span {
                 at: self.me as usize * block,
                 len: block,
             },
@@ -158,7 +209,12 @@ impl Plan {
     /// Round numbers run `0..rounds()`; a rank may have nothing to do in some.
     pub fn rounds(&self) -> u16 {
         match self.what {
-            Collective::Barrier | Collective::Allgather { .. } => log2_ceil(self.n),
+            Collective::Barrier
+            | Collective::Allgather { .. }
+            | Collective::Bcast { .. }
+            | Collective::Reduce { .. }
+            | Collective::Gather { .. }
+            | Collective::Scatter { .. } => log2_ceil(self.n),
             Collective::Allreduce { .. } if self.halving() => 2 * self.doubling().2 + 2,
             Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
                 self.doubling().2 + 2
@@ -182,7 +238,96 @@ impl Plan {
             Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
                 self.recursive_doubling(index)
             }
+            Collective::Bcast { root, .. } | Collective::Scatter { root, .. } => {
+                self.down(index, root)
+            }
+            Collective::Reduce { root, .. } | Collective::Gather { root, .. } => {
+                self.up(index, root)
+            }
         }
+    }
+
+    /// This rank counted from `root`.
+    fn counted_from(&self, root: u16) -> u32 {
+        let n = self.n as u32;
+        (self.me as u32 + n - root as u32) % n
+    }
+
+    /// What goes between this rank and `peer` (counted from `root`) in a
+    /// tree step over the subtree `[first, end)` counted from the root:
+    /// the whole buffer, or those ranks' blocks.
+    fn subtree(&self, root: u16, peer: u32, first: u32, end: u32) -> [Option<Msg>; 2] {
+        let real = (peer + root as u32) % self.n as u32;
+        match self.what {
+            Collective::Gather { block, .. } | Collective::Scatter { block, .. } => {
+                let start = (first + root as u32) % self.n as u32;
+                self.wrapped(real as u16, start, end - first, block)
+            }
+            _ => [
+                Some(Msg {
+                    peer: real as u16,
+                    part: 0,
+                    span: Span {
+                        at: 0,
+                        len: self.len,
+                    },
+                }),
+                None,
+            ],
+        }
+    }
+
+    /// Round `index` of a tree from the root down (Bcast, Scatter): at
+    /// distance 2^(rounds − 1 − index), a rank holding a subtree hands its
+    /// upper half to that half's first rank.
+    fn down(&self, index: u16, root: u16) -> Option<Round> {
+        let n = self.n as u32;
+        let v = self.counted_from(root);
+        let dist = 1u32 << (self.rounds() - 1 - index);
+        let (sends, recvs) = if v.is_multiple_of(2 * dist) && v + dist < n {
+            let end = (v + 2 * dist).min(n);
+            (self.subtree(root, v + dist, v + dist, end), [None, None])
+        } else if v % (2 * dist) == dist {
+            let end = (v + dist).min(n);
+            ([None, None], self.subtree(root, v - dist, v, end))
+        } else {
+            return None;
+        };
+        Some(Round {
+            index,
+            sends,
+            recvs,
+            reduce: false,
+        })
+    }
+
+    /// Round `index` of a tree up to the root (Reduce, Gather): at
+    /// distance 2^index, a subtree's first rank hands what it gathered to
+    /// the rank below, which reduces it in (Reduce) or places it (Gather).
+    fn up(&self, index: u16, root: u16) -> Option<Round> {
+        let n = self.n as u32;
+        let v = self.counted_from(root);
+        let dist = 1u32 << index;
+        let reduce = matches!(self.what, Collective::Reduce { .. });
+        let (sends, recvs, reduce) = if v % (2 * dist) == dist {
+            let end = (v + dist).min(n);
+            (self.subtree(root, v - dist, v, end), [None, None], false)
+        } else if v.is_multiple_of(2 * dist) && v + dist < n {
+            let end = (v + 2 * dist).min(n);
+            (
+                [None, None],
+                self.subtree(root, v + dist, v + dist, end),
+                reduce,
+            )
+        } else {
+            return None;
+        };
+        Some(Round {
+            index,
+            sends,
+            recvs,
+            reduce,
+        })
     }
 
     /// Bytes `[seg(i), seg(i + 1))` are segment `i` of `p`: split on
@@ -230,8 +375,14 @@ impl Plan {
     /// Blocks `[first, first + count)` counted from this rank, as the
     /// messages of ranks in place (two when they wrap past the last rank).
     fn blocks(&self, peer: u16, first: u32, count: u32, block: usize) -> [Option<Msg>; 2] {
+        let start = (self.me as u32 + first) % self.n as u32;
+        self.wrapped(peer, start, count, block)
+    }
+
+    /// `count` blocks from block `start` on, wrapping past the last rank
+    /// to the first, as the messages of ranks in place.
+    fn wrapped(&self, peer: u16, start: u32, count: u32, block: usize) -> [Option<Msg>; 2] {
         let n = self.n as u32;
-        let start = (self.me as u32 + first) % n;
         let head = count.min(n - start);
         let span = |from: u32, blocks: u32| Span {
             at: from as usize * block,

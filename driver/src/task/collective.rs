@@ -45,6 +45,9 @@ impl fmt::Display for CollectiveError {
         match self {
             Self::Length { want, got } => write!(f, "the buffer holds {got} bytes; the collective takes {want}"),
             Self::Plan(PlanError::Rank { me, n }) => write!(f, "rank {me} is not one of a group of {n}"),
+            Self::Plan(PlanError::Root { root, n }) => {
+                write!(f, "root {root} is not one of a group of {n}")
+            }
             Self::Plan(PlanError::TooLarge) => write!(f, "more data than one message carries (4 GiB)"),
             Self::Reduce(ReduceError::Misaligned { len, size }) => {
                 write!(f, "{len} bytes are not a whole number of {size}-byte elements")
