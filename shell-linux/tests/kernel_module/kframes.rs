@@ -9,19 +9,7 @@ use rmx_core::wire::frame::{encode_header, EthAddr, ETHERTYPE, FRAME_HEADER_LEN}
 use rmx_kernel::request::ioctl;
 use rmx_linux::kmod::{Bound, Device};
 
-fn dev() -> Option<Device> {
-    match Device::open() {
-        Ok(d) => Some(d),
-        Err(e) => {
-            eprintln!("skipped: {e} (these run in the test VM)");
-            None
-        }
-    }
-}
-
-fn errno<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
-    r.expect_err("refused").raw_os_error().expect("an errno")
-}
+use super::kguest::{dev, errno};
 
 /// A frame from `src` to `dst` carrying `len` bytes made from `seed`.
 fn frame(dst: EthAddr, src: EthAddr, seed: usize, len: usize) -> Vec<u8> {

@@ -11,7 +11,7 @@ use rmx_linux::kmod::{Desc, Device};
 
 const PAGE: usize = 4096;
 
-fn dev() -> Option<Device> {
+pub(crate) fn dev() -> Option<Device> {
     match Device::open() {
         Ok(d) => Some(d),
         Err(e) => {
@@ -85,7 +85,7 @@ fn sent(d: &Device, r: Desc, len: usize) -> io::Result<Vec<u8>> {
     Ok(v)
 }
 
-fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
+pub(crate) fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
     r.expect_err("refused").raw_os_error().expect("an errno")
 }
 
