@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "../../shell-linux/tests/slurm/mod.rs"]
+mod slurm;
+
 /// Where this cargo run put librmx.so and librmx.a: beside the test
 /// binary (`target/<profile>/deps`; only `cargo build` copies them up).
 fn lib_dir() -> PathBuf {
@@ -161,5 +164,58 @@ fn ranks_as_processes_under_hydra_from_c() {
         out.contains("rmx_init: transport, network or launcher could not be set up: a launcher started this process as one rank: set RMX_TRANSPORT=eth RMX_IFACE=<iface>"),
         "{out}"
     );
+    let _ = std::fs::remove_file(&bin);
+}
+
+/// The same program, one rank per process, under Open MPI's `mpirun`
+/// (PMIx) and Slurm's `srun` (`--mpi=pmi2` and `--mpi=pmix`), on `eth`
+/// over `lo`.
+#[test]
+fn ranks_as_processes_under_mpirun_and_srun_from_c() {
+    if hydra_and_raw_sockets().is_none() {
+        return;
+    }
+    let bin = build("launched", false);
+    let both = |out: &std::process::Output, how: &str| {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("rank 0: ok") && stdout.contains("rank 1: ok"),
+            "{how}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let openmpi = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("Open MPI"));
+    if openmpi {
+        let out = Command::new("mpirun")
+            .env_remove("LD_LIBRARY_PATH")
+            .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+            .args(["-x", "RMX_TRANSPORT=eth", "-x", "RMX_IFACE=lo"])
+            .arg(&bin)
+            .output()
+            .expect("mpirun runs");
+        both(&out, "mpirun");
+    } else {
+        eprintln!("skipped mpirun: no Open MPI; install Debian's openmpi-bin, as .ci/test does");
+    }
+    match slurm::Slurm::start() {
+        Ok(slurm) => {
+            for mpi in ["--mpi=pmi2", "--mpi=pmix"] {
+                let out = slurm
+                    .command("srun")
+                    .env_remove("LD_LIBRARY_PATH")
+                    .env("RMX_TRANSPORT", "eth")
+                    .env("RMX_IFACE", "lo")
+                    .args([mpi, "-n", "2"])
+                    .arg(&bin)
+                    .output()
+                    .expect("srun runs");
+                both(&out, mpi);
+            }
+        }
+        Err(why) => eprintln!("skipped srun: {why}"),
+    }
     let _ = std::fs::remove_file(&bin);
 }
