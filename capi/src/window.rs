@@ -130,7 +130,18 @@ pub unsafe extern "C" fn rmx_win_free(rank: *mut rmx_rank_t, win: *mut rmx_win_t
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
-                let cw = s.windows.take(*h).ok_or_else(not_a_window)?;
+                let mut cw = s.windows.take(*h).ok_or_else(not_a_window)?;
+                if !cw.fencing && !cw.gets.is_empty() {
+                    // The closing fence `free` would run, run here so the
+                    // epoch's gets land in their buffers.
+                    let r = s.rank();
+                    let res = cw.get()?.fence_with(r, Assert::NO_SUCCEED);
+                    cw.land_gets();
+                    if let Err(e) = res {
+                        s.windows.put_back(*h, cw);
+                        return Err(e.into());
+                    }
+                }
                 let w = match cw.into_win() {
                     Ok(w) => w,
                     Err(cw) => {

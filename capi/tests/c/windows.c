@@ -85,8 +85,13 @@ static void epochs(rmx_rank_t *r, int design) {
     EXPECT(rmx_win_fence(r, w, 0x100), RMX_ERR_ARG);
     rmx_win_t made_up = w ^ ((uint64_t)1 << 40);
     EXPECT(rmx_put(r, made_up, b, 1, 0, 0), RMX_ERR_ARG);
+    /* A get of an epoch the free closes lands before the free returns. */
+    uint8_t last[8];
+    memset(last, 0, sizeof last);
+    EXPECT(rmx_get(r, w, last, 8, (uint16_t)prev, 0), 0);
     rmx_win_t stale = w;
     EXPECT(rmx_win_free(r, &w), 0);
+    for (int i = 0; i < 8; i++) CHECK(last[i] == byte_of(prev, design, i));
     CHECK(w == RMX_WIN_NULL);
     EXPECT(rmx_put(r, stale, b, 1, 0, 0), RMX_ERR_ARG);
     EXPECT(rmx_win_free(r, &stale), RMX_ERR_ARG);
