@@ -241,6 +241,13 @@ int rmx_scatter(rmx_rank_t *rank, const void *src, size_t block, void *out, int 
 // bytes; `out` is null or names `size × block` writable bytes.
 int rmx_allgather(rmx_rank_t *rank, const void *src, size_t block, void *out);
 
+// Every rank's `out` receives, in rank order, the block for it of every
+// rank's `src` (`size × block` bytes each: block j for rank j).
+//
+// Contract: `rank` is null or a live rank; `src` is null or names
+// `size × block` bytes; `out` is null or names as many writable bytes.
+int rmx_alltoall(rmx_rank_t *rank, const void *src, size_t block, void *out);
+
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
 const char *rmx_strerror(int code);

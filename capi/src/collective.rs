@@ -347,6 +347,33 @@ pub unsafe extern "C" fn rmx_allgather(
     })
 }
 
+/// Every rank's `out` receives, in rank order, the block for it of every
+/// rank's `src` (`size × block` bytes each: block j for rank j).
+///
+/// Contract: `rank` is null or a live rank; `src` is null or names
+/// `size × block` bytes; `out` is null or names as many writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_alltoall(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    block: usize,
+    out: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let n = s.rank().size() as usize;
+                let len = block
+                    .checked_mul(n)
+                    .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+                let (send, out) = (read(src, len)?, write(out, len)?);
+                Ok(s.rank().alltoall(send, out).map(|()| 0)?)
+            })
+        }
+    })
+}
+
 /// A buffer of one block per rank with `mine` in this rank's place; this
 /// rank's number.
 fn placed(s: &mut crate::rank::State, mine: &[u8]) -> Result<(u16, Vec<u8>), Error> {

@@ -20,6 +20,12 @@ fn execute(plans: &[Plan], data: &mut [Vec<u8>], op: Op, ty: Int) {
     let rounds = plans[0].rounds();
     assert!(plans.iter().all(|p| p.rounds() == rounds));
     let mut scratch: Vec<Vec<u8>> = plans.iter().map(|p| vec![0; p.scratch_len()]).collect();
+    for (me, p) in plans.iter().enumerate() {
+        if let Some((from, to)) = p.local_copy() {
+            assert_eq!(from.len, to.len);
+            data[me].copy_within(from.range(), to.at);
+        }
+    }
     for i in 0..rounds {
         let mut wire: HashMap<(u16, u16, u8), Vec<u8>> = HashMap::new();
         for (me, p) in plans.iter().enumerate() {
@@ -221,6 +227,34 @@ proptest! {
             let span = ps[me].result();
             prop_assert_eq!(span.at, me * block);
             prop_assert_eq!(&d[span.range()], &mine(me)[..], "rank {}", me);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// An alltoall leaves block i of every rank j at rank i's place for j.
+    #[test]
+    fn alltoall_gives_each_rank_its_block_of_every_rank(n in 1u16..40, block in 0usize..6, seed: u8) {
+        let ps = plans(Collective::Alltoall { block }, n);
+        let n_ = n as usize;
+        prop_assert_eq!(ps[0].rounds(), n - 1);
+        let of = |from: usize, to: usize| -> Vec<u8> {
+            (0..block).map(|i| (from * 31 + to * 7 + i) as u8 ^ seed).collect()
+        };
+        let mut data: Vec<Vec<u8>> = (0..n_)
+            .map(|me| {
+                let mut d: Vec<u8> = (0..n_).flat_map(|to| of(me, to)).collect();
+                d.resize(2 * n_ * block, 0xEE);
+                d
+            })
+            .collect();
+        execute(&ps, &mut data, Op::Sum, Int::U8);
+        for (me, d) in data.iter().enumerate() {
+            let span = ps[me].result();
+            let want: Vec<u8> = (0..n_).flat_map(|from| of(from, me)).collect();
+            prop_assert_eq!(&d[span.range()], &want[..], "rank {}", me);
         }
     }
 }

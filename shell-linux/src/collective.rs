@@ -125,6 +125,25 @@ impl<T: Transport + 'static> Rank<T> {
         self.collective(Collective::Scatter { block, root }, data, None)
     }
 
+    /// `send` holds one block per rank (block j for rank j); afterwards
+    /// `recv` (as long) holds every rank's block for this one, in rank
+    /// order.
+    pub fn alltoall(&mut self, send: &[u8], recv: &mut [u8]) -> Result<(), CollectiveError> {
+        let block = self.block_of(send.len())?;
+        if recv.len() != send.len() {
+            return Err(CollectiveError::Length {
+                want: send.len(),
+                got: recv.len(),
+            });
+        }
+        let mut data = Vec::with_capacity(2 * send.len());
+        data.extend_from_slice(send);
+        data.resize(2 * send.len(), 0);
+        self.collective(Collective::Alltoall { block }, &mut data, None)?;
+        recv.copy_from_slice(&data[send.len()..]);
+        Ok(())
+    }
+
     /// [`barrier`](Self::barrier), started: every rank has entered it once
     /// the request completes.
     pub fn ibarrier(&mut self) -> Result<CollReq, CollectiveError> {
@@ -342,7 +361,8 @@ mod tests {
         }
     }
 
-    /// Bcast, reduce, gather and scatter from every root of five ranks,
+    /// Bcast, reduce, gather and scatter from every root of five ranks, an
+    /// alltoall,
     /// past the eager threshold too; a root outside the group is refused.
     #[test]
     fn rooted_collectives_reach_and_leave_every_root() {
@@ -378,6 +398,11 @@ mod tests {
                     assert!(mine.iter().all(|&x| x == me as u8 + 20 + root as u8));
                 }
             }
+            let send: Vec<u8> = (0..n).flat_map(|to| [me as u8, to as u8]).collect();
+            let mut recv = vec![0u8; send.len()];
+            r.alltoall(&send, &mut recv).unwrap();
+            let want: Vec<u8> = (0..n).flat_map(|from| [from as u8, me as u8]).collect();
+            assert_eq!(recv, want, "alltoall");
             assert!(matches!(
                 r.bcast(&mut [0u8; 4], n),
                 Err(CollectiveError::Plan(

@@ -180,6 +180,10 @@ static void collectives(rmx_rank_t *r) {
     uint32_t one = 7u * (uint32_t)me, every[8];
     EXPECT(rmx_allgather(r, &one, sizeof one, every), 0);
     for (int k = 0; k < n; k++) CHECK(every[k] == 7u * (uint32_t)k);
+    uint16_t to[8], from[8];
+    for (int k = 0; k < n; k++) to[k] = (uint16_t)(me * 16 + k);
+    EXPECT(rmx_alltoall(r, to, sizeof to[0], from), 0);
+    for (int k = 0; k < n; k++) CHECK(from[k] == k * 16 + me);
     EXPECT(rmx_bcast(r, &one, sizeof one, n), RMX_ERR_ARG);
     EXPECT(rmx_bcast(r, &one, sizeof one, -1), RMX_ERR_ARG);
 }

@@ -7,6 +7,6 @@ mod plan;
 pub mod reduce;
 mod run;
 
-pub use plan::{Collective, Msg, Plan, PlanError, Round, Span, HALVING_FROM, MAX_DATA};
+pub use plan::{Collective, Msg, Plan, PlanError, Round, Span, HALVING_FROM, MAX_DATA, MAX_ROUNDS};
 pub use reduce::{reduce, Int, Op, ReduceError};
 pub use run::{tag, Buffer, Post, Run, Step, CONTEXT};

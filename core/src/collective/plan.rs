@@ -22,6 +22,9 @@
 //!   below), or each subtree's comes up (Reduce: reduced at each step;
 //!   Gather: its blocks, which lie together counted from the root, in at
 //!   most two parts).
+//! - Alltoall: pairwise exchange, n − 1 rounds (in round i, block for
+//!   rank + i out, from rank − i in), after this rank's own block is
+//!   copied across; the buffer is the n blocks out, then the n blocks in.
 
 /// The allreduce size from which the buffer is reduce-scattered by
 /// recursive halving and gathered back, rather than exchanged whole.
@@ -109,6 +112,11 @@ pub enum Collective {
         block: usize,
         root: u16,
     },
+    /// Rank i holds n blocks, block j for rank j, then n blocks of room;
+    /// it ends with block i of every rank j at `(n + j) × block`.
+    Alltoall {
+        block: usize,
+    },
 }
 
 impl Collective {
@@ -138,6 +146,9 @@ pub enum PlanError {
 /// The most data a collective moves: every round sends part of it as one
 /// message, whose length the wire carries in 32 bits.
 pub const MAX_DATA: usize = u32::MAX as usize;
+
+/// Rounds a collective may have: a tag carries the round in 15 bits.
+pub const MAX_ROUNDS: u16 = 1 << 15;
 
 /// One rank's schedule of one collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +183,9 @@ impl Plan {
             | Collective::ReduceScatter { block }
             | Collective::Gather { block, .. }
             | Collective::Scatter { block, .. } => block.checked_mul(n as usize),
+            // Its n − 1 rounds must fit a tag's round field.
+            Collective::Alltoall { .. } if n > MAX_ROUNDS => None,
+            Collective::Alltoall { block } => block.checked_mul(2 * n as usize),
         };
         let len = len.filter(|&l| l <= MAX_DATA).ok_or(PlanError::TooLarge)?;
         Ok(Plan { what, n, me, len })
@@ -199,6 +213,10 @@ impl Plan {
                 at: self.me as usize * block,
                 len: block,
             },
+            Collective::Alltoall { .. } => Span {
+                at: self.len / 2,
+                len: self.len / 2,
+            },
             _ => Span {
                 at: 0,
                 len: self.len,
@@ -215,6 +233,7 @@ impl Plan {
             | Collective::Reduce { .. }
             | Collective::Gather { .. }
             | Collective::Scatter { .. } => log2_ceil(self.n),
+            Collective::Alltoall { .. } => self.n - 1,
             Collective::Allreduce { .. } if self.halving() => 2 * self.doubling().2 + 2,
             Collective::Allreduce { .. } | Collective::ReduceScatter { .. } => {
                 self.doubling().2 + 2
@@ -244,6 +263,51 @@ impl Plan {
             Collective::Reduce { root, .. } | Collective::Gather { root, .. } => {
                 self.up(index, root)
             }
+            Collective::Alltoall { block } => Some(self.pairwise(index, block)),
+        }
+    }
+
+    /// What this rank copies within its data before any round: its own
+    /// block of an alltoall, from its place out to its place in.
+    pub fn local_copy(&self) -> Option<(Span, Span)> {
+        match self.what {
+            Collective::Alltoall { block } => {
+                let me = self.me as usize;
+                let from = Span {
+                    at: me * block,
+                    len: block,
+                };
+                let to = Span {
+                    at: (self.n as usize + me) * block,
+                    len: block,
+                };
+                Some((from, to))
+            }
+            _ => None,
+        }
+    }
+
+    /// Round `index` of an alltoall: at distance `index + 1`, the block
+    /// for the rank that far ahead goes out, the one from the rank that
+    /// far behind comes in.
+    fn pairwise(&self, index: u16, block: usize) -> Round {
+        let (n, me, i) = (self.n as u32, self.me as u32, index as u32 + 1);
+        let (to, from) = ((me + i) % n, (me + n - i) % n);
+        let msg = |peer: u32, at: u32| {
+            Some(Msg {
+                peer: peer as u16,
+                part: 0,
+                span: Span {
+                    at: at as usize * block,
+                    len: block,
+                },
+            })
+        };
+        Round {
+            index,
+            sends: [msg(to, to), None],
+            recvs: [msg(from, n + from), None],
+            reduce: false,
         }
     }
 

@@ -51,6 +51,8 @@ pub enum Step {
     /// Reduce the scratch buffer into the data at these spans
     /// ([`Run::reduce`]).
     Reduce { spans: [Option<Span>; 2] },
+    /// Copy the data's bytes at `from` to `to` (the same length, apart).
+    Copy { from: Span, to: Span },
     /// The collective is complete.
     Done,
 }
@@ -64,6 +66,8 @@ pub struct Run {
     round: u16,
     /// The spans the round just exchanged still have to be reduced.
     reduce: [Option<Span>; 2],
+    /// The plan's local copy was given out.
+    copied: bool,
 }
 
 impl Run {
@@ -74,6 +78,7 @@ impl Run {
             seq,
             round: 0,
             reduce: [None; 2],
+            copied: false,
         })
     }
 
@@ -83,6 +88,12 @@ impl Run {
 
     /// The next step, once the previous one was carried out.
     pub fn step(&mut self) -> Step {
+        if !self.copied {
+            self.copied = true;
+            if let Some((from, to)) = self.plan.local_copy() {
+                return Step::Copy { from, to };
+            }
+        }
         if self.reduce.iter().any(Option::is_some) {
             let spans = core::mem::take(&mut self.reduce);
             return Step::Reduce { spans };
@@ -165,6 +176,9 @@ mod tests {
             for me in 0..N {
                 match steps[me] {
                     Step::Done => continue,
+                    Step::Copy { from, to } => {
+                        data[me].copy_within(from.range(), to.at);
+                    }
                     Step::Reduce { spans } => {
                         Run::reduce(
                             spans,

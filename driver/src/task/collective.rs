@@ -313,6 +313,15 @@ impl<Q> CollectiveTask<Q> {
                     Run::reduce(spans, op, ty, data, scratch).map_err(CollectiveError::Reduce)?;
                     m.reduced(bytes);
                 }
+                Step::Copy { from, to } => {
+                    // SAFETY: as for a reduction: no request of the task
+                    // is out.
+                    let data = unsafe {
+                        core::slice::from_raw_parts_mut(self.data.0 as *mut u8, self.data.1)
+                    };
+                    let (at, to) = (span_in(from, data.len())?, span_in(to, data.len())?);
+                    data.copy_within(at..at + from.len, to);
+                }
                 Step::Done => return Ok(true),
             }
         }
