@@ -248,6 +248,16 @@ int rmx_allgather(rmx_rank_t *rank, const void *src, size_t block, void *out);
 // `size × block` bytes; `out` is null or names as many writable bytes.
 int rmx_alltoall(rmx_rank_t *rank, const void *src, size_t block, void *out);
 
+// Every rank's `out` receives the element-wise reduction by `op` over all
+// ranks of their `count` elements for it: `src` holds `size × count`
+// elements of `ty`, the `count` for rank j at `j × count` (MPI's
+// reduce-scatter of equal blocks).
+//
+// Contract: `rank` is null or a live rank; `src` is null or names
+// `size × count` elements; `out` is null or names `count` writable
+// elements.
+int rmx_reduce_scatter(rmx_rank_t *rank, const void *src, void *out, size_t count, int ty, int op);
+
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
 const char *rmx_strerror(int code);

@@ -374,6 +374,43 @@ pub unsafe extern "C" fn rmx_alltoall(
     })
 }
 
+/// Every rank's `out` receives the element-wise reduction by `op` over all
+/// ranks of their `count` elements for it: `src` holds `size × count`
+/// elements of `ty`, the `count` for rank j at `j × count` (MPI's
+/// reduce-scatter of equal blocks).
+///
+/// Contract: `rank` is null or a live rank; `src` is null or names
+/// `size × count` elements; `out` is null or names `count` writable
+/// elements.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_reduce_scatter(
+    rank: *mut rmx_rank_t,
+    src: *const c_void,
+    out: *mut c_void,
+    count: usize,
+    ty: c_int,
+    op: c_int,
+) -> c_int {
+    guard(|| {
+        let (ty, op) = (int(ty)?, op_of(op)?);
+        let (o, block) = elements(out, count, ty)?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            with(rank, |s| {
+                let (n, me) = (s.rank().size() as usize, s.rank().rank() as usize);
+                let all = count
+                    .checked_mul(n)
+                    .ok_or_else(|| Error::arg("size × count is past the address space"))?;
+                let (p, len) = elements(src.cast_mut(), all, ty)?;
+                let mut data = std::slice::from_raw_parts(p, len).to_vec();
+                s.rank().reduce_scatter(&mut data, ty, op)?;
+                std::ptr::copy_nonoverlapping(data[me * block..].as_ptr(), o, block);
+                Ok(0)
+            })
+        }
+    })
+}
+
 /// A buffer of one block per rank with `mine` in this rank's place; this
 /// rank's number.
 fn placed(s: &mut crate::rank::State, mine: &[u8]) -> Result<(u16, Vec<u8>), Error> {

@@ -184,6 +184,11 @@ static void collectives(rmx_rank_t *r) {
     for (int k = 0; k < n; k++) to[k] = (uint16_t)(me * 16 + k);
     EXPECT(rmx_alltoall(r, to, sizeof to[0], from), 0);
     for (int k = 0; k < n; k++) CHECK(from[k] == k * 16 + me);
+    int64_t parts[8 * 2], mine2[2] = {0, 0};
+    for (int k = 0; k < 2 * n; k++) parts[k] = (int64_t)(me + 1) * (k + 1);
+    EXPECT(rmx_reduce_scatter(r, parts, mine2, 2, RMX_INT64, RMX_SUM), 0);
+    CHECK(mine2[0] == (int64_t)(n * (n + 1) / 2) * (2 * me + 1));
+    CHECK(mine2[1] == (int64_t)(n * (n + 1) / 2) * (2 * me + 2));
     EXPECT(rmx_bcast(r, &one, sizeof one, n), RMX_ERR_ARG);
     EXPECT(rmx_bcast(r, &one, sizeof one, -1), RMX_ERR_ARG);
 }
