@@ -30,10 +30,14 @@ fn static_deps() -> Vec<&'static str> {
 fn build(program: &str, link_static: bool) -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let libs = lib_dir();
+    // Tests run in parallel and may build the same program: each build
+    // its own file (one test removing its binary must not pull another's).
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let out = std::env::temp_dir().join(format!(
-        "rmx-capi-{program}-{}-{}",
+        "rmx-capi-{program}-{}-{}-{}",
         if link_static { "static" } else { "shared" },
-        std::process::id()
+        std::process::id(),
+        BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let mut cc = Command::new("cc");
     cc.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g"])
