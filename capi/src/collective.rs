@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use rmx_core::collective::{Int, Op};
 
 use crate::errors::Error;
-use crate::guard::{bytes, guard, out};
+use crate::guard::{bytes, guard, out, read, write};
 use crate::rank::{rmx_rank_t, with};
 use crate::requests::{rmx_request_t, Live};
 
@@ -159,26 +159,6 @@ fn root_of(s: &mut crate::rank::State, root: c_int) -> Result<u16, Error> {
         .ok()
         .filter(|&r| r < n)
         .ok_or_else(|| Error::arg(format!("root {root} is not one of the job's {n} ranks")))
-}
-
-/// `len` bytes at `p` (null only when empty), read.
-///
-/// # Safety
-/// `p` is null or names `len` readable bytes.
-unsafe fn read<'a>(p: *const c_void, len: usize) -> Result<&'a [u8], Error> {
-    let p = bytes(p, len)?;
-    // SAFETY: the caller's contract (a dangling pointer when empty).
-    Ok(unsafe { std::slice::from_raw_parts(p, len) })
-}
-
-/// `len` bytes at `p` (null only when empty), written.
-///
-/// # Safety
-/// `p` is null or names `len` writable bytes.
-unsafe fn write<'a>(p: *mut c_void, len: usize) -> Result<&'a mut [u8], Error> {
-    let p = bytes(p, len)?.cast_mut();
-    // SAFETY: the caller's contract (a dangling pointer when empty).
-    Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
 }
 
 /// Every rank's `len` bytes at `data` become `root`'s (every rank passes

@@ -44,3 +44,23 @@ pub(crate) fn bytes(buf: *const c_void, len: usize) -> Result<*const u8, Error> 
         (false, _) => Ok(buf.cast()),
     }
 }
+
+/// `len` bytes at `p` (null only when empty), read.
+///
+/// # Safety
+/// `p` is null or names `len` readable bytes.
+pub(crate) unsafe fn read<'a>(p: *const c_void, len: usize) -> Result<&'a [u8], Error> {
+    let p = bytes(p, len)?;
+    // SAFETY: the caller's contract (a dangling pointer when empty).
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// `len` bytes at `p` (null only when empty), written.
+///
+/// # Safety
+/// `p` is null or names `len` writable bytes.
+pub(crate) unsafe fn write<'a>(p: *mut c_void, len: usize) -> Result<&'a mut [u8], Error> {
+    let p = bytes(p, len)?.cast_mut();
+    // SAFETY: the caller's contract (a dangling pointer when empty).
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+}

@@ -16,7 +16,7 @@ use rmx_linux::window::{Assert, Win, WinError};
 
 use crate::collective::{int, op_of};
 use crate::errors::*;
-use crate::guard::{bytes, guard, out};
+use crate::guard::{bytes, guard, out, read, write};
 use crate::held::{CWin, Fencing};
 use crate::rank::{rmx_rank_t, with, State};
 use crate::requests::{rmx_request_t, Live};
@@ -173,9 +173,8 @@ pub unsafe extern "C" fn rmx_put(
     disp: u64,
 ) -> c_int {
     guard(|| {
-        let p = bytes(data, len)?;
-        // SAFETY: the caller's contract (a dangling pointer when empty).
-        let data = unsafe { std::slice::from_raw_parts(p, len) };
+        // SAFETY: the caller's contract.
+        let data = unsafe { read(data, len) }?;
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
@@ -266,9 +265,8 @@ pub unsafe extern "C" fn rmx_win_read(
     len: usize,
 ) -> c_int {
     guard(|| {
-        let p = bytes(buf, len)?.cast_mut();
-        // SAFETY: the caller's contract (a dangling pointer when empty).
-        let out = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        // SAFETY: the caller's contract.
+        let out = unsafe { write(buf, len) }?;
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
@@ -292,9 +290,8 @@ pub unsafe extern "C" fn rmx_win_write(
     len: usize,
 ) -> c_int {
     guard(|| {
-        let p = bytes(data, len)?;
-        // SAFETY: the caller's contract (a dangling pointer when empty).
-        let data = unsafe { std::slice::from_raw_parts(p, len) };
+        // SAFETY: the caller's contract.
+        let data = unsafe { read(data, len) }?;
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
