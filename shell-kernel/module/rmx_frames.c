@@ -54,6 +54,24 @@ static const struct kernel_param_ops rmx_dropped_ops = {
 module_param_cb(frames_dropped, &rmx_dropped_ops, NULL, 0444);
 MODULE_PARM_DESC(frames_dropped, "frames dropped because their context's queue was full (read-only)");
 
+static atomic_long_t rmx_region_frames = ATOMIC_LONG_INIT(0);
+
+static int rmx_region_frames_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rmx_region_frames));
+}
+
+static const struct kernel_param_ops rmx_region_frames_ops = {
+	.get = rmx_region_frames_get,
+};
+module_param_cb(region_frames, &rmx_region_frames_ops, NULL, 0444);
+MODULE_PARM_DESC(region_frames, "frames sent with their data copied from a region's pinned pages (read-only)");
+
+void rmx_count_region_frame(void)
+{
+	atomic_long_inc(&rmx_region_frames);
+}
+
 struct rmx_bound {
 	struct packet_type pt;
 	struct list_head link; /* on rmx_bindings, under rmx_bind_lock */
@@ -227,55 +245,53 @@ static void rmx_deliver_local(struct rmx_bound *b, struct sk_buff *skb)
 	mutex_unlock(&rmx_bind_lock);
 }
 
-long rmx_send_req(struct rmx_bound *b, void __user *uarg)
+struct sk_buff *rmx_frame_alloc(struct rmx_bound *b, u64 len, struct net_device **devp)
 {
 	struct net_device *dev;
 	struct sk_buff *skb;
-	struct rmx_frame a;
-	void *data;
 	long r;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.flags)
-		return -EINVAL;
 	if (!b)
-		return -ENOTCONN;
+		return ERR_PTR(-ENOTCONN);
 	spin_lock(&b->dev_lock);
 	dev = b->dev;
 	if (dev)
 		dev_hold(dev);
 	spin_unlock(&b->dev_lock);
 	if (!dev)
-		return -ENODEV;
+		return ERR_PTR(-ENODEV);
 	if (!(dev->flags & IFF_UP)) {
 		r = -ENETDOWN;
-		goto out;
+		goto fail;
 	}
-	if (a.len < ETH_HLEN || a.len > dev->mtu + ETH_HLEN) {
+	if (len < ETH_HLEN || len > dev->mtu + ETH_HLEN) {
 		r = -EMSGSIZE;
-		goto out;
+		goto fail;
 	}
-	skb = alloc_skb(LL_RESERVED_SPACE(dev) + a.len + dev->needed_tailroom, GFP_KERNEL);
+	skb = alloc_skb(LL_RESERVED_SPACE(dev) + len + dev->needed_tailroom, GFP_KERNEL);
 	if (!skb) {
 		r = -ENOBUFS;
-		goto out;
+		goto fail;
 	}
 	skb_reserve(skb, LL_RESERVED_SPACE(dev));
-	data = skb_put(skb, a.len);
-	if (copy_from_user(data, u64_to_user_ptr(a.buf), a.len)) {
-		kfree_skb(skb);
-		r = -EFAULT;
-		goto out;
-	}
-	r = rmx_frame_check_send(data, a.len, b->ethertype, b->mac, b->endpoint);
+	skb_put(skb, len);
+	*devp = dev;
+	return skb;
+fail:
+	dev_put(dev);
+	return ERR_PTR(r);
+}
+
+long rmx_frame_xmit(struct rmx_bound *b, struct net_device *dev, struct sk_buff *skb)
+{
+	long r = rmx_frame_check_send(skb->data, skb->len, b->ethertype, b->mac, b->endpoint);
+
 	if (r) {
 		kfree_skb(skb);
 		goto out;
 	}
-	if (!(dev->flags & IFF_LOOPBACK) && ether_addr_equal(data, b->mac)) {
+	if (!(dev->flags & IFF_LOOPBACK) && ether_addr_equal(skb->data, b->mac)) {
 		rmx_deliver_local(b, skb);
-		r = 0;
 		goto out;
 	}
 	skb_reset_mac_header(skb);
@@ -288,6 +304,27 @@ long rmx_send_req(struct rmx_bound *b, void __user *uarg)
 out:
 	dev_put(dev);
 	return r;
+}
+
+long rmx_send_req(struct rmx_bound *b, void __user *uarg)
+{
+	struct net_device *dev;
+	struct sk_buff *skb;
+	struct rmx_frame a;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.flags)
+		return -EINVAL;
+	skb = rmx_frame_alloc(b, a.len, &dev);
+	if (IS_ERR(skb))
+		return PTR_ERR(skb);
+	if (copy_from_user(skb->data, u64_to_user_ptr(a.buf), a.len)) {
+		kfree_skb(skb);
+		dev_put(dev);
+		return -EFAULT;
+	}
+	return rmx_frame_xmit(b, dev, skb);
 }
 
 long rmx_recv_req(struct rmx_bound *b, void __user *uarg)

@@ -6,6 +6,9 @@
 #include <linux/types.h>
 #include <linux/wait.h>
 
+struct net_device;
+struct sk_buff;
+
 struct rmx_bound;
 
 /* RMX_BIND: binds *bound (NULL before) and wakes `wq` (moving `events`)
@@ -13,6 +16,13 @@ struct rmx_bound;
 long rmx_bind_req(struct rmx_bound **bound, wait_queue_head_t *wq, atomic_t *events,
 		  void __user *uarg);
 long rmx_send_req(struct rmx_bound *b, void __user *uarg);
+/* A frame of `len` bytes to fill and hand to rmx_frame_xmit, which sends
+ * it from b as RMX_SEND does; *devp holds a reference the two take and
+ * give back (an ERR_PTR: none taken). */
+struct sk_buff *rmx_frame_alloc(struct rmx_bound *b, u64 len, struct net_device **devp);
+long rmx_frame_xmit(struct rmx_bound *b, struct net_device *dev, struct sk_buff *skb);
+/* Counts a frame RMX_SEND_REGION sent (the region_frames parameter). */
+void rmx_count_region_frame(void);
 long rmx_recv_req(struct rmx_bound *b, void __user *uarg);
 bool rmx_frames_queued(struct rmx_bound *b);
 /* Unbinds and frees b (NULL is fine); no frame is queued or wakes after. */

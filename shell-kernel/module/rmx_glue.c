@@ -19,8 +19,10 @@
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/netdevice.h>
 #include <linux/poll.h>
 #include <linux/sched/signal.h>
+#include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -29,9 +31,9 @@
 #include "rmx_uapi.h"
 
 static unsigned int pin_limit = 262144;
-module_param(pin_limit, uint, 0444);
+module_param(pin_limit, uint, 0644);
 MODULE_PARM_DESC(pin_limit,
-		 "pages one open of /dev/rmx may hold pinned; past it, regions no communication uses are unpinned, least recently used first");
+		 "pages one open of /dev/rmx may hold pinned (read at each open); past it, regions no communication uses are unpinned, least recently used first");
 
 static atomic_long_t rmx_pinned = ATOMIC_LONG_INIT(0);
 
@@ -336,47 +338,66 @@ static long rmx_pin_req(struct rmx_ctx *c, void __user *uarg)
 	return -EBUSY;
 }
 
-static long rmx_copy_req(struct rmx_ctx *c, void __user *uarg, bool to_user)
+/* Where a region copy's other side is: a user buffer, or (kbuf set) the
+ * kernel's own memory, such as a frame being built. */
+struct rmx_side {
+	u8 __user *ubuf;
+	u8 *kbuf;
+	bool to_region;
+};
+
+static int rmx_copy_piece(const struct rmx_side *o, void *k, u64 done, u64 n)
 {
-	struct rmx_copy a;
+	if (o->kbuf) {
+		if (o->to_region)
+			memcpy(k, o->kbuf + done, n);
+		else
+			memcpy(o->kbuf + done, k, n);
+		return 0;
+	}
+	if (o->to_region)
+		return copy_from_user(k, o->ubuf + done, n) ? -EFAULT : 0;
+	return copy_to_user(o->ubuf + done, k, n) ? -EFAULT : 0;
+}
+
+/* Copies `len` bytes at `offset` of region `desc` to or from `o`, through
+ * the region's pinned pages, pinning them chunk by chunk as the copy
+ * reaches them. */
+static long rmx_region_copy(struct rmx_ctx *c, u32 desc, u64 offset, u64 len,
+			    const struct rmx_side *o)
+{
 	struct rmx_piece p;
 	struct page *pg;
 	u64 done = 0, n;
 	long r, steps;
 	s64 bytes;
-	u8 __user *buf;
 	void *k;
 
-	if (copy_from_user(&a, uarg, sizeof(a)))
-		return -EFAULT;
-	if (a.flags)
-		return -EINVAL;
-	buf = u64_to_user_ptr(a.buf);
-	steps = rmx_steps(c, a.desc);
+	steps = rmx_steps(c, desc);
 	if (steps < 0)
 		return steps;
 	mutex_lock(&c->lock);
-	bytes = rmx_region_bytes(c->rs, a.desc);
-	r = bytes < 0 ? bytes : rmx_use(c->rs, a.desc, true);
+	bytes = rmx_region_bytes(c->rs, desc);
+	r = bytes < 0 ? bytes : rmx_use(c->rs, desc, true);
 	mutex_unlock(&c->lock);
 	if (r < 0)
 		return r;
-	if (a.len > bytes || a.offset > bytes - a.len) {
+	if (len > bytes || offset > bytes - len) {
 		r = -EINVAL;
 		goto out;
 	}
-	while (done < a.len) {
+	while (done < len) {
 		if (fatal_signal_pending(current)) {
 			r = -EINTR;
 			goto out;
 		}
 		pg = NULL;
 		mutex_lock(&c->lock);
-		r = rmx_piece(c->rs, a.desc, a.offset + done, &p);
-		if (r == 1 && p.page < rmx_slot_of(c, a.desc)->npages) {
+		r = rmx_piece(c->rs, desc, offset + done, &p);
+		if (r == 1 && p.page < rmx_slot_of(c, desc)->npages) {
 			/* A reference of our own: an invalidation may unpin the
 			 * page while we copy, but not free it under us. */
-			pg = rmx_slot_of(c, a.desc)->pages[p.page];
+			pg = rmx_slot_of(c, desc)->pages[p.page];
 			get_page(pg);
 		}
 		mutex_unlock(&c->lock);
@@ -384,17 +405,14 @@ static long rmx_copy_req(struct rmx_ctx *c, void __user *uarg, bool to_user)
 			goto out;
 		if (!pg) {
 			/* An overlap miss: pin the next chunk, then go on. */
-			r = steps-- > 0 ? rmx_pin_step(c, a.desc) : -EBUSY;
+			r = steps-- > 0 ? rmx_pin_step(c, desc) : -EBUSY;
 			if (r < 0)
 				goto out;
 			continue;
 		}
-		n = min_t(u64, p.len, a.len - done);
+		n = min_t(u64, p.len, len - done);
 		k = kmap_local_page(pg);
-		if (to_user)
-			r = copy_to_user(buf + done, k + p.at, n) ? -EFAULT : 0;
-		else
-			r = copy_from_user(k + p.at, buf + done, n) ? -EFAULT : 0;
+		r = rmx_copy_piece(o, k + p.at, done, n);
 		kunmap_local(k);
 		put_page(pg);
 		if (r < 0)
@@ -405,8 +423,62 @@ static long rmx_copy_req(struct rmx_ctx *c, void __user *uarg, bool to_user)
 	r = 0;
 out:
 	mutex_lock(&c->lock);
-	rmx_use(c->rs, a.desc, false);
+	rmx_use(c->rs, desc, false);
 	mutex_unlock(&c->lock);
+	return r;
+}
+
+static long rmx_copy_req(struct rmx_ctx *c, void __user *uarg, bool to_user)
+{
+	struct rmx_copy a;
+	struct rmx_side o;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.flags)
+		return -EINVAL;
+	o.ubuf = u64_to_user_ptr(a.buf);
+	o.kbuf = NULL;
+	o.to_region = !to_user;
+	return rmx_region_copy(c, a.desc, a.offset, a.len, &o);
+}
+
+/* RMX_SEND_REGION: the caller's headers, then the region's bytes copied
+ * from its pinned pages into the frame. */
+static long rmx_send_region_req(struct rmx_ctx *c, void __user *uarg)
+{
+	struct rmx_send_region a;
+	struct net_device *dev;
+	struct sk_buff *skb;
+	struct rmx_side o;
+	long r;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.flags || a.pad)
+		return -EINVAL;
+	if (a.rlen > U32_MAX)
+		return -EMSGSIZE;
+	skb = rmx_frame_alloc(c->bound, (u64)a.len + a.rlen, &dev);
+	if (IS_ERR(skb))
+		return PTR_ERR(skb);
+	if (copy_from_user(skb->data, u64_to_user_ptr(a.buf), a.len)) {
+		r = -EFAULT;
+		goto fail;
+	}
+	o.ubuf = NULL;
+	o.kbuf = skb->data + a.len;
+	o.to_region = false;
+	r = rmx_region_copy(c, a.desc, a.offset, a.rlen, &o);
+	if (r)
+		goto fail;
+	r = rmx_frame_xmit(c->bound, dev, skb);
+	if (!r)
+		rmx_count_region_frame();
+	return r;
+fail:
+	kfree_skb(skb);
+	dev_put(dev);
 	return r;
 }
 
@@ -445,6 +517,9 @@ static long rmx_ioctl(struct file *f, unsigned int cmd, unsigned long arg)
 		r = rmx_send_req(c->bound, uarg);
 		mutex_unlock(&c->ioctl);
 		return r; /* frames change no region */
+	case RMX_SEND_REGION:
+		r = rmx_send_region_req(c, uarg);
+		break;
 	case RMX_RECV:
 		r = rmx_recv_req(c->bound, uarg);
 		mutex_unlock(&c->ioctl);

@@ -90,6 +90,24 @@ struct rmx_frame {
 #define RMX_SEND _IOW(RMX_MAGIC, 8, struct rmx_frame)
 #define RMX_RECV _IOW(RMX_MAGIC, 9, struct rmx_frame)
 
+/* RMX_SEND_REGION sends the frame made of the `len` bytes at `buf` (its
+ * headers, checked as RMX_SEND checks them) followed by the `rlen` bytes
+ * at `offset` of region `desc`, copied from the region's pinned pages,
+ * pinned as the copy reaches them: a send whose data the caller never
+ * copies, as a PULL reply is sent from its region. `flags` and `pad`
+ * must be 0. Errors are RMX_SEND's and, for the region, RMX_READ's. */
+struct rmx_send_region {
+	__u64 buf;
+	__u32 len;
+	__u32 desc;
+	__u64 offset;
+	__u64 rlen;
+	__u32 flags;
+	__u32 pad;
+};
+
+#define RMX_SEND_REGION _IOW(RMX_MAGIC, 10, struct rmx_send_region)
+
 /* read() gives what changed since the last read, for an evictor thread:
  * records of struct rmx_change, one per region whose generation moved
  * (unpinned by an invalidation or eviction, undeclared, declared anew),

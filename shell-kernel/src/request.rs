@@ -36,6 +36,7 @@ pub mod ioctl {
     pub const BIND: u32 = ioc(READ_WRITE, 7, 32);
     pub const SEND: u32 = ioc(WRITE, 8, 16);
     pub const RECV: u32 = ioc(WRITE, 9, 16);
+    pub const SEND_REGION: u32 = ioc(WRITE, 10, 40);
     /// `RMX_PIN`'s flag: every page now, not the next chunk.
     pub const PIN_ALL: u32 = 1;
 }

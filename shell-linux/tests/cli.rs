@@ -405,6 +405,18 @@ fn errors_say_what_to_do() {
     let (code, _, err) = rmx(&["bench", "bw", "--iters", "0"]);
     assert_eq!(code, 2);
     assert!(err.contains("--iters must be between 1 and"), "{err}");
+    let (code, _, err) = rmx(&[
+        "bench",
+        "pingpong",
+        "--transport",
+        "eth",
+        "--iface",
+        "lo",
+        "--pinning",
+        "synchronous",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("give it with --frames module"), "{err}");
 }
 
 /// Absurd values get a sentence and exit code 2: none may loop until

@@ -1,6 +1,7 @@
 //! rmx.ko in the test VM: the module is built for the guest's kernel
 //! (`shell-kernel/module/build`), loaded, and the `kguest_` tests below
-//! (`kguest`: regions; `kframes`: frames through the kernel; `kjobs`:
+//! (`kguest`: regions; `kframes`: frames through the kernel;
+//! `kregion_frames`: frames whose data the module takes from a region; `kjobs`:
 //! whole jobs over eth with `--frames module`) run in the
 //! guest against `/dev/rmx`, with a C program for what Rust's
 //! allocator would disturb (brk, malloc); then every pinned page must be
@@ -32,7 +33,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 17;
+const GUEST_TESTS: usize = 19;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {
@@ -103,3 +104,6 @@ mod kframes;
 
 #[path = "kernel_module/kjobs.rs"]
 mod kjobs;
+
+#[path = "kernel_module/kregion_frames.rs"]
+mod kregion_frames;

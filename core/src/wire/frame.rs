@@ -306,6 +306,12 @@ impl Sealer {
         self.seen = self.seen.saturating_add(piece.len());
     }
 
+    /// Whether the seal covers no further bytes: the rest of the packet
+    /// is data the seal leaves out, which need not be read for it.
+    pub fn complete(&self) -> bool {
+        self.seen >= self.limit
+    }
+
     /// The seal.
     pub fn finish(&self) -> [u8; 8] {
         self.mac.finish().to_le_bytes()
@@ -483,6 +489,28 @@ mod tests {
                 g[FRAME_HEADER_LEN + at] ^= 0x80;
                 let ok = open(&g).is_ok();
                 assert_eq!(ok, at >= sealed, "{kind:?} byte {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_seal_is_complete_once_every_sealed_byte_is_seen() {
+        for (kind, sealed) in [
+            (Kind::Data, HEADER_LEN),
+            (Kind::Medium, HEADER_LEN + crate::wire::medium::FRAG_HEAD),
+            (Kind::Cts, 50),
+        ] {
+            let p = packet(kind, 50);
+            let f = frame(&p);
+            let head: [u8; FRAME_HEADER_LEN] = f[..FRAME_HEADER_LEN].try_into().unwrap();
+            for at in 0..=50 {
+                let mut s = Sealer::new(&KEY, &head);
+                s.packet(&p[..at]);
+                assert_eq!(s.complete(), at >= sealed, "{kind:?} after {at}");
+                if s.complete() {
+                    // The rest is never read: the seal is already the frame's.
+                    assert_eq!(s.finish(), f[SEAL_AT..FRAME_HEADER_LEN], "{kind:?}");
+                }
             }
         }
     }

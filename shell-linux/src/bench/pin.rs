@@ -96,7 +96,7 @@ impl Method<'_> {
                 }
             }
             Method::Send(dev, mode) => {
-                let mut cache = RegionCache::new(dev, *mode, 1).map_err(|e| e.to_string())?;
+                let mut cache = RegionCache::new(&**dev, *mode, 1).map_err(|e| e.to_string())?;
                 let mut out = vec![0u8; len];
                 let mut one = || -> Result<u64, String> {
                     let t0 = now_ns();

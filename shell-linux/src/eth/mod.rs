@@ -7,12 +7,13 @@ mod network;
 mod options;
 pub mod port;
 pub mod qdisc;
+mod regs;
 pub mod ring;
 pub mod socket;
 
 pub use crate::transport::Faults;
 pub use network::EthNet;
-pub use options::{EthOptions, FramesSel, RxSel};
+pub use options::{EthOptions, FramesSel, PinningSel, RxSel};
 pub use port::{EthOpts, EthPort};
 pub use socket::RawSocket;
 

@@ -72,6 +72,10 @@ impl Network for EthNet {
             "reorder_ppm": self.opts.faults.reorder_ppm,
             "rx_ring": self.opts.rx_ring,
             "frames": if self.opts.module { "module" } else { "socket" },
+            "pinning": self.opts.module.then_some(match self.opts.pinning {
+                crate::kmod::cache::Mode::Decoupled => "decoupled",
+                crate::kmod::cache::Mode::Synchronous => "synchronous",
+            }),
             "launch": self.launch.as_ref().map(|l| format!("{l:?}")),
         })
     }

@@ -22,7 +22,19 @@ pub enum FramesSel {
     Module,
 }
 
-/// `--iface`, `--mtu`, `--loss`, `--dup`, `--reorder`, `--rx`, `--frames`.
+/// When rmx.ko pins the pages of a buffer a frame's data is sent from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PinningSel {
+    /// On demand and progressively, kept until the memory changes: a
+    /// buffer sent from again is already pinned.
+    Decoupled,
+    /// Whole when registered, unpinned when deregistered (every
+    /// communication pays for its pinning: the comparison).
+    Synchronous,
+}
+
+/// `--iface`, `--mtu`, `--loss`, `--dup`, `--reorder`, `--rx`, `--frames`,
+/// `--pinning`.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct EthOptions {
     /// eth: the interface every rank opens. Without it rmx makes a lab of
@@ -55,6 +67,10 @@ pub struct EthOptions {
     /// [default: socket].
     #[arg(long, value_enum)]
     pub frames: Option<FramesSel>,
+    /// eth with --frames module: when the module pins the pages of the
+    /// buffers it sends data from [default: decoupled].
+    #[arg(long, value_enum)]
+    pub pinning: Option<PinningSel>,
 }
 
 impl EthOptions {
@@ -68,6 +84,7 @@ impl EthOptions {
             ("--reorder", self.reorder.is_some()),
             ("--rx", self.rx.is_some()),
             ("--frames", self.frames.is_some()),
+            ("--pinning", self.pinning.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -88,10 +105,17 @@ impl EthOptions {
         if module && self.rx.is_some() {
             return Err("--rx chooses how a socket receives; with --frames module the module queues each endpoint's frames".into());
         }
+        if !module && self.pinning.is_some() {
+            return Err("--pinning chooses how rmx.ko pins the buffers it sends from: give it with --frames module".into());
+        }
         let opts = EthOpts {
             faults,
             rx_ring: !module && self.rx != Some(RxSel::Recvmmsg),
             module,
+            pinning: match self.pinning {
+                Some(PinningSel::Synchronous) => crate::kmod::cache::Mode::Synchronous,
+                _ => crate::kmod::cache::Mode::Decoupled,
+            },
             ..Default::default()
         };
         if module {

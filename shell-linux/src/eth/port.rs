@@ -16,7 +16,11 @@
 //! With [`EthOpts::module`] the frames go through rmx.ko instead of a
 //! socket: the module routes each to its endpoint in the kernel (checking
 //! that a frame sent comes from the endpoint sending it), one request per
-//! frame; there is no ring and no local path then.
+//! frame; there is no ring and no local path then. A registered user
+//! buffer is then a region of the module, found in a [`RegionCache`]
+//! (declared once, pinned by the module on demand): a frame whose data
+//! lies in one leaves with that data copied by the module from the
+//! region's pinned pages, never by this process.
 //!
 //! Receives come through a PACKET_MMAP ring by default ([`RxRing`]), else
 //! in batches of one `recvmmsg(2)`, into a pool of frame buffers that the
@@ -34,9 +38,11 @@ use rmx_core::wire::frame::{self, EthAddr, Frame, FrameError, SealKey, Sealer, F
 use rmx_core::{Caps, PostError, RegError};
 
 use super::local::{self, LocalError, LocalPath};
+use super::regs::{Reg, Regs};
 use super::ring::RxRing;
 use super::RawSocket;
-use crate::kmod::Device;
+use crate::kmod::cache::{Mode, RegionCache};
+use crate::kmod::{Desc, Device};
 use crate::transport::{Completion, Counters, Events, FdEvents, Mr, Recv, Sge, Transport, Work};
 
 /// Frames one system call moves at most.
@@ -64,6 +70,8 @@ pub struct EthOpts {
     pub rx_ring: bool,
     /// Frames through rmx.ko (`/dev/rmx`) rather than an AF_PACKET socket.
     pub module: bool,
+    /// Through rmx.ko: when the module pins a registered buffer's pages.
+    pub pinning: Mode,
     /// Faults the job injects on receive (as a [`crate::transport::Faulty`]
     /// decorator around the port; the port itself injects none).
     pub faults: crate::transport::Faults,
@@ -79,6 +87,7 @@ impl Default for EthOpts {
             batch: 16,
             rx_ring: true,
             module: false,
+            pinning: Mode::Decoupled,
             faults: crate::transport::Faults::default(),
         }
     }
@@ -97,6 +106,9 @@ struct Queued {
     n: u8,
     /// The destination rank, when it is on this host ([`LocalPath`]).
     local: Option<u16>,
+    /// Through rmx.ko: the last entry's registration key, module region
+    /// and offset there, when the module sends its bytes from the region.
+    region: Option<(u32, Desc, u64)>,
 }
 
 impl Queued {
@@ -130,10 +142,18 @@ impl Queued {
 enum Link {
     /// An AF_PACKET socket of the port's own.
     Socket(RawSocket),
-    /// rmx.ko, bound to the interface as the port's endpoint; a frame is
-    /// gathered into `scratch` to leave.
-    Module { dev: Device, scratch: Vec<u8> },
+    /// rmx.ko, bound to the interface as the port's endpoint, and the
+    /// regions of the buffers registered; a frame is gathered into
+    /// `scratch` to leave, but for data the module takes from a region.
+    Module {
+        cache: RegionCache<Device>,
+        scratch: Vec<u8>,
+    },
 }
+
+/// Regions a port through rmx.ko keeps declared at most (the module's
+/// table holds 256 per context).
+const CACHED_REGIONS: usize = 255;
 
 /// The largest packet a frame carries on an interface of MTU `mtu`, and
 /// the bytes of one receive buffer.
@@ -176,9 +196,8 @@ pub struct EthPort {
     free: Vec<u32>,
     /// Buffers with a checked packet, not yet polled.
     ready: VecDeque<u32>,
-    /// Registered ranges by key − 1; a gather entry must lie in its key's.
-    regs: Vec<Option<(usize, usize)>>,
-    regs_free: Vec<u32>,
+    /// Registered ranges; a gather entry must lie in its key's.
+    regs: Regs,
     queue: Vec<Queued>,
     done: Vec<Completion>,
     ring: Option<RxRing>,
@@ -270,8 +289,9 @@ impl EthPort {
             endpoint,
         };
         let scratch = Vec::with_capacity(FRAME_HEADER_LEN + sizes.0 as usize);
+        let cache = RegionCache::new(dev, opts.pinning, CACHED_REGIONS)?;
         EthPort::new(
-            Link::Module { dev, scratch },
+            Link::Module { cache, scratch },
             me,
             opts,
             sizes,
@@ -309,8 +329,7 @@ impl EthPort {
             held: vec![false; n],
             free: (0..n as u32).rev().collect(),
             ready: VecDeque::new(),
-            regs: Vec::new(),
-            regs_free: Vec::new(),
+            regs: Regs::default(),
             queue: Vec::with_capacity(BATCH),
             done: Vec::new(),
             counters: Counters::default(),
@@ -521,9 +540,10 @@ impl EthPort {
     /// into free buffers; a frame longer than a buffer is cut (and
     /// dropped as such).
     fn fill_from_module(&mut self) {
-        let Link::Module { dev, .. } = &self.link else {
+        let Link::Module { cache, .. } = &self.link else {
             return;
         };
+        let dev = cache.device();
         let mut got = [(0u32, 0usize); BATCH];
         let mut n = 0;
         while n < BATCH {
@@ -622,19 +642,59 @@ impl EthPort {
     /// took (0: none, the wire is full for now).
     fn send_wire(&mut self, n: usize) -> io::Result<usize> {
         let r = match &mut self.link {
-            Link::Module { dev, scratch } => {
+            Link::Module { cache, scratch } => {
+                let dev = cache.device();
                 let mut sent = 0;
                 for q in &self.queue[..n] {
                     scratch.clear();
                     scratch.extend_from_slice(&q.head);
-                    for s in &q.sges[..q.n as usize] {
+                    let copied = q.n as usize - usize::from(q.region.is_some());
+                    for s in &q.sges[..copied] {
                         // SAFETY: `check` found the range inside a
                         // registration, readable until this send completes.
                         scratch.extend_from_slice(unsafe {
                             std::slice::from_raw_parts(s.addr as *const u8, s.len)
                         });
                     }
-                    match dev.send_frame(scratch) {
+                    // A registration the module could not send from
+                    // before is copied here from then on.
+                    let region = q
+                        .region
+                        .filter(|&(key, ..)| self.regs.get(key).is_some_and(|r| !r.copied));
+                    let r = match region {
+                        Some((key, d, off)) => {
+                            let len = q.sges[copied].len;
+                            match dev.send_frame_region(scratch, d, off, len as u64) {
+                                Ok(sent) => {
+                                    self.counters.region_frames += u64::from(sent);
+                                    Ok(sent)
+                                }
+                                Err(_) => {
+                                    // Past the pinned-page limit, or the
+                                    // memory changed under the region:
+                                    // the registration keeps it readable.
+                                    self.regs.copy_from_now(key);
+                                    self.counters.region_refused += 1;
+                                    let s = &q.sges[copied];
+                                    // SAFETY: as above.
+                                    scratch.extend_from_slice(unsafe {
+                                        std::slice::from_raw_parts(s.addr as *const u8, s.len)
+                                    });
+                                    dev.send_frame(scratch)
+                                }
+                            }
+                        }
+                        None => {
+                            for s in &q.sges[copied..q.n as usize] {
+                                // SAFETY: as above.
+                                scratch.extend_from_slice(unsafe {
+                                    std::slice::from_raw_parts(s.addr as *const u8, s.len)
+                                });
+                            }
+                            dev.send_frame(scratch)
+                        }
+                    };
+                    match r {
                         Ok(true) => sent += 1,
                         Ok(false) => break,
                         Err(e) if sent == 0 => return Err(e),
@@ -700,28 +760,6 @@ impl EthPort {
         res
     }
 
-    /// Checks that every entry lies inside the registration its key names:
-    /// the socket reads only memory the shell registered.
-    fn check(&self, sges: &[Sge]) -> Result<usize, PostError> {
-        let mut total = 0usize;
-        for s in sges {
-            let reg = (s.key as usize)
-                .checked_sub(1)
-                .and_then(|i| self.regs.get(i))
-                .copied()
-                .flatten();
-            let Some((start, len)) = reg else {
-                return Err(PostError::Access);
-            };
-            let end = s.addr.checked_add(s.len).ok_or(PostError::Access)?;
-            if s.addr < start || end > start + len {
-                return Err(PostError::Access);
-            }
-            total = total.checked_add(s.len).ok_or(PostError::Access)?;
-        }
-        Ok(total)
-    }
-
     /// Hands every queued frame to the socket, a batch per call. Frames the
     /// socket refuses for lack of room stay queued.
     fn flush(&mut self) -> Result<(), PostError> {
@@ -778,37 +816,47 @@ impl rmx_driver::Port for EthPort {
     }
 
     unsafe fn register(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
-        addr.checked_add(len).ok_or(RegError::NoResources)?;
-        let i = match self.regs_free.pop() {
-            Some(i) => i as usize,
-            None if self.regs.len() < u32::MAX as usize - 1 => {
-                self.regs.push(None);
-                self.regs.len() - 1
-            }
-            None => return Err(RegError::NoResources),
-        };
-        self.regs[i] = Some((addr, len));
-        Ok(Mr {
+        let key = self.regs.add(Reg {
             addr,
             len,
-            key: i as u32 + 1,
-        })
+            region: None,
+            copied: false,
+        })?;
+        Ok(Mr { addr, len, key })
     }
 
     unsafe fn register_user(&mut self, addr: usize, len: usize) -> Result<Mr, RegError> {
-        // SAFETY: the caller's contract; the socket only reads.
-        unsafe { rmx_driver::Port::register(self, addr, len) }
+        let Link::Module { cache, .. } = &mut self.link else {
+            // SAFETY: the caller's contract; the socket only reads.
+            return unsafe { rmx_driver::Port::register(self, addr, len) };
+        };
+        // SAFETY: the caller's contract; the port only reads through the
+        // region (the module's copy in `send_frame_region`).
+        let region =
+            unsafe { cache.acquire(addr as u64, len as u64) }.map_err(|_| RegError::NoResources)?;
+        self.regs
+            .add(Reg {
+                addr,
+                len,
+                region: Some(region),
+                copied: false,
+            })
+            .map(|key| Mr { addr, len, key })
+            .inspect_err(|_| cache.release(region.0))
     }
 
     fn deregister(&mut self, mr: Mr) {
-        let i = (mr.key as usize).wrapping_sub(1);
-        if self.regs.get(i).copied().flatten() != Some((mr.addr, mr.len)) {
+        if self.regs.get(mr.key).map(|r| (r.addr, r.len)) != Some((mr.addr, mr.len)) {
             return;
         }
         // Queued frames may still read it: they leave first.
         self.drain();
-        self.regs[i] = None;
-        self.regs_free.push(i as u32);
+        let reg = self.regs.remove(mr.key, mr.addr, mr.len);
+        if let (Some((d, _)), Link::Module { cache, .. }) =
+            (reg.and_then(|r| r.region), &mut self.link)
+        {
+            cache.release(d);
+        }
     }
 
     fn post(
@@ -828,7 +876,7 @@ impl rmx_driver::Port for EthPort {
         if sges.len() > MAX_SGES {
             return Err(PostError::Unsupported);
         }
-        let total = self.check(sges)?;
+        let total = self.regs.check(sges)?;
         if total > self.max_packet as usize {
             return Err(PostError::Unsupported);
         }
@@ -849,11 +897,19 @@ impl rmx_driver::Port for EthPort {
                 .as_ref()
                 .is_some_and(|l| l.reaches(peer))
                 .then_some(peer),
+            region: None,
         };
         frame::encode_header(&mut q.head, self.opts.ethertype, dst, self.me, total)
             .expect("a packet within max_packet fits the length field");
         let mut seal = Sealer::new(&self.key, &q.head);
-        for s in sges {
+        for (i, s) in sges.iter().enumerate() {
+            if i + 1 == sges.len() && seal.complete() {
+                // Unsealed data in a module region: the module copies it.
+                q.region = self.regs.region_of(s).map(|(d, off)| (s.key, d, off));
+                if q.region.is_some() {
+                    break;
+                }
+            }
             // SAFETY: `check` found the range inside a registration, which
             // its contract keeps readable until this send completes.
             seal.packet(unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.len) });

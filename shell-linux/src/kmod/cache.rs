@@ -7,7 +7,13 @@
 //!
 //! [`Mode::Synchronous`] is what decoupled pinning is compared with:
 //! every communication pins its region whole first and unpins it after.
+//!
+//! A transport holds the region of each buffer it registered
+//! ([`acquire`](RegionCache::acquire)) until it deregisters it
+//! ([`release`](RegionCache::release)): a held region is never undeclared
+//! to make room, and in synchronous mode stays pinned while held.
 
+use std::borrow::Borrow;
 use std::io;
 
 use super::{Desc, Device};
@@ -38,11 +44,14 @@ struct Entry {
     start: u64,
     end: u64,
     used: u64,
+    /// Registrations holding the region.
+    holds: u32,
 }
 
-/// Declared regions of one [`Device`], looked up by address range.
-pub struct RegionCache<'d> {
-    dev: &'d Device,
+/// Declared regions of one [`Device`] (borrowed, or owned by a transport),
+/// looked up by address range.
+pub struct RegionCache<D: Borrow<Device>> {
+    dev: D,
     mode: Mode,
     capacity: usize,
     entries: Vec<Entry>,
@@ -50,10 +59,10 @@ pub struct RegionCache<'d> {
     stats: Stats,
 }
 
-impl<'d> RegionCache<'d> {
+impl<D: Borrow<Device>> RegionCache<D> {
     /// A cache of at most `capacity` regions (1 … 255: the module's table
     /// holds 256 per context).
-    pub fn new(dev: &'d Device, mode: Mode, capacity: usize) -> io::Result<RegionCache<'d>> {
+    pub fn new(dev: D, mode: Mode, capacity: usize) -> io::Result<RegionCache<D>> {
         if !(1..=255).contains(&capacity) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -72,6 +81,51 @@ impl<'d> RegionCache<'d> {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The device the regions are declared on.
+    pub fn device(&self) -> &Device {
+        self.dev.borrow()
+    }
+
+    /// [`region`](Self::region), held until [`release`](Self::release)
+    /// (as long as a transport's registration of the buffer lives): never
+    /// undeclared meanwhile, and in synchronous mode pinned whole until
+    /// the last hold ends. A cache whose every region is held refuses a
+    /// miss (`ENOSPC`).
+    ///
+    /// # Safety
+    /// As [`region`](Self::region).
+    pub unsafe fn acquire(&mut self, addr: u64, len: u64) -> io::Result<(Desc, u64)> {
+        // SAFETY: the caller's contract.
+        let (d, off) = unsafe { self.region(addr, len) }?;
+        let e = self.entry(d).expect("just found or declared");
+        e.holds += 1;
+        if e.holds == 1 && self.mode == Mode::Synchronous {
+            if let Err(err) = self.dev.borrow().pin(d, true) {
+                self.release(d);
+                return Err(err);
+            }
+        }
+        Ok((d, off))
+    }
+
+    /// Ends one hold of `d` taken by [`acquire`](Self::acquire); nothing
+    /// for a region not held.
+    pub fn release(&mut self, d: Desc) {
+        let mode = self.mode;
+        let Some(e) = self.entry(d).filter(|e| e.holds > 0) else {
+            return;
+        };
+        e.holds -= 1;
+        if e.holds == 0 && mode == Mode::Synchronous {
+            // Unpinning fails only for a region the module no longer has.
+            let _ = self.dev.borrow().unpin(d);
+        }
+    }
+
+    fn entry(&mut self, d: Desc) -> Option<&mut Entry> {
+        self.entries.iter_mut().find(|e| e.desc == d)
     }
 
     /// The region covering `[addr, addr + len)` and the buffer's offset
@@ -96,10 +150,11 @@ impl<'d> RegionCache<'d> {
         }
         if self.entries.len() == self.capacity {
             let lru = (0..self.entries.len())
+                .filter(|&i| self.entries[i].holds == 0)
                 .min_by_key(|&i| self.entries[i].used)
-                .expect("full, so not empty");
+                .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSPC))?;
             let old = self.entries.swap_remove(lru);
-            self.dev.undeclare(old.desc)?;
+            self.dev.borrow().undeclare(old.desc)?;
             self.stats.undeclared += 1;
         }
         let start = addr / PAGE * PAGE;
@@ -111,13 +166,14 @@ impl<'d> RegionCache<'d> {
             len: end - start,
         };
         // SAFETY: the caller's contract.
-        let desc = unsafe { self.dev.declare(&[seg]) }?;
+        let desc = unsafe { self.dev.borrow().declare(&[seg]) }?;
         self.stats.declared += 1;
         self.entries.push(Entry {
             desc,
             start,
             end,
             used: self.tick,
+            holds: 0,
         });
         Ok((desc, addr - start))
     }
@@ -134,12 +190,13 @@ impl<'d> RegionCache<'d> {
     ) -> io::Result<()> {
         // SAFETY: the caller's contract.
         let (d, off) = unsafe { self.region(addr, len) }?;
+        let dev = self.dev.borrow();
         if self.mode == Mode::Synchronous {
-            self.dev.pin(d, true)?;
+            dev.pin(d, true)?;
         }
-        let r = f(self.dev, d, off);
+        let r = f(dev, d, off);
         if self.mode == Mode::Synchronous {
-            self.dev.unpin(d)?;
+            dev.unpin(d)?;
         }
         r
     }
@@ -169,10 +226,10 @@ impl<'d> RegionCache<'d> {
     }
 }
 
-impl Drop for RegionCache<'_> {
+impl<D: Borrow<Device>> Drop for RegionCache<D> {
     fn drop(&mut self) {
         for e in self.entries.drain(..) {
-            let _ = self.dev.undeclare(e.desc);
+            let _ = self.dev.borrow().undeclare(e.desc);
         }
     }
 }

@@ -29,6 +29,18 @@ pub(super) struct FrameArg {
     flags: u32,
 }
 
+/// `RMX_SEND_REGION`'s argument.
+#[repr(C)]
+pub(super) struct RegionFrameArg {
+    buf: u64,
+    len: u32,
+    desc: u32,
+    offset: u64,
+    rlen: u64,
+    flags: u32,
+    pad: u32,
+}
+
 /// `RMX_RECV`'s flag: a frame longer than the buffer is cut, not kept.
 pub(super) const RECV_CUT: u32 = 1;
 
@@ -79,6 +91,36 @@ impl Device {
             flags: 0,
         };
         match self.ioctl(ioctl::SEND, &mut a) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends the frame of `head` followed by the `len` bytes at `offset`
+    /// of region `d`, which the module copies from the region's pinned
+    /// pages (pinning them as it goes): the data never passes through
+    /// this process. As [`send_frame`](Self::send_frame) otherwise;
+    /// a region or range the context does not hold is refused as
+    /// [`read`](Self::read) refuses it, with nothing sent.
+    pub fn send_frame_region(
+        &self,
+        head: &[u8],
+        d: super::Desc,
+        offset: u64,
+        len: u64,
+    ) -> io::Result<bool> {
+        let mut a = RegionFrameArg {
+            buf: head.as_ptr() as u64,
+            len: u32::try_from(head.len())
+                .map_err(|_| io::Error::from_raw_os_error(libc::EMSGSIZE))?,
+            desc: d.0,
+            offset,
+            rlen: len,
+            flags: 0,
+            pad: 0,
+        };
+        match self.ioctl(ioctl::SEND_REGION, &mut a) {
             Ok(_) => Ok(true),
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(false),
             Err(e) => Err(e),

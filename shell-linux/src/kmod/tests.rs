@@ -14,11 +14,12 @@ fn ioctl_numbers_agree_with_the_modules_header() {
     std::fs::write(
         &src,
         format!(
-            "#include <stdio.h>\n#include \"{header}\"\nint main(void) {{ printf(\"%u %u %u %u %u %u %u %zu %zu %zu %u %u %u %zu %zu\", \
+            "#include <stdio.h>\n#include \"{header}\"\nint main(void) {{ printf(\"%u %u %u %u %u %u %u %zu %zu %zu %u %u %u %zu %zu %u %zu\", \
              (unsigned)RMX_UNPIN, (unsigned)RMX_DECLARE, (unsigned)RMX_UNDECLARE, (unsigned)RMX_PIN, (unsigned)RMX_READ, \
              (unsigned)RMX_WRITE, RMX_PIN_ALL, sizeof(struct rmx_segment), sizeof(struct rmx_pin), \
              sizeof(struct rmx_copy), (unsigned)RMX_BIND, (unsigned)RMX_SEND, (unsigned)RMX_RECV, \
-             sizeof(struct rmx_bind), sizeof(struct rmx_frame)); return 0; }}\n"
+             sizeof(struct rmx_bind), sizeof(struct rmx_frame), (unsigned)RMX_SEND_REGION, \
+             sizeof(struct rmx_send_region)); return 0; }}\n"
         ),
     )
     .unwrap();
@@ -39,7 +40,7 @@ fn ioctl_numbers_agree_with_the_modules_header() {
     let _ = std::fs::remove_dir_all(&dir);
     let got = String::from_utf8(out.stdout).unwrap();
     let want = format!(
-        "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+        "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
         ioctl::UNPIN,
         ioctl::DECLARE,
         ioctl::UNDECLARE,
@@ -54,7 +55,9 @@ fn ioctl_numbers_agree_with_the_modules_header() {
         ioctl::SEND,
         ioctl::RECV,
         std::mem::size_of::<frames::BindArg>(),
-        std::mem::size_of::<frames::FrameArg>()
+        std::mem::size_of::<frames::FrameArg>(),
+        ioctl::SEND_REGION,
+        std::mem::size_of::<frames::RegionFrameArg>()
     );
     assert_eq!(got, want);
 }

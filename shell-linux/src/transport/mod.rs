@@ -54,6 +54,13 @@ pub struct Counters {
     /// Frames sent and received.
     pub frames_out: u64,
     pub frames_in: u64,
+    /// Frames whose data rmx.ko took from a registered buffer's region
+    /// (eth through the module).
+    pub region_frames: u64,
+    /// Frames whose region the module could not send from (its pages
+    /// past the pinned-page limit, the memory unmapped): sent copied by
+    /// the port instead, and the rest of that registration's likewise.
+    pub region_refused: u64,
 }
 
 /// A rank's port as the std shell drives it: the [`Port`] every shell

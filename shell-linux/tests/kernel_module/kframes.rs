@@ -12,7 +12,7 @@ use rmx_linux::kmod::{Bound, Device};
 use super::kguest::{dev, errno};
 
 /// A frame from `src` to `dst` carrying `len` bytes made from `seed`.
-fn frame(dst: EthAddr, src: EthAddr, seed: usize, len: usize) -> Vec<u8> {
+pub(crate) fn frame(dst: EthAddr, src: EthAddr, seed: usize, len: usize) -> Vec<u8> {
     let mut f = vec![0u8; FRAME_HEADER_LEN + len];
     encode_header(&mut f, ETHERTYPE, dst, src, len).unwrap();
     for (i, b) in f[FRAME_HEADER_LEN..].iter_mut().enumerate() {
@@ -21,7 +21,7 @@ fn frame(dst: EthAddr, src: EthAddr, seed: usize, len: usize) -> Vec<u8> {
     f
 }
 
-fn addr(b: Bound, endpoint: u16) -> EthAddr {
+pub(crate) fn addr(b: Bound, endpoint: u16) -> EthAddr {
     EthAddr {
         mac: b.mac,
         endpoint,
@@ -128,7 +128,7 @@ struct RawBind {
     pad: [u8; 2],
 }
 
-fn raw(d: &Device, nr: u32, arg: *mut libc::c_void) -> i32 {
+pub(crate) fn raw(d: &Device, nr: u32, arg: *mut libc::c_void) -> i32 {
     // SAFETY: the tests pass the layout `nr` names, or a bad pointer the
     // module must refuse.
     let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(d), nr as _, arg) };

@@ -9,7 +9,7 @@ use rmx_kernel::request::{ioctl, Declare};
 use rmx_kernel::Segment;
 use rmx_linux::kmod::{Desc, Device};
 
-const PAGE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
 
 pub(crate) fn dev() -> Option<Device> {
     match Device::open() {
@@ -22,7 +22,7 @@ pub(crate) fn dev() -> Option<Device> {
 }
 
 /// Fresh anonymous read-write memory, at `at` when given (`MAP_FIXED`).
-fn map(len: usize, at: Option<usize>) -> usize {
+pub(crate) fn map(len: usize, at: Option<usize>) -> usize {
     let (hint, fixed) = at.map_or((0, 0), |a| (a, libc::MAP_FIXED));
     // SAFETY: a new mapping, or one over memory these tests own.
     let p = unsafe {
@@ -44,17 +44,17 @@ fn map(len: usize, at: Option<usize>) -> usize {
     p as usize
 }
 
-fn unmap(a: usize, len: usize) {
+pub(crate) fn unmap(a: usize, len: usize) {
     // SAFETY: memory these tests mapped and no longer reference.
     assert_eq!(unsafe { libc::munmap(a as *mut libc::c_void, len) }, 0);
 }
 
-fn pattern(seed: usize, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (i / 7 + seed * 31 + i) as u8).collect()
 }
 
 /// Writes `bytes` at `a` (memory these tests mapped).
-fn store(a: usize, bytes: &[u8]) {
+pub(crate) fn store(a: usize, bytes: &[u8]) {
     // SAFETY: `a..a + len` is mapped read-write and only these tests use it.
     unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), a as *mut u8, bytes.len()) };
 }
@@ -66,7 +66,7 @@ fn load(a: usize, len: usize) -> Vec<u8> {
     v
 }
 
-fn declare(d: &Device, segs: &[(usize, usize)]) -> io::Result<Desc> {
+pub(crate) fn declare(d: &Device, segs: &[(usize, usize)]) -> io::Result<Desc> {
     let segs: Vec<Segment> = segs
         .iter()
         .map(|&(addr, len)| Segment {
@@ -368,6 +368,62 @@ fn kguest_the_region_cache_declares_once_and_the_synchronous_mode_pins_per_send(
         assert!(RegionCache::new(&d, Mode::Decoupled, bad).is_err());
     }
     unmap(a, n * stride);
+}
+
+/// A hold on the region of this test's memory `[addr, addr + len)`.
+fn hold(
+    c: &mut rmx_linux::kmod::cache::RegionCache<&Device>,
+    addr: u64,
+    len: u64,
+) -> io::Result<(Desc, u64)> {
+    // SAFETY: the tests' memory, only read through the module.
+    unsafe { c.acquire(addr, len) }
+}
+
+#[test]
+fn kguest_a_held_region_stays_declared_and_in_synchronous_mode_pinned() {
+    use rmx_linux::kmod::cache::{Mode, RegionCache};
+    let Some(d) = dev() else { return };
+    let a = map(4 * PAGE, None);
+    let at = |i: usize| (a + i * PAGE) as u64;
+    let mut c = RegionCache::new(&d, Mode::Decoupled, 2).unwrap();
+    let (r0, off) = hold(&mut c, at(0) + 10, 100).unwrap();
+    assert_eq!(off, 10);
+    let (r1, _) = hold(&mut c, at(1), PAGE as u64).unwrap();
+    assert_eq!(
+        hold(&mut c, at(2), 8).unwrap_err().raw_os_error(),
+        Some(libc::ENOSPC),
+        "every region held: none is undeclared to make room"
+    );
+    assert_eq!(hold(&mut c, at(0) + 500, 8).unwrap().0, r0, "a hit");
+    c.release(r0);
+    c.release(r0);
+    c.release(r0); // not held: nothing
+    let (r2, _) = hold(&mut c, at(2), 8).unwrap();
+    assert_ne!(r2, r0);
+    assert_eq!(
+        c.stats().undeclared,
+        1,
+        "the region no longer held made room"
+    );
+    assert_eq!(hold(&mut c, at(1) + 8, 8).unwrap().0, r1, "still declared");
+    drop(c);
+
+    let mut c = RegionCache::new(&d, Mode::Synchronous, 2).unwrap();
+    let (r, _) = hold(&mut c, at(0), 3 * PAGE as u64).unwrap();
+    assert_eq!(d.pinned(), 3, "pinned whole when first held");
+    let _ = hold(&mut c, at(1), 8).unwrap();
+    assert_eq!(d.pinned(), 3);
+    c.release(r);
+    assert_eq!(d.pinned(), 3, "pinned while held");
+    c.release(r);
+    assert_eq!(d.pinned(), 0, "unpinned when the last hold ends");
+    // Memory not mapped: the hold is refused, nothing left held.
+    unmap(a, 4 * PAGE);
+    assert!(hold(&mut c, at(0), 8).is_err());
+    assert_eq!(d.pinned(), 0);
+    drop(c);
+    assert_eq!(d.pinned(), 0);
 }
 
 /// The `AnonHugePages` of this process, in kB.

@@ -2,11 +2,14 @@
 //! (`--frames module`), run in the guest: every protocol (eager, medium
 //! fragments, PULL) byte-exact between threads on `lo` and between the
 //! namespaces of a lab joined by a veth pair, and with frames lost,
-//! duplicated and reordered.
+//! duplicated and reordered. A PULL's data leaves from the sender's
+//! buffer as a module region, pinned on demand (decoupled) or around
+//! each registration (synchronous).
 
 use rmx_core::{Config, Source, TagSel};
 use rmx_linux::eth::{EthNet, EthOpts, Faults};
 use rmx_linux::job::{self, Net};
+use rmx_linux::kmod::cache::Mode;
 use rmx_linux::lab::{LabSpec, TempLab, IFACE};
 use rmx_linux::rank::loop_config;
 
@@ -18,7 +21,7 @@ fn loaded() -> bool {
     here
 }
 
-fn net(iface: &str, netns: Vec<String>, faults: Faults) -> Net {
+fn net(iface: &str, netns: Vec<String>, faults: Faults, pinning: Mode) -> Net {
     Net::Eth(EthNet {
         iface: iface.into(),
         netns,
@@ -26,6 +29,7 @@ fn net(iface: &str, netns: Vec<String>, faults: Faults) -> Net {
             module: true,
             rx_ring: false,
             faults,
+            pinning,
             ..EthOpts::default()
         },
         launch: None,
@@ -39,9 +43,43 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 /// Empty, eager, medium (fragments up to 32 KiB), PULL.
 const SIZES: [usize; 9] = [0, 1, 100, 4000, 8193, 32_768, 32_769, 1 << 20, 3 << 20];
 
-/// Every size from rank 0 to each other rank and back, byte-exact: the
-/// last rank's stats.
-fn exchange(net: &Net, ranks: u16, cfg: Config) -> rmx_core::Stats {
+/// Frames the module sent with their data taken from a region.
+fn region_frames() -> u64 {
+    std::fs::read_to_string("/sys/module/rmx/parameters/region_frames")
+        .expect("the module's parameter")
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+const PIN_LIMIT: &str = "/sys/module/rmx/parameters/pin_limit";
+
+/// The module's pinned-page limit for contexts opened while this lives,
+/// the guest's own given back after (the region tests load the module
+/// with a small one; a job's 3 MiB buffers need more).
+struct Limit(String);
+
+impl Limit {
+    fn raise(pages: u32) -> Limit {
+        let old = std::fs::read_to_string(PIN_LIMIT).expect("the module's parameter");
+        std::fs::write(PIN_LIMIT, pages.to_string()).expect("root may set it");
+        Limit(old.trim().to_string())
+    }
+}
+
+impl Drop for Limit {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PIN_LIMIT, &self.0);
+    }
+}
+
+/// Every size from rank 0 to each other rank and back, byte-exact, with
+/// the module's pinned-page limit raised to 256 MiB (`roomy`) or left at
+/// the guest's 1 MiB: the last rank's stats, and how many frames left
+/// from regions and how many regions were refused, over all ranks.
+fn exchange(net: &Net, ranks: u16, cfg: Config, roomy: bool) -> (rmx_core::Stats, u64, u64) {
+    let _limit = roomy.then(|| Limit::raise(1 << 16));
+    let before = region_frames();
     let out = job::run(ranks, cfg, net, |r| {
         let me = r.rank();
         for (i, &n) in SIZES.iter().enumerate() {
@@ -52,14 +90,24 @@ fn exchange(net: &Net, ranks: u16, cfg: Config) -> rmx_core::Stats {
                     let st = r
                         .recv(Source::Rank(peer), TagSel::Tag(i as u32), &mut buf)
                         .expect("recv");
-                    assert_eq!(st.len as usize, n);
+                    assert_eq!(
+                        st.len as usize,
+                        n,
+                        "size {n} back from {peer}: {st:?} {:?}",
+                        r.transport_counters()
+                    );
                     assert_eq!(buf, pattern(i + peer as usize, n), "size {n} back");
                 } else if me == peer {
                     let mut buf = vec![0xEEu8; n + 16];
                     let st = r
                         .recv(Source::Rank(0), TagSel::Tag(i as u32), &mut buf)
                         .expect("recv");
-                    assert_eq!(st.len as usize, n, "size {n}");
+                    assert_eq!(
+                        st.len as usize,
+                        n,
+                        "size {n}: {st:?} {:?}",
+                        r.transport_counters()
+                    );
                     assert_eq!(&buf[..n], &pattern(i, n)[..], "size {n} byte-exact");
                     assert!(buf[n..].iter().all(|&b| b == 0xEE), "nothing past {n}");
                     r.send(0, i as u32, &pattern(i + peer as usize, n))
@@ -67,12 +115,22 @@ fn exchange(net: &Net, ranks: u16, cfg: Config) -> rmx_core::Stats {
                 }
             }
         }
-        r.stats()
+        (r.stats(), r.transport_counters())
     });
-    let last = out[ranks as usize - 1];
+    let last = out[ranks as usize - 1].0;
     assert!(last.fragments_in > 0, "medium messages came as fragments");
     assert!(last.rndv_recvs > 0, "larger ones were pulled");
-    last
+    // The core gathers a PULL frame from the buffer when a send entry is
+    // free, and copies it into a slot otherwise: some leave from regions.
+    let from_regions: u64 = out.iter().map(|o| o.1.region_frames).sum();
+    assert!(from_regions > 0, "PULL data left from regions: {out:?}");
+    assert_eq!(
+        region_frames() - before,
+        from_regions,
+        "as the module counted them"
+    );
+    let refused = out.iter().map(|o| o.1.region_refused).sum();
+    (last, from_regions, refused)
 }
 
 #[test]
@@ -80,11 +138,17 @@ fn kguest_a_job_on_lo_moves_every_size_through_the_module() {
     if !loaded() {
         return;
     }
-    exchange(&net("lo", Vec::new(), Faults::default()), 3, loop_config());
+    let (_, _, refused) = exchange(
+        &net("lo", Vec::new(), Faults::default(), Mode::Decoupled),
+        3,
+        loop_config(),
+        true,
+    );
+    assert_eq!(refused, 0, "every region within the limit was sent from");
 }
 
 #[test]
-fn kguest_a_job_across_a_lab_moves_every_size_through_the_module() {
+fn kguest_a_job_across_a_lab_moves_every_size_through_the_module_pinning_synchronously() {
     if !loaded() {
         return;
     }
@@ -96,16 +160,31 @@ fn kguest_a_job_across_a_lab_moves_every_size_through_the_module() {
     };
     let lab = TempLab::up(spec).expect("a lab in the guest");
     let netns = (0..2).map(|r| lab.spec().netns(r)).collect();
-    exchange(&net(IFACE, netns, Faults::default()), 2, loop_config());
+    let (_, _, refused) = exchange(
+        &net(IFACE, netns, Faults::default(), Mode::Synchronous),
+        2,
+        loop_config(),
+        true,
+    );
+    assert_eq!(refused, 0, "every region within the limit was sent from");
 }
 
 #[test]
-fn kguest_a_job_through_the_module_survives_lost_duplicated_and_reordered_frames() {
+fn kguest_a_job_through_the_module_survives_lost_duplicated_and_reordered_frames_and_a_small_pin_limit(
+) {
     if !loaded() {
         return;
     }
     let faults = rmx_linux::transport::faulty::percent(3.0, 2.0, 2.0, 7).unwrap();
-    let st = exchange(&net("lo", Vec::new(), faults), 2, loop_config());
+    // With the guest's 1 MiB limit the 3 MiB buffers cannot be pinned
+    // whole: their frames past it are copied by the port, still exact.
+    let (st, _, refused) = exchange(
+        &net("lo", Vec::new(), faults, Mode::Decoupled),
+        2,
+        loop_config(),
+        false,
+    );
+    assert!(refused > 0, "regions past the limit were refused");
     assert!(
         st.out_of_order > 0 || st.duplicates > 0,
         "faults were seen: {st:?}"
