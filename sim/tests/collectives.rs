@@ -62,7 +62,7 @@ fn a_barrier_of_two_costs_one_message_each_way() {
 
 #[test]
 #[cfg_attr(
-    debug_assertions,
+    unoptimised,
     ignore = "a thousand ranks take minutes unoptimised: run with --release"
 )]
 fn a_thousand_ranks_run_every_collective() {

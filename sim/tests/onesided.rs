@@ -215,7 +215,7 @@ fn the_immediate_designs_never_leave_a_fence_before_their_puts_land() {
 /// ends every epoch with every window as the reference says.
 #[test]
 #[cfg_attr(
-    debug_assertions,
+    unoptimised,
     ignore = "a thousand ranks take minutes unoptimised: run with --release"
 )]
 fn a_thousand_ranks_fence_in_every_design() {
@@ -393,7 +393,7 @@ fn accumulates_of_ranks_ahead_never_starve_a_collective() {
 
 #[test]
 #[cfg_attr(
-    debug_assertions,
+    unoptimised,
     ignore = "hundreds of ranks take minutes unoptimised: run with --release"
 )]
 fn accumulates_of_hundreds_of_ranks_never_starve_a_collective() {
