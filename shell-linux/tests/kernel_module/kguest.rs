@@ -89,12 +89,17 @@ pub(crate) fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
     r.expect_err("refused").raw_os_error().expect("an errno")
 }
 
-fn sys_pinned() -> u64 {
-    std::fs::read_to_string("/sys/module/rmx/parameters/pinned_pages")
+/// A count the module reports under `/sys/module/rmx/parameters`.
+pub(crate) fn module_count(name: &str) -> u64 {
+    std::fs::read_to_string(format!("/sys/module/rmx/parameters/{name}"))
         .expect("the module's parameter")
         .trim()
         .parse()
         .expect("a count")
+}
+
+fn sys_pinned() -> u64 {
+    module_count("pinned_pages")
 }
 
 #[test]

@@ -13,6 +13,8 @@ use rmx_linux::kmod::cache::Mode;
 use rmx_linux::lab::{LabSpec, TempLab, IFACE};
 use rmx_linux::rank::loop_config;
 
+use super::kguest::module_count;
+
 fn loaded() -> bool {
     let here = std::path::Path::new(rmx_linux::kmod::PATH).exists();
     if !here {
@@ -43,15 +45,6 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 /// Empty, eager, medium (fragments up to 32 KiB), PULL.
 const SIZES: [usize; 9] = [0, 1, 100, 4000, 8193, 32_768, 32_769, 1 << 20, 3 << 20];
 
-/// Frames the module sent with their data taken from a region.
-fn region_frames() -> u64 {
-    std::fs::read_to_string("/sys/module/rmx/parameters/region_frames")
-        .expect("the module's parameter")
-        .trim()
-        .parse()
-        .expect("a count")
-}
-
 const PIN_LIMIT: &str = "/sys/module/rmx/parameters/pin_limit";
 
 /// The module's pinned-page limit for contexts opened while this lives,
@@ -79,7 +72,7 @@ impl Drop for Limit {
 /// from regions and how many regions were refused, over all ranks.
 fn exchange(net: &Net, ranks: u16, cfg: Config, roomy: bool) -> (rmx_core::Stats, u64, u64) {
     let _limit = roomy.then(|| Limit::raise(1 << 16));
-    let before = region_frames();
+    let before = module_count("region_frames");
     let out = job::run(ranks, cfg, net, |r| {
         let me = r.rank();
         for (i, &n) in SIZES.iter().enumerate() {
@@ -125,7 +118,7 @@ fn exchange(net: &Net, ranks: u16, cfg: Config, roomy: bool) -> (rmx_core::Stats
     let from_regions: u64 = out.iter().map(|o| o.1.region_frames).sum();
     assert!(from_regions > 0, "PULL data left from regions: {out:?}");
     assert_eq!(
-        region_frames() - before,
+        module_count("region_frames") - before,
         from_regions,
         "as the module counted them"
     );

@@ -12,7 +12,7 @@ use rmx_kernel::request::ioctl;
 use rmx_linux::kmod::{Desc, Device};
 
 use super::kframes::{addr, frame, raw};
-use super::kguest::{declare, dev, errno, map, pattern, store, unmap, PAGE};
+use super::kguest::{declare, dev, errno, map, module_count, pattern, store, unmap, PAGE};
 
 /// `RMX_SEND_REGION`'s argument, bad values included.
 #[repr(C)]
@@ -24,14 +24,6 @@ struct RawRegionFrame {
     rlen: u64,
     flags: u32,
     pad: u32,
-}
-
-fn region_frames() -> u64 {
-    std::fs::read_to_string("/sys/module/rmx/parameters/region_frames")
-        .expect("the module's parameter")
-        .trim()
-        .parse()
-        .expect("a count")
 }
 
 /// The next frame queued for `d`, waiting up to 5 s.
@@ -58,7 +50,7 @@ fn kguest_a_frame_takes_its_data_from_a_region_and_the_new_pages_after_a_remap()
     let m = map(len, None);
     store(m, &pattern(5, len));
     let r = declare(&a, &[(m, len)]).unwrap();
-    let before = region_frames();
+    let before = module_count("region_frames");
     // 1000 bytes across the first page boundary.
     let (off, n) = (PAGE - 300, 1000);
     let head = frame(peer, me, 0, n)[..FRAME_HEADER_LEN].to_vec();
@@ -72,7 +64,7 @@ fn kguest_a_frame_takes_its_data_from_a_region_and_the_new_pages_after_a_remap()
     store(m, &pattern(6, len));
     assert!(a.send_frame_region(&head, r, off as u64, n as u64).unwrap());
     assert!(recv_one(&b) == want(6), "the new pages' bytes");
-    assert_eq!(region_frames() - before, 2, "both counted");
+    assert_eq!(module_count("region_frames") - before, 2, "both counted");
 
     // Refusals, none of which sends anything.
     let base = RawRegionFrame {
@@ -147,7 +139,7 @@ fn kguest_a_frame_takes_its_data_from_a_region_and_the_new_pages_after_a_remap()
         None,
         "nothing refused was sent"
     );
-    assert_eq!(region_frames() - before, 2);
+    assert_eq!(module_count("region_frames") - before, 2);
     a.undeclare(r).unwrap();
     assert_eq!(a.pinned(), 0);
 }
