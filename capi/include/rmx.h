@@ -258,6 +258,79 @@ int rmx_alltoall(rmx_rank_t *rank, const void *src, size_t block, void *out);
 // elements.
 int rmx_reduce_scatter(rmx_rank_t *rank, const void *src, void *out, size_t count, int ty, int op);
 
+// `rmx_bcast`, started: its request in `*req`; `data` holds `root`'s
+// bytes once the request ended well.
+//
+// Contract: as for `rmx_bcast`, and `data` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_ibcast(rmx_rank_t *rank, void *data, size_t len, int root, rmx_request_t *req);
+
+// `rmx_reduce`, started: its request in `*req`; `root`'s `out` holds the
+// reduction once the request ended well.
+//
+// Contract: as for `rmx_reduce`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_ireduce(rmx_rank_t *rank,
+                const void *src,
+                void *out,
+                size_t count,
+                int ty,
+                int op,
+                int root,
+                rmx_request_t *req);
+
+// `rmx_gather`, started: its request in `*req`; `root`'s `out` holds
+// every rank's block once the request ended well.
+//
+// Contract: as for `rmx_gather`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_igather(rmx_rank_t *rank,
+                const void *src,
+                size_t block,
+                void *out,
+                int root,
+                rmx_request_t *req);
+
+// `rmx_scatter`, started: its request in `*req`; `out` holds this rank's
+// block once the request ended well.
+//
+// Contract: as for `rmx_scatter`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_iscatter(rmx_rank_t *rank,
+                 const void *src,
+                 size_t block,
+                 void *out,
+                 int root,
+                 rmx_request_t *req);
+
+// `rmx_allgather`, started: its request in `*req`; `out` holds every
+// rank's block once the request ended well.
+//
+// Contract: as for `rmx_allgather`, and `out` stays valid, untouched by
+// the caller, until the request ended; `req` is null or writable.
+int rmx_iallgather(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
+
+// `rmx_alltoall`, started: its request in `*req`; `out` holds the
+// blocks for this rank once the request ended well.
+//
+// Contract: as for `rmx_alltoall`, and `out` stays valid, untouched by
+// the caller, until the request ended; `req` is null or writable.
+int rmx_ialltoall(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
+
+// `rmx_reduce_scatter`, started: its request in `*req`; `out` holds this
+// rank's reduced block once the request ended well.
+//
+// Contract: as for `rmx_reduce_scatter`, and `out` stays valid,
+// untouched by the caller, until the request ended; `req` is null or
+// writable.
+int rmx_ireduce_scatter(rmx_rank_t *rank,
+                        const void *src,
+                        void *out,
+                        size_t count,
+                        int ty,
+                        int op,
+                        rmx_request_t *req);
+
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
 const char *rmx_strerror(int code);

@@ -35,10 +35,15 @@ pub(crate) fn step(s: &mut State, live: Live) -> Result<rmx_status_t, Live> {
                 .map(|st| rmx_status_t::of(st, sent))
                 .map_err(|q| Live::Msg(q, sent))
         }
-        Live::Coll { mut req, out, len } => match r.test_collective(&mut req) {
-            None => Err(Live::Coll { req, out, len }),
+        Live::Coll {
+            mut req,
+            at,
+            out,
+            len,
+        } => match r.test_collective(&mut req) {
+            None => Err(Live::Coll { req, at, out, len }),
             Some(res) => {
-                let data = res.map(|()| req.data().unwrap_or_default());
+                let data = res.map(|()| from(req.data().unwrap_or_default(), at));
                 // SAFETY: `out` names `len` bytes of the request's (its
                 // starter's contract), which has not ended yet.
                 Ok(unsafe { copy_out(data, out, len) })
@@ -59,13 +64,19 @@ pub(crate) fn wait(s: &mut State, live: Live, cancel: bool) -> rmx_status_t {
             }
             rmx_status_t::of(r.wait(q), sent)
         }
-        Live::Coll { req, out, len } => {
+        Live::Coll { req, at, out, len } => {
             let res = r.wait_collective(req);
+            let data = res.as_deref().map(|d| from(d, at)).map_err(|e| *e);
             // SAFETY: as in `step`.
-            unsafe { copy_out(res.as_deref().map_err(|e| *e), out, len) }
+            unsafe { copy_out(data, out, len) }
         }
         Live::Fence(f) => wait_fence(s, *f),
     }
+}
+
+/// A collective's data from `at` (none past its end).
+fn from(data: &[u8], at: usize) -> &[u8] {
+    data.get(at..).unwrap_or_default()
 }
 
 /// A collective ended with `res`: its result copied to `out`; how it

@@ -15,10 +15,11 @@ pub const RMX_REQUEST_NULL: rmx_request_t = 0;
 pub(crate) enum Live {
     /// A receive, or a send of so many bytes.
     Msg(Req, Option<usize>),
-    /// A collective, and where its result goes (its data is the
-    /// request's own until then).
+    /// A collective, and where its result goes: `len` bytes of the
+    /// request's data from `at` (its own until then) to `out`.
     Coll {
         req: CollReq,
+        at: usize,
         out: *mut u8,
         len: usize,
     },

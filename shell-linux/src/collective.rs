@@ -18,8 +18,9 @@ use crate::transport::Transport;
 pub use rmx_driver::task::CollectiveError;
 
 /// A collective under way, started by [`Rank::ibarrier`],
-/// [`Rank::iallreduce`], [`Rank::iallgather`] or
-/// [`Rank::ireduce_scatter`]. It owns its data until it completes; one
+/// [`Rank::iallreduce`], [`Rank::iallgather`], [`Rank::ireduce_scatter`],
+/// [`Rank::ibcast`], [`Rank::ireduce`], [`Rank::igather`],
+/// [`Rank::iscatter`] or [`Rank::ialltoall`]. It owns its data until it completes; one
 /// dropped before then leaks its buffers rather than free memory the
 /// network may still write (the rank carries the collective out).
 #[must_use = "a collective must be completed with test_collective or wait_collective"]
@@ -170,6 +171,52 @@ impl<T: Transport + 'static> Rank<T> {
     ) -> Result<CollReq, CollectiveError> {
         let block = self.block_of(data.len())?;
         self.icollective(Collective::ReduceScatter { block }, data, Some((op, ty)))
+    }
+
+    /// [`bcast`](Self::bcast), started over `data`.
+    pub fn ibcast(&mut self, data: Vec<u8>, root: u16) -> Result<CollReq, CollectiveError> {
+        let what = Collective::Bcast {
+            len: data.len(),
+            root,
+        };
+        self.icollective(what, data, None)
+    }
+
+    /// [`reduce`](Self::reduce), started over `data`.
+    pub fn ireduce(
+        &mut self,
+        data: Vec<u8>,
+        ty: Int,
+        op: Op,
+        root: u16,
+    ) -> Result<CollReq, CollectiveError> {
+        let what = Collective::Reduce {
+            len: data.len(),
+            root,
+        };
+        self.icollective(what, data, Some((op, ty)))
+    }
+
+    /// [`gather`](Self::gather), started over `data`.
+    pub fn igather(&mut self, data: Vec<u8>, root: u16) -> Result<CollReq, CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.icollective(Collective::Gather { block, root }, data, None)
+    }
+
+    /// [`scatter`](Self::scatter), started over `data`.
+    pub fn iscatter(&mut self, data: Vec<u8>, root: u16) -> Result<CollReq, CollectiveError> {
+        let block = self.block_of(data.len())?;
+        self.icollective(Collective::Scatter { block, root }, data, None)
+    }
+
+    /// [`alltoall`](Self::alltoall), started with `send`: the request's
+    /// data is `send` followed by the received blocks, in rank order.
+    pub fn ialltoall(&mut self, send: &[u8]) -> Result<CollReq, CollectiveError> {
+        let block = self.block_of(send.len())?;
+        let mut data = Vec::with_capacity(2 * send.len());
+        data.extend_from_slice(send);
+        data.resize(2 * send.len(), 0);
+        self.icollective(Collective::Alltoall { block }, data, None)
     }
 
     /// [`allgather`](Self::allgather), started over `data`.
@@ -472,6 +519,50 @@ mod tests {
             assert_eq!(got, Some(words(&[3, 3])));
             assert_eq!(barrier, Ok(Vec::new()));
             assert_eq!(gathered, Ok(vec![1, 2, 3]));
+        }
+    }
+
+    /// Rooted collectives and an alltoall started together, past the eager
+    /// threshold too, and waited for in the other order: each gives what
+    /// its blocking form gives.
+    #[test]
+    fn started_rooted_collectives_and_an_alltoall_complete_together() {
+        let out = job::run(4, loop_config(), &Net::Loop(LoopConfig::default()), |r| {
+            let (me, n, root) = (r.rank(), r.size() as usize, 2u16);
+            let block = 3;
+            let b = r.ibcast(vec![me as u8; 40_000], root).expect("ibcast");
+            let red = r
+                .ireduce(words(&[me as u64 + 1, 2]), Int::U64, Op::Sum, root)
+                .expect("ireduce");
+            let mut g = vec![0u8; block * n];
+            g[me as usize * block..][..block].fill(me as u8 + 10);
+            let ga = r.igather(g, root).expect("igather");
+            let mut sc = vec![0u8; block * n];
+            if me == root {
+                for (k, c) in sc.chunks_mut(block).enumerate() {
+                    c.fill(k as u8 + 20);
+                }
+            }
+            let sca = r.iscatter(sc, root).expect("iscatter");
+            let send: Vec<u8> = (0..n).flat_map(|to| [me as u8, to as u8]).collect();
+            let a2a = r.ialltoall(&send).expect("ialltoall");
+            let a2a = r.wait_collective(a2a).expect("alltoall");
+            let sca = r.wait_collective(sca).expect("scatter");
+            let ga = r.wait_collective(ga).expect("gather");
+            let red = r.wait_collective(red).expect("reduce");
+            let b = r.wait_collective(b).expect("bcast");
+            (me as usize, b, red, ga, sca, a2a)
+        });
+        for (me, b, red, ga, sca, a2a) in out {
+            assert!(b.iter().all(|&x| x == 2), "root's bytes");
+            if me == 2 {
+                assert_eq!(red, words(&[10, 8]), "reduced at the root");
+                let want: Vec<u8> = (0..4).flat_map(|k| [k as u8 + 10; 3]).collect();
+                assert_eq!(ga, want, "gathered at the root");
+            }
+            assert_eq!(sca[me * 3..][..3], [me as u8 + 20; 3], "scattered");
+            let want: Vec<u8> = (0..4).flat_map(|from| [from as u8, me as u8]).collect();
+            assert_eq!(a2a[8..], want[..], "alltoall");
         }
     }
 

@@ -193,6 +193,57 @@ static void collectives(rmx_rank_t *r) {
     EXPECT(rmx_bcast(r, &one, sizeof one, -1), RMX_ERR_ARG);
 }
 
+/* Every started form at once, from root 1 (0 with one rank), waited for
+ * in the other order but one tested to its end; each gives what its
+ * blocking form gives, and an out buffer a non-root passes is untouched. */
+static void started_collectives(rmx_rank_t *r) {
+    int me = rmx_rank_me(r), n = rmx_rank_size(r), root = n > 1;
+    rmx_request_t q[7];
+    uint8_t b[20000];
+    memset(b, me == root ? 0x33 : 0, sizeof b);
+    EXPECT(rmx_ibcast(r, b, sizeof b, root, &q[0]), 0);
+    int32_t in[2] = {me + 1, 5}, red[2] = {-1, -1};
+    EXPECT(rmx_ireduce(r, in, red, 2, RMX_INT32, RMX_SUM, root, &q[1]), 0);
+    uint16_t mine = (uint16_t)(me * 9), all[8];
+    memset(all, 0xff, sizeof all);
+    CHECK(n <= 8);
+    EXPECT(rmx_igather(r, &mine, sizeof mine, all, root, &q[2]), 0);
+    uint16_t src[8], got = 0;
+    for (int k = 0; k < n; k++) src[k] = (uint16_t)(k + 500);
+    EXPECT(rmx_iscatter(r, me == root ? src : NULL, sizeof got, &got, root, &q[3]), 0);
+    uint32_t one = 3u * (uint32_t)me + 1, every[8];
+    EXPECT(rmx_iallgather(r, &one, sizeof one, every, &q[4]), 0);
+    uint16_t to[8], from[8];
+    for (int k = 0; k < n; k++) to[k] = (uint16_t)(me * 16 + k);
+    EXPECT(rmx_ialltoall(r, to, sizeof to[0], from, &q[5]), 0);
+    int64_t parts[8], part = 0;
+    for (int k = 0; k < n; k++) parts[k] = (int64_t)(me + 1) * (k + 1);
+    EXPECT(rmx_ireduce_scatter(r, parts, &part, 1, RMX_INT64, RMX_SUM, &q[6]), 0);
+    int t;
+    while ((t = rmx_test(r, &q[6], NULL)) == 0) {
+    }
+    EXPECT(t, 1);
+    CHECK(q[6] == RMX_REQUEST_NULL);
+    for (int k = 5; k >= 0; k--) EXPECT(rmx_wait(r, &q[k], NULL), 0);
+    CHECK(b[0] == 0x33 && b[sizeof b - 1] == 0x33);
+    if (me == root) {
+        CHECK(red[0] == n * (n + 1) / 2 && red[1] == 5 * n);
+        for (int k = 0; k < n; k++) CHECK(all[k] == k * 9);
+    } else {
+        CHECK(red[0] == -1 && red[1] == -1);
+        CHECK(all[0] == 0xffff);
+    }
+    CHECK(got == me + 500);
+    for (int k = 0; k < n; k++) CHECK(every[k] == 3u * (uint32_t)k + 1);
+    for (int k = 0; k < n; k++) CHECK(from[k] == k * 16 + me);
+    CHECK(part == (int64_t)(n * (n + 1) / 2) * (me + 1));
+    rmx_request_t bad;
+    EXPECT(rmx_ibcast(r, b, sizeof b, n, &bad), RMX_ERR_ARG);
+    EXPECT(rmx_igather(r, &mine, sizeof mine, all, -1, &bad), RMX_ERR_ARG);
+    EXPECT(rmx_ialltoall(r, to, sizeof to[0], from, NULL), RMX_ERR_ARG);
+    EXPECT(rmx_barrier(r), 0);
+}
+
 /* Rank 1 sleeps in poll(2) on its descriptor, armed, until rank 0's
  * message (sent 20 ms later) turns it readable. */
 static void sleeps(rmx_rank_t *r) {
@@ -282,6 +333,7 @@ static int rank_main(rmx_rank_t *r, void *arg) {
     wildcards_and_truncation(r);
     probes(r);
     collectives(r);
+    started_collectives(r);
     sleeps(r);
     refusals(r);
     EXPECT(rmx_barrier(r), 0);
