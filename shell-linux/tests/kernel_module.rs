@@ -33,7 +33,7 @@ fn c_program() -> PathBuf {
 }
 
 /// The guest tests in this binary.
-const GUEST_TESTS: usize = 19;
+const GUEST_TESTS: usize = 20;
 
 #[test]
 fn in_the_test_vm_the_module_keeps_every_region_correct() {

@@ -170,14 +170,15 @@ fn kguest_a_job_through_the_module_survives_lost_duplicated_and_reordered_frames
     }
     let faults = rmx_linux::transport::faulty::percent(3.0, 2.0, 2.0, 7).unwrap();
     // With the guest's 1 MiB limit the 3 MiB buffers cannot be pinned
-    // whole: their frames past it are copied by the port, still exact.
-    let (st, _, refused) = exchange(
+    // whole: a frame past it the core gathers from the buffer (not all
+    // are: some it copies into a slot) is copied by the port, still
+    // exact (`kregion_frames` checks that refusal frame by frame).
+    let (st, _, _) = exchange(
         &net("lo", Vec::new(), faults, Mode::Decoupled),
         2,
         loop_config(),
         false,
     );
-    assert!(refused > 0, "regions past the limit were refused");
     assert!(
         st.out_of_order > 0 || st.duplicates > 0,
         "faults were seen: {st:?}"

@@ -143,3 +143,92 @@ fn kguest_a_frame_takes_its_data_from_a_region_and_the_new_pages_after_a_remap()
     a.undeclare(r).unwrap();
     assert_eq!(a.pinned(), 0);
 }
+
+/// A port through the module sends a registered buffer's data from its
+/// region; where the region cannot be pinned that far (past the guest's
+/// 1 MiB pinned-page limit) the port sends the data copied instead. The
+/// receiver gets the buffer's bytes either way.
+#[test]
+fn kguest_a_port_sends_from_a_region_and_copies_past_the_pin_limit() {
+    use rmx_core::wire::frame::SealKey;
+    use rmx_core::wire::{Header, Kind, HEADER_LEN};
+    use rmx_linux::eth::{EthOpts, EthPort};
+    use rmx_linux::transport::{Port, Sge, Transport, Work};
+    if dev().is_none() {
+        return;
+    }
+    let opts = EthOpts {
+        module: true,
+        rx_ring: false,
+        ..EthOpts::default()
+    };
+    let mut a = EthPort::open("lo", 31, opts).unwrap();
+    let mut b = EthPort::open("lo", 32, opts).unwrap();
+    let (key, peers) = (SealKey::from_bytes([7; 16]), [a.addr(), b.addr()]);
+    a.connect(0, &peers, key).unwrap();
+    b.connect(1, &peers, key).unwrap();
+    let len = 2 << 20;
+    let m = map(len, None);
+    let bytes = pattern(9, len);
+    store(m, &bytes);
+    let n = 1000;
+    let mut head = [0u8; HEADER_LEN];
+    Header {
+        kind: Kind::Data,
+        src: 0,
+        context: 0,
+        tag: 1,
+        len: n as u32,
+        seq: 0,
+        ack: 0,
+        credit: 0,
+    }
+    .encode(&mut head)
+    .unwrap();
+    // SAFETY: both stay valid and unchanged until deregistered below.
+    let hmr = unsafe { a.register(head.as_ptr() as usize, HEADER_LEN) }.unwrap();
+    // SAFETY: as above.
+    let umr = unsafe { a.register_user(m, len) }.unwrap();
+    for off in [PAGE + 10, 1_600_000] {
+        let sges = [
+            Sge {
+                addr: head.as_ptr() as usize,
+                len: HEADER_LEN,
+                key: hmr.key,
+            },
+            Sge {
+                addr: m + off,
+                len: n,
+                key: umr.key,
+            },
+        ];
+        let work = Work::Send {
+            sges: &sges,
+            solicited: false,
+        };
+        assert_eq!(a.post(1, 5, work), Ok(None));
+        a.doorbell();
+        let mut got = None;
+        for _ in 0..500 {
+            got = b.poll_recv();
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let r = got.expect("the frame arrived");
+        let packet = b.rx_bytes(r.buf).unwrap();
+        assert!(packet[..HEADER_LEN] == head, "headers at {off}");
+        assert!(packet[HEADER_LEN..] == bytes[off..off + n], "data at {off}");
+        assert!(b.repost(r.buf));
+    }
+    let c = a.counters();
+    assert_eq!(
+        (c.region_frames, c.region_refused),
+        (1, 1),
+        "the first from its region, the second copied: {c:?}"
+    );
+    a.deregister(umr);
+    a.deregister(hmr);
+    unmap(m, len);
+}
