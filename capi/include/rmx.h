@@ -139,12 +139,12 @@
 // length of the `main` that `rmx_run` calls with it. Opaque.
 typedef struct rmx_rank_t rmx_rank_t;
 
-// A request C may hold: 0 is none.
-typedef uint64_t rmx_request_t;
-
 // A rank's program, as `rmx_run` calls it: the rank (valid until it
 // returns) and the caller's `arg`; what it returns (0 for success).
 typedef int (*rmx_main_t)(rmx_rank_t *rank, void *arg);
+
+// A request C may hold: 0 is none.
+typedef uint64_t rmx_request_t;
 
 // How a request ended.
 typedef struct {
@@ -184,18 +184,6 @@ int rmx_barrier(rmx_rank_t *rank);
 // Contract: `rank` is null or a live rank; `data` is null or names `count`
 // elements.
 int rmx_allreduce(rmx_rank_t *rank, void *data, size_t count, int ty, int op);
-
-// `rmx_barrier`, started: its request in `*req`.
-//
-// Contract: `rank` is null or a live rank; `req` is null or writable.
-int rmx_ibarrier(rmx_rank_t *rank, rmx_request_t *req);
-
-// `rmx_allreduce`, started: its request in `*req`; the result is in
-// `data` once the request ended well.
-//
-// Contract: as for `rmx_allreduce`, and `data` stays valid, untouched by the
-// caller, until the request ended; `req` is null or writable.
-int rmx_iallreduce(rmx_rank_t *rank, void *data, size_t count, int ty, int op, rmx_request_t *req);
 
 // Every rank's `len` bytes at `data` become `root`'s (every rank passes
 // the same `len` and `root`): 0, or a negative code.
@@ -257,79 +245,6 @@ int rmx_alltoall(rmx_rank_t *rank, const void *src, size_t block, void *out);
 // `size × count` elements; `out` is null or names `count` writable
 // elements.
 int rmx_reduce_scatter(rmx_rank_t *rank, const void *src, void *out, size_t count, int ty, int op);
-
-// `rmx_bcast`, started: its request in `*req`; `data` holds `root`'s
-// bytes once the request ended well.
-//
-// Contract: as for `rmx_bcast`, and `data` stays valid, untouched by the
-// caller, until the request ended; `req` is null or writable.
-int rmx_ibcast(rmx_rank_t *rank, void *data, size_t len, int root, rmx_request_t *req);
-
-// `rmx_reduce`, started: its request in `*req`; `root`'s `out` holds the
-// reduction once the request ended well.
-//
-// Contract: as for `rmx_reduce`, and `out` stays valid, untouched by the
-// caller, until the request ended; `req` is null or writable.
-int rmx_ireduce(rmx_rank_t *rank,
-                const void *src,
-                void *out,
-                size_t count,
-                int ty,
-                int op,
-                int root,
-                rmx_request_t *req);
-
-// `rmx_gather`, started: its request in `*req`; `root`'s `out` holds
-// every rank's block once the request ended well.
-//
-// Contract: as for `rmx_gather`, and `out` stays valid, untouched by the
-// caller, until the request ended; `req` is null or writable.
-int rmx_igather(rmx_rank_t *rank,
-                const void *src,
-                size_t block,
-                void *out,
-                int root,
-                rmx_request_t *req);
-
-// `rmx_scatter`, started: its request in `*req`; `out` holds this rank's
-// block once the request ended well.
-//
-// Contract: as for `rmx_scatter`, and `out` stays valid, untouched by the
-// caller, until the request ended; `req` is null or writable.
-int rmx_iscatter(rmx_rank_t *rank,
-                 const void *src,
-                 size_t block,
-                 void *out,
-                 int root,
-                 rmx_request_t *req);
-
-// `rmx_allgather`, started: its request in `*req`; `out` holds every
-// rank's block once the request ended well.
-//
-// Contract: as for `rmx_allgather`, and `out` stays valid, untouched by
-// the caller, until the request ended; `req` is null or writable.
-int rmx_iallgather(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
-
-// `rmx_alltoall`, started: its request in `*req`; `out` holds the
-// blocks for this rank once the request ended well.
-//
-// Contract: as for `rmx_alltoall`, and `out` stays valid, untouched by
-// the caller, until the request ended; `req` is null or writable.
-int rmx_ialltoall(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
-
-// `rmx_reduce_scatter`, started: its request in `*req`; `out` holds this
-// rank's reduced block once the request ended well.
-//
-// Contract: as for `rmx_reduce_scatter`, and `out` stays valid,
-// untouched by the caller, until the request ended; `req` is null or
-// writable.
-int rmx_ireduce_scatter(rmx_rank_t *rank,
-                        const void *src,
-                        void *out,
-                        size_t count,
-                        int ty,
-                        int op,
-                        rmx_request_t *req);
 
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
@@ -472,6 +387,91 @@ int rmx_rank_efd(rmx_rank_t *rank, int *fd);
 //
 // Contract: `rank` is null or a live rank; `timeout_ms` is null or writable.
 int rmx_rank_arm(rmx_rank_t *rank, int *timeout_ms);
+
+// `rmx_barrier`, started: its request in `*req`.
+//
+// Contract: `rank` is null or a live rank; `req` is null or writable.
+int rmx_ibarrier(rmx_rank_t *rank, rmx_request_t *req);
+
+// `rmx_allreduce`, started: its request in `*req`; the result is in
+// `data` once the request ended well.
+//
+// Contract: as for `rmx_allreduce`, and `data` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_iallreduce(rmx_rank_t *rank, void *data, size_t count, int ty, int op, rmx_request_t *req);
+
+// `rmx_bcast`, started: its request in `*req`; `data` holds `root`'s
+// bytes once the request ended well.
+//
+// Contract: as for `rmx_bcast`, and `data` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_ibcast(rmx_rank_t *rank, void *data, size_t len, int root, rmx_request_t *req);
+
+// `rmx_reduce`, started: its request in `*req`; `root`'s `out` holds the
+// reduction once the request ended well.
+//
+// Contract: as for `rmx_reduce`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_ireduce(rmx_rank_t *rank,
+                const void *src,
+                void *out,
+                size_t count,
+                int ty,
+                int op,
+                int root,
+                rmx_request_t *req);
+
+// `rmx_gather`, started: its request in `*req`; `root`'s `out` holds
+// every rank's block once the request ended well.
+//
+// Contract: as for `rmx_gather`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_igather(rmx_rank_t *rank,
+                const void *src,
+                size_t block,
+                void *out,
+                int root,
+                rmx_request_t *req);
+
+// `rmx_scatter`, started: its request in `*req`; `out` holds this rank's
+// block once the request ended well.
+//
+// Contract: as for `rmx_scatter`, and `out` stays valid, untouched by the
+// caller, until the request ended; `req` is null or writable.
+int rmx_iscatter(rmx_rank_t *rank,
+                 const void *src,
+                 size_t block,
+                 void *out,
+                 int root,
+                 rmx_request_t *req);
+
+// `rmx_allgather`, started: its request in `*req`; `out` holds every
+// rank's block once the request ended well.
+//
+// Contract: as for `rmx_allgather`, and `out` stays valid, untouched by
+// the caller, until the request ended; `req` is null or writable.
+int rmx_iallgather(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
+
+// `rmx_alltoall`, started: its request in `*req`; `out` holds the
+// blocks for this rank once the request ended well.
+//
+// Contract: as for `rmx_alltoall`, and `out` stays valid, untouched by
+// the caller, until the request ended; `req` is null or writable.
+int rmx_ialltoall(rmx_rank_t *rank, const void *src, size_t block, void *out, rmx_request_t *req);
+
+// `rmx_reduce_scatter`, started: its request in `*req`; `out` holds this
+// rank's reduced block once the request ended well.
+//
+// Contract: as for `rmx_reduce_scatter`, and `out` stays valid,
+// untouched by the caller, until the request ended; `req` is null or
+// writable.
+int rmx_ireduce_scatter(rmx_rank_t *rank,
+                        const void *src,
+                        void *out,
+                        size_t count,
+                        int ty,
+                        int op,
+                        rmx_request_t *req);
 
 // The library's API version (as `RMX_API_VERSION`).
 uint32_t rmx_api_version(void);

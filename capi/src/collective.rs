@@ -1,17 +1,14 @@
-//! Collectives over every rank of the job: blocking, and started as
-//! requests that `rmx_test`, `rmx_wait` and `rmx_cancel` end like any
-//! other (a collective's data is copied in when it starts and its result
-//! out when it ends, so the caller's buffer is touched only by those
-//! calls).
+//! Collectives over every rank of the job, blocking (`started.rs` has
+//! them started as requests), and the element types and reductions they
+//! take.
 
 use std::ffi::{c_int, c_void};
 
 use rmx_core::collective::{Int, Op};
 
 use crate::errors::Error;
-use crate::guard::{bytes, guard, out, read, write};
+use crate::guard::{bytes, guard, read, write};
 use crate::rank::{rmx_rank_t, with};
-use crate::requests::{rmx_request_t, Live};
 
 /// Element types of a reduction.
 pub const RMX_UINT8: c_int = 0;
@@ -96,70 +93,8 @@ pub unsafe extern "C" fn rmx_allreduce(
     })
 }
 
-/// `rmx_barrier`, started: its request in `*req`.
-///
-/// Contract: `rank` is null or a live rank; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ibarrier(rank: *mut rmx_rank_t, req: *mut rmx_request_t) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let c = s.rank().ibarrier()?;
-                let (out, len) = (std::ptr::null_mut(), 0);
-                *req = s.requests.insert(Live::Coll {
-                    req: c,
-                    at: 0,
-                    out,
-                    len,
-                });
-                Ok(0)
-            })
-        }
-    })
-}
-
-/// `rmx_allreduce`, started: its request in `*req`; the result is in
-/// `data` once the request ended well.
-///
-/// Contract: as for `rmx_allreduce`, and `data` stays valid, untouched by the
-/// caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_iallreduce(
-    rank: *mut rmx_rank_t,
-    data: *mut c_void,
-    count: usize,
-    ty: c_int,
-    op: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { out(req, "req") }?;
-        let (ty, op) = (int(ty)?, op_of(op)?);
-        let (ptr, len) = elements(data, count, ty)?;
-        // SAFETY: the caller's contract (a dangling pointer when empty).
-        let mine = unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec();
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let c = s.rank().iallreduce(mine, ty, op)?;
-                *req = s.requests.insert(Live::Coll {
-                    req: c,
-                    at: 0,
-                    out: ptr,
-                    len,
-                });
-                Ok(0)
-            })
-        }
-    })
-}
-
 /// `root` as a rank of the job.
-fn root_of(s: &mut crate::rank::State, root: c_int) -> Result<u16, Error> {
+pub(crate) fn root_of(s: &mut crate::rank::State, root: c_int) -> Result<u16, Error> {
     let n = s.rank().size();
     u16::try_from(root)
         .ok()
@@ -289,10 +224,7 @@ pub unsafe extern "C" fn rmx_scatter(
         unsafe {
             with(rank, |s| {
                 let root = root_of(s, root)?;
-                let (n, me) = (s.rank().size() as usize, s.rank().rank());
-                let len = block
-                    .checked_mul(n)
-                    .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+                let (len, me) = (blocks(s, block)?, s.rank().rank());
                 let mut data = match me == root {
                     true => read(src, len)?.to_vec(),
                     false => vec![0u8; len],
@@ -349,10 +281,7 @@ pub unsafe extern "C" fn rmx_alltoall(
         // SAFETY: the caller's contract.
         unsafe {
             with(rank, |s| {
-                let n = s.rank().size() as usize;
-                let len = block
-                    .checked_mul(n)
-                    .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+                let len = blocks(s, block)?;
                 let (send, out) = (read(src, len)?, write(out, len)?);
                 Ok(s.rank().alltoall(send, out).map(|()| 0)?)
             })
@@ -399,271 +328,16 @@ pub unsafe extern "C" fn rmx_reduce_scatter(
 
 /// A buffer of one block per rank with `mine` in this rank's place; this
 /// rank's number.
-fn placed(s: &mut crate::rank::State, mine: &[u8]) -> Result<(u16, Vec<u8>), Error> {
-    let (n, me) = (s.rank().size() as usize, s.rank().rank());
-    let len = mine
-        .len()
-        .checked_mul(n)
-        .ok_or_else(|| Error::arg("size × block is past the address space"))?;
+pub(crate) fn placed(s: &mut crate::rank::State, mine: &[u8]) -> Result<(u16, Vec<u8>), Error> {
+    let (len, me) = (blocks(s, mine.len())?, s.rank().rank());
     let mut all = vec![0u8; len];
     all[me as usize * mine.len()..][..mine.len()].copy_from_slice(mine);
     Ok((me, all))
 }
 
-/// Starts `c` as a C request in `*req`: once it ends well, `len` bytes of
-/// its data from `at` go to `out`.
-fn started(
-    s: &mut crate::rank::State,
-    c: rmx_linux::collective::CollReq,
-    at: usize,
-    out: *mut u8,
-    len: usize,
-    req: &mut rmx_request_t,
-) -> Result<c_int, Error> {
-    *req = s.requests.insert(Live::Coll {
-        req: c,
-        at,
-        out,
-        len,
-    });
-    Ok(0)
-}
-
 /// `size × block` for this job, checked.
-fn blocks(s: &mut crate::rank::State, block: usize) -> Result<usize, Error> {
+pub(crate) fn blocks(s: &mut crate::rank::State, block: usize) -> Result<usize, Error> {
     block
         .checked_mul(s.rank().size() as usize)
         .ok_or_else(|| Error::arg("size × block is past the address space"))
-}
-
-/// `rmx_bcast`, started: its request in `*req`; `data` holds `root`'s
-/// bytes once the request ended well.
-///
-/// Contract: as for `rmx_bcast`, and `data` stays valid, untouched by the
-/// caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ibcast(
-    rank: *mut rmx_rank_t,
-    data: *mut c_void,
-    len: usize,
-    root: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        let mine = unsafe { read(data, len) }?.to_vec();
-        let to = bytes(data, len)?.cast_mut();
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let root = root_of(s, root)?;
-                let c = s.rank().ibcast(mine, root)?;
-                started(s, c, 0, to, len, req)
-            })
-        }
-    })
-}
-
-/// `rmx_reduce`, started: its request in `*req`; `root`'s `out` holds the
-/// reduction once the request ended well.
-///
-/// Contract: as for `rmx_reduce`, and `out` stays valid, untouched by the
-/// caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ireduce(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    out: *mut c_void,
-    count: usize,
-    ty: c_int,
-    op: c_int,
-    root: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        let (ty, op) = (int(ty)?, op_of(op)?);
-        let (p, len) = elements(src.cast_mut(), count, ty)?;
-        // SAFETY: the caller's contract (a dangling pointer when empty).
-        let data = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let root = root_of(s, root)?;
-                let (to, n) = match s.rank().rank() == root {
-                    true => (bytes(out, len)?.cast_mut(), len),
-                    false => (std::ptr::null_mut(), 0),
-                };
-                let c = s.rank().ireduce(data, ty, op, root)?;
-                started(s, c, 0, to, n, req)
-            })
-        }
-    })
-}
-
-/// `rmx_gather`, started: its request in `*req`; `root`'s `out` holds
-/// every rank's block once the request ended well.
-///
-/// Contract: as for `rmx_gather`, and `out` stays valid, untouched by the
-/// caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_igather(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    block: usize,
-    out: *mut c_void,
-    root: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        let mine = unsafe { read(src, block) }?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let root = root_of(s, root)?;
-                let (me, data) = placed(s, mine)?;
-                let (to, n) = match me == root {
-                    true => (bytes(out, data.len())?.cast_mut(), data.len()),
-                    false => (std::ptr::null_mut(), 0),
-                };
-                let c = s.rank().igather(data, root)?;
-                started(s, c, 0, to, n, req)
-            })
-        }
-    })
-}
-
-/// `rmx_scatter`, started: its request in `*req`; `out` holds this rank's
-/// block once the request ended well.
-///
-/// Contract: as for `rmx_scatter`, and `out` stays valid, untouched by the
-/// caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_iscatter(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    block: usize,
-    out: *mut c_void,
-    root: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        let to = bytes(out, block)?.cast_mut();
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let root = root_of(s, root)?;
-                let (len, me) = (blocks(s, block)?, s.rank().rank() as usize);
-                let data = match me == root as usize {
-                    true => read(src, len)?.to_vec(),
-                    false => vec![0u8; len],
-                };
-                let c = s.rank().iscatter(data, root)?;
-                started(s, c, me * block, to, block, req)
-            })
-        }
-    })
-}
-
-/// `rmx_allgather`, started: its request in `*req`; `out` holds every
-/// rank's block once the request ended well.
-///
-/// Contract: as for `rmx_allgather`, and `out` stays valid, untouched by
-/// the caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_iallgather(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    block: usize,
-    out: *mut c_void,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        let mine = unsafe { read(src, block) }?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let (_, data) = placed(s, mine)?;
-                let (to, len) = (bytes(out, data.len())?.cast_mut(), data.len());
-                let c = s.rank().iallgather(data)?;
-                started(s, c, 0, to, len, req)
-            })
-        }
-    })
-}
-
-/// `rmx_alltoall`, started: its request in `*req`; `out` holds the
-/// blocks for this rank once the request ended well.
-///
-/// Contract: as for `rmx_alltoall`, and `out` stays valid, untouched by
-/// the caller, until the request ended; `req` is null or writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ialltoall(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    block: usize,
-    out: *mut c_void,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let len = blocks(s, block)?;
-                let (send, to) = (read(src, len)?, bytes(out, len)?.cast_mut());
-                let c = s.rank().ialltoall(send)?;
-                started(s, c, len, to, len, req)
-            })
-        }
-    })
-}
-
-/// `rmx_reduce_scatter`, started: its request in `*req`; `out` holds this
-/// rank's reduced block once the request ended well.
-///
-/// Contract: as for `rmx_reduce_scatter`, and `out` stays valid,
-/// untouched by the caller, until the request ended; `req` is null or
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ireduce_scatter(
-    rank: *mut rmx_rank_t,
-    src: *const c_void,
-    out: *mut c_void,
-    count: usize,
-    ty: c_int,
-    op: c_int,
-    req: *mut rmx_request_t,
-) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let req = unsafe { crate::guard::out(req, "req") }?;
-        let (ty, op) = (int(ty)?, op_of(op)?);
-        let (to, block) = elements(out, count, ty)?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            with(rank, |s| {
-                let me = s.rank().rank() as usize;
-                let all = count
-                    .checked_mul(s.rank().size() as usize)
-                    .ok_or_else(|| Error::arg("size × count is past the address space"))?;
-                let (p, len) = elements(src.cast_mut(), all, ty)?;
-                let data = std::slice::from_raw_parts(p, len).to_vec();
-                let c = s.rank().ireduce_scatter(data, ty, op)?;
-                started(s, c, me * block, to, block, req)
-            })
-        }
-    })
 }

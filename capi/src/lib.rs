@@ -27,6 +27,7 @@ pub mod job;
 pub mod p2p;
 pub mod rank;
 mod requests;
+pub mod started;
 pub mod status;
 pub mod version;
 pub mod window;
