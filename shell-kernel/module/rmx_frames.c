@@ -43,28 +43,12 @@ MODULE_PARM_DESC(rx_frames, "frames a context may have queued; more are dropped"
 
 static atomic_long_t rmx_dropped = ATOMIC_LONG_INIT(0);
 
-static int rmx_dropped_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rmx_dropped));
-}
-
-static const struct kernel_param_ops rmx_dropped_ops = {
-	.get = rmx_dropped_get,
-};
-module_param_cb(frames_dropped, &rmx_dropped_ops, NULL, 0444);
+module_param_cb(frames_dropped, &rmx_count_ops, &rmx_dropped, 0444);
 MODULE_PARM_DESC(frames_dropped, "frames dropped because their context's queue was full (read-only)");
 
 static atomic_long_t rmx_region_frames = ATOMIC_LONG_INIT(0);
 
-static int rmx_region_frames_get(char *buf, const struct kernel_param *kp)
-{
-	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rmx_region_frames));
-}
-
-static const struct kernel_param_ops rmx_region_frames_ops = {
-	.get = rmx_region_frames_get,
-};
-module_param_cb(region_frames, &rmx_region_frames_ops, NULL, 0444);
+module_param_cb(region_frames, &rmx_count_ops, &rmx_region_frames, 0444);
 MODULE_PARM_DESC(region_frames, "frames sent with their data copied from a region's pinned pages (read-only)");
 
 void rmx_count_region_frame(void)
@@ -320,11 +304,16 @@ long rmx_send_req(struct rmx_bound *b, void __user *uarg)
 	if (IS_ERR(skb))
 		return PTR_ERR(skb);
 	if (copy_from_user(skb->data, u64_to_user_ptr(a.buf), a.len)) {
-		kfree_skb(skb);
-		dev_put(dev);
+		rmx_frame_drop(skb, dev);
 		return -EFAULT;
 	}
 	return rmx_frame_xmit(b, dev, skb);
+}
+
+void rmx_frame_drop(struct sk_buff *skb, struct net_device *dev)
+{
+	kfree_skb(skb);
+	dev_put(dev);
 }
 
 long rmx_recv_req(struct rmx_bound *b, void __user *uarg)

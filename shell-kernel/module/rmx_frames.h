@@ -4,6 +4,7 @@
 #define RMX_FRAMES_H
 
 #include <linux/types.h>
+#include <linux/moduleparam.h>
 #include <linux/wait.h>
 
 struct net_device;
@@ -21,12 +22,18 @@ long rmx_send_req(struct rmx_bound *b, void __user *uarg);
  * give back (an ERR_PTR: none taken). */
 struct sk_buff *rmx_frame_alloc(struct rmx_bound *b, u64 len, struct net_device **devp);
 long rmx_frame_xmit(struct rmx_bound *b, struct net_device *dev, struct sk_buff *skb);
+/* Frees a frame rmx_frame_alloc gave and not sent, and its reference. */
+void rmx_frame_drop(struct sk_buff *skb, struct net_device *dev);
 /* Counts a frame RMX_SEND_REGION sent (the region_frames parameter). */
 void rmx_count_region_frame(void);
 long rmx_recv_req(struct rmx_bound *b, void __user *uarg);
 bool rmx_frames_queued(struct rmx_bound *b);
 /* Unbinds and frees b (NULL is fine); no frame is queued or wakes after. */
 void rmx_unbind(struct rmx_bound *b);
+
+/* A read-only module parameter showing the atomic_long_t its arg names
+ * (rmx_glue.c). */
+extern const struct kernel_param_ops rmx_count_ops;
 
 int rmx_frames_init(void);
 void rmx_frames_exit(void);

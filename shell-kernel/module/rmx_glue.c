@@ -19,7 +19,6 @@
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
-#include <linux/netdevice.h>
 #include <linux/poll.h>
 #include <linux/sched/signal.h>
 #include <linux/skbuff.h>
@@ -40,15 +39,15 @@ static atomic_long_t rmx_pinned = ATOMIC_LONG_INIT(0);
 /* Contexts opened so far: each seeds its descriptors apart. */
 static atomic_t rmx_opened = ATOMIC_INIT(0);
 
-static int rmx_pinned_get(char *buf, const struct kernel_param *kp)
+static int rmx_count_get(char *buf, const struct kernel_param *kp)
 {
-	return sysfs_emit(buf, "%ld\n", atomic_long_read(&rmx_pinned));
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(kp->arg));
 }
 
-static const struct kernel_param_ops rmx_pinned_ops = {
-	.get = rmx_pinned_get,
+const struct kernel_param_ops rmx_count_ops = {
+	.get = rmx_count_get,
 };
-module_param_cb(pinned_pages, &rmx_pinned_ops, NULL, 0444);
+module_param_cb(pinned_pages, &rmx_count_ops, &rmx_pinned, 0444);
 MODULE_PARM_DESC(pinned_pages, "pages pinned by every context (read-only)");
 
 static unsigned int region_bytes;
@@ -338,8 +337,9 @@ static long rmx_pin_req(struct rmx_ctx *c, void __user *uarg)
 	return -EBUSY;
 }
 
-/* Where a region copy's other side is: a user buffer, or (kbuf set) the
- * kernel's own memory, such as a frame being built. */
+/* Where a region copy's other side is: a user buffer either way, or (kbuf
+ * set) kernel memory the region is copied into, such as a frame being
+ * built. */
 struct rmx_side {
 	u8 __user *ubuf;
 	u8 *kbuf;
@@ -349,10 +349,7 @@ struct rmx_side {
 static int rmx_copy_piece(const struct rmx_side *o, void *k, u64 done, u64 n)
 {
 	if (o->kbuf) {
-		if (o->to_region)
-			memcpy(k, o->kbuf + done, n);
-		else
-			memcpy(o->kbuf + done, k, n);
+		memcpy(o->kbuf + done, k, n);
 		return 0;
 	}
 	if (o->to_region)
@@ -437,9 +434,7 @@ static long rmx_copy_req(struct rmx_ctx *c, void __user *uarg, bool to_user)
 		return -EFAULT;
 	if (a.flags)
 		return -EINVAL;
-	o.ubuf = u64_to_user_ptr(a.buf);
-	o.kbuf = NULL;
-	o.to_region = !to_user;
+	o = (struct rmx_side){ .ubuf = u64_to_user_ptr(a.buf), .to_region = !to_user };
 	return rmx_region_copy(c, a.desc, a.offset, a.len, &o);
 }
 
@@ -462,23 +457,17 @@ static long rmx_send_region_req(struct rmx_ctx *c, void __user *uarg)
 	skb = rmx_frame_alloc(c->bound, (u64)a.len + a.rlen, &dev);
 	if (IS_ERR(skb))
 		return PTR_ERR(skb);
-	if (copy_from_user(skb->data, u64_to_user_ptr(a.buf), a.len)) {
-		r = -EFAULT;
-		goto fail;
+	o = (struct rmx_side){ .kbuf = skb->data + a.len };
+	r = copy_from_user(skb->data, u64_to_user_ptr(a.buf), a.len) ?
+		    -EFAULT :
+		    rmx_region_copy(c, a.desc, a.offset, a.rlen, &o);
+	if (r) {
+		rmx_frame_drop(skb, dev);
+		return r;
 	}
-	o.ubuf = NULL;
-	o.kbuf = skb->data + a.len;
-	o.to_region = false;
-	r = rmx_region_copy(c, a.desc, a.offset, a.rlen, &o);
-	if (r)
-		goto fail;
 	r = rmx_frame_xmit(c->bound, dev, skb);
 	if (!r)
 		rmx_count_region_frame();
-	return r;
-fail:
-	kfree_skb(skb);
-	dev_put(dev);
 	return r;
 }
 

@@ -174,6 +174,17 @@ fn sizes(iface: &str, mtu: u32, opts: &EthOpts) -> io::Result<(u32, usize)> {
     Ok((max_packet, buf_size))
 }
 
+/// Appends the bytes of `sges` to `out`.
+///
+/// Every entry is one [`Regs::check`] found inside a registration, which
+/// keeps it readable until the frame naming it completes.
+fn gather(out: &mut Vec<u8>, sges: &[Sge]) {
+    for s in sges {
+        // SAFETY: the entries were checked, as said above.
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.len) });
+    }
+}
+
 /// One endpoint on one interface.
 pub struct EthPort {
     link: Link,
@@ -648,23 +659,17 @@ impl EthPort {
                 for q in &self.queue[..n] {
                     scratch.clear();
                     scratch.extend_from_slice(&q.head);
-                    let copied = q.n as usize - usize::from(q.region.is_some());
-                    for s in &q.sges[..copied] {
-                        // SAFETY: `check` found the range inside a
-                        // registration, readable until this send completes.
-                        scratch.extend_from_slice(unsafe {
-                            std::slice::from_raw_parts(s.addr as *const u8, s.len)
-                        });
-                    }
                     // A registration the module could not send from
                     // before is copied here from then on.
                     let region = q
                         .region
                         .filter(|&(key, ..)| self.regs.get(key).is_some_and(|r| !r.copied));
+                    let sges = &q.sges[..q.n as usize];
                     let r = match region {
                         Some((key, d, off)) => {
-                            let len = q.sges[copied].len;
-                            match dev.send_frame_region(scratch, d, off, len as u64) {
+                            let (head, data) = sges.split_at(sges.len() - 1);
+                            gather(scratch, head);
+                            match dev.send_frame_region(scratch, d, off, data[0].len as u64) {
                                 Ok(sent) => {
                                     self.counters.region_frames += u64::from(sent);
                                     Ok(sent)
@@ -675,22 +680,13 @@ impl EthPort {
                                     // the registration keeps it readable.
                                     self.regs.copy_from_now(key);
                                     self.counters.region_refused += 1;
-                                    let s = &q.sges[copied];
-                                    // SAFETY: as above.
-                                    scratch.extend_from_slice(unsafe {
-                                        std::slice::from_raw_parts(s.addr as *const u8, s.len)
-                                    });
+                                    gather(scratch, data);
                                     dev.send_frame(scratch)
                                 }
                             }
                         }
                         None => {
-                            for s in &q.sges[copied..q.n as usize] {
-                                // SAFETY: as above.
-                                scratch.extend_from_slice(unsafe {
-                                    std::slice::from_raw_parts(s.addr as *const u8, s.len)
-                                });
-                            }
+                            gather(scratch, sges);
                             dev.send_frame(scratch)
                         }
                     };
