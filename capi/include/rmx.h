@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// The alignment every block must have: the largest any table needs, and
+// a cache line, so that no two endpoints share one.
+#define RMX_EP_ALIGN 64
+
 // Element types of a reduction.
 #define RMX_UINT8 0
 
@@ -45,6 +49,19 @@
 #define RMX_BOR 4
 
 #define RMX_BXOR 5
+
+// `rmx_ep_config_t.rendezvous`: the core picks by what the port can do
+// (RGET, else RPUT, else PULL).
+#define RMX_RNDV_AUTO 0
+
+// The receiver's buffer is written by the sender (RDMA write).
+#define RMX_RNDV_RPUT 1
+
+// The sender's buffer is read by the receiver (RDMA read).
+#define RMX_RNDV_RGET 2
+
+// The receiver asks for frames, the sender sends them (no RDMA).
+#define RMX_RNDV_PULL 3
 
 // Success.
 #define RMX_OK 0
@@ -102,11 +119,69 @@
 // A receive of any tag.
 #define RMX_ANY_TAG -1
 
+// A port callback's result: done.
+#define RMX_PORT_OK 0
+
+// `post`: the work was done during the call (its completion is this).
+#define RMX_PORT_DONE 1
+
+// `post`: send queue full, or (a write with immediate) the peer has no
+// receive buffer; nothing was done and the core posts it again later.
+#define RMX_PORT_BUSY -1
+
+// `post`, or a completion's `status`: the connection to the peer is gone.
+#define RMX_PORT_DOWN -2
+
+// `post` or `reg`: the port does not do this (the core does without).
+#define RMX_PORT_UNSUPPORTED -3
+
+// `post`, or a completion's `status`: a memory key or bound check failed.
+#define RMX_PORT_ACCESS -4
+
+// `reg`: out of registrations or pinnable memory.
+#define RMX_PORT_NO_RESOURCE -5
+
+// `rmx_work_t.kind`: the bytes of `sges`, in order, as one packet.
+#define RMX_WORK_SEND 0
+
+// `rmx_work_t.kind`: `head` then `body` as one packet, copied during the
+// call (an inline send).
+#define RMX_WORK_INLINE 1
+
+// `rmx_work_t.kind`: write `sges[0]` to the peer's `remote_addr`.
+#define RMX_WORK_RDMA_WRITE 2
+
+// `rmx_work_t.kind`: read the peer's `remote_addr` into `sges[0]`.
+#define RMX_WORK_RDMA_READ 3
+
+// `rmx_work_t.kind`: write as `RMX_WORK_RDMA_WRITE`, then take one of the
+// peer's receive buffers to report `imm` there.
+#define RMX_WORK_WRITE_IMM 4
+
+// `rmx_work_t.flags` (a send): also wake a thread sleeping on the peer.
+#define RMX_WORK_SOLICITED 1
+
+// `rmx_work_t.flags` (an inline send): report this send's completion;
+// without it the port may report it only with a later signalled one.
+#define RMX_WORK_SIGNAL 2
+
+// `reg`'s `flags`: application memory, for remote access too (a
+// rendezvous, a window); without it, memory of rmx's own (bounce slots)
+// for local access.
+#define RMX_REG_REMOTE 1
+
+// `poll_recv`'s result: a packet is in `*buf`.
+#define RMX_RECV_PACKET 1
+
+// `poll_recv`'s result: a write with immediate landed, `*imm` its value
+// (`*buf` the receive buffer it took, handed back at once).
+#define RMX_RECV_IMM 2
+
 // Changed when a function or type changes incompatibly.
 #define RMX_API_MAJOR 0
 
 // Raised when functions are added.
-#define RMX_API_MINOR 1
+#define RMX_API_MINOR 2
 
 // The version this header describes: major in the high 16 bits.
 #define RMX_API_VERSION ((RMX_API_MAJOR << 16) | RMX_API_MINOR)
@@ -135,13 +210,139 @@
 
 #define RMX_NO_PUT 8
 
+// An endpoint in caller memory, from `rmx_ep_create` to
+// `rmx_ep_destroy`. Opaque.
+typedef struct rmx_ep_t rmx_ep_t;
+
 // One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
 // length of the `main` that `rmx_run` calls with it. Opaque.
 typedef struct rmx_rank_t rmx_rank_t;
 
-// A rank's program, as `rmx_run` calls it: the rank (valid until it
-// returns) and the caller's `arg`; what it returns (0 for success).
-typedef int (*rmx_main_t)(rmx_rank_t *rank, void *arg);
+// What the port can do and its limits (0: no limit, or none).
+typedef struct {
+  // Non-zero: `RMX_WORK_RDMA_WRITE` works (the RPUT rendezvous).
+  uint8_t rdma_write;
+  // Non-zero: `RMX_WORK_RDMA_READ` works (the RGET rendezvous).
+  uint8_t rdma_read;
+  // Non-zero: `RMX_WORK_WRITE_IMM` works.
+  uint8_t write_imm;
+  // Non-zero: packets may be lost, duplicated or reordered; the core
+  // then carries reliability itself (sequence numbers, acks, timers
+  // that `rmx_ep_progress`'s clock drives).
+  uint8_t lossy;
+  // Non-zero: registering costs next to nothing and sends may gather
+  // from application memory (a CPU-driven port).
+  uint8_t cheap_gather;
+  uint8_t reserved[3];
+  // Largest RDMA operation in bytes.
+  uint32_t max_transfer;
+  // Largest inline send, header included (0: none).
+  uint32_t inline_max;
+  // Send work-queue entries per peer.
+  uint32_t send_queue;
+  // Receive buffers the port holds for packets.
+  uint32_t rx_buffers;
+  // Largest packet a send may carry: a receive buffer's size.
+  uint32_t mtu;
+} rmx_port_caps_t;
+
+// What an endpoint is: its rank, its port, its protocol settings and
+// its tables' sizes. A field left 0 takes its default.
+typedef struct {
+  // `sizeof(rmx_ep_config_t)`, so a later library knows which fields
+  // a program set.
+  uint32_t size;
+  // This endpoint's rank, below `ranks`.
+  uint16_t rank;
+  // Ranks of the job: peers are named 0 … `ranks` − 1 in posts.
+  uint16_t ranks;
+  // Largest payload sent eagerly in one packet (default 8192, at most
+  // the port's `mtu` less the core's 28-byte header).
+  uint32_t eager;
+  // Messages one peer may have unconsumed here (default 64).
+  uint16_t credits;
+  // `RMX_RNDV_*` (default `RMX_RNDV_AUTO`).
+  uint8_t rendezvous;
+  uint8_t reserved;
+  // Requests pending at once (default 2048).
+  uint32_t requests;
+  // Send bounce slots, each `eager` bytes and a header (default 256).
+  uint32_t slots;
+  // Receives posted and not yet matched (default 1024).
+  uint32_t posted;
+  // Messages arrived and not yet received (default the larger of 1024
+  // and the port's receive buffers).
+  uint32_t unexpected;
+  // What the port can do.
+  rmx_port_caps_t caps;
+} rmx_ep_config_t;
+
+// One gather entry: `len` bytes at `addr`, registered under `key`.
+typedef struct {
+  size_t addr;
+  size_t len;
+  uint32_t key;
+} rmx_sge_t;
+
+// One work request, valid only during `post`: copy what is kept.
+typedef struct {
+  // `RMX_WORK_*`.
+  uint32_t kind;
+  // `RMX_WORK_SOLICITED`, `RMX_WORK_SIGNAL`.
+  uint32_t flags;
+  // A send's gather list; an RDMA operation's one local entry.
+  const rmx_sge_t *sges;
+  size_t nsge;
+  // An inline send: `head_len` bytes at `head`, then `body_len` at `body`.
+  const uint8_t *head;
+  size_t head_len;
+  const uint8_t *body;
+  size_t body_len;
+  // An RDMA operation: the peer's address and the key it registered.
+  uint64_t remote_addr;
+  uint32_t remote_key;
+  // `RMX_WORK_WRITE_IMM`: the value the peer's receive reports.
+  uint32_t imm;
+} rmx_work_t;
+
+// A finished post, as `poll_cq` reports it.
+typedef struct {
+  // The `wr_id` it was posted with.
+  uint64_t wr_id;
+  // `RMX_PORT_OK`, `RMX_PORT_ACCESS` or `RMX_PORT_DOWN`.
+  int status;
+} rmx_completion_t;
+
+// The port's callbacks, each given the `port` pointer the endpoint was
+// created with. rmx calls them only from inside an `rmx_ep_*` call on
+// that endpoint, one at a time. Optional ones may be null.
+typedef struct {
+  // Registers `len` bytes at `addr` (`flags`: `RMX_REG_REMOTE`); the
+  // key in `*key`. `RMX_PORT_OK`, `RMX_PORT_UNSUPPORTED` or
+  // `RMX_PORT_NO_RESOURCE`.
+  int (*reg)(void *port, size_t addr, size_t len, uint32_t flags, uint32_t *key);
+  // Ends a registration: operations naming its key fail afterwards.
+  void (*dereg)(void *port, size_t addr, size_t len, uint32_t key);
+  // Posts `work` to `peer`: `RMX_PORT_DONE` (done during the call),
+  // `RMX_PORT_OK` (reported later by `poll_cq` with `wr_id`), or an
+  // `RMX_PORT_*` refusal (nothing done).
+  int (*post)(void *port, uint16_t peer, uint64_t wr_id, const rmx_work_t *work);
+  // The next received packet: 0 if none, `RMX_RECV_PACKET` (`*buf` names
+  // it) or `RMX_RECV_IMM`.
+  int (*poll_recv)(void *port, uint32_t *buf, uint32_t *imm);
+  // The bytes of a polled buffer not yet reposted (their length in
+  // `*len`), valid until it is reposted; null for any other.
+  const uint8_t *(*rx_bytes)(void *port, uint32_t buf, size_t *len);
+  // Hands a polled buffer back to the port: 1, or 0 if it was not held.
+  int (*repost)(void *port, uint32_t buf);
+  // Moves up to `max` finished posts, oldest first, into `out`: how many.
+  size_t (*poll_cq)(void *port, rmx_completion_t *out, size_t max);
+  // Optional: hands posts held for a batch to the network now.
+  void (*doorbell)(void *port);
+  // Optional: returns once no posted operation still reads or writes
+  // memory (called before registrations end and the endpoint goes).
+  void (*drain)(void *port);
+} rmx_port_ops_t;
 
 // A request C may hold: 0 is none.
 typedef uint64_t rmx_request_t;
@@ -158,6 +359,10 @@ typedef struct {
   // `RMX_ERR_CANCELLED`, `RMX_ERR_PEER_FAILED`, `RMX_ERR_TRANSFER`).
   int error;
 } rmx_status_t;
+
+// A rank's program, as `rmx_run` calls it: the rank (valid until it
+// returns) and the caller's `arg`; what it returns (0 for success).
+typedef int (*rmx_main_t)(rmx_rank_t *rank, void *arg);
 
 // A window of a rank, as C holds it: 0 is none.
 typedef uint64_t rmx_win_t;
@@ -245,6 +450,98 @@ int rmx_alltoall(rmx_rank_t *rank, const void *src, size_t block, void *out);
 // `size × count` elements; `out` is null or names `count` writable
 // elements.
 int rmx_reduce_scatter(rmx_rank_t *rank, const void *src, void *out, size_t count, int ty, int op);
+
+// Writes the bytes an endpoint of `*config` needs into `*size` (the
+// block given to `rmx_ep_create`, aligned to `RMX_EP_ALIGN`). 0, or
+// `RMX_ERR_ARG` with the reason in `rmx_last_error`.
+//
+// Contract: `config` and `size` are null or valid.
+int rmx_ep_size(const rmx_ep_config_t *config, size_t *size);
+
+// Creates an endpoint of `*config` in the `size` bytes at `mem` (at
+// least what `rmx_ep_size` says, aligned to `RMX_EP_ALIGN`), over the
+// port `ops` with `port` as its callbacks' first argument; it in
+// `*ep`. The port's `reg` is called once here (for the bounce slots).
+// 0, or a negative code (`*ep` untouched, nothing kept). Use
+// `rmx_ep_create`, which passes `RMX_API_VERSION`.
+//
+// Contract: `mem` is null or `size` writable bytes that the caller
+// neither reads, writes nor frees until `rmx_ep_destroy` returned 0;
+// `config`, `ops` and `ep` are null or valid; the callbacks keep the
+// contracts `rmx_port_ops_t` states for as long as the endpoint lives.
+int rmx_ep_create_version(uint32_t version,
+                          void *mem,
+                          size_t size,
+                          const rmx_ep_config_t *config,
+                          const rmx_port_ops_t *ops,
+                          void *port,
+                          rmx_ep_t **ep);
+
+// Moves the endpoint on at time `now_ns` (any monotonic clock in
+// nanoseconds; a time earlier than one given before counts as that one):
+// the port's arrivals and completions, then the core's timers if one is
+// due (retransmission on a lossy port, keepalives). How many packets and
+// completions it handled, or a negative code. Nothing moves but in calls.
+//
+// Contract: `ep` is null or an endpoint from `rmx_ep_create`.
+int rmx_ep_progress(rmx_ep_t *ep, uint64_t now_ns);
+
+// The time by which `rmx_ep_progress` must be called for the core's
+// timers, in `*deadline_ns`: 1, or 0 if no timer runs (only arrivals
+// move it then). For a driver that arms a timer instead of polling.
+//
+// Contract: `ep` is null or an endpoint; `deadline_ns` null or writable.
+int rmx_ep_deadline(rmx_ep_t *ep, uint64_t *deadline_ns);
+
+// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
+// request in `*req`. An eager message ends during the call (its request
+// still needs `rmx_ep_test`); a larger one when the receiver has it.
+// Posts may wait in the port until the next `rmx_ep_progress` or
+// `rmx_ep_test` rings its doorbell. 0, or a negative code (nothing sent).
+//
+// Contract: `ep` is null or an endpoint; `buf` null or `len` readable
+// bytes, unchanged until the request ended; `req` null or writable.
+int rmx_ep_isend(rmx_ep_t *ep,
+                 int dest,
+                 uint32_t tag,
+                 const void *buf,
+                 size_t len,
+                 rmx_request_t *req);
+
+// Starts a receive into `len` bytes at `buf` of a message from `src`
+// (or `RMX_ANY_SOURCE`) with `tag` (or `RMX_ANY_TAG`); its request in
+// `*req`. 0, or a negative code (nothing posted).
+//
+// Contract: `ep` is null or an endpoint; `buf` null or `len` writable
+// bytes, untouched by the caller until the request ended; `req` null or
+// writable.
+int rmx_ep_irecv(rmx_ep_t *ep, int src, int64_t tag, void *buf, size_t len, rmx_request_t *req);
+
+// Tests `*req` once, without moving the endpoint (`rmx_ep_progress`
+// does): 1 once it ended well, 0 while it runs, or a negative code. A
+// request that ended (either way) is freed, its buffer the caller's
+// again, and `*req` becomes `RMX_REQUEST_NULL`; `status` (may be null)
+// gets how it ended. A negative code with `*req` unchanged is a refused
+// call (`RMX_ERR_REQUEST`: not a live request). A null request is ended.
+//
+// Contract: `ep` is null or an endpoint; `req` and `status` null or valid.
+int rmx_ep_test(rmx_ep_t *ep, rmx_request_t *req, rmx_status_t *status);
+
+// Cancels a receive that has not matched: 1 if cancelled (its
+// `rmx_ep_test` then ends it with `RMX_ERR_CANCELLED`), 0 if it had
+// matched or is a send (it ends as it would have), or a negative code.
+// It does not end the request: test it to its end.
+//
+// Contract: `ep` is null or an endpoint; `req` null or valid.
+int rmx_ep_cancel(rmx_ep_t *ep, const rmx_request_t *req);
+
+// Ends the endpoint: the port is drained (`drain`) and every
+// registration ended (`dereg`); the block is the caller's again. 0, or
+// `RMX_ERR_BUSY` while requests are pending (test them to their end, or
+// cancel receives first), or a negative code.
+//
+// Contract: `ep` is null or an endpoint, used by no call after this.
+int rmx_ep_destroy(rmx_ep_t *ep);
 
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.
@@ -572,5 +869,10 @@ static inline int rmx_init(rmx_rank_t **rank) {
 
 static inline int rmx_run(uint16_t threads, rmx_main_t main, void *arg) {
     return rmx_run_version(RMX_API_VERSION, threads, main, arg);
+}
+
+static inline int rmx_ep_create(void *mem, size_t size, const rmx_ep_config_t *config,
+                                const rmx_port_ops_t *ops, void *port, rmx_ep_t **ep) {
+    return rmx_ep_create_version(RMX_API_VERSION, mem, size, config, ops, port, ep);
 }
 #endif /* RMX_H_INLINE */

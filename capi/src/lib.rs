@@ -18,13 +18,16 @@
 // header carries.
 #![allow(clippy::missing_safety_doc)]
 
+mod carve;
 pub mod collective;
+pub mod embedded;
 mod end;
 pub mod errors;
 mod guard;
 mod held;
 pub mod job;
 pub mod p2p;
+pub mod port_ops;
 pub mod rank;
 mod requests;
 pub mod started;
@@ -32,5 +35,6 @@ pub mod status;
 pub mod version;
 pub mod window;
 
+pub use carve::RMX_EP_ALIGN;
 pub use errors::*;
 pub use version::*;

@@ -6,7 +6,6 @@
 use std::ffi::{c_int, c_void};
 
 use rmx_core::{Source, TagSel};
-use rmx_linux::rank::Rank;
 
 use crate::end::{step, wait};
 use crate::errors::{Error, RMX_ERR_REQUEST};
@@ -20,12 +19,12 @@ pub const RMX_ANY_SOURCE: c_int = -1;
 /// A receive of any tag.
 pub const RMX_ANY_TAG: i64 = -1;
 
-/// `dest` as a rank of `r`'s job.
-fn peer(r: &Rank, dest: c_int) -> Result<u16, Error> {
+/// `dest` as a rank of a job of `size`.
+pub(crate) fn peer(size: u16, dest: c_int) -> Result<u16, Error> {
     u16::try_from(dest)
         .ok()
-        .filter(|&d| d < r.size())
-        .ok_or_else(|| Error::arg(format!("rank {dest} is not one of the job's {}", r.size())))
+        .filter(|&d| d < size)
+        .ok_or_else(|| Error::arg(format!("rank {dest} is not one of the job's {size}")))
 }
 
 /// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
@@ -53,7 +52,7 @@ pub unsafe extern "C" fn rmx_isend(
         // before it goes).
         unsafe {
             with(rank, |s| {
-                let dest = peer(s.rank(), dest)?;
+                let dest = peer(s.rank().size(), dest)?;
                 let q = s.rank().isend_raw(dest, tag, ptr, len)?;
                 *req = s.requests.insert(Live::Msg(q, Some(len)));
                 Ok(0)
@@ -85,7 +84,7 @@ pub unsafe extern "C" fn rmx_irecv(
         // SAFETY: as for a send.
         unsafe {
             with(rank, |s| {
-                let (src, tag) = selection(s.rank(), src, tag)?;
+                let (src, tag) = selection(s.rank().size(), src, tag)?;
                 let q = s.rank().irecv_raw(src, tag, ptr, len)?;
                 *req = s.requests.insert(Live::Msg(q, None));
                 Ok(0)
@@ -96,7 +95,7 @@ pub unsafe extern "C" fn rmx_irecv(
 
 /// A receive's selection of messages: `src` a rank or `RMX_ANY_SOURCE`,
 /// `tag` 0 … 2^32 − 1 or `RMX_ANY_TAG`.
-fn selection(r: &Rank, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> {
+pub(crate) fn selection(size: u16, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> {
     let tag =
         match tag {
             RMX_ANY_TAG => TagSel::Any,
@@ -106,7 +105,7 @@ fn selection(r: &Rank, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> 
         };
     let src = match src {
         RMX_ANY_SOURCE => Source::Any,
-        s => Source::Rank(peer(r, s)?),
+        s => Source::Rank(peer(size, s)?),
     };
     Ok((src, tag))
 }
@@ -161,7 +160,7 @@ unsafe fn probe(
     // SAFETY: the caller's contract.
     let found = unsafe {
         with(rank, |s| {
-            let (src, tag) = selection(s.rank(), src, tag)?;
+            let (src, tag) = selection(s.rank().size(), src, tag)?;
             Ok(match wait {
                 true => Some(s.rank().probe(src, tag)?),
                 false => s.rank().iprobe(src, tag)?,

@@ -8,7 +8,7 @@ use crate::errors::{Error, RMX_ERR_VERSION};
 /// Changed when a function or type changes incompatibly.
 pub const RMX_API_MAJOR: u32 = 0;
 /// Raised when functions are added.
-pub const RMX_API_MINOR: u32 = 1;
+pub const RMX_API_MINOR: u32 = 2;
 /// The version this header describes: major in the high 16 bits.
 pub const RMX_API_VERSION: u32 = (RMX_API_MAJOR << 16) | RMX_API_MINOR;
 

@@ -100,6 +100,21 @@ fn ranks_as_threads_from_c_shared_and_static() {
     }
 }
 
+/// The core embedded (`rmx_ep_*`): two endpoints in the program's memory
+/// over a port written in C, every rendezvous byte-exact, a lossy port
+/// carried by the core's timers, refusals as codes.
+#[test]
+fn an_embedded_endpoint_over_a_port_in_c() {
+    for link_static in [false, true] {
+        let bin = build("embedded", link_static);
+        let out = run(&bin, &[]);
+        assert!(out.contains("embedded: ok"), "{out}");
+        for pass in ["auto", "rput", "rget", "pull", "lossy"] {
+            assert!(out.contains(&format!("embedded: {pass} ok")), "{out}");
+        }
+    }
+}
+
 /// Windows: puts, gets and accumulates in every fence design, fences
 /// blocking and started, a window under a fence refusing other calls.
 #[test]

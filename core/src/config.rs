@@ -223,6 +223,15 @@ impl Config {
         }
         if caps.rx_buffers > 0 {
             self.rx_buffers = caps.rx_buffers;
+            // A pool smaller than the defaults assume keeps a quarter in
+            // reserve and tells the shell at half of the rest.
+            let pool = self.rx_buffers;
+            if self.rx_reserve >= pool {
+                self.rx_reserve = pool / 4;
+            }
+            if self.rx_low_water < self.rx_reserve || self.rx_low_water >= pool {
+                self.rx_low_water = self.rx_reserve + (pool - self.rx_reserve) / 2;
+            }
         }
         if caps.mtu > header {
             self.eager_threshold = self.eager_threshold.min(caps.mtu - header);
@@ -433,6 +442,26 @@ mod tests {
         assert_eq!(own.fit(&rdma).medium_max, Some(4096), "a choice is kept");
         assert_eq!(Config::reliable(8192, 64).medium(), 0);
         assert_eq!(Config::unreliable(8192, 64).medium(), MEDIUM_MAX);
+    }
+
+    #[test]
+    fn a_small_receive_pool_gets_a_reserve_and_low_water_it_can_hold() {
+        for pool in [1, 2, 5, 32, 64, 65] {
+            let caps = Caps {
+                rx_buffers: pool,
+                ..Caps::default()
+            };
+            let cfg = Config::reliable(8192, 64).fit(&caps);
+            assert_eq!(cfg.validate(), Ok(()), "a pool of {pool}");
+            assert!(cfg.rx_reserve < pool && cfg.rx_low_water < pool);
+        }
+        // A pool the defaults fit keeps them.
+        let caps = Caps {
+            rx_buffers: 256,
+            ..Caps::default()
+        };
+        let cfg = Config::reliable(8192, 64).fit(&caps);
+        assert_eq!((cfg.rx_reserve, cfg.rx_low_water), (32, 64));
     }
 
     #[test]

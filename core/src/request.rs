@@ -34,6 +34,27 @@ impl Request {
             gen: (id >> 16) as u16,
         }
     }
+
+    /// The handle as one integer, for an embedder that hands requests
+    /// across a C boundary; [`from_raw`](Self::from_raw) takes it back.
+    /// Any integer is safe to take back: one that names no live request
+    /// is refused as stale by [`Endpoint::test`](crate::Endpoint::test).
+    pub fn to_raw(self) -> u32 {
+        self.to_wire()
+    }
+
+    /// The handle [`to_raw`](Self::to_raw) gave.
+    pub fn from_raw(raw: u32) -> Request {
+        Request::from_wire(raw)
+    }
+
+    /// Its row in the request table (below the endpoint's
+    /// [`Sizes::requests`](crate::Sizes::requests)), for an embedder that
+    /// keeps something per pending request; `u16::MAX` for
+    /// [`COMPLETE`](Self::COMPLETE).
+    pub fn slot(self) -> usize {
+        self.idx as usize
+    }
 }
 
 /// Why a receive finished without delivering all it was sent.

@@ -4,7 +4,9 @@
 use rmx_core::{Caps, Gather, PostError, RdmaOp, RegError, Remote, WcResult};
 
 /// One gather entry: a range of local memory and the key it was registered
-/// under (0 where the transport checks no key).
+/// under (0 where the transport checks no key). C's layout, so a gather
+/// list reaches a port written in C as it is.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sge {
     pub addr: usize,
