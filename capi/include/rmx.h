@@ -63,6 +63,37 @@
 // The receiver asks for frames, the sender sends them (no RDMA).
 #define RMX_RNDV_PULL 3
 
+// `rmx_coll_t.kind`: returns once every rank entered it.
+#define RMX_COLL_BARRIER 0
+
+// Every rank's `len` bytes become their reduction over all ranks.
+#define RMX_COLL_ALLREDUCE 1
+
+// Every rank ends with the root's `len` bytes.
+#define RMX_COLL_BCAST 2
+
+// The root ends with the reduction of every rank's `len` bytes (the
+// others' are left partly reduced).
+#define RMX_COLL_REDUCE 3
+
+// Rank i gives block i (`len` bytes at i × `len`) of a buffer of n
+// blocks; every rank ends with all of them.
+#define RMX_COLL_ALLGATHER 4
+
+// As allgather, but only the root ends with all blocks.
+#define RMX_COLL_GATHER 5
+
+// The root's n blocks of `len` bytes: rank i ends with block i.
+#define RMX_COLL_SCATTER 6
+
+// Every rank gives n blocks; rank i ends with the reduction of every
+// rank's block i, at i × `len`.
+#define RMX_COLL_REDUCE_SCATTER 7
+
+// Rank i's n blocks (block j for rank j), then n blocks of room: it
+// ends with block i of every rank j at (n + j) × `len`.
+#define RMX_COLL_ALLTOALL 8
+
 // Success.
 #define RMX_OK 0
 
@@ -218,6 +249,11 @@ typedef struct rmx_ep_t rmx_ep_t;
 // length of the `main` that `rmx_run` calls with it. Opaque.
 typedef struct rmx_rank_t rmx_rank_t;
 
+// A collective running on an endpoint, in memory the caller provides,
+// from `rmx_ep_task_start` until `rmx_ep_task_test` reports its end.
+// Opaque.
+typedef struct rmx_task_t rmx_task_t;
+
 // What the port can do and its limits (0: no limit, or none).
 typedef struct {
   // Non-zero: `RMX_WORK_RDMA_WRITE` works (the RPUT rendezvous).
@@ -359,6 +395,20 @@ typedef struct {
   // `RMX_ERR_CANCELLED`, `RMX_ERR_PEER_FAILED`, `RMX_ERR_TRANSFER`).
   int error;
 } rmx_status_t;
+
+// A collective, as every rank starts it alike.
+typedef struct {
+  // `RMX_COLL_*`.
+  int kind;
+  // A reducing collective's element type (`RMX_INT32` …).
+  int ty;
+  // A reducing collective's reduction (`RMX_SUM` …).
+  int op;
+  // A rooted collective's root.
+  int root;
+  // The data's bytes, or one block's (see each kind).
+  size_t len;
+} rmx_coll_t;
 
 // A rank's program, as `rmx_run` calls it: the rank (valid until it
 // returns) and the caller's `arg`; what it returns (0 for success).
@@ -542,6 +592,45 @@ int rmx_ep_cancel(rmx_ep_t *ep, const rmx_request_t *req);
 //
 // Contract: `ep` is null or an endpoint, used by no call after this.
 int rmx_ep_destroy(rmx_ep_t *ep);
+
+// Writes the bytes a task of `*what` on `ep` needs into `*size` (the
+// block given to `rmx_ep_task_start`, aligned to `RMX_EP_ALIGN`): 0, or
+// a negative code.
+//
+// Contract: `ep` is null or an endpoint; `what` and `size` null or valid.
+int rmx_ep_task_size(rmx_ep_t *ep, const rmx_coll_t *what, size_t *size);
+
+// Starts collective `*what` on `ep` over the `len` bytes at `data`
+// (as its kind says), with its state and scratch in the `size` bytes at
+// `mem` (`rmx_ep_task_size`, aligned to `RMX_EP_ALIGN`); the task in
+// `*task`. Every rank starts the same collectives in the same order.
+// 0, or a negative code (nothing started, the memory the caller's).
+//
+// Contract: `ep` is null or an endpoint; `data` null or `len` bytes and
+// `mem` null or `size` bytes, both untouched by the caller until the
+// task's test reports its end; `what` and `task` null or valid.
+int rmx_ep_task_start(rmx_ep_t *ep,
+                      const rmx_coll_t *what,
+                      void *data,
+                      size_t len,
+                      void *mem,
+                      size_t size,
+                      rmx_task_t **task);
+
+// Moves `task` on as far as it goes now (`rmx_ep_progress` moves the
+// endpoint): 1 once it ended well, 0 while it runs, or the negative
+// code it ended with. Once it ended (either way) its data holds the
+// result, and its memory and data are the caller's again.
+//
+// Contract: `ep` is null or an endpoint; `task` null or a task of it.
+int rmx_ep_task_test(rmx_ep_t *ep, rmx_task_t *task);
+
+// Ends `task` early: its receives that have not matched are cancelled;
+// test it to its end (`RMX_ERR_CANCELLED`, or how it ended if it
+// already had). 0, or a negative code.
+//
+// Contract: as for `rmx_ep_task_test`.
+int rmx_ep_task_abort(rmx_ep_t *ep, rmx_task_t *task);
 
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.

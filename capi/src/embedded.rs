@@ -12,7 +12,10 @@ use std::ffi::{c_int, c_void};
 use rmx_core::storage::{
     HoldEntry, Peer, PostedEntry, RequestEntry, SlotEntry, UnexpectedEntry, WorkEntry,
 };
-use rmx_core::{Config, ConfigError, Endpoint, Protocol, Request, Sizes, Tables, UserBuf};
+use rmx_core::{
+    Config, ConfigError, Endpoint, Protocol, RecvError, Request, Sizes, Tables, UserBuf,
+};
+use rmx_driver::task::Messages;
 use rmx_driver::{Adapter, AdapterTables, Completion, Mr, Plain, Port, UserEntry};
 
 use crate::carve::{fill, Carve, RMX_EP_ALIGN};
@@ -23,6 +26,10 @@ use crate::port_ops::{rmx_port_caps_t, rmx_port_ops_t, CPort};
 use crate::requests::{rmx_request_t, RMX_REQUEST_NULL};
 use crate::status::rmx_status_t;
 use crate::version;
+
+mod messages;
+pub mod task;
+use messages::EpReq;
 
 /// `rmx_ep_config_t.rendezvous`: the core picks by what the port can do
 /// (RGET, else RPUT, else PULL).
@@ -77,8 +84,13 @@ pub struct rmx_ep_t {
     nic: Adapter<CPort, Plain, CallerTables>,
     /// What each pending request holds, by its row.
     pending: &'static mut [Pending],
-    /// Ranks of the job.
+    /// Ranks of the job, and this endpoint's.
     ranks: u16,
+    me: u16,
+    /// Collectives started so far (their messages' tags carry it), and
+    /// tasks not yet ended.
+    collectives: u16,
+    tasks: u32,
     /// The latest time the caller gave.
     now: u64,
     wcs: [Completion; 16],
@@ -338,6 +350,9 @@ unsafe fn build(
             nic,
             pending,
             ranks: c.ranks,
+            me: c.rank,
+            collectives: 0,
+            tasks: 0,
             now: 0,
             wcs: [Completion {
                 wr_id: 0,
@@ -390,20 +405,15 @@ impl rmx_ep_t {
         round.packets + round.completions
     }
 
-    /// Keeps what a request started with `buf` holds until it ends; its
-    /// C handle. A request done during the call gives `buf` back now.
-    fn keep(&mut self, req: Request, buf: UserBuf, sent: Option<u32>) -> rmx_request_t {
-        if req == Request::COMPLETE {
-            self.nic.drop_user(buf);
+    /// Keeps what a started request holds until it ends; its C handle.
+    fn keep(&mut self, r: EpReq, sent: Option<u32>) -> rmx_request_t {
+        if r.req == Request::COMPLETE {
             return DONE_SEND | u64::from(sent.unwrap_or(0));
         }
-        match self.pending.get_mut(req.slot()) {
+        match self.pending.get_mut(r.req.slot()) {
             Some(p) => {
-                *p = Pending {
-                    buf: Some(buf),
-                    sent,
-                };
-                u64::from(req.to_raw())
+                *p = Pending { buf: r.buf, sent };
+                u64::from(r.req.to_raw())
             }
             // The core hands out rows of its table only, as long as ours.
             None => unreachable!("a request row past the table"),
@@ -474,21 +484,21 @@ pub unsafe extern "C" fn rmx_ep_isend(
         let data = bytes(buf, len)?;
         let dest = peer(e.ranks, dest)?;
         let len32 = u32::try_from(len).map_err(|_| Error::from(rmx_core::SendError::TooLong))?;
-        // SAFETY: the caller's contract keeps the bytes until the
-        // request ended, when the handle goes back.
-        let ub = unsafe { e.nic.add_user(data as usize, len) }.ok_or_else(full)?;
         let ctx = rmx_core::wire::context::USER;
-        match e.ep.isend(e.now, &mut e.nic, dest, tag, ctx, ub, len32) {
-            Ok(r) => {
-                *req = e.keep(r, ub, Some(len32));
-                Ok(RMX_OK)
-            }
-            Err(err) => {
-                e.nic.drop_user(ub);
-                Err(err.into())
-            }
-        }
+        // SAFETY: the caller's contract keeps the bytes until the
+        // request ended.
+        let r = unsafe { Messages::isend(e, dest, tag, ctx, data, len) }.map_err(sent_error)?;
+        *req = e.keep(r, Some(len32));
+        Ok(RMX_OK)
     })
+}
+
+/// A refused send's code: a full table says what to do.
+fn sent_error(e: rmx_core::SendError) -> Error {
+    match e {
+        rmx_core::SendError::RequestTableFull => full(),
+        e => e.into(),
+    }
 }
 
 fn full() -> Error {
@@ -521,24 +531,17 @@ pub unsafe extern "C" fn rmx_ep_irecv(
         let req = unsafe { out(req, "req") }?;
         let data = bytes(buf, len)?;
         let (src, tag) = selection(e.ranks, src, tag)?;
-        // SAFETY: as for a send.
-        let ub = unsafe { e.nic.add_user(data as usize, len) }.ok_or_else(full)?;
         let ctx = rmx_core::wire::context::USER;
-        // A buffer past 4 GiB takes any message whole.
-        let cap = len.min(u32::MAX as usize) as u32;
-        let r = e.ep.irecv(e.now, &mut e.nic, src, tag, ctx, ub, cap);
-        // A matched rendezvous may have asked for its data.
-        e.nic.port().doorbell();
-        match r {
-            Ok(r) => {
-                *req = e.keep(r, ub, None);
-                Ok(RMX_OK)
-            }
-            Err(err) => {
-                e.nic.drop_user(ub);
-                Err(err.into())
-            }
-        }
+        // SAFETY: as for a send.
+        let r =
+            unsafe { Messages::irecv(e, src, tag, ctx, data.cast_mut(), len) }.map_err(|err| {
+                match err {
+                    RecvError::RequestTableFull => full(),
+                    err => err.into(),
+                }
+            })?;
+        *req = e.keep(r, None);
+        Ok(RMX_OK)
     })
 }
 
@@ -638,11 +641,11 @@ pub unsafe extern "C" fn rmx_ep_destroy(ep: *mut rmx_ep_t) -> c_int {
     guard(|| {
         // SAFETY: the caller's contract.
         let e = unsafe { live(ep) }?;
-        let pending = e.pending.iter().filter(|p| p.buf.is_some()).count();
+        let pending = e.pending.iter().filter(|p| p.buf.is_some()).count() + e.tasks as usize;
         if pending > 0 {
             return Err(Error::new(
                 RMX_ERR_BUSY,
-                format!("{pending} requests are pending: test them to their end first"),
+                format!("{pending} requests or tasks are pending: test them to their end first"),
             ));
         }
         e.magic = 0;

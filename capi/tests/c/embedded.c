@@ -366,6 +366,144 @@ static void unexpected_in_order(struct pair *pr) {
     }
 }
 
+/* A task of each endpoint, started with `what[r]` on `data[r]`, moved
+ * on until both ended; each one's result in `got[r]`. */
+static void both(struct pair *pr, const rmx_coll_t what[2], void *data[2], const size_t len[2], int got[2]) {
+    rmx_task_t *task[2];
+    void *mem[2];
+    for (int r = 0; r < 2; r++) {
+        size_t size = 0;
+        EXPECT(rmx_ep_task_size(pr->ep[r], &what[r], &size), 0);
+        mem[r] = aligned_alloc(RMX_EP_ALIGN, (size + RMX_EP_ALIGN - 1) / RMX_EP_ALIGN * RMX_EP_ALIGN);
+        CHECK(mem[r]);
+        EXPECT(rmx_ep_task_start(pr->ep[r], &what[r], data[r], len[r], mem[r], size, &task[r]), 0);
+    }
+    int done[2] = {0, 0};
+    for (long i = 0; !(done[0] && done[1]); i++) {
+        CHECK(i < 2000000);
+        for (int r = 0; r < 2; r++) {
+            if (done[r]) continue;
+            int t = rmx_ep_task_test(pr->ep[r], task[r]);
+            if (t != 0) {
+                got[r] = t;
+                done[r] = 1;
+                /* Ended: the task is gone. */
+                EXPECT(rmx_ep_task_test(pr->ep[r], task[r]), RMX_ERR_ARG);
+                free(mem[r]);
+            }
+        }
+        step(pr);
+    }
+}
+
+/* Collectives as tasks: an allreduce of every size (its larger ones by
+ * rendezvous), a barrier, a broadcast and an allgather, each result
+ * checked element by element. */
+static void collectives(struct pair *pr, const char *name) {
+    static const size_t COUNTS[] = {0, 1, 3, 1000, 2048, 100000};
+    for (size_t k = 0; k < sizeof COUNTS / sizeof COUNTS[0]; k++) {
+        size_t n = COUNTS[k];
+        int32_t *v[2];
+        for (int r = 0; r < 2; r++) {
+            v[r] = malloc(n * sizeof(int32_t) + 1);
+            for (size_t i = 0; i < n; i++) v[r][i] = (int32_t)(i * (size_t)(r + 1)) - 7;
+        }
+        rmx_coll_t w = {.kind = RMX_COLL_ALLREDUCE, .ty = RMX_INT32, .op = RMX_SUM, .len = n * sizeof(int32_t)};
+        rmx_coll_t what[2] = {w, w};
+        void *data[2] = {v[0], v[1]};
+        size_t len[2] = {w.len, w.len};
+        int got[2];
+        both(pr, what, data, len, got);
+        for (int r = 0; r < 2; r++) {
+            EXPECT(got[r], 1);
+            for (size_t i = 0; i < n; i++) {
+                if (v[r][i] != (int32_t)(3 * i) - 14) {
+                    fprintf(stderr, "%s: allreduce of %zu: rank %d element %zu is %d\n", name, n, r, i, v[r][i]);
+                    exit(1);
+                }
+            }
+            free(v[r]);
+        }
+    }
+    rmx_coll_t bar = {.kind = RMX_COLL_BARRIER};
+    rmx_coll_t what[2] = {bar, bar};
+    void *none[2] = {NULL, NULL};
+    size_t zero[2] = {0, 0};
+    int got[2];
+    both(pr, what, none, zero, got);
+    EXPECT(got[0], 1);
+    EXPECT(got[1], 1);
+
+    enum { B = 70000 };
+    uint8_t *b[2];
+    for (int r = 0; r < 2; r++) {
+        b[r] = malloc(2 * B);
+        for (size_t i = 0; i < 2 * B; i++) b[r][i] = byte_of(i, B, r);
+    }
+    rmx_coll_t bc = {.kind = RMX_COLL_BCAST, .root = 1, .len = B};
+    rmx_coll_t bcs[2] = {bc, bc};
+    void *bd[2] = {b[0], b[1]};
+    size_t bl[2] = {B, B};
+    both(pr, bcs, bd, bl, got);
+    EXPECT(got[0], 1);
+    EXPECT(got[1], 1);
+    for (size_t i = 0; i < B; i++) CHECK(b[0][i] == byte_of(i, B, 1) && b[1][i] == byte_of(i, B, 1));
+
+    rmx_coll_t ag = {.kind = RMX_COLL_ALLGATHER, .len = B};
+    rmx_coll_t ags[2] = {ag, ag};
+    for (int r = 0; r < 2; r++)
+        for (size_t i = 0; i < B; i++) b[r][(size_t)r * B + i] = byte_of(i, B + 1, r);
+    size_t agl[2] = {2 * B, 2 * B};
+    both(pr, ags, bd, agl, got);
+    EXPECT(got[0], 1);
+    EXPECT(got[1], 1);
+    for (int r = 0; r < 2; r++)
+        for (int from = 0; from < 2; from++)
+            for (size_t i = 0; i < B; i++) CHECK(b[r][(size_t)from * B + i] == byte_of(i, B + 1, from));
+    free(b[0]);
+    free(b[1]);
+}
+
+/* Tasks refused, or ended early. */
+static void task_refusals(struct pair *pr) {
+    rmx_ep_t *e = pr->ep[0];
+    size_t size = 0;
+    rmx_coll_t w = {.kind = RMX_COLL_ALLREDUCE, .ty = RMX_INT32, .op = RMX_SUM, .len = 64};
+    rmx_coll_t bad = w;
+    bad.kind = 42;
+    EXPECT(rmx_ep_task_size(e, &bad, &size), RMX_ERR_ARG);
+    bad = w;
+    bad.ty = 99;
+    EXPECT(rmx_ep_task_size(e, &bad, &size), RMX_ERR_ARG);
+    bad = w;
+    bad.len = 6; /* not a whole number of int32 */
+    EXPECT(rmx_ep_task_size(e, &bad, &size), RMX_ERR_ARG);
+    bad = (rmx_coll_t){.kind = RMX_COLL_BCAST, .root = 2, .len = 8};
+    EXPECT(rmx_ep_task_size(e, &bad, &size), RMX_ERR_ARG);
+    EXPECT(rmx_ep_task_size(e, NULL, &size), RMX_ERR_ARG);
+    EXPECT(rmx_ep_task_size(e, &w, &size), 0);
+    void *mem = aligned_alloc(RMX_EP_ALIGN, (size + 2 * RMX_EP_ALIGN) / RMX_EP_ALIGN * RMX_EP_ALIGN);
+    int32_t v[16] = {0};
+    rmx_task_t *t = NULL;
+    EXPECT(rmx_ep_task_start(e, &w, v, sizeof v - 4, mem, size, &t), RMX_ERR_ARG);
+    EXPECT(rmx_ep_task_start(e, &w, v, sizeof v, mem, size - 1, &t), RMX_ERR_ARG);
+    EXPECT(rmx_ep_task_start(e, &w, v, sizeof v, (uint8_t *)mem + 8, size, &t), RMX_ERR_ARG);
+    EXPECT(rmx_ep_task_start(e, &w, NULL, sizeof v, mem, size, &t), RMX_ERR_ARG);
+    CHECK(t == NULL);
+    EXPECT(rmx_ep_task_test(e, (rmx_task_t *)mem), RMX_ERR_ARG);
+    /* Started on one rank alone, then ended early: cancelled, and the
+     * endpoint will not go while it runs. */
+    EXPECT(rmx_ep_task_start(e, &w, v, sizeof v, mem, size, &t), 0);
+    step(pr);
+    EXPECT(rmx_ep_task_test(e, t), 0);
+    EXPECT(rmx_ep_destroy(e), RMX_ERR_BUSY);
+    EXPECT(rmx_ep_task_abort(e, t), 0);
+    int r;
+    while ((r = rmx_ep_task_test(e, t)) == 0) step(pr);
+    EXPECT(r, RMX_ERR_CANCELLED);
+    free(mem);
+}
+
 /* Refusals: each a code, nothing changed. */
 static void refusals(struct pair *pr) {
     rmx_ep_config_t c = config(0, RMX_RNDV_AUTO, 0);
@@ -457,6 +595,7 @@ int main(void) {
         create(&pr, RNDV[i].rndv, 0, 0);
         every_size(&pr, RNDV[i].name);
         unexpected_in_order(&pr);
+        collectives(&pr, RNDV[i].name);
         unsigned long rdma = ports[0].rdma_ops + ports[1].rdma_ops;
         /* RDMA carries the rendezvous that use it; PULL sends packets. */
         if (RNDV[i].rndv == RMX_RNDV_PULL)
@@ -473,6 +612,7 @@ int main(void) {
     create(&pr, RMX_RNDV_AUTO, 1, 5);
     every_size(&pr, "lossy");
     unexpected_in_order(&pr);
+    collectives(&pr, "lossy");
     CHECK(ports[0].lost > 0 && ports[1].lost > 0);
     uint64_t at = 0;
     (void)rmx_ep_deadline(pr.ep[0], &at);
@@ -481,6 +621,7 @@ int main(void) {
 
     create(&pr, RMX_RNDV_AUTO, 0, 0);
     refusals(&pr);
+    task_refusals(&pr);
     destroy(&pr);
     printf("embedded: ok\n");
     return 0;
