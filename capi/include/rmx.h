@@ -16,10 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The alignment every block must have: the largest any table needs, and
-// a cache line, so that no two endpoints share one.
-#define RMX_EP_ALIGN 64
-
 // Element types of a reduction.
 #define RMX_UINT8 0
 
@@ -50,49 +46,9 @@
 
 #define RMX_BXOR 5
 
-// `rmx_ep_config_t.rendezvous`: the core picks by what the port can do
-// (RGET, else RPUT, else PULL).
-#define RMX_RNDV_AUTO 0
-
-// The receiver's buffer is written by the sender (RDMA write).
-#define RMX_RNDV_RPUT 1
-
-// The sender's buffer is read by the receiver (RDMA read).
-#define RMX_RNDV_RGET 2
-
-// The receiver asks for frames, the sender sends them (no RDMA).
-#define RMX_RNDV_PULL 3
-
-// `rmx_coll_t.kind`: returns once every rank entered it.
-#define RMX_COLL_BARRIER 0
-
-// Every rank's `len` bytes become their reduction over all ranks.
-#define RMX_COLL_ALLREDUCE 1
-
-// Every rank ends with the root's `len` bytes.
-#define RMX_COLL_BCAST 2
-
-// The root ends with the reduction of every rank's `len` bytes (the
-// others' are left partly reduced).
-#define RMX_COLL_REDUCE 3
-
-// Rank i gives block i (`len` bytes at i × `len`) of a buffer of n
-// blocks; every rank ends with all of them.
-#define RMX_COLL_ALLGATHER 4
-
-// As allgather, but only the root ends with all blocks.
-#define RMX_COLL_GATHER 5
-
-// The root's n blocks of `len` bytes: rank i ends with block i.
-#define RMX_COLL_SCATTER 6
-
-// Every rank gives n blocks; rank i ends with the reduction of every
-// rank's block i, at i × `len`.
-#define RMX_COLL_REDUCE_SCATTER 7
-
-// Rank i's n blocks (block j for rank j), then n blocks of room: it
-// ends with block i of every rank j at (n + j) × `len`.
-#define RMX_COLL_ALLTOALL 8
+// The alignment of every block given to `rmx_ep_create` and
+// `rmx_ep_task_start`: a cache line, so no two endpoints share one.
+#define RMX_EP_ALIGN 64
 
 // Success.
 #define RMX_OK 0
@@ -208,6 +164,50 @@
 // (`*buf` the receive buffer it took, handed back at once).
 #define RMX_RECV_IMM 2
 
+// `rmx_ep_config_t.rendezvous`: the core picks by what the port can do
+// (RGET, else RPUT, else PULL).
+#define RMX_RNDV_AUTO 0
+
+// The receiver's buffer is written by the sender (RDMA write).
+#define RMX_RNDV_RPUT 1
+
+// The sender's buffer is read by the receiver (RDMA read).
+#define RMX_RNDV_RGET 2
+
+// The receiver asks for frames, the sender sends them (no RDMA).
+#define RMX_RNDV_PULL 3
+
+// `rmx_coll_t.kind`: returns once every rank entered it.
+#define RMX_COLL_BARRIER 0
+
+// Every rank's `len` bytes become their reduction over all ranks.
+#define RMX_COLL_ALLREDUCE 1
+
+// Every rank ends with the root's `len` bytes.
+#define RMX_COLL_BCAST 2
+
+// The root ends with the reduction of every rank's `len` bytes (the
+// others' are left partly reduced).
+#define RMX_COLL_REDUCE 3
+
+// Rank i gives block i (`len` bytes at i × `len`) of a buffer of n
+// blocks; every rank ends with all of them.
+#define RMX_COLL_ALLGATHER 4
+
+// As allgather, but only the root ends with all blocks.
+#define RMX_COLL_GATHER 5
+
+// The root's n blocks of `len` bytes: rank i ends with block i.
+#define RMX_COLL_SCATTER 6
+
+// Every rank gives n blocks; rank i ends with the reduction of every
+// rank's block i, at i × `len`.
+#define RMX_COLL_REDUCE_SCATTER 7
+
+// Rank i's n blocks (block j for rank j), then n blocks of room: it
+// ends with block i of every rank j at (n + j) × `len`.
+#define RMX_COLL_ALLTOALL 8
+
 // Changed when a function or type changes incompatibly.
 #define RMX_API_MAJOR 0
 
@@ -241,8 +241,11 @@
 
 #define RMX_NO_PUT 8
 
-// An endpoint in caller memory, from `rmx_ep_create` to
-// `rmx_ep_destroy`. Opaque.
+// Collective numbers a fence takes.
+#define FenceTask_COLLECTIVES 2
+
+// An endpoint in caller memory, from its creation to its destruction.
+// Opaque.
 typedef struct rmx_ep_t rmx_ep_t;
 
 // One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
@@ -250,8 +253,7 @@ typedef struct rmx_ep_t rmx_ep_t;
 typedef struct rmx_rank_t rmx_rank_t;
 
 // A collective running on an endpoint, in memory the caller provides,
-// from `rmx_ep_task_start` until `rmx_ep_task_test` reports its end.
-// Opaque.
+// from its start until a test reports its end. Opaque.
 typedef struct rmx_task_t rmx_task_t;
 
 // What the port can do and its limits (0: no limit, or none).
@@ -587,8 +589,8 @@ int rmx_ep_cancel(rmx_ep_t *ep, const rmx_request_t *req);
 
 // Ends the endpoint: the port is drained (`drain`) and every
 // registration ended (`dereg`); the block is the caller's again. 0, or
-// `RMX_ERR_BUSY` while requests are pending (test them to their end, or
-// cancel receives first), or a negative code.
+// `RMX_ERR_BUSY` while requests or tasks are pending (test them to
+// their end, or cancel receives first), or a negative code.
 //
 // Contract: `ep` is null or an endpoint, used by no call after this.
 int rmx_ep_destroy(rmx_ep_t *ep);

@@ -29,17 +29,12 @@ pub const RMX_BOR: c_int = 4;
 pub const RMX_BXOR: c_int = 5;
 
 pub(crate) fn int(ty: c_int) -> Result<Int, Error> {
-    usize::try_from(ty)
-        .ok()
-        .and_then(|i| Int::ALL.get(i).copied())
+    rmx_driver::embed::task::int(ty)
         .ok_or_else(|| Error::arg(format!("{ty} is no RMX_ element type")))
 }
 
 pub(crate) fn op_of(op: c_int) -> Result<Op, Error> {
-    usize::try_from(op)
-        .ok()
-        .filter(|&i| i <= RMX_BXOR as usize)
-        .and_then(|i| Op::ALL.get(i).copied())
+    rmx_driver::embed::task::op_of(op)
         .ok_or_else(|| Error::arg(format!("{op} is no RMX_ reduction")))
 }
 

@@ -18,7 +18,6 @@
 // header carries.
 #![allow(clippy::missing_safety_doc)]
 
-mod carve;
 pub mod collective;
 pub mod embedded;
 mod end;
@@ -27,7 +26,7 @@ mod guard;
 mod held;
 pub mod job;
 pub mod p2p;
-pub mod port_ops;
+pub mod port_consts;
 pub mod rank;
 mod requests;
 pub mod started;
@@ -35,6 +34,5 @@ pub mod status;
 pub mod version;
 pub mod window;
 
-pub use carve::RMX_EP_ALIGN;
 pub use errors::*;
 pub use version::*;

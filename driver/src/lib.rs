@@ -10,13 +10,15 @@
 //! faults below any port and [`delayed`] lands RDMA writes late; [`task`]
 //! holds the steps every shell carries out alike (collectives), as
 //! non-blocking state machines; with the `alloc` feature, [`heap`] holds
-//! every table in vectors.
+//! every table in vectors; [`embed`] is the core in an embedder's memory
+//! over a port of C callbacks.
 //! `no_std` and allocation-free: a Linux kernel module links it as it
 //! links `rmx-core`; the std shell adds threads, locks and sleeping.
 #![no_std]
 
 mod adapter;
 pub mod delayed;
+pub mod embed;
 pub mod faulty;
 #[cfg(feature = "alloc")]
 pub mod heap;

@@ -1,13 +1,13 @@
 //! Tables laid out one after another in memory the caller provides, each
 //! at its type's alignment: the same walk measures a block (from address
-//! 0) and fills one, so the size `rmx_ep_size` reports is the size
-//! `rmx_ep_create` uses.
+//! 0) and fills one, so the size a size query reports is the size
+//! creating uses.
 
-use std::mem::{align_of, size_of};
+use core::mem::{align_of, size_of};
 
 /// The alignment every block must have: the largest any table needs, and
 /// a cache line, so that no two endpoints share one.
-pub const RMX_EP_ALIGN: usize = 64;
+pub const ALIGN: usize = 64;
 
 /// A walk through `[at, end)`.
 pub(crate) struct Carve {
@@ -24,7 +24,7 @@ impl Carve {
         }
     }
 
-    /// A walk through `len` bytes at `base` (aligned to [`RMX_EP_ALIGN`]).
+    /// A walk through `len` bytes at `base` (aligned to [`ALIGN`]).
     pub(crate) fn block(base: usize, len: usize) -> Option<Carve> {
         Some(Carve {
             at: base,
@@ -40,7 +40,7 @@ impl Carve {
     /// The address of `n` `T`s, next at `T`'s alignment; `None` past the
     /// end or the address space.
     pub(crate) fn take<T>(&mut self, n: usize) -> Option<usize> {
-        const { assert!(align_of::<T>() <= RMX_EP_ALIGN) };
+        const { assert!(align_of::<T>() <= ALIGN) };
         let at = self.at.checked_next_multiple_of(align_of::<T>())?;
         let end = at.checked_add(size_of::<T>().checked_mul(n)?)?;
         if end > self.end {
@@ -66,12 +66,14 @@ pub(crate) unsafe fn fill<'a, T: Copy>(at: usize, n: usize, fill: T) -> &'a mut 
     // gives the range to this slice alone for `'a`. A zero-length slice
     // needs only an aligned, non-null pointer, which `take` gave (its
     // block's base is never null).
-    unsafe { std::slice::from_raw_parts_mut(p, n) }
+    unsafe { core::slice::from_raw_parts_mut(p, n) }
 }
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use std::vec;
 
     #[test]
     fn measuring_and_filling_agree_and_a_short_block_is_refused() {

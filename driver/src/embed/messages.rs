@@ -3,11 +3,11 @@
 //! the core, given back when the request ends. The C entry points for
 //! sends and receives take the same path.
 
+use crate::port::Port;
+use crate::task::Messages;
 use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf};
-use rmx_driver::task::Messages;
-use rmx_driver::Port;
 
-use super::rmx_ep_t;
+use super::endpoint::rmx_ep_t;
 
 /// A request and the handle of the bytes it names (none once it ended
 /// during the call).

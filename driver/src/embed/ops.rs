@@ -5,10 +5,10 @@
 //! decision (eager or rendezvous, which rendezvous, when to pack) stays
 //! in the core.
 
-use std::ffi::{c_int, c_void};
+use core::ffi::{c_int, c_void};
 
+use crate::port::{Completion, Mr, Port, Recv, Sge, Work};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
-use rmx_driver::{Completion, Mr, Port, Recv, Sge, Work};
 
 /// A port callback's result: done.
 pub const RMX_PORT_OK: c_int = 0;
@@ -87,7 +87,8 @@ pub struct rmx_port_caps_t {
 }
 
 impl rmx_port_caps_t {
-    pub(crate) fn caps(&self) -> Caps {
+    /// The core's view of these capabilities.
+    pub fn caps(&self) -> Caps {
         Caps {
             rdma_write: self.rdma_write != 0,
             rdma_read: self.rdma_read != 0,
@@ -199,7 +200,7 @@ pub struct rmx_port_ops_t {
 
 impl rmx_port_ops_t {
     /// The name of the first required callback that is null.
-    pub(crate) fn missing(&self) -> Option<&'static str> {
+    pub fn missing(&self) -> Option<&'static str> {
         [
             ("reg", self.reg.is_none()),
             ("dereg", self.dereg.is_none()),
@@ -217,21 +218,21 @@ impl rmx_port_ops_t {
 // A send's gather list goes to C as it is: the driver's entry and C's
 // have one layout.
 const _: () = {
-    assert!(std::mem::size_of::<Sge>() == std::mem::size_of::<rmx_sge_t>());
-    assert!(std::mem::align_of::<Sge>() == std::mem::align_of::<rmx_sge_t>());
-    assert!(std::mem::offset_of!(Sge, addr) == std::mem::offset_of!(rmx_sge_t, addr));
-    assert!(std::mem::offset_of!(Sge, len) == std::mem::offset_of!(rmx_sge_t, len));
-    assert!(std::mem::offset_of!(Sge, key) == std::mem::offset_of!(rmx_sge_t, key));
+    assert!(core::mem::size_of::<Sge>() == core::mem::size_of::<rmx_sge_t>());
+    assert!(core::mem::align_of::<Sge>() == core::mem::align_of::<rmx_sge_t>());
+    assert!(core::mem::offset_of!(Sge, addr) == core::mem::offset_of!(rmx_sge_t, addr));
+    assert!(core::mem::offset_of!(Sge, len) == core::mem::offset_of!(rmx_sge_t, len));
+    assert!(core::mem::offset_of!(Sge, key) == core::mem::offset_of!(rmx_sge_t, key));
 };
 
 /// A [`Port`] over a C callback table.
-pub(crate) struct CPort {
+pub struct CPort {
     ops: rmx_port_ops_t,
     ctx: *mut c_void,
     caps: Caps,
     /// Callbacks that broke their contract (`poll_cq` past `max`, an
     /// unknown code): treated as the safest reading, and counted.
-    pub(crate) faults: u64,
+    pub faults: u64,
 }
 
 impl CPort {
@@ -241,7 +242,7 @@ impl CPort {
     /// Every required callback is non-null ([`rmx_port_ops_t::missing`])
     /// and keeps the contract its field states, for as long as the port
     /// lives; `ctx` is what they expect.
-    pub(crate) unsafe fn new(ops: rmx_port_ops_t, ctx: *mut c_void, caps: Caps) -> CPort {
+    pub unsafe fn new(ops: rmx_port_ops_t, ctx: *mut c_void, caps: Caps) -> CPort {
         CPort {
             ops,
             ctx,
@@ -307,11 +308,11 @@ impl Port for CPort {
         let none = rmx_work_t {
             kind: RMX_WORK_SEND,
             flags: 0,
-            sges: std::ptr::null(),
+            sges: core::ptr::null(),
             nsge: 0,
-            head: std::ptr::null(),
+            head: core::ptr::null(),
             head_len: 0,
-            body: std::ptr::null(),
+            body: core::ptr::null(),
             body_len: 0,
             remote_addr: 0,
             remote_key: 0,
@@ -420,7 +421,7 @@ impl Port for CPort {
         }
         // SAFETY: the callback's contract: `len` bytes at `p`, unchanged
         // until the buffer is reposted, which needs `&mut self`.
-        Some(unsafe { std::slice::from_raw_parts(p, len) })
+        Some(unsafe { core::slice::from_raw_parts(p, len) })
     }
 
     fn repost(&mut self, buf: u32) -> bool {

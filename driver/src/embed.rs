@@ -1,0 +1,48 @@
+//! The core for a C runtime or a kernel driver: one endpoint in memory
+//! the embedder provides, over a port it implements as a table of C
+//! callbacks ([`ops::rmx_port_ops_t`]), moved on only when the embedder
+//! calls in with the time. No thread, no allocation, no clock of its own:
+//! what librmx's `rmx_ep_*` and the Linux module's in-kernel endpoints
+//! wrap alike.
+//!
+//! Each endpoint's calls come one at a time (the embedder serialises
+//! them); two endpoints are independent.
+#![allow(non_camel_case_types)]
+
+mod carve;
+pub mod endpoint;
+mod messages;
+pub mod ops;
+pub mod task;
+
+pub use carve::ALIGN;
+pub use endpoint::{create, destroy, live, rmx_ep_config_t, rmx_ep_t, size, Ended};
+pub use messages::EpReq;
+pub use task::{rmx_coll_t, rmx_task_t};
+
+use rmx_core::{ConfigError, RecvError, SendError};
+
+use crate::adapter::AdapterError;
+use crate::task::CollectiveError;
+
+/// Why an embedded endpoint refused a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedError {
+    /// An argument out of range: which, and why.
+    Arg(&'static str),
+    /// A required callback of the port is null.
+    MissingCallback(&'static str),
+    /// The configuration does not hold.
+    Config(ConfigError),
+    /// The port refused to register the bounce slots.
+    Adapter(AdapterError),
+    Send(SendError),
+    Recv(RecvError),
+    Collective(CollectiveError),
+    /// Every request row is in use: test some to their end.
+    Full,
+    /// Not a live request of this endpoint.
+    Stale,
+    /// Requests or tasks still pending (how many).
+    Busy(usize),
+}
