@@ -284,11 +284,10 @@ pub unsafe extern "C" fn rmx_ep_cancel(ep: *mut rmx_ep_t, req: *const rmx_reques
 /// Contract: `ep` is null or an endpoint, used by no call after this.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_destroy(ep: *mut rmx_ep_t) -> c_int {
-    // SAFETY: the caller's contract.
     guard(|| {
-        unsafe { embed::destroy(ep) }
-            .map(|()| RMX_OK)
-            .map_err(Error::from)
+        // SAFETY: the caller's contract.
+        unsafe { embed::destroy(ep) }?;
+        Ok(RMX_OK)
     })
 }
 
