@@ -1,69 +1,27 @@
 //! The core for a C runtime or driver (`rmx_ep_*`): one endpoint in
 //! memory the caller provides, over a port the caller implements
 //! (`rmx_port_ops_t`), moved on only when the caller calls in with the
-//! time. No thread, no allocation, no clock of its own. The mechanism is
-//! rmx-driver's [`embed`](rmx_driver::embed), which the Linux module
-//! wraps too; these are its C entry points, each behind the boundary's
-//! guard.
+//! time. No thread, no allocation, no clock of its own. Each entry point
+//! is rmx-driver's ([`calls`]), which the Linux module exports as it is,
+//! here behind the boundary's guard and with its failure in words.
 //!
 //! Each endpoint's calls come one at a time (the caller serialises them);
 //! two endpoints are independent.
 
 use std::ffi::{c_int, c_void};
 
+use rmx_driver::embed::calls;
 use rmx_driver::embed::ops::rmx_port_ops_t;
-use rmx_driver::embed::{
-    self, rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_task_t, EmbedError, Ended,
-};
+use rmx_driver::embed::{rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_task_t};
 
-use crate::errors::{Error, RMX_ERR_BUSY, RMX_ERR_NO_RESOURCE, RMX_ERR_REQUEST, RMX_OK};
-use crate::guard::{bytes, guard, out};
-use crate::p2p::{peer, selection};
+use crate::guard::guard;
 use crate::requests::rmx_request_t;
 use crate::status::rmx_status_t;
-use crate::version;
 
 /// The alignment of every block given to `rmx_ep_create` and
 /// `rmx_ep_task_start`: a cache line, so no two endpoints share one.
 pub const RMX_EP_ALIGN: usize = 64;
-const _: () = assert!(RMX_EP_ALIGN == embed::ALIGN);
-
-impl From<EmbedError> for Error {
-    fn from(e: EmbedError) -> Error {
-        match e {
-            EmbedError::Arg(why) => Error::arg(why),
-            EmbedError::MissingCallback(name) => {
-                Error::arg(format!("ops.{name} is null: it is required"))
-            }
-            EmbedError::Config(c) => Error::arg(format!("the configuration does not hold: {c:?}")),
-            EmbedError::Adapter(a) => Error::new(
-                RMX_ERR_NO_RESOURCE,
-                format!("the port refused to register the bounce slots: {a:?}"),
-            ),
-            EmbedError::Send(s) => s.into(),
-            EmbedError::Recv(r) => r.into(),
-            EmbedError::Collective(c) => c.into(),
-            EmbedError::Full => Error::new(
-                RMX_ERR_NO_RESOURCE,
-                "every request row is in use: test some to their end",
-            ),
-            EmbedError::Stale => Error::new(RMX_ERR_REQUEST, "not a live request of this endpoint"),
-            EmbedError::Busy(n) => Error::new(
-                RMX_ERR_BUSY,
-                format!("{n} requests or tasks are pending: test them to their end first"),
-            ),
-        }
-    }
-}
-
-/// `ep` as a live endpoint.
-///
-/// # Safety
-/// As [`embed::live`].
-unsafe fn live<'a>(ep: *mut rmx_ep_t) -> Result<&'a mut rmx_ep_t, Error> {
-    // SAFETY: the caller's contract.
-    Ok(unsafe { embed::live(ep) }?)
-}
+const _: () = assert!(RMX_EP_ALIGN == rmx_driver::embed::ALIGN);
 
 /// Writes the bytes an endpoint of `*config` needs into `*size` (the
 /// block given to `rmx_ep_create`, aligned to `RMX_EP_ALIGN`). 0, or
@@ -72,14 +30,8 @@ unsafe fn live<'a>(ep: *mut rmx_ep_t) -> Result<&'a mut rmx_ep_t, Error> {
 /// Contract: `config` and `size` are null or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_size(config: *const rmx_ep_config_t, size: *mut usize) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let c = unsafe { config.as_ref() }.ok_or_else(|| Error::arg("config is null"))?;
-        // SAFETY: the caller's contract.
-        let size = unsafe { out(size, "size") }?;
-        *size = embed::size(c)?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::size(config, size) }?))
 }
 
 /// Creates an endpoint of `*config` in the `size` bytes at `mem` (at
@@ -103,19 +55,8 @@ pub unsafe extern "C" fn rmx_ep_create_version(
     port: *mut c_void,
     ep: *mut *mut rmx_ep_t,
 ) -> c_int {
-    guard(|| {
-        version::check(version)?;
-        // SAFETY: the caller's contract.
-        let c = unsafe { config.as_ref() }.ok_or_else(|| Error::arg("config is null"))?;
-        // SAFETY: the caller's contract.
-        let ops = unsafe { ops.as_ref() }.ok_or_else(|| Error::arg("ops is null"))?;
-        // SAFETY: the caller's contract.
-        let ep = unsafe { out(ep, "ep") }?;
-        let mem = bytes(mem, size)?.cast_mut();
-        // SAFETY: the caller's contract.
-        *ep = unsafe { embed::create(mem, size, c, ops, port) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::create(version, mem, size, config, ops, port, ep) }?))
 }
 
 /// Moves the endpoint on at time `now_ns` (any monotonic clock in
@@ -127,11 +68,8 @@ pub unsafe extern "C" fn rmx_ep_create_version(
 /// Contract: `ep` is null or an endpoint from `rmx_ep_create`.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_progress(ep: *mut rmx_ep_t, now_ns: u64) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        Ok(e.progress(now_ns).min(c_int::MAX as usize) as c_int)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::progress(ep, now_ns) }?))
 }
 
 /// The time by which `rmx_ep_progress` must be called for the core's
@@ -141,19 +79,8 @@ pub unsafe extern "C" fn rmx_ep_progress(ep: *mut rmx_ep_t, now_ns: u64) -> c_in
 /// Contract: `ep` is null or an endpoint; `deadline_ns` null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_deadline(ep: *mut rmx_ep_t, deadline_ns: *mut u64) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let d = unsafe { out(deadline_ns, "deadline_ns") }?;
-        Ok(match e.deadline() {
-            Some(t) => {
-                *d = t;
-                1
-            }
-            None => 0,
-        })
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::deadline(ep, deadline_ns) }?))
 }
 
 /// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
@@ -173,18 +100,8 @@ pub unsafe extern "C" fn rmx_ep_isend(
     len: usize,
     req: *mut rmx_request_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let req = unsafe { out(req, "req") }?;
-        let data = bytes(buf, len)?;
-        let dest = peer(e.ranks(), dest)?;
-        // SAFETY: the caller's contract keeps the bytes until the
-        // request ended.
-        *req = unsafe { e.isend(dest, tag, data, len) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::isend(ep, dest, tag, buf, len, req) }?))
 }
 
 /// Starts a receive into `len` bytes at `buf` of a message from `src`
@@ -203,17 +120,8 @@ pub unsafe extern "C" fn rmx_ep_irecv(
     len: usize,
     req: *mut rmx_request_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let req = unsafe { out(req, "req") }?;
-        let data = bytes(buf, len)?.cast_mut();
-        let (src, tag) = selection(e.ranks(), src, tag)?;
-        // SAFETY: as for a send.
-        *req = unsafe { e.irecv(src, tag, data, len) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::irecv(ep, src, tag, buf, len, req) }?))
 }
 
 /// Tests `*req` once, without moving the endpoint (`rmx_ep_progress`
@@ -230,33 +138,8 @@ pub unsafe extern "C" fn rmx_ep_test(
     req: *mut rmx_request_t,
     status: *mut rmx_status_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let req = unsafe { out(req, "req") }?;
-        // SAFETY: the caller's contract.
-        let status = unsafe { status.as_mut() };
-        let Some(ended) = e.test(*req)? else {
-            return Ok(0);
-        };
-        let sent = |len| rmx_status_t {
-            source: -1,
-            len,
-            ..Default::default()
-        };
-        let st = match ended {
-            Ended::Null => sent(0),
-            Ended::Sent(len) => sent(len),
-            Ended::SendDone(st, len) => rmx_status_t::of(st, Some(len)),
-            Ended::Received(st) => rmx_status_t::of(st, None),
-        };
-        *req = embed::endpoint::RMX_REQUEST_NULL;
-        if let Some(s) = status {
-            *s = st;
-        }
-        Ok(if st.error == 0 { 1 } else { st.error })
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::test(ep, req, status) }?))
 }
 
 /// Cancels a receive that has not matched: 1 if cancelled (its
@@ -267,13 +150,8 @@ pub unsafe extern "C" fn rmx_ep_test(
 /// Contract: `ep` is null or an endpoint; `req` null or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_cancel(ep: *mut rmx_ep_t, req: *const rmx_request_t) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let h = *unsafe { req.as_ref() }.ok_or_else(|| Error::arg("req is null"))?;
-        Ok(c_int::from(e.cancel(h)?))
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::cancel(ep, req) }?))
 }
 
 /// Ends the endpoint: the port is drained (`drain`) and every
@@ -284,11 +162,8 @@ pub unsafe extern "C" fn rmx_ep_cancel(ep: *mut rmx_ep_t, req: *const rmx_reques
 /// Contract: `ep` is null or an endpoint, used by no call after this.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_destroy(ep: *mut rmx_ep_t) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        unsafe { embed::destroy(ep) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::destroy(ep) }?))
 }
 
 /// Writes the bytes a task of `*what` on `ep` needs into `*size` (the
@@ -302,16 +177,8 @@ pub unsafe extern "C" fn rmx_ep_task_size(
     what: *const rmx_coll_t,
     size: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let c = unsafe { what.as_ref() }.ok_or_else(|| Error::arg("what is null"))?;
-        // SAFETY: the caller's contract.
-        let size = unsafe { out(size, "size") }?;
-        *size = embed::task::size(e, c)?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::task_size(ep, what, size) }?))
 }
 
 /// Starts collective `*what` on `ep` over the `len` bytes at `data`
@@ -333,19 +200,8 @@ pub unsafe extern "C" fn rmx_ep_task_start(
     size: usize,
     task: *mut *mut rmx_task_t,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        let c = unsafe { what.as_ref() }.ok_or_else(|| Error::arg("what is null"))?;
-        // SAFETY: the caller's contract.
-        let task = unsafe { out(task, "task") }?;
-        let data = bytes(data, len)?.cast_mut();
-        let mem = bytes(mem, size)?.cast_mut();
-        // SAFETY: the caller's contract.
-        *task = unsafe { embed::task::start(e, c, data, len, mem, size) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::task_start(ep, what, data, len, mem, size, task) }?))
 }
 
 /// Moves `task` on as far as it goes now (`rmx_ep_progress` moves the
@@ -356,12 +212,8 @@ pub unsafe extern "C" fn rmx_ep_task_start(
 /// Contract: `ep` is null or an endpoint; `task` null or a task of it.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        Ok(c_int::from(unsafe { embed::task::test(e, task) }?))
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::task_test(ep, task) }?))
 }
 
 /// Ends `task` early: its receives that have not matched are cancelled;
@@ -371,11 +223,6 @@ pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task
 /// Contract: as for `rmx_ep_task_test`.
 #[no_mangle]
 pub unsafe extern "C" fn rmx_ep_task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let e = unsafe { live(ep) }?;
-        // SAFETY: the caller's contract.
-        unsafe { embed::task::abort(e, task) }?;
-        Ok(RMX_OK)
-    })
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::task_abort(ep, task) }?))
 }

@@ -5,9 +5,12 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CString};
 
-use rmx_core::{RecvError, RecvFault, SendError};
+use rmx_core::{RecvError, SendError};
+use rmx_driver::embed::{code, EmbedError};
 use rmx_driver::task::CollectiveError;
 use rmx_linux::job::JobError;
+
+use crate::version;
 
 /// Success.
 pub const RMX_OK: c_int = 0;
@@ -124,40 +127,42 @@ impl Error {
 
 impl From<SendError> for Error {
     fn from(e: SendError) -> Error {
-        let code = match e {
-            SendError::BadRank => RMX_ERR_ARG,
-            SendError::RequestTableFull => RMX_ERR_NO_RESOURCE,
-            SendError::PeerFailed => RMX_ERR_PEER_FAILED,
-            SendError::TooLong => RMX_ERR_TOO_LONG,
-            SendError::Refused(_) => RMX_ERR_TRANSFER,
-        };
-        Error::new(code, format!("send refused: {e:?}"))
+        Error::new(code::send(e), format!("send refused: {e:?}"))
     }
 }
 
 impl From<RecvError> for Error {
     fn from(e: RecvError) -> Error {
-        let code = match e {
-            RecvError::BadRank => RMX_ERR_ARG,
-            RecvError::PostedQueueFull | RecvError::RequestTableFull => RMX_ERR_NO_RESOURCE,
-            RecvError::PeerFailed => RMX_ERR_PEER_FAILED,
-        };
-        Error::new(code, format!("receive refused: {e:?}"))
+        Error::new(code::recv(e), format!("receive refused: {e:?}"))
     }
 }
 
 impl From<CollectiveError> for Error {
     fn from(e: CollectiveError) -> Error {
-        let code = match e {
-            CollectiveError::Length { .. } | CollectiveError::Plan(_) => RMX_ERR_ARG,
-            CollectiveError::Reduce(_) => RMX_ERR_ARG,
-            CollectiveError::Send(s) => Error::from(s).code,
-            CollectiveError::Recv(r) => Error::from(r).code,
-            CollectiveError::Failed(f) => fault_code(f),
-            CollectiveError::Mismatch { .. } => RMX_ERR_MISMATCH,
-            CollectiveError::Aborted => RMX_ERR_CANCELLED,
+        Error::new(code::collective(e), format!("collective: {e}"))
+    }
+}
+
+impl From<EmbedError> for Error {
+    fn from(e: EmbedError) -> Error {
+        let words = match e {
+            EmbedError::Arg(why) => why.to_string(),
+            EmbedError::MissingCallback(name) => format!("ops.{name} is null: it is required"),
+            EmbedError::Config(c) => format!("the configuration does not hold: {c:?}"),
+            EmbedError::Version => return version::refused(),
+            EmbedError::Adapter(a) => {
+                format!("the port refused to register the bounce slots: {a:?}")
+            }
+            EmbedError::Send(s) => return s.into(),
+            EmbedError::Recv(r) => return r.into(),
+            EmbedError::Collective(c) => return c.into(),
+            EmbedError::Full => "every request row is in use: test some to their end".into(),
+            EmbedError::Stale => "not a live request of this endpoint".into(),
+            EmbedError::Busy(n) => {
+                format!("{n} requests or tasks are pending: test them to their end first")
+            }
         };
-        Error::new(code, format!("collective: {e}"))
+        Error::new(e.code(), words)
     }
 }
 
@@ -171,15 +176,24 @@ impl From<JobError> for Error {
     }
 }
 
-/// The code a request that ended with `fault` reports.
-pub(crate) fn fault_code(fault: RecvFault) -> c_int {
-    match fault {
-        RecvFault::Truncated { .. } => RMX_ERR_TRUNCATED,
-        RecvFault::Cancelled => RMX_ERR_CANCELLED,
-        RecvFault::PeerFailed => RMX_ERR_PEER_FAILED,
-        _ => RMX_ERR_TRANSFER,
-    }
-}
+// The codes are rmx-driver's, which the Linux module's endpoints return
+// too; written out above so that the header carries them.
+const _: () = {
+    assert!(RMX_OK == code::OK);
+    assert!(RMX_ERR_ARG == code::ARG);
+    assert!(RMX_ERR_VERSION == code::VERSION);
+    assert!(RMX_ERR_REQUEST == code::REQUEST);
+    assert!(RMX_ERR_NO_RESOURCE == code::NO_RESOURCE);
+    assert!(RMX_ERR_PEER_FAILED == code::PEER_FAILED);
+    assert!(RMX_ERR_TOO_LONG == code::TOO_LONG);
+    assert!(RMX_ERR_TRUNCATED == code::TRUNCATED);
+    assert!(RMX_ERR_CANCELLED == code::CANCELLED);
+    assert!(RMX_ERR_TRANSFER == code::TRANSFER);
+    assert!(RMX_ERR_SETUP == code::SETUP);
+    assert!(RMX_ERR_MISMATCH == code::MISMATCH);
+    assert!(RMX_ERR_BUSY == code::BUSY);
+    assert!(RMX_ERR_INTERNAL == code::INTERNAL);
+};
 
 #[cfg(test)]
 mod tests {

@@ -35,14 +35,7 @@ pub(crate) unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<&'a mut T, Erro
 
 /// `len` bytes at `buf`: null only when empty.
 pub(crate) fn bytes(buf: *const c_void, len: usize) -> Result<*const u8, Error> {
-    match (buf.is_null(), len) {
-        (true, 0) => Ok(std::ptr::NonNull::<u8>::dangling().as_ptr()),
-        (true, _) => Err(Error::arg(format!("buffer is null with {len} bytes"))),
-        (false, _) if isize::try_from(len).is_err() => {
-            Err(Error::arg("length past the address space"))
-        }
-        (false, _) => Ok(buf.cast()),
-    }
+    Ok(rmx_driver::embed::calls::bytes(buf, len)?)
 }
 
 /// `len` bytes at `p` (null only when empty), read.

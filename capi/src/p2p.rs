@@ -18,13 +18,14 @@ use crate::status::rmx_status_t;
 pub const RMX_ANY_SOURCE: c_int = -1;
 /// A receive of any tag.
 pub const RMX_ANY_TAG: i64 = -1;
+const _: () = assert!(
+    RMX_ANY_SOURCE == rmx_driver::embed::calls::ANY_SOURCE
+        && RMX_ANY_TAG == rmx_driver::embed::calls::ANY_TAG
+);
 
 /// `dest` as a rank of a job of `size`.
-pub(crate) fn peer(size: u16, dest: c_int) -> Result<u16, Error> {
-    u16::try_from(dest)
-        .ok()
-        .filter(|&d| d < size)
-        .ok_or_else(|| Error::arg(format!("rank {dest} is not one of the job's {size}")))
+fn peer(size: u16, dest: c_int) -> Result<u16, Error> {
+    Ok(rmx_driver::embed::calls::peer(size, dest)?)
 }
 
 /// Starts a send of `len` bytes at `buf` to rank `dest` with `tag`; its
@@ -95,19 +96,8 @@ pub unsafe extern "C" fn rmx_irecv(
 
 /// A receive's selection of messages: `src` a rank or `RMX_ANY_SOURCE`,
 /// `tag` 0 … 2^32 − 1 or `RMX_ANY_TAG`.
-pub(crate) fn selection(size: u16, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> {
-    let tag =
-        match tag {
-            RMX_ANY_TAG => TagSel::Any,
-            t => TagSel::Tag(u32::try_from(t).map_err(|_| {
-                Error::arg(format!("tag {t} is neither 0 … 2^32 − 1 nor RMX_ANY_TAG"))
-            })?),
-        };
-    let src = match src {
-        RMX_ANY_SOURCE => Source::Any,
-        s => Source::Rank(peer(size, s)?),
-    };
-    Ok((src, tag))
+fn selection(size: u16, src: c_int, tag: i64) -> Result<(Source, TagSel), Error> {
+    Ok(rmx_driver::embed::calls::selection(size, src, tag)?)
 }
 
 /// Looks once (moving the rank on first) for a message a receive of

@@ -9,6 +9,10 @@ use crate::errors::{Error, RMX_ERR_VERSION};
 pub const RMX_API_MAJOR: u32 = 0;
 /// Raised when functions are added.
 pub const RMX_API_MINOR: u32 = 2;
+// rmx-driver's, which the Linux module's endpoints check too.
+const _: () = assert!(
+    RMX_API_MAJOR == rmx_driver::embed::API_MAJOR && RMX_API_MINOR == rmx_driver::embed::API_MINOR
+);
 /// The version this header describes: major in the high 16 bits.
 pub const RMX_API_VERSION: u32 = (RMX_API_MAJOR << 16) | RMX_API_MINOR;
 
@@ -20,16 +24,26 @@ pub extern "C" fn rmx_api_version() -> u32 {
 
 /// Refuses a header of another major version, or newer than the library.
 pub(crate) fn check(header: u32) -> Result<(), Error> {
+    rmx_driver::embed::calls::version(header).map_err(|_| refused_of(header))
+}
+
+/// The refusal of a header's version, in words that say what to do.
+fn refused_of(header: u32) -> Error {
     let (major, minor) = (header >> 16, header & 0xffff);
-    if major != RMX_API_MAJOR || minor > RMX_API_MINOR {
-        return Err(Error::new(
-            RMX_ERR_VERSION,
-            format!(
-                "the program was built with rmx.h {major}.{minor}; this librmx is {RMX_API_MAJOR}.{RMX_API_MINOR}: rebuild it against this library's header or load a newer librmx"
-            ),
-        ));
-    }
-    Ok(())
+    Error::new(
+        RMX_ERR_VERSION,
+        format!(
+            "the program was built with rmx.h {major}.{minor}; this librmx is {RMX_API_MAJOR}.{RMX_API_MINOR}: rebuild it against this library's header or load a newer librmx"
+        ),
+    )
+}
+
+/// The refusal of a newer header whose number is not at hand.
+pub(crate) fn refused() -> Error {
+    Error::new(
+        RMX_ERR_VERSION,
+        format!("the program was built with an rmx.h newer than this librmx ({RMX_API_MAJOR}.{RMX_API_MINOR}): rebuild it against this library's header or load a newer librmx"),
+    )
 }
 
 #[cfg(test)]

@@ -9,15 +9,19 @@
 //! them); two endpoints are independent.
 #![allow(non_camel_case_types)]
 
+pub mod calls;
 mod carve;
+pub mod code;
 pub mod endpoint;
 mod messages;
 pub mod ops;
+mod status;
 pub mod task;
 
 pub use carve::ALIGN;
 pub use endpoint::{create, destroy, live, rmx_ep_config_t, rmx_ep_t, size, Ended};
 pub use messages::EpReq;
+pub use status::rmx_status_t;
 pub use task::{rmx_coll_t, rmx_task_t};
 
 use rmx_core::{ConfigError, RecvError, SendError};
@@ -25,11 +29,18 @@ use rmx_core::{ConfigError, RecvError, SendError};
 use crate::adapter::AdapterError;
 use crate::task::CollectiveError;
 
+/// The API's version: changed when a function or type changes
+/// incompatibly (major), raised when functions are added (minor).
+pub const API_MAJOR: u32 = 0;
+pub const API_MINOR: u32 = 2;
+
 /// Why an embedded endpoint refused a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EmbedError {
     /// An argument out of range: which, and why.
     Arg(&'static str),
+    /// The caller was built against a newer API than this one.
+    Version,
     /// A required callback of the port is null.
     MissingCallback(&'static str),
     /// The configuration does not hold.
