@@ -8,13 +8,21 @@
  * negative RMX_ERR_* code on failure (rmx_strerror names it,
  * rmx_last_error says what to do); a null or out-of-range argument is an
  * error, never a crash; nothing moves unless the caller calls into rmx
- * (rmx_progress, rmx_test, rmx_wait) or starts a progress thread. */
+ * (rmx_progress, rmx_test, rmx_wait) or starts a progress thread.
+ *
+ * In the Linux kernel, rmx.ko exports the embedded endpoint's functions
+ * (rmx_ep_*) under these names and contracts, for a module that embeds
+ * rmx over its own port; the rest is userspace's. */
 
 #ifndef RMX_H
 #define RMX_H
 
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 // Element types of a reduction.
 #define RMX_UINT8 0

@@ -41,11 +41,13 @@ fn in_the_test_vm_the_module_keeps_every_region_correct() {
         return;
     };
     let c = c_program();
+    let ep_test = ko.with_file_name("rmx_ep_test.ko");
     let exe = std::env::current_exe().expect("this test's binary");
     let script = format!(
         "insmod {ko} pin_limit={LIMIT} || exit 91
 {exe} kguest_ --nocapture --test-threads 1; echo GUEST-RC=$?
 {c}; echo C-RC=$?
+insmod {ep_test} && echo EP-TEST=loaded && rmmod rmx_ep_test
 echo PINNED=$(cat /sys/module/rmx/parameters/pinned_pages)
 echo REGION-BYTES=$(cat /sys/module/rmx/parameters/region_bytes)
 rmmod rmx && echo UNLOADED
@@ -54,10 +56,11 @@ dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
         ko = vm::in_guest(&ko),
         exe = vm::in_guest(&exe),
         c = vm::in_guest(&c),
+        ep_test = vm::in_guest(&ep_test),
     );
     let out = k
         .run(&vm::Job {
-            files: &[&ko, &exe, &c],
+            files: &[&ko, &exe, &c, &ep_test],
             system: &[],
             modules: &["veth"],
             script: &script,
@@ -82,6 +85,10 @@ dmesg | grep -E 'WARNING|BUG|Call Trace|rmx' | sed 's/^/DMESG: /'
     assert!(
         con.contains("C-RC=0"),
         "the C program's checks passed:\n{con}"
+    );
+    assert!(
+        con.contains("EP-TEST=loaded") && con.contains("rmx_ep_test: embedded: ok"),
+        "the embedded endpoint's suite passed in the kernel:\n{con}"
     );
     assert!(con.contains("PINNED=0"), "every page given back:\n{con}");
     assert!(

@@ -9,12 +9,17 @@
 //! A context bound to an interface also sends and receives rmx frames
 //! there: [`frames`] reads their headers with rmx-core's own decoder.
 //!
+//! Other modules embed rmx itself through it: `endpoint` exports
+//! rmx-driver's embedded endpoint under librmx's names (`rmx_ep_*`).
+//!
 //! `exports` is the C ABI the glue links against, built only for the
 //! module (`x86_64-unknown-none`); the operations themselves are plain
 //! Rust over any [`rmx_kernel::Kernel`], tested on the host.
 #![no_std]
 
 pub mod ctx;
+#[cfg(target_os = "none")]
+pub mod endpoint;
 #[cfg(target_os = "none")]
 pub mod exports;
 pub mod frames;

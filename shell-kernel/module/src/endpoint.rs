@@ -1,0 +1,162 @@
+//! In-kernel endpoints: rmx-driver's embedded endpoint (the core in
+//! memory its user gives, over a port of C callbacks), exported to other
+//! modules under the names and signatures librmx gives it in userspace
+//! (`rmx.h`'s `rmx_ep_*`), so a driver's port and its use of rmx read
+//! the same in both. Results are librmx's codes (`RMX_ERR_*`), not
+//! errnos. A panic stops the calling thread with a kernel bug report, as
+//! every panic of this module does; the calls check their arguments so
+//! that none is reachable from a caller keeping the contracts.
+
+use core::ffi::{c_int, c_void};
+
+use rmx_driver::embed::calls;
+use rmx_driver::embed::ops::rmx_port_ops_t;
+use rmx_driver::embed::{
+    rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_status_t, rmx_task_t, EmbedError,
+};
+
+fn code(r: Result<c_int, EmbedError>) -> c_int {
+    r.unwrap_or_else(|e| e.code())
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_size`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_size(config: *const rmx_ep_config_t, size: *mut usize) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::size(config, size) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_create_version`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_create_version(
+    version: u32,
+    mem: *mut c_void,
+    size: usize,
+    config: *const rmx_ep_config_t,
+    ops: *const rmx_port_ops_t,
+    port: *mut c_void,
+    ep: *mut *mut rmx_ep_t,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::create(version, mem, size, config, ops, port, ep) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_progress`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_progress(ep: *mut rmx_ep_t, now_ns: u64) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::progress(ep, now_ns) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_deadline`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_deadline(ep: *mut rmx_ep_t, deadline_ns: *mut u64) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::deadline(ep, deadline_ns) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_isend`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_isend(
+    ep: *mut rmx_ep_t,
+    dest: c_int,
+    tag: u32,
+    buf: *const c_void,
+    len: usize,
+    req: *mut u64,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::isend(ep, dest, tag, buf, len, req) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_irecv`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_irecv(
+    ep: *mut rmx_ep_t,
+    src: c_int,
+    tag: i64,
+    buf: *mut c_void,
+    len: usize,
+    req: *mut u64,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::irecv(ep, src, tag, buf, len, req) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_test`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_test(
+    ep: *mut rmx_ep_t,
+    req: *mut u64,
+    status: *mut rmx_status_t,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::test(ep, req, status) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_cancel`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_cancel(ep: *mut rmx_ep_t, req: *const u64) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::cancel(ep, req) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_destroy`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_destroy(ep: *mut rmx_ep_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::destroy(ep) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_task_size`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_task_size(
+    ep: *mut rmx_ep_t,
+    what: *const rmx_coll_t,
+    size: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::task_size(ep, what, size) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_task_start`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_task_start(
+    ep: *mut rmx_ep_t,
+    what: *const rmx_coll_t,
+    data: *mut c_void,
+    len: usize,
+    mem: *mut c_void,
+    size: usize,
+    task: *mut *mut rmx_task_t,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::task_start(ep, what, data, len, mem, size, task) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_task_test`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::task_test(ep, task) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_task_abort`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::task_abort(ep, task) })
+}
