@@ -136,7 +136,7 @@ pub fn size(e: &rmx_ep_t, c: &rmx_coll_t) -> Result<usize, EmbedError> {
 ///
 /// # Safety
 /// `data` is `len` bytes and `mem` (null or) `size` bytes, both untouched
-/// by the caller until [`test`] reports the task's end.
+/// by the caller until [`test()`] reports the task's end.
 pub unsafe fn start(
     e: &mut rmx_ep_t,
     c: &rmx_coll_t,
@@ -215,7 +215,7 @@ pub unsafe fn test(e: &mut rmx_ep_t, task: *mut rmx_task_t) -> Result<bool, Embe
 /// test it to its end.
 ///
 /// # Safety
-/// As for [`test`].
+/// As for [`test()`].
 pub unsafe fn abort(e: &mut rmx_ep_t, task: *mut rmx_task_t) -> Result<(), EmbedError> {
     // SAFETY: the caller's contract.
     let t = unsafe { running(task) }?;
