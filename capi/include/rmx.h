@@ -216,6 +216,13 @@
 // ends with block i of every rank j at (n + j) × `len`.
 #define RMX_COLL_ALLTOALL 8
 
+// `rmx_ep_fence`'s assertion: no operation of this rank's epoch ends
+// at this fence (MPI_MODE_NOPRECEDE).
+#define RMX_EP_NO_PRECEDE 1
+
+// No operation follows this fence until the next (MPI_MODE_NOSUCCEED).
+#define RMX_EP_NO_SUCCEED 2
+
 // Changed when a function or type changes incompatibly.
 #define RMX_API_MAJOR 0
 
@@ -255,6 +262,10 @@
 // An endpoint in caller memory, from its creation to its destruction.
 // Opaque.
 typedef struct rmx_ep_t rmx_ep_t;
+
+// A window of an embedded endpoint, from its creation to its end.
+// Opaque.
+typedef struct rmx_ep_win_t rmx_ep_win_t;
 
 // One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
 // length of the `main` that `rmx_run` calls with it. Opaque.
@@ -419,6 +430,18 @@ typedef struct {
   // The data's bytes, or one block's (see each kind).
   size_t len;
 } rmx_coll_t;
+
+// A window's limits; a field left 0 takes its default.
+typedef struct {
+  // `sizeof(rmx_ep_win_config_t)`.
+  uint32_t size;
+  // Operations one epoch may issue (default 256).
+  uint32_t max_ops;
+  // Of them, gets of other ranks' windows (default `max_ops`).
+  uint32_t max_gets;
+  // Bytes one displacement counts (default 1).
+  uint32_t disp_unit;
+} rmx_ep_win_config_t;
 
 // A rank's program, as `rmx_run` calls it: the rank (valid until it
 // returns) and the caller's `arg`; what it returns (0 for success).
@@ -641,6 +664,93 @@ int rmx_ep_task_test(rmx_ep_t *ep, rmx_task_t *task);
 //
 // Contract: as for `rmx_ep_task_test`.
 int rmx_ep_task_abort(rmx_ep_t *ep, rmx_task_t *task);
+
+// Writes the bytes a window of `len` bytes under `*config` needs on
+// `ep` into `*size` (the block given to `rmx_ep_win_create`, aligned to
+// `RMX_EP_ALIGN`; it holds a staging area as long as the window, where
+// operations' data lands before it is applied): 0, or a negative code.
+//
+// Contract: `ep` is null or an endpoint; `config` and `size` null or valid.
+int rmx_ep_win_size(rmx_ep_t *ep, size_t len, const rmx_ep_win_config_t *config, size_t *size);
+
+// Starts creating a window over the `len` bytes at `base` (collective:
+// every rank creates its windows in the same order), its state in the
+// `size` bytes at `mem`; the window in `*win`. It opens once
+// `rmx_ep_win_test` returns 1 (the ranks swap their windows'
+// descriptors meanwhile). Fences follow the deferred design (operations
+// queued, sent as messages in the closing fence): it runs on any port.
+// 0, or a negative code (nothing started).
+//
+// Contract: `ep` is null or an endpoint; `base` null or `len` bytes and
+// `mem` null or `size` bytes, the window's until `rmx_ep_win_free`
+// returned 0 (the caller reads and writes `base` only outside fences
+// and epochs that access it); `config` and `win` null or valid.
+int rmx_ep_win_create(rmx_ep_t *ep,
+                      void *base,
+                      size_t len,
+                      const rmx_ep_win_config_t *config,
+                      void *mem,
+                      size_t size,
+                      rmx_ep_win_t **win);
+
+// Moves the window's collective step on (its opening, or a fence): 1
+// once it ended well (or none runs), 0 while it runs, or the negative
+// code it ended with. `rmx_ep_progress` moves the endpoint.
+//
+// Contract: `ep` is null or an endpoint; `win` null or a window of it.
+int rmx_ep_win_test(rmx_ep_t *ep, rmx_ep_win_t *win);
+
+// Puts `len` bytes at `buf` into rank `target`'s window at displacement
+// `disp` (in its unit), in this epoch: checked now against the target's
+// window, carried out by the fence that ends the epoch. 0, or a negative
+// code (nothing issued).
+//
+// Contract: `ep` is null or an endpoint; `win` null or an open window of
+// it; `buf` null or `len` bytes, unchanged until that fence has ended.
+int rmx_ep_put(rmx_ep_t *ep,
+               rmx_ep_win_t *win,
+               int target,
+               uint64_t disp,
+               const void *buf,
+               size_t len);
+
+// Gets `len` bytes of rank `target`'s window at `disp` into `buf`,
+// written by the fence that ends the epoch (never after it ended). 0, or
+// a negative code.
+//
+// Contract: as for `rmx_ep_put`; `buf` writable, untouched until that
+// fence has ended.
+int rmx_ep_get(rmx_ep_t *ep, rmx_ep_win_t *win, int target, uint64_t disp, void *buf, size_t len);
+
+// Combines `len` bytes of elements of type `ty` at `buf` into rank
+// `target`'s window at `disp` with `op` (concurrent accumulates to one
+// place combine). 0, or a negative code.
+//
+// Contract: as for `rmx_ep_put`.
+int rmx_ep_accumulate(rmx_ep_t *ep,
+                      rmx_ep_win_t *win,
+                      int target,
+                      uint64_t disp,
+                      const void *buf,
+                      size_t len,
+                      int ty,
+                      int op);
+
+// Starts the fence that ends the window's epoch and opens the next
+// (collective), with `assert` (`RMX_EP_NO_PRECEDE`, `RMX_EP_NO_SUCCEED`,
+// or 0); `rmx_ep_win_test` says when it ended, every operation of the
+// epoch then carried out at every rank. 0, or a negative code.
+//
+// Contract: `ep` is null or an endpoint; `win` null or a window of it.
+int rmx_ep_fence(rmx_ep_t *ep, rmx_ep_win_t *win, uint32_t assert);
+
+// Ends the window: `RMX_ERR_BUSY` while its opening or a fence runs, or
+// with operations not yet fenced. The window's memory and block are the
+// caller's again. 0, or a negative code.
+//
+// Contract: `ep` is null or an endpoint; `win` null or a window of it,
+// used by no call after this returned 0.
+int rmx_ep_win_free(rmx_ep_t *ep, rmx_ep_win_t *win);
 
 // A code's meaning, as a static string; "unknown error" for a code that
 // is none of rmx's.

@@ -10,9 +10,12 @@
 
 use std::ffi::{c_int, c_void};
 
+use rmx_core::onesided::RmaKind;
 use rmx_driver::embed::calls;
 use rmx_driver::embed::ops::rmx_port_ops_t;
-use rmx_driver::embed::{rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_task_t};
+use rmx_driver::embed::{
+    rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_ep_win_config_t, rmx_ep_win_t, rmx_task_t,
+};
 
 use crate::guard::guard;
 use crate::requests::rmx_request_t;
@@ -225,4 +228,149 @@ pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task
 pub unsafe extern "C" fn rmx_ep_task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
     // SAFETY: the caller's contract is the call's.
     guard(|| Ok(unsafe { calls::task_abort(ep, task) }?))
+}
+
+/// Writes the bytes a window of `len` bytes under `*config` needs on
+/// `ep` into `*size` (the block given to `rmx_ep_win_create`, aligned to
+/// `RMX_EP_ALIGN`; it holds a staging area as long as the window, where
+/// operations' data lands before it is applied): 0, or a negative code.
+///
+/// Contract: `ep` is null or an endpoint; `config` and `size` null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_size(
+    ep: *mut rmx_ep_t,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    size: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::win_size(ep, len, config, size) }?))
+}
+
+/// Starts creating a window over the `len` bytes at `base` (collective:
+/// every rank creates its windows in the same order), its state in the
+/// `size` bytes at `mem`; the window in `*win`. It opens once
+/// `rmx_ep_win_test` returns 1 (the ranks swap their windows'
+/// descriptors meanwhile). Fences follow the deferred design (operations
+/// queued, sent as messages in the closing fence): it runs on any port.
+/// 0, or a negative code (nothing started).
+///
+/// Contract: `ep` is null or an endpoint; `base` null or `len` bytes and
+/// `mem` null or `size` bytes, the window's until `rmx_ep_win_free`
+/// returned 0 (the caller reads and writes `base` only outside fences
+/// and epochs that access it); `config` and `win` null or valid.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_create(
+    ep: *mut rmx_ep_t,
+    base: *mut c_void,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    mem: *mut c_void,
+    size: usize,
+    win: *mut *mut rmx_ep_win_t,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::win_create(ep, base, len, config, mem, size, win) }?))
+}
+
+/// Moves the window's collective step on (its opening, or a fence): 1
+/// once it ended well (or none runs), 0 while it runs, or the negative
+/// code it ended with. `rmx_ep_progress` moves the endpoint.
+///
+/// Contract: `ep` is null or an endpoint; `win` null or a window of it.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_test(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::win_test(ep, win) }?))
+}
+
+/// Puts `len` bytes at `buf` into rank `target`'s window at displacement
+/// `disp` (in its unit), in this epoch: checked now against the target's
+/// window, carried out by the fence that ends the epoch. 0, or a negative
+/// code (nothing issued).
+///
+/// Contract: `ep` is null or an endpoint; `win` null or an open window of
+/// it; `buf` null or `len` bytes, unchanged until that fence has ended.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_put(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::rma(ep, win, target, disp, buf, len, RmaKind::Put) }?))
+}
+
+/// Gets `len` bytes of rank `target`'s window at `disp` into `buf`,
+/// written by the fence that ends the epoch (never after it ended). 0, or
+/// a negative code.
+///
+/// Contract: as for `rmx_ep_put`; `buf` writable, untouched until that
+/// fence has ended.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_get(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::rma(ep, win, target, disp, buf, len, RmaKind::Get) }?))
+}
+
+/// Combines `len` bytes of elements of type `ty` at `buf` into rank
+/// `target`'s window at `disp` with `op` (concurrent accumulates to one
+/// place combine). 0, or a negative code.
+///
+/// Contract: as for `rmx_ep_put`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rmx_ep_accumulate(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *const c_void,
+    len: usize,
+    ty: c_int,
+    op: c_int,
+) -> c_int {
+    guard(|| {
+        let kind = calls::accumulate(ty, op)?;
+        // SAFETY: the caller's contract is the call's.
+        Ok(unsafe { calls::rma(ep, win, target, disp, buf, len, kind) }?)
+    })
+}
+
+/// Starts the fence that ends the window's epoch and opens the next
+/// (collective), with `assert` (`RMX_EP_NO_PRECEDE`, `RMX_EP_NO_SUCCEED`,
+/// or 0); `rmx_ep_win_test` says when it ended, every operation of the
+/// epoch then carried out at every rank. 0, or a negative code.
+///
+/// Contract: `ep` is null or an endpoint; `win` null or a window of it.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_fence(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    assert: u32,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::fence(ep, win, assert) }?))
+}
+
+/// Ends the window: `RMX_ERR_BUSY` while its opening or a fence runs, or
+/// with operations not yet fenced. The window's memory and block are the
+/// caller's again. 0, or a negative code.
+///
+/// Contract: `ep` is null or an endpoint; `win` null or a window of it,
+/// used by no call after this returned 0.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_free(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    guard(|| Ok(unsafe { calls::win_free(ep, win) }?))
 }

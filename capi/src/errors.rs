@@ -158,8 +158,12 @@ impl From<EmbedError> for Error {
             EmbedError::Collective(c) => return c.into(),
             EmbedError::Full => "every request row is in use: test some to their end".into(),
             EmbedError::Stale => "not a live request of this endpoint".into(),
+            EmbedError::Fault(f) => format!("a fence's operation failed: {f:?}"),
+            EmbedError::WindowBusy => {
+                "the window's opening or a fence runs (test it to its end), or operations wait for a fence".into()
+            }
             EmbedError::Busy(n) => {
-                format!("{n} requests or tasks are pending: test them to their end first")
+                format!("{n} requests, tasks or windows are live: end them first")
             }
         };
         Error::new(e.code(), words)

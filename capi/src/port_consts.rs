@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use rmx_driver::embed::{endpoint as ep, ops, task};
+use rmx_driver::embed::{endpoint as ep, ops, task, window};
 
 /// A port callback's result: done.
 pub const RMX_PORT_OK: c_int = 0;
@@ -108,7 +108,16 @@ pub const RMX_COLL_REDUCE_SCATTER: c_int = 7;
 /// ends with block i of every rank j at (n + j) × `len`.
 pub const RMX_COLL_ALLTOALL: c_int = 8;
 
+/// `rmx_ep_fence`'s assertion: no operation of this rank's epoch ends
+/// at this fence (MPI_MODE_NOPRECEDE).
+pub const RMX_EP_NO_PRECEDE: u32 = 1;
+
+/// No operation follows this fence until the next (MPI_MODE_NOSUCCEED).
+pub const RMX_EP_NO_SUCCEED: u32 = 2;
+
 const _: () = {
+    assert!(RMX_EP_NO_PRECEDE == window::RMX_EP_NO_PRECEDE);
+    assert!(RMX_EP_NO_SUCCEED == window::RMX_EP_NO_SUCCEED);
     assert!(RMX_PORT_OK == ops::RMX_PORT_OK);
     assert!(RMX_PORT_DONE == ops::RMX_PORT_DONE);
     assert!(RMX_PORT_BUSY == ops::RMX_PORT_BUSY);

@@ -17,14 +17,16 @@ mod messages;
 pub mod ops;
 mod status;
 pub mod task;
+pub mod window;
 
 pub use carve::ALIGN;
 pub use endpoint::{create, destroy, live, rmx_ep_config_t, rmx_ep_t, size, Ended};
 pub use messages::EpReq;
 pub use status::rmx_status_t;
 pub use task::{rmx_coll_t, rmx_task_t};
+pub use window::{rmx_ep_win_config_t, rmx_ep_win_t};
 
-use rmx_core::{ConfigError, RecvError, SendError};
+use rmx_core::{ConfigError, RecvError, RecvFault, SendError};
 
 use crate::adapter::AdapterError;
 use crate::task::CollectiveError;
@@ -54,6 +56,11 @@ pub enum EmbedError {
     Full,
     /// Not a live request of this endpoint.
     Stale,
-    /// Requests or tasks still pending (how many).
+    /// Requests, tasks or windows still pending (how many).
     Busy(usize),
+    /// The window's opening or a fence runs (or, to free it, an epoch's
+    /// operations wait for a fence).
+    WindowBusy,
+    /// A fence ended with a fault among its operations' messages.
+    Fault(RecvFault),
 }

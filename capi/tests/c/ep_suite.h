@@ -4,7 +4,8 @@
  * over a port written here that moves packets and RDMA between them in
  * memory. Every rendezvous and every size arrives byte-exact; a port
  * that loses packets is carried by the core's timers, driven by the time
- * the suite passes in; collectives run as tasks; bad arguments and
+ * the suite passes in; collectives run as tasks; windows take puts,
+ * gets and accumulates closed by fences; bad arguments and
  * forged requests are refused with codes; destroying an endpoint ends
  * every registration it made.
  *
@@ -657,6 +658,118 @@ static int live_refusals(struct pair *pr) {
     return 0;
 }
 
+/* Both windows' steps (opening, or a fence) moved on until both ended
+ * well. */
+static int win_steps(struct pair *pr, rmx_ep_win_t *w[2]) {
+    int done[2] = {0, 0};
+    for (long i = 0; !(done[0] && done[1]); i++) {
+        CHECK(i < 2000000);
+        for (int r = 0; r < 2; r++) {
+            if (done[r]) continue;
+            int t = rmx_ep_win_test(pr->ep[r], w[r]);
+            CHECK(t >= 0);
+            done[r] = t == 1;
+        }
+        TRY(pair_step(pr));
+    }
+    return 0;
+}
+
+/* A window of each rank, fenced in the deferred design: puts (small and
+ * large, to the peer and to itself), accumulates of both ranks into one
+ * place, and gets, each checked byte by byte after the fence; a second
+ * epoch; refusals. */
+static int windows(struct pair *pr) {
+    enum { W = 8192, BIG = 3000, ACC = 16 };
+    rmx_ep_win_config_t c;
+    memset(&c, 0, sizeof c);
+    c.size = sizeof c;
+    c.max_ops = 16;
+    uint8_t *base[2];
+    void *mem[2];
+    rmx_ep_win_t *w[2];
+    for (int r = 0; r < 2; r++) {
+        size_t size = 0;
+        EXPECT(rmx_ep_win_size(pr->ep[r], W, &c, &size), 0);
+        base[r] = SUITE_ALLOC(W);
+        mem[r] = SUITE_ALLOC(size);
+        CHECK(base[r] && mem[r]);
+        for (size_t i = 0; i < W; i++) base[r][i] = byte_of(i, W, r);
+        memset(base[r] + 4096, 0, ACC * sizeof(int32_t)); /* the accumulates' place */
+        EXPECT(rmx_ep_win_create(pr->ep[r], base[r], W, &c, mem[r], size, &w[r]), 0);
+    }
+    /* The origins' buffers, off the stack (a kernel's is small). */
+    struct bufs {
+        uint8_t small[2][100], big[2][BIG], got[2][200];
+        int32_t acc[2][ACC];
+    } *b = SUITE_ALLOC(sizeof *b);
+    CHECK(b);
+    uint8_t(*small)[100] = b->small, (*big)[BIG] = b->big, (*got)[200] = b->got;
+    int32_t(*acc)[ACC] = b->acc;
+    TRY(win_steps(pr, w));
+    for (int r = 0; r < 2; r++) {
+        int peer = 1 - r;
+        for (int i = 0; i < 100; i++) small[r][i] = (uint8_t)(0xa0 + r + i);
+        for (int i = 0; i < BIG; i++) big[r][i] = byte_of((size_t)i, BIG, r + 7);
+        for (int i = 0; i < ACC; i++) acc[r][i] = (i + 1) * (r + 1);
+        memset(got[r], 0, sizeof got[r]);
+        /* Into the peer: 100 bytes at 100·r, 3000 (apart from the header) at 1000. */
+        EXPECT(rmx_ep_put(pr->ep[r], w[r], peer, 100 * (uint64_t)r, small[r], sizeof small[r]), 0);
+        EXPECT(rmx_ep_put(pr->ep[r], w[r], peer, 1000, big[r], BIG), 0);
+        /* Both ranks add into rank 0's accumulate place (rank 0 into its own). */
+        EXPECT(rmx_ep_accumulate(pr->ep[r], w[r], 0, 4096, acc[r], sizeof acc[r], RMX_INT32, RMX_SUM), 0);
+        /* Read the peer's bytes no one writes this epoch. */
+        EXPECT(rmx_ep_get(pr->ep[r], w[r], peer, 6000, got[r], sizeof got[r]), 0);
+        /* Its own window: a put applied at once. */
+        EXPECT(rmx_ep_put(pr->ep[r], w[r], r, 7000, small[r], 10), 0);
+    }
+    /* Refused: outside the window, no such rank, a misaligned accumulate. */
+    EXPECT(rmx_ep_put(pr->ep[0], w[0], 1, W - 10, small[0], 11), RMX_ERR_ARG);
+    EXPECT(rmx_ep_put(pr->ep[0], w[0], 2, 0, small[0], 1), RMX_ERR_ARG);
+    EXPECT(rmx_ep_accumulate(pr->ep[0], w[0], 1, 4097, acc[0], 8, RMX_INT32, RMX_SUM), RMX_ERR_ARG);
+    EXPECT(rmx_ep_accumulate(pr->ep[0], w[0], 1, 4096, acc[0], 8, 99, RMX_SUM), RMX_ERR_ARG);
+    EXPECT(rmx_ep_fence(pr->ep[0], w[0], 4), RMX_ERR_ARG);
+    /* Another endpoint's window. */
+    EXPECT(rmx_ep_put(pr->ep[1], w[0], 0, 0, small[0], 1), RMX_ERR_ARG);
+    for (int r = 0; r < 2; r++) EXPECT(rmx_ep_fence(pr->ep[r], w[r], 0), 0);
+    /* Under way: the window and its endpoint will not go. */
+    EXPECT(rmx_ep_win_free(pr->ep[0], w[0]), RMX_ERR_BUSY);
+    EXPECT(rmx_ep_put(pr->ep[0], w[0], 1, 0, small[0], 1), RMX_ERR_BUSY);
+    EXPECT(rmx_ep_destroy(pr->ep[0]), RMX_ERR_BUSY);
+    TRY(win_steps(pr, w));
+    for (int r = 0; r < 2; r++) {
+        int peer = 1 - r;
+        for (int i = 0; i < 100; i++) CHECK(base[r][100 * peer + i] == small[peer][i]);
+        for (int i = 0; i < BIG; i++) CHECK(base[r][1000 + i] == big[peer][i]);
+        for (int i = 0; i < 10; i++) CHECK(base[r][7000 + i] == small[r][i]);
+        for (int i = 0; i < 200; i++) CHECK(got[r][i] == byte_of(6000 + (size_t)i, W, peer));
+    }
+    int32_t sum[ACC];
+    memcpy(sum, base[0] + 4096, sizeof sum);
+    for (int i = 0; i < ACC; i++) CHECK(sum[i] == 3 * (i + 1));
+    /* Rank 1's accumulate place was left alone. */
+    for (int i = 0; i < ACC * 4; i++) CHECK(base[1][4096 + i] == 0);
+
+    /* A second epoch, closed asserting that none follows. */
+    for (int r = 0; r < 2; r++) {
+        EXPECT(rmx_ep_put(pr->ep[r], w[r], 1 - r, 7500, small[r], 50), 0);
+        EXPECT(rmx_ep_fence(pr->ep[r], w[r], RMX_EP_NO_SUCCEED), 0);
+    }
+    TRY(win_steps(pr, w));
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < 50; i++) CHECK(base[r][7500 + i] == small[1 - r][i]);
+    /* None may follow that fence. */
+    EXPECT(rmx_ep_put(pr->ep[0], w[0], 1, 0, small[0], 1), RMX_ERR_ARG);
+    for (int r = 0; r < 2; r++) {
+        EXPECT(rmx_ep_win_free(pr->ep[r], w[r]), 0);
+        EXPECT(rmx_ep_win_test(pr->ep[r], w[r]), RMX_ERR_ARG);
+        SUITE_FREE(mem[r]);
+        SUITE_FREE(base[r]);
+    }
+    SUITE_FREE(b);
+    return 0;
+}
+
 /* Every part, on ports in `mem` (2 * sizeof(struct port) bytes). */
 static int ep_suite(struct port *mem) {
     static const struct {
@@ -670,6 +783,7 @@ static int ep_suite(struct port *mem) {
         TRY(every_size(&pr, RNDV[i].name));
         TRY(unexpected_in_order(&pr));
         TRY(collectives(&pr, RNDV[i].name));
+        TRY(windows(&pr));
         unsigned long rdma = ports[0].rdma_ops + ports[1].rdma_ops;
         /* RDMA carries the rendezvous that use it; PULL sends packets. */
         if (RNDV[i].rndv == RMX_RNDV_PULL)
@@ -687,6 +801,7 @@ static int ep_suite(struct port *mem) {
     TRY(every_size(&pr, "lossy"));
     TRY(unexpected_in_order(&pr));
     TRY(collectives(&pr, "lossy"));
+    TRY(windows(&pr));
     CHECK(ports[0].lost > 0 && ports[1].lost > 0);
     unsigned lost0 = ports[0].lost, lost1 = ports[1].lost;
     TRY(pair_destroy(&pr));

@@ -14,7 +14,9 @@ use super::endpoint::{rmx_ep_config_t, rmx_ep_t, Ended, RMX_REQUEST_NULL};
 use super::ops::rmx_port_ops_t;
 use super::status::rmx_status_t;
 use super::task::{rmx_coll_t, rmx_task_t};
+use super::window::{self, rmx_ep_win_config_t, rmx_ep_win_t};
 use super::{EmbedError, API_MAJOR, API_MINOR};
+use rmx_core::onesided::RmaKind;
 
 /// A receive from any rank.
 pub const ANY_SOURCE: c_int = -1;
@@ -311,5 +313,114 @@ pub unsafe fn task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> R {
     let e = unsafe { super::live(ep) }?;
     // SAFETY: the caller's contract.
     unsafe { super::task::abort(e, task) }?;
+    Ok(OK)
+}
+
+/// `rmx_ep_win_size`.
+///
+/// # Safety
+/// `ep` is null or an endpoint; `config` and `size` null or valid.
+pub unsafe fn win_size(
+    ep: *mut rmx_ep_t,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    size: *mut usize,
+) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    // SAFETY: the caller's contract.
+    let c = unsafe { get(config, "config is null") }?;
+    // SAFETY: the caller's contract.
+    let size = unsafe { out(size, "size is null") }?;
+    *size = window::size(e, len, c)?;
+    Ok(OK)
+}
+
+/// `rmx_ep_win_create`.
+///
+/// # Safety
+/// As the C function's contract (rmx.h).
+pub unsafe fn win_create(
+    ep: *mut rmx_ep_t,
+    base: *mut c_void,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    mem: *mut c_void,
+    size: usize,
+    win: *mut *mut rmx_ep_win_t,
+) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    // SAFETY: the caller's contract.
+    let c = unsafe { get(config, "config is null") }?;
+    // SAFETY: the caller's contract.
+    let win = unsafe { out(win, "win is null") }?;
+    let base = bytes(base, len)?.cast_mut();
+    let mem = bytes(mem, size)?.cast_mut();
+    // SAFETY: the caller's contract.
+    *win = unsafe { window::create(e, base, len, c, mem, size) }?;
+    Ok(OK)
+}
+
+/// `rmx_ep_win_test`.
+///
+/// # Safety
+/// `ep` is null or an endpoint; `win` null or a window of it.
+pub unsafe fn win_test(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    // SAFETY: the caller's contract.
+    Ok(c_int::from(unsafe { window::test(e, win) }?))
+}
+
+/// `rmx_ep_put`, `rmx_ep_get` and `rmx_ep_accumulate`: `kind` on `len`
+/// bytes at `buf`.
+///
+/// # Safety
+/// As the C functions' contract (rmx.h).
+pub unsafe fn rma(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *const c_void,
+    len: usize,
+    kind: RmaKind,
+) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    let buf = bytes(buf, len)?.cast_mut();
+    // SAFETY: the caller's contract.
+    unsafe { window::issue(e, win, target, disp, buf, len, kind) }?;
+    Ok(OK)
+}
+
+/// An accumulate's kind for C's element type and reduction.
+pub fn accumulate(ty: c_int, op: c_int) -> Result<RmaKind, EmbedError> {
+    window::accumulate(ty, op)
+}
+
+/// `rmx_ep_fence`.
+///
+/// # Safety
+/// `ep` is null or an endpoint; `win` null or a window of it.
+pub unsafe fn fence(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t, assert: u32) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    // SAFETY: the caller's contract.
+    unsafe { window::fence(e, win, assert) }?;
+    Ok(OK)
+}
+
+/// `rmx_ep_win_free`.
+///
+/// # Safety
+/// `ep` is null or an endpoint; `win` null or a window of it, used by no
+/// call after this succeeded.
+pub unsafe fn win_free(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> R {
+    // SAFETY: the caller's contract.
+    let e = unsafe { super::live(ep) }?;
+    // SAFETY: the caller's contract.
+    unsafe { window::free(e, win) }?;
     Ok(OK)
 }

@@ -57,10 +57,19 @@ impl Carve {
 /// `at` came from [`Carve::take::<T>(n)`](Carve::take) over a block the
 /// caller owns for `'a`, used by nothing else meanwhile.
 pub(crate) unsafe fn fill<'a, T: Copy>(at: usize, n: usize, fill: T) -> &'a mut [T] {
+    // SAFETY: the caller's contract.
+    unsafe { fill_with(at, n, || fill) }
+}
+
+/// `n` values of `make` written at `at`, as a slice.
+///
+/// # Safety
+/// As for [`fill`].
+pub(crate) unsafe fn fill_with<'a, T>(at: usize, n: usize, make: impl Fn() -> T) -> &'a mut [T] {
     let p = at as *mut T;
     for i in 0..n {
         // SAFETY: inside the range `take` gave, aligned for `T`.
-        unsafe { p.add(i).write(fill) };
+        unsafe { p.add(i).write(make()) };
     }
     // SAFETY: every element was just written; the caller's contract
     // gives the range to this slice alone for `'a`. A zero-length slice

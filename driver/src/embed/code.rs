@@ -78,7 +78,8 @@ impl EmbedError {
             EmbedError::Recv(r) => recv(r),
             EmbedError::Collective(c) => collective(c),
             EmbedError::Stale => REQUEST,
-            EmbedError::Busy(_) => BUSY,
+            EmbedError::Busy(_) | EmbedError::WindowBusy => BUSY,
+            EmbedError::Fault(f) => fault(f),
         }
     }
 }

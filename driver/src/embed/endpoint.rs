@@ -82,6 +82,8 @@ pub struct rmx_ep_t {
     /// tasks not yet ended.
     pub(super) collectives: u16,
     pub(super) tasks: u32,
+    /// Windows created so far (their numbers).
+    pub(super) windows: u16,
     /// The latest time the caller gave.
     pub(super) now: u64,
     wcs: [Completion; 16],
@@ -303,6 +305,7 @@ unsafe fn build(
             me: c.rank,
             collectives: 0,
             tasks: 0,
+            windows: 0,
             now: 0,
             wcs: [Completion {
                 wr_id: 0,

@@ -9,10 +9,12 @@
 
 use core::ffi::{c_int, c_void};
 
+use rmx_core::onesided::RmaKind;
 use rmx_driver::embed::calls;
 use rmx_driver::embed::ops::rmx_port_ops_t;
 use rmx_driver::embed::{
-    rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_status_t, rmx_task_t, EmbedError,
+    rmx_coll_t, rmx_ep_config_t, rmx_ep_t, rmx_ep_win_config_t, rmx_ep_win_t, rmx_status_t,
+    rmx_task_t, EmbedError,
 };
 
 fn code(r: Result<c_int, EmbedError>) -> c_int {
@@ -159,4 +161,113 @@ pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task
 pub unsafe extern "C" fn rmx_ep_task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
     // SAFETY: the caller's contract is the call's.
     code(unsafe { calls::task_abort(ep, task) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_win_size`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_size(
+    ep: *mut rmx_ep_t,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    size: *mut usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::win_size(ep, len, config, size) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_win_create`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_create(
+    ep: *mut rmx_ep_t,
+    base: *mut c_void,
+    len: usize,
+    config: *const rmx_ep_win_config_t,
+    mem: *mut c_void,
+    size: usize,
+    win: *mut *mut rmx_ep_win_t,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::win_create(ep, base, len, config, mem, size, win) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_win_test`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_test(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::win_test(ep, win) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_put`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_put(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::rma(ep, win, target, disp, buf, len, RmaKind::Put) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_get`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_get(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::rma(ep, win, target, disp, buf, len, RmaKind::Get) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_accumulate`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn rmx_ep_accumulate(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    target: c_int,
+    disp: u64,
+    buf: *const c_void,
+    len: usize,
+    ty: c_int,
+    op: c_int,
+) -> c_int {
+    let kind = match calls::accumulate(ty, op) {
+        Ok(k) => k,
+        Err(e) => return e.code(),
+    };
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::rma(ep, win, target, disp, buf, len, kind) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_fence`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_fence(
+    ep: *mut rmx_ep_t,
+    win: *mut rmx_ep_win_t,
+    assert: u32,
+) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::fence(ep, win, assert) })
+}
+
+/// # Safety
+/// As `rmx.h` states for `rmx_ep_win_free`.
+#[no_mangle]
+pub unsafe extern "C" fn rmx_ep_win_free(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
+    // SAFETY: the caller's contract is the call's.
+    code(unsafe { calls::win_free(ep, win) })
 }
