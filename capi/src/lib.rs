@@ -4,7 +4,10 @@
 //! (PMI-1 or PMIx, one rank per process) or run as threads of one process;
 //! non-blocking sends and receives, and collectives, returning requests
 //! the caller tests or waits for ([`p2p`], [`collective`]); windows with
-//! puts, gets and accumulates closed by fences ([`window`]).
+//! puts, gets and accumulates closed by fences ([`window`]). And the core
+//! itself for a runtime or driver with its own network ([`embedded`]):
+//! one endpoint in the caller's memory over a port of C callbacks, driven
+//! by the caller's clock, which rmx.ko exports under the same names.
 //!
 //! What every entry point keeps: a panic inside rmx never crosses into C
 //! (it becomes `RMX_ERR_INTERNAL`); null and out-of-range arguments are
