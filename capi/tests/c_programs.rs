@@ -101,15 +101,16 @@ fn ranks_as_threads_from_c_shared_and_static() {
 }
 
 /// The core embedded (`rmx_ep_*`): two endpoints in the program's memory
-/// over a port written in C, every rendezvous byte-exact, a lossy port
-/// carried by the core's timers, refusals as codes.
+/// over a port written in C, every rendezvous (and a port without RDMA)
+/// byte-exact, a lossy port carried by the core's timers, collectives and
+/// windows, refusals as codes.
 #[test]
 fn an_embedded_endpoint_over_a_port_in_c() {
     for link_static in [false, true] {
         let bin = build("embedded", link_static);
         let out = run(&bin, &[]);
         assert!(out.contains("embedded: ok"), "{out}");
-        for pass in ["auto", "rput", "rget", "pull", "lossy"] {
+        for pass in ["auto", "rput", "rget", "pull", "lossy", "no-rdma"] {
             assert!(out.contains(&format!("embedded: {pass} ok")), "{out}");
         }
     }

@@ -270,7 +270,7 @@ static const rmx_port_ops_t OPS = {
     .poll_cq = port_poll_cq,
 };
 
-static rmx_ep_config_t ep_config(int rank, uint8_t rendezvous, int lossy) {
+static rmx_ep_config_t ep_config(int rank, uint8_t rendezvous, int lossy, int rdma) {
     rmx_ep_config_t c;
     memset(&c, 0, sizeof c);
     c.size = sizeof c;
@@ -279,9 +279,9 @@ static rmx_ep_config_t ep_config(int rank, uint8_t rendezvous, int lossy) {
     c.rendezvous = rendezvous;
     c.requests = 64;
     c.slots = 16;
-    c.caps.rdma_write = 1;
-    c.caps.rdma_read = 1;
-    c.caps.write_imm = 1;
+    c.caps.rdma_write = (uint8_t)rdma;
+    c.caps.rdma_read = (uint8_t)rdma;
+    c.caps.write_imm = (uint8_t)rdma;
     c.caps.lossy = (uint8_t)lossy;
     c.caps.max_transfer = 64 * 1024; /* longer transfers are split */
     c.caps.inline_max = 256;
@@ -297,13 +297,13 @@ struct pair {
     uint64_t now;
 };
 
-static int pair_create(struct pair *pr, uint8_t rendezvous, int lossy, unsigned lose_every) {
+static int pair_create(struct pair *pr, uint8_t rendezvous, int lossy, unsigned lose_every, int rdma) {
     memset(ports, 0, 2 * sizeof *ports);
     for (int r = 0; r < 2; r++) {
         ports[r].me = r;
         ports[r].lose_every = lose_every;
         ports[r].dice = 0x9e3779b97f4a7c15ull + (uint64_t)r;
-        rmx_ep_config_t c = ep_config(r, rendezvous, lossy);
+        rmx_ep_config_t c = ep_config(r, rendezvous, lossy, rdma);
         size_t size = 0;
         EXPECT(rmx_ep_size(&c, &size), 0);
         CHECK(size > 0);
@@ -575,7 +575,7 @@ static int task_refusals(struct pair *pr) {
 
 /* Refusals: each a code, nothing changed. */
 static int refusals(void) {
-    rmx_ep_config_t c = ep_config(0, RMX_RNDV_AUTO, 0);
+    rmx_ep_config_t c = ep_config(0, RMX_RNDV_AUTO, 0, 1);
     size_t size = 0;
     EXPECT(rmx_ep_size(0, &size), RMX_ERR_ARG);
     EXPECT(rmx_ep_size(&c, 0), RMX_ERR_ARG);
@@ -779,7 +779,7 @@ static int ep_suite(struct port *mem) {
     struct pair pr;
     ports = mem;
     for (size_t i = 0; i < sizeof RNDV / sizeof RNDV[0]; i++) {
-        TRY(pair_create(&pr, RNDV[i].rndv, 0, 0));
+        TRY(pair_create(&pr, RNDV[i].rndv, 0, 0, 1));
         TRY(every_size(&pr, RNDV[i].name));
         TRY(unexpected_in_order(&pr));
         TRY(collectives(&pr, RNDV[i].name));
@@ -797,7 +797,7 @@ static int ep_suite(struct port *mem) {
 
     /* A port that loses one packet in 5: the core resends, timed by the
      * clock the suite passes in. */
-    TRY(pair_create(&pr, RMX_RNDV_AUTO, 1, 5));
+    TRY(pair_create(&pr, RMX_RNDV_AUTO, 1, 5, 1));
     TRY(every_size(&pr, "lossy"));
     TRY(unexpected_in_order(&pr));
     TRY(collectives(&pr, "lossy"));
@@ -807,7 +807,17 @@ static int ep_suite(struct port *mem) {
     TRY(pair_destroy(&pr));
     SUITE_SAY("embedded: lossy ok (%u and %u packets lost)", lost0, lost1);
 
-    TRY(pair_create(&pr, RMX_RNDV_AUTO, 0, 0));
+    /* A port without RDMA: messages up to the medium size go eagerly as
+     * fragments of a packet each, larger ones by PULL. */
+    TRY(pair_create(&pr, RMX_RNDV_AUTO, 0, 0, 0));
+    TRY(every_size(&pr, "no-rdma"));
+    TRY(collectives(&pr, "no-rdma"));
+    TRY(windows(&pr));
+    CHECK(ports[0].rdma_ops + ports[1].rdma_ops == 0);
+    TRY(pair_destroy(&pr));
+    SUITE_SAY("embedded: no-rdma ok");
+
+    TRY(pair_create(&pr, RMX_RNDV_AUTO, 0, 0, 1));
     TRY(live_refusals(&pr));
     TRY(task_refusals(&pr));
     TRY(pair_destroy(&pr));
