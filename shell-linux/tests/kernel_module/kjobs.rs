@@ -71,6 +71,15 @@ impl Drop for Limit {
 /// the guest's 1 MiB: the last rank's stats, and how many frames the
 /// module refused to send from a region, over all ranks.
 fn exchange(net: &Net, ranks: u16, cfg: Config, roomy: bool) -> (rmx_core::Stats, u64) {
+    // The guest is emulated (TCG) on a host that may be busy: its ranks'
+    // threads can go unscheduled for seconds, longer than the 5 s after
+    // which a silent peer is given up (seen: a 3 MiB receive ended
+    // `PeerFailed` while the host compiled). These jobs test the data's
+    // path, not failure detection: a peer is given up after two minutes.
+    let cfg = Config {
+        peer_timeout_ns: 120_000_000_000,
+        ..cfg
+    };
     let _limit = roomy.then(|| Limit::raise(1 << 16));
     let before = module_count("region_frames");
     let out = job::run(ranks, cfg, net, |r| {
