@@ -10,8 +10,6 @@ use rmx_driver::embed::{code, EmbedError};
 use rmx_driver::task::CollectiveError;
 use rmx_linux::job::JobError;
 
-use crate::version;
-
 /// Success.
 pub const RMX_OK: c_int = 0;
 /// A null pointer, or a value out of its range.
@@ -149,7 +147,11 @@ impl From<EmbedError> for Error {
             EmbedError::Arg(why) => why.to_string(),
             EmbedError::MissingCallback(name) => format!("ops.{name} is null: it is required"),
             EmbedError::Config(c) => format!("the configuration does not hold: {c:?}"),
-            EmbedError::Version => return version::refused(),
+            EmbedError::Version => format!(
+                "the program was built with an rmx.h newer than this librmx ({}.{}): rebuild it against this library's header or load a newer librmx",
+                rmx_driver::embed::API_MAJOR,
+                rmx_driver::embed::API_MINOR
+            ),
             EmbedError::Adapter(a) => {
                 format!("the port refused to register the bounce slots: {a:?}")
             }

@@ -38,14 +38,6 @@ fn refused_of(header: u32) -> Error {
     )
 }
 
-/// The refusal of a newer header whose number is not at hand.
-pub(crate) fn refused() -> Error {
-    Error::new(
-        RMX_ERR_VERSION,
-        format!("the program was built with an rmx.h newer than this librmx ({RMX_API_MAJOR}.{RMX_API_MINOR}): rebuild it against this library's header or load a newer librmx"),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,19 +9,21 @@
 //! them); two endpoints are independent.
 #![allow(non_camel_case_types)]
 
+mod args;
 pub mod calls;
 mod carve;
 pub mod code;
 pub mod endpoint;
 mod messages;
 pub mod ops;
+mod request;
 mod status;
 pub mod task;
 pub mod window;
 
 pub use carve::ALIGN;
 pub use endpoint::{create, destroy, live, rmx_ep_config_t, rmx_ep_t, size, Ended};
-pub use messages::EpReq;
+pub use request::EpReq;
 pub use status::rmx_status_t;
 pub use task::{rmx_coll_t, rmx_task_t};
 pub use window::{rmx_ep_win_config_t, rmx_ep_win_t};

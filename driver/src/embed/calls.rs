@@ -7,8 +7,7 @@
 
 use core::ffi::{c_int, c_void};
 
-use rmx_core::{Source, TagSel};
-
+pub use super::args::{bytes, peer, selection, ANY_SOURCE, ANY_TAG};
 use super::code::OK;
 use super::endpoint::{rmx_ep_config_t, rmx_ep_t, Ended, RMX_REQUEST_NULL};
 use super::ops::rmx_port_ops_t;
@@ -18,11 +17,6 @@ use super::window::{self, rmx_ep_win_config_t, rmx_ep_win_t};
 use super::{EmbedError, API_MAJOR, API_MINOR};
 use rmx_core::onesided::RmaKind;
 
-/// A receive from any rank.
-pub const ANY_SOURCE: c_int = -1;
-/// A receive of any tag.
-pub const ANY_TAG: i64 = -1;
-
 type R = Result<c_int, EmbedError>;
 
 /// Refuses a header of another major version, or newer than this build.
@@ -31,19 +25,6 @@ pub fn version(header: u32) -> Result<(), EmbedError> {
     match major == API_MAJOR && minor <= API_MINOR {
         true => Ok(()),
         false => Err(EmbedError::Version),
-    }
-}
-
-/// `len` bytes at `p`: null only when empty (then a dangling, aligned
-/// pointer), never past the address space.
-pub fn bytes(p: *const c_void, len: usize) -> Result<*const u8, EmbedError> {
-    match (p.is_null(), len) {
-        (true, 0) => Ok(core::ptr::NonNull::<u8>::dangling().as_ptr()),
-        (true, _) => Err(EmbedError::Arg("a buffer is null but not empty")),
-        (false, _) if isize::try_from(len).is_err() => {
-            Err(EmbedError::Arg("a length past the address space"))
-        }
-        (false, _) => Ok(p.cast()),
     }
 }
 
@@ -63,30 +44,6 @@ unsafe fn out<'a, T>(p: *mut T, what: &'static str) -> Result<&'a mut T, EmbedEr
 unsafe fn get<'a, T>(p: *const T, what: &'static str) -> Result<&'a T, EmbedError> {
     // SAFETY: the caller's contract.
     unsafe { p.as_ref() }.ok_or(EmbedError::Arg(what))
-}
-
-/// `dest` as a rank of a job of `size`.
-pub fn peer(size: u16, dest: c_int) -> Result<u16, EmbedError> {
-    u16::try_from(dest)
-        .ok()
-        .filter(|&d| d < size)
-        .ok_or(EmbedError::Arg("a rank that is not one of the job's"))
-}
-
-/// A receive's selection: `src` a rank or `ANY_SOURCE`, `tag` 0 … 2^32 − 1
-/// or `ANY_TAG`.
-pub fn selection(size: u16, src: c_int, tag: i64) -> Result<(Source, TagSel), EmbedError> {
-    let tag = match tag {
-        ANY_TAG => TagSel::Any,
-        t => TagSel::Tag(
-            u32::try_from(t).map_err(|_| EmbedError::Arg("a tag neither 0 … 2^32 − 1 nor any"))?,
-        ),
-    };
-    let src = match src {
-        ANY_SOURCE => Source::Any,
-        s => Source::Rank(peer(size, s)?),
-    };
-    Ok((src, tag))
 }
 
 /// `rmx_ep_size`.

@@ -15,8 +15,8 @@ use rmx_core::{
 };
 
 use super::carve::{fill, Carve, ALIGN};
-use super::messages::EpReq;
 use super::ops::{rmx_port_caps_t, rmx_port_ops_t, CPort};
+use super::request::EpReq;
 use super::EmbedError;
 use crate::adapter::{Adapter, AdapterTables, Plain, UserEntry};
 use crate::port::{Completion, Mr, Port};

@@ -8,14 +8,7 @@ use crate::task::Messages;
 use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf};
 
 use super::endpoint::rmx_ep_t;
-
-/// A request and the handle of the bytes it names (none once it ended
-/// during the call).
-#[derive(Debug)]
-pub struct EpReq {
-    pub(crate) req: Request,
-    pub(crate) buf: Option<UserBuf>,
-}
+use super::request::EpReq;
 
 impl rmx_ep_t {
     /// Starts an operation on `len` bytes at `ptr`, named by a handle the

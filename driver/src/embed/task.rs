@@ -10,7 +10,7 @@ use rmx_core::collective::{Collective, Int, Op};
 
 use super::carve::{fill, Carve, ALIGN};
 use super::endpoint::rmx_ep_t;
-use super::messages::EpReq;
+use super::request::EpReq;
 use super::EmbedError;
 use crate::task::CollectiveTask;
 

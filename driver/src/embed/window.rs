@@ -24,7 +24,7 @@ use rmx_core::{MemKey, Remote};
 
 use super::carve::{fill, fill_with, Carve, ALIGN};
 use super::endpoint::rmx_ep_t;
-use super::messages::EpReq;
+use super::request::EpReq;
 use super::EmbedError;
 use crate::task::{Bytes, CollectiveTask, FenceHost, FenceLayout, FenceTask, Outgoing, Reply};
 
@@ -420,7 +420,7 @@ pub unsafe fn issue(
     if !matches!(w.step, StepTask::Open | StepTask::Fenced(_)) {
         return Err(EmbedError::WindowBusy);
     }
-    let target = super::calls::peer(e.ranks, target)?;
+    let target = super::args::peer(e.ranks, target)?;
     let p = &mut w.parts;
     let epoch_error = |x: EpochError| match x {
         EpochError::TooManyGets => EmbedError::Full,
