@@ -110,6 +110,15 @@ pub unsafe extern "C" fn rmx_ibcast(
     }
 }
 
+/// Where a rooted collective's result goes: `len` bytes at `out` at
+/// the root, nothing (and `out` unread) elsewhere.
+fn root_out(root: bool, out: *mut c_void, len: usize) -> Result<(*mut u8, usize), Error> {
+    match root {
+        true => Ok((bytes(out, len)?.cast_mut(), len)),
+        false => Ok((std::ptr::null_mut(), 0)),
+    }
+}
+
 /// `rmx_reduce`, started: its request in `*req`; `root`'s `out` holds the
 /// reduction once the request ended well.
 ///
@@ -133,10 +142,7 @@ pub unsafe extern "C" fn rmx_ireduce(
             let (p, len) = elements(src.cast_mut(), count, ty)?;
             // SAFETY: the caller's contract (a dangling pointer when empty).
             let data = std::slice::from_raw_parts(p, len).to_vec();
-            let (to, n) = match s.rank().rank() == root {
-                true => (bytes(out, len)?.cast_mut(), len),
-                false => (std::ptr::null_mut(), 0),
-            };
+            let (to, n) = root_out(s.rank().rank() == root, out, len)?;
             Ok((s.rank().ireduce(data, ty, op, root)?, 0, to, n))
         })
     }
@@ -162,10 +168,7 @@ pub unsafe extern "C" fn rmx_igather(
             let root = root_of(s, root)?;
             // SAFETY: the caller's contract.
             let (me, data) = placed(s, read(src, block)?)?;
-            let (to, n) = match me == root {
-                true => (bytes(out, data.len())?.cast_mut(), data.len()),
-                false => (std::ptr::null_mut(), 0),
-            };
+            let (to, n) = root_out(me == root, out, data.len())?;
             Ok((s.rank().igather(data, root)?, 0, to, n))
         })
     }

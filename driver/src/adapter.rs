@@ -6,8 +6,8 @@
 
 use rmx_core::wire::HEADER_LEN;
 use rmx_core::{
-    Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp, RegError, Remote, RxBuf, SlotId,
-    UserBuf, WorkId,
+    Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaOp, RegError, Remote, Request, RxBuf,
+    SlotId, UserBuf, WorkId,
 };
 
 use crate::port::{Completion, Mr, Port, Sge, Work};
@@ -186,6 +186,40 @@ impl<P: Port, H: Host, S: AdapterTables> Adapter<P, H, S> {
             if matches!(row, UserEntry::Used { .. }) {
                 *row = UserEntry::Link(self.free);
                 self.free = b.0;
+            }
+        }
+    }
+
+    /// Starts one operation of the core (`op`) on `len` bytes at `addr`,
+    /// named by a handle for it: `full` if every row is in use. The
+    /// handle comes back with the request for the caller to give back
+    /// ([`drop_user`](Self::drop_user)) when the request ends; `None` if
+    /// the operation ended during the call ([`Request::COMPLETE`]), whose
+    /// handle serves the next at once, as a refused one's does.
+    ///
+    /// # Safety
+    /// As for [`add_user`](Self::add_user), until the request ends.
+    #[inline]
+    pub unsafe fn lend<E>(
+        &mut self,
+        addr: usize,
+        len: usize,
+        full: E,
+        op: impl FnOnce(&mut Self, UserBuf) -> Result<Request, E>,
+    ) -> Result<(Request, Option<UserBuf>), E> {
+        // SAFETY: the caller's contract.
+        let Some(buf) = (unsafe { self.add_user(addr, len) }) else {
+            return Err(full);
+        };
+        match op(self, buf) {
+            Ok(req) if req == Request::COMPLETE => {
+                self.drop_user(buf);
+                Ok((req, None))
+            }
+            Ok(req) => Ok((req, Some(buf))),
+            Err(e) => {
+                self.drop_user(buf);
+                Err(e)
             }
         }
     }

@@ -5,46 +5,10 @@
 
 use crate::port::Port;
 use crate::task::Messages;
-use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf};
+use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel};
 
 use super::endpoint::rmx_ep_t;
 use super::request::EpReq;
-
-impl rmx_ep_t {
-    /// Starts an operation on `len` bytes at `ptr`, named by a handle the
-    /// core gets back when the request ends (at once if it ended during
-    /// the call, or was refused).
-    ///
-    /// # Safety
-    /// The bytes stay valid until the request ends.
-    unsafe fn start<E>(
-        &mut self,
-        ptr: usize,
-        len: usize,
-        full: E,
-        op: impl FnOnce(&mut Self, UserBuf) -> Result<Request, E>,
-    ) -> Result<EpReq, E> {
-        // SAFETY: the caller's contract; the handle goes back below or
-        // when the request ends (`test`).
-        let Some(buf) = (unsafe { self.nic.add_user(ptr, len) }) else {
-            return Err(full);
-        };
-        match op(self, buf) {
-            Ok(req) if req == Request::COMPLETE => {
-                self.nic.drop_user(buf);
-                Ok(EpReq { req, buf: None })
-            }
-            Ok(req) => Ok(EpReq {
-                req,
-                buf: Some(buf),
-            }),
-            Err(e) => {
-                self.nic.drop_user(buf);
-                Err(e)
-            }
-        }
-    }
-}
 
 impl Messages for rmx_ep_t {
     type Req = EpReq;
@@ -58,13 +22,15 @@ impl Messages for rmx_ep_t {
         len: usize,
     ) -> Result<EpReq, SendError> {
         let len32 = u32::try_from(len).map_err(|_| SendError::TooLong)?;
+        let (ep, now) = (&mut self.ep, self.now);
         let full = SendError::RequestTableFull;
         // SAFETY: the caller's contract.
-        unsafe {
-            self.start(data as usize, len, full, |e, buf| {
-                e.ep.isend(e.now, &mut e.nic, dest, tag, context, buf, len32)
+        let (req, buf) = unsafe {
+            self.nic.lend(data as usize, len, full, |nic, buf| {
+                ep.isend(now, nic, dest, tag, context, buf, len32)
             })
-        }
+        }?;
+        Ok(EpReq { req, buf })
     }
 
     unsafe fn irecv(
@@ -75,18 +41,20 @@ impl Messages for rmx_ep_t {
         data: *mut u8,
         len: usize,
     ) -> Result<EpReq, RecvError> {
+        let (ep, now) = (&mut self.ep, self.now);
         let full = RecvError::RequestTableFull;
+        // A buffer past 4 GiB takes any message whole.
+        let cap = len.min(u32::MAX as usize) as u32;
         // SAFETY: the caller's contract.
         let r = unsafe {
-            self.start(data as usize, len, full, |e, buf| {
-                // A buffer past 4 GiB takes any message whole.
-                let cap = len.min(u32::MAX as usize) as u32;
-                e.ep.irecv(e.now, &mut e.nic, src, tag, context, buf, cap)
+            self.nic.lend(data as usize, len, full, |nic, buf| {
+                ep.irecv(now, nic, src, tag, context, buf, cap)
             })
         };
         // A matched rendezvous may have asked for its data.
         self.nic.port().doorbell();
-        r
+        let (req, buf) = r?;
+        Ok(EpReq { req, buf })
     }
 
     fn test(&mut self, req: EpReq) -> Result<Status, EpReq> {

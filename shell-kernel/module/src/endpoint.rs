@@ -21,183 +21,81 @@ fn code(r: Result<c_int, EmbedError>) -> c_int {
     r.unwrap_or_else(|e| e.code())
 }
 
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_size`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_size(config: *const rmx_ep_config_t, size: *mut usize) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::size(config, size) })
+/// Exports each `rmx_ep_*` function as the call of `embed::calls` it is.
+macro_rules! export {
+    ($(fn $name:ident => $call:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        /// # Safety
+        /// As `rmx.h` states for the function of this name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            // SAFETY: the caller's contract is the call's.
+            code(unsafe { calls::$call($($arg),*) })
+        }
+    )*};
 }
 
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_create_version`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_create_version(
-    version: u32,
-    mem: *mut c_void,
-    size: usize,
-    config: *const rmx_ep_config_t,
-    ops: *const rmx_port_ops_t,
-    port: *mut c_void,
-    ep: *mut *mut rmx_ep_t,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::create(version, mem, size, config, ops, port, ep) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_progress`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_progress(ep: *mut rmx_ep_t, now_ns: u64) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::progress(ep, now_ns) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_deadline`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_deadline(ep: *mut rmx_ep_t, deadline_ns: *mut u64) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::deadline(ep, deadline_ns) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_isend`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_isend(
-    ep: *mut rmx_ep_t,
-    dest: c_int,
-    tag: u32,
-    buf: *const c_void,
-    len: usize,
-    req: *mut u64,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::isend(ep, dest, tag, buf, len, req) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_irecv`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_irecv(
-    ep: *mut rmx_ep_t,
-    src: c_int,
-    tag: i64,
-    buf: *mut c_void,
-    len: usize,
-    req: *mut u64,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::irecv(ep, src, tag, buf, len, req) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_test`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_test(
-    ep: *mut rmx_ep_t,
-    req: *mut u64,
-    status: *mut rmx_status_t,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::test(ep, req, status) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_cancel`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_cancel(ep: *mut rmx_ep_t, req: *const u64) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::cancel(ep, req) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_destroy`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_destroy(ep: *mut rmx_ep_t) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::destroy(ep) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_task_size`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_task_size(
-    ep: *mut rmx_ep_t,
-    what: *const rmx_coll_t,
-    size: *mut usize,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::task_size(ep, what, size) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_task_start`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_task_start(
-    ep: *mut rmx_ep_t,
-    what: *const rmx_coll_t,
-    data: *mut c_void,
-    len: usize,
-    mem: *mut c_void,
-    size: usize,
-    task: *mut *mut rmx_task_t,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::task_start(ep, what, data, len, mem, size, task) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_task_test`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_task_test(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::task_test(ep, task) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_task_abort`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::task_abort(ep, task) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_win_size`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_win_size(
-    ep: *mut rmx_ep_t,
-    len: usize,
-    config: *const rmx_ep_win_config_t,
-    size: *mut usize,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::win_size(ep, len, config, size) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_win_create`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_win_create(
-    ep: *mut rmx_ep_t,
-    base: *mut c_void,
-    len: usize,
-    config: *const rmx_ep_win_config_t,
-    mem: *mut c_void,
-    size: usize,
-    win: *mut *mut rmx_ep_win_t,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::win_create(ep, base, len, config, mem, size, win) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_win_test`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_win_test(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::win_test(ep, win) })
+export! {
+    fn rmx_ep_size => size(config: *const rmx_ep_config_t, size: *mut usize);
+    fn rmx_ep_create_version => create(
+        version: u32,
+        mem: *mut c_void,
+        size: usize,
+        config: *const rmx_ep_config_t,
+        ops: *const rmx_port_ops_t,
+        port: *mut c_void,
+        ep: *mut *mut rmx_ep_t
+    );
+    fn rmx_ep_progress => progress(ep: *mut rmx_ep_t, now_ns: u64);
+    fn rmx_ep_deadline => deadline(ep: *mut rmx_ep_t, deadline_ns: *mut u64);
+    fn rmx_ep_isend => isend(
+        ep: *mut rmx_ep_t,
+        dest: c_int,
+        tag: u32,
+        buf: *const c_void,
+        len: usize,
+        req: *mut u64
+    );
+    fn rmx_ep_irecv => irecv(
+        ep: *mut rmx_ep_t,
+        src: c_int,
+        tag: i64,
+        buf: *mut c_void,
+        len: usize,
+        req: *mut u64
+    );
+    fn rmx_ep_test => test(ep: *mut rmx_ep_t, req: *mut u64, status: *mut rmx_status_t);
+    fn rmx_ep_cancel => cancel(ep: *mut rmx_ep_t, req: *const u64);
+    fn rmx_ep_destroy => destroy(ep: *mut rmx_ep_t);
+    fn rmx_ep_task_size => task_size(ep: *mut rmx_ep_t, what: *const rmx_coll_t, size: *mut usize);
+    fn rmx_ep_task_start => task_start(
+        ep: *mut rmx_ep_t,
+        what: *const rmx_coll_t,
+        data: *mut c_void,
+        len: usize,
+        mem: *mut c_void,
+        size: usize,
+        task: *mut *mut rmx_task_t
+    );
+    fn rmx_ep_task_test => task_test(ep: *mut rmx_ep_t, task: *mut rmx_task_t);
+    fn rmx_ep_task_abort => task_abort(ep: *mut rmx_ep_t, task: *mut rmx_task_t);
+    fn rmx_ep_win_size => win_size(
+        ep: *mut rmx_ep_t,
+        len: usize,
+        config: *const rmx_ep_win_config_t,
+        size: *mut usize
+    );
+    fn rmx_ep_win_create => win_create(
+        ep: *mut rmx_ep_t,
+        base: *mut c_void,
+        len: usize,
+        config: *const rmx_ep_win_config_t,
+        mem: *mut c_void,
+        size: usize,
+        win: *mut *mut rmx_ep_win_t
+    );
+    fn rmx_ep_win_test => win_test(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t);
+    fn rmx_ep_fence => fence(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t, assert: u32);
+    fn rmx_ep_win_free => win_free(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t);
 }
 
 /// # Safety
@@ -250,24 +148,4 @@ pub unsafe extern "C" fn rmx_ep_accumulate(
     };
     // SAFETY: the caller's contract is the call's.
     code(unsafe { calls::rma(ep, win, target, disp, buf, len, kind) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_fence`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_fence(
-    ep: *mut rmx_ep_t,
-    win: *mut rmx_ep_win_t,
-    assert: u32,
-) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::fence(ep, win, assert) })
-}
-
-/// # Safety
-/// As `rmx.h` states for `rmx_ep_win_free`.
-#[no_mangle]
-pub unsafe extern "C" fn rmx_ep_win_free(ep: *mut rmx_ep_t, win: *mut rmx_ep_win_t) -> c_int {
-    // SAFETY: the caller's contract is the call's.
-    code(unsafe { calls::win_free(ep, win) })
 }

@@ -25,25 +25,19 @@ impl<T: Transport> Driver<T> {
         full: E,
         op: impl FnOnce(&mut CoreEndpoint, &mut ShellNic<T>, u64, UserBuf) -> Result<Request, E>,
     ) -> Result<Req, E> {
+        let (ep, now) = (&mut self.ep, self.now);
         // SAFETY: the caller's contract; the handle goes back when the
-        // request completes (`test`) or is refused below.
-        let Some(buf) = (unsafe { self.nic.add_user(ptr, len) }) else {
-            return Err(full);
-        };
-        match op(&mut self.ep, &mut self.nic, self.now, buf) {
-            // Done during the call (an eager send copied out): the core no
-            // longer names the buffer, and its handle serves the next
-            // request at once, however long the caller keeps this one.
-            Ok(req) if req == Request::COMPLETE => {
-                self.nic.drop_user(buf);
-                Ok(Req { req, buf: NO_USER })
-            }
-            Ok(req) => Ok(Req { req, buf }),
-            Err(e) => {
-                self.nic.drop_user(buf);
-                Err(e)
-            }
-        }
+        // request completes (`test`). One that ended during the call (an
+        // eager send copied out) holds none: its handle serves the next
+        // request at once, however long the caller keeps this one.
+        let (req, buf) = unsafe {
+            self.nic
+                .lend(ptr, len, full, |nic, buf| op(ep, nic, now, buf))
+        }?;
+        Ok(Req {
+            req,
+            buf: buf.unwrap_or(NO_USER),
+        })
     }
 }
 
