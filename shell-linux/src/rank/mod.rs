@@ -307,11 +307,12 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// [`isend_raw`](Self::isend_raw) in communication context `context`
-    /// (collectives use their own, so they never match user messages).
+    /// (collectives use their own, so they never match user messages; an
+    /// MPI library gives each communicator its own).
     ///
     /// # Safety
     /// As [`isend_raw`](Self::isend_raw).
-    pub(crate) unsafe fn isend_in(
+    pub unsafe fn isend_in(
         &mut self,
         dest: u16,
         tag: u32,
@@ -342,7 +343,7 @@ impl<T: Transport + 'static> Rank<T> {
     ///
     /// # Safety
     /// As [`irecv_raw`](Self::irecv_raw).
-    pub(crate) unsafe fn irecv_in(
+    pub unsafe fn irecv_in(
         &mut self,
         src: Source,
         tag: TagSel,
@@ -480,10 +481,36 @@ impl<T: Transport + 'static> Rank<T> {
     /// take now, left for that receive (MPI's `Iprobe`), after one round
     /// of progress: its sender, tag and whole length; `None` if none came.
     pub fn iprobe(&mut self, src: Source, tag: TagSel) -> Result<Option<Status>, RecvError> {
+        self.iprobe_in(src, tag, USER_CONTEXT)
+    }
+
+    /// [`iprobe`](Self::iprobe) in communication context `context`.
+    pub fn iprobe_in(
+        &mut self,
+        src: Source,
+        tag: TagSel,
+        context: u16,
+    ) -> Result<Option<Status>, RecvError> {
         self.with(|d| {
             d.progress();
-            d.ep.iprobe(d.now, src, tag, USER_CONTEXT)
+            d.ep.iprobe(d.now, src, tag, context)
         })
+    }
+
+    /// Drives progress until `done` (asked after each round) has an
+    /// answer, resting as [`wait`](Self::wait) does while nothing moves:
+    /// the wait of a runtime whose requests are more than one of this
+    /// rank's (several at once, or steps of its own).
+    pub fn wait_until<R>(&mut self, mut done: impl FnMut(&mut Self) -> Option<R>) -> R {
+        let mut armed = None;
+        loop {
+            self.with(|d| d.progress());
+            if let Some(r) = done(self) {
+                return r;
+            }
+            let idle = self.with_ref(|d| d.idle);
+            self.rest(idle, &mut armed);
+        }
     }
 
     /// Waits for a message [`iprobe`](Self::iprobe) finds (MPI's `Probe`).
