@@ -378,7 +378,7 @@ collective!(
     MPI_Barrier,
     MPI_Ibarrier,
     (),
-    |lib, comm| { barrier(lib, comm) }
+    |lib, comm| barrier(lib, comm)
 );
 
 collective!(

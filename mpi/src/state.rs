@@ -59,10 +59,12 @@ pub fn with<R>(f: impl FnOnce(&mut Lib) -> Result<R>) -> Result<R> {
     }
 }
 
-/// The handler of communicator `h`'s errors (fatal if there is none).
+/// The handler of communicator `h`'s errors: `MPI_COMM_WORLD`'s when `h`
+/// names none (an invalid handle has no handler of its own), fatal
+/// outside MPI's life.
 pub fn handler_of(h: Handle) -> Handler {
     match &*lock() {
-        Phase::Running(lib) => lib.comm(h).map(|c| c.handler).unwrap_or(Handler::Fatal),
+        Phase::Running(lib) => lib.comm(h).unwrap_or(&lib.world).handler,
         _ => Handler::Fatal,
     }
 }
