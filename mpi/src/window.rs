@@ -415,22 +415,23 @@ enum Combine {
 }
 
 fn combine(op: Handle, elem: Elem) -> Result<Combine> {
-    let o =
-        match op {
-            MPI_REPLACE => return Ok(Combine::Replace),
-            MPI_SUM => Op::Sum,
-            MPI_MIN => Op::Min,
-            MPI_MAX => Op::Max,
-            MPI_BAND => Op::BitAnd,
-            MPI_BOR => Op::BitOr,
-            MPI_BXOR => Op::BitXor,
-            _ => return Err(Error::new(
+    let o = match op {
+        MPI_REPLACE => return Ok(Combine::Replace),
+        MPI_SUM => Op::Sum,
+        MPI_MIN => Op::Min,
+        MPI_MAX => Op::Max,
+        MPI_BAND => Op::BitAnd,
+        MPI_BOR => Op::BitOr,
+        MPI_BXOR => Op::BitXor,
+        _ => {
+            return Err(Error::new(
                 MPI_ERR_OP,
                 format!(
                     "accumulate takes SUM, MIN, MAX, BAND, BOR, BXOR and REPLACE here, not {op:#x}"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let int = |i| Ok(Combine::Int(o, i));
     match elem {
         Elem::I8 => int(Int::I8),
