@@ -51,6 +51,8 @@ impl Group {
 /// (each holds two of the core's 16-bit contexts, below rmx's own).
 pub const MAX_IDS: u16 = 0x6000;
 
+const _: () = assert!(2 * MAX_IDS + 1 < rmx_core::wire::context::COLLECTIVE);
+
 /// One communicator.
 #[derive(Debug)]
 pub struct Comm {
@@ -141,6 +143,5 @@ mod tests {
         assert_eq!(c.peer(-1).unwrap_err().class, MPI_ERR_RANK);
         assert_eq!(c.root(5).unwrap_err().class, MPI_ERR_ROOT);
         assert_eq!((c.p2p_context(), c.coll_context()), (14, 15));
-        assert!(2 * MAX_IDS + 1 < rmx_core::wire::context::COLLECTIVE);
     }
 }

@@ -24,7 +24,8 @@ pub fn check(op: Handle, ty: Type) -> Result<(), Refused> {
         (Class::Order, Elem::Byte | Elem::Bool | Elem::C32 | Elem::C64) => false,
         (Class::Logic, Elem::F32 | Elem::F64 | Elem::C32 | Elem::C64 | Elem::Byte) => false,
         (Class::Bits, Elem::F32 | Elem::F64 | Elem::C32 | Elem::C64 | Elem::Bool) => false,
-        (Class::Replace, _) => true,
+        // MPI_REPLACE and MPI_NO_OP are one-sided operations' only.
+        (Class::Replace, _) => false,
         _ => true,
     };
     ok.then_some(()).ok_or(Refused::NotFor)
@@ -54,11 +55,6 @@ fn class(op: Handle) -> Option<Class> {
 /// [`check`], and both slices hold whole elements of the same count.
 pub fn apply(op: Handle, ty: Type, acc: &mut [u8], other: &[u8]) {
     debug_assert_eq!(acc.len(), other.len());
-    match op {
-        MPI_REPLACE => return acc.copy_from_slice(other),
-        MPI_NO_OP => return,
-        _ => {}
-    }
     macro_rules! each {
         ($t:ty, $f:expr) => {{
             const N: usize = std::mem::size_of::<$t>();
@@ -174,6 +170,7 @@ mod tests {
         );
         assert_eq!(check(0x1234, d), Err(Refused::NoOp));
         assert_eq!(check(MPI_BOR, lookup(0x247).unwrap()), Ok(()));
+        assert_eq!(check(MPI_REPLACE, d), Err(Refused::NotFor));
         assert_eq!(check(MPI_SUM, lookup(0x247).unwrap()), Err(Refused::NotFor));
     }
 
