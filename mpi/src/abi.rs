@@ -105,6 +105,12 @@ pub const MPI_MODE_NOPUT: c_int = 4096;
 pub const MPI_MODE_NOSTORE: c_int = 8192;
 pub const MPI_MODE_NOSUCCEED: c_int = 16384;
 
+// Predefined attribute keys.
+pub const MPI_TAG_UB: c_int = 501;
+pub const MPI_IO: c_int = 502;
+pub const MPI_HOST: c_int = 503;
+pub const MPI_WTIME_IS_GLOBAL: c_int = 504;
+
 // Comparisons.
 pub const MPI_IDENT: c_int = 201;
 pub const MPI_CONGRUENT: c_int = 202;

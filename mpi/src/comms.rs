@@ -289,3 +289,48 @@ pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: Handle, errhandler: *mut 
         },
     )
 }
+
+/// What `MPI_Comm_get_attr` points to for the predefined keys.
+static TAG_UB: c_int = crate::args::TAG_UB;
+static NOT_GLOBAL: c_int = 0;
+static NO_HOST: c_int = MPI_PROC_NULL;
+static ANY_IO: c_int = MPI_ANY_SOURCE;
+
+/// The predefined attributes of a communicator: `MPI_TAG_UB`,
+/// `MPI_WTIME_IS_GLOBAL` (false), `MPI_HOST` (none), `MPI_IO` (every rank);
+/// `flag` is 0 for any other key (user keys are not supported).
+///
+/// # Safety
+/// `attribute_val` names a writable `void *`; `flag` writable.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_get_attr(
+    comm: Handle,
+    keyval: c_int,
+    attribute_val: *mut *const c_int,
+    flag: *mut c_int,
+) -> c_int {
+    call(
+        "MPI_Comm_get_attr",
+        || handler_of(comm),
+        || {
+            with(|lib| {
+                lib.comm(comm)?;
+                // SAFETY: the caller's contract.
+                let (val, flag) =
+                    unsafe { (out(attribute_val, "attribute_val")?, out(flag, "flag")?) };
+                let found: Option<&'static c_int> = match keyval {
+                    MPI_TAG_UB => Some(&TAG_UB),
+                    MPI_WTIME_IS_GLOBAL => Some(&NOT_GLOBAL),
+                    MPI_HOST => Some(&NO_HOST),
+                    MPI_IO => Some(&ANY_IO),
+                    _ => None,
+                };
+                *flag = found.is_some() as c_int;
+                if let Some(v) = found {
+                    *val = v;
+                }
+                Ok(())
+            })
+        },
+    )
+}

@@ -16,21 +16,24 @@
 #![allow(non_snake_case, non_camel_case_types, clippy::missing_safety_doc)]
 
 pub mod abi;
-pub mod args;
-pub mod coll;
-pub mod comm;
-pub mod comms;
-pub mod completion;
-pub mod convert;
-pub mod datatype;
-pub mod env;
-pub mod error;
-pub mod p2p;
-pub mod reduce;
-pub mod request;
-pub mod sched;
-pub mod state;
-pub mod table;
-pub mod unsupported;
-pub mod window;
-pub mod words;
+mod args;
+mod coll;
+mod comm;
+mod comms;
+mod completion;
+mod convert;
+mod datatype;
+mod env;
+mod error;
+mod p2p;
+mod reduce;
+mod request;
+mod sched;
+mod state;
+mod table;
+mod unsupported;
+mod window;
+mod words;
+
+/// How many functions of the standard ABI are outside rmx's subset.
+pub const UNSUPPORTED: usize = unsupported::COUNT;

@@ -5,7 +5,6 @@
 //! serialised (`MPI_THREAD_SERIALIZED` is what rmx provides).
 
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
 
 use rmx_linux::job::Attached;
 use rmx_linux::rank::Rank;
@@ -37,7 +36,6 @@ pub struct Lib {
     /// The lowest communicator identity this rank has not used.
     pub next_id: u16,
     pub thread: std::ffi::c_int,
-    pub started: Instant,
 }
 
 static STATE: Mutex<Phase> = Mutex::new(Phase::Before);
@@ -88,7 +86,6 @@ impl Lib {
             orphans: Vec::new(),
             next_id: 2,
             thread,
-            started: Instant::now(),
         }
     }
 
@@ -117,16 +114,6 @@ impl Lib {
             MPI_COMM_SELF => Ok(&mut self.own),
             _ => self.comms.get_mut(h).ok_or_else(|| bad_comm(h)),
         }
-    }
-
-    /// The rank and a communicator at once.
-    pub fn rank_and(&mut self, h: Handle) -> Result<(&mut Rank, &mut Comm)> {
-        let comm = match h {
-            MPI_COMM_WORLD => &mut self.world,
-            MPI_COMM_SELF => &mut self.own,
-            _ => self.comms.get_mut(h).ok_or_else(|| bad_comm(h))?,
-        };
-        Ok((self.job.rank(), comm))
     }
 
     /// A fresh identity, given the highest any member proposed.

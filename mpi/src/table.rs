@@ -73,10 +73,6 @@ impl<T> Table<T> {
         self.slots.len() - self.free.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Every object, taken out.
     pub fn drain(&mut self) -> Vec<T> {
         self.free.clear();

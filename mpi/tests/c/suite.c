@@ -51,6 +51,9 @@ static void environment(void) {
     int len;
     MPI(MPI_Get_processor_name(host, &len));
     OK(len > 0 && (int)strlen(host) == len, "host name");
+    int *ub;
+    MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+    OK(flag && *ub >= 32767, "MPI_TAG_UB");
     double t0 = MPI_Wtime(), t1 = MPI_Wtime();
     OK(t1 >= t0 && MPI_Wtick() > 0, "clock");
     struct { MPI_Datatype t; int size; const char *name; } types[] = {
