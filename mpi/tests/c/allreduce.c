@@ -9,7 +9,7 @@ int main(int argc, char **argv) {
     int rank, nranks;
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
-    int max = 1 << 16;
+    int max = max_size(argc, argv, 1 << 16);
     char *s = malloc(max), *r = malloc(max);
     if (rank == 0) printf("# rmx-mpi allreduce latency test\n# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)\n");
     for (int size = 1; size <= max; size *= 2) {

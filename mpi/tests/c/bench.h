@@ -43,7 +43,17 @@ static inline int iters(int size, int small, int large) {
     return size > 8192 ? large : small;
 }
 
-/* Iterations from the environment's BENCH_ITERS (scaled), else `n`. */
+/* The largest size to measure: `-m N` as OSU's programs take it, else `max`. */
+static inline int max_size(int argc, char **argv, int max) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "-m") == 0) {
+            int m = atoi(argv[i + 1]);
+            return m > 0 && m < max ? m : max;
+        }
+    return max;
+}
+
+/* `n` iterations scaled by the environment's BENCH_SCALE (per cent). */
 static inline int scaled(int n) {
     const char *s = getenv("BENCH_SCALE");
     if (!s) return n;

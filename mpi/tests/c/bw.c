@@ -10,11 +10,12 @@ int main(int argc, char **argv) {
     MPI(MPI_Init(&argc, &argv));
     int rank;
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    int top = max_size(argc, argv, MAX_SIZE);
     char *buf = malloc((size_t)MAX_SIZE * WINDOW);
     MPI_Request req[WINDOW];
     MPI_Status st[WINDOW];
     if (rank == 0) printf("# rmx-mpi bandwidth test\n# Size      Bandwidth (MB/s)\n");
-    for (int size = 1; size <= MAX_SIZE; size *= 2) {
+    for (int size = 1; size <= top; size *= 2) {
         int n = scaled(iters(size, 100, 20)), skip = n / 10;
         double t0 = 0;
         MPI(MPI_Barrier(MPI_COMM_WORLD));

@@ -7,6 +7,7 @@ int main(int argc, char **argv) {
     MPI(MPI_Init(&argc, &argv));
     int rank, nranks;
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    int top = max_size(argc, argv, MAX_SIZE);
     MPI(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
     CHECK(nranks >= 2, "run with 2 ranks");
     char *s = malloc(MAX_SIZE), *r = malloc(MAX_SIZE);
@@ -16,7 +17,7 @@ int main(int argc, char **argv) {
     MPI(MPI_Type_size(MPI_CHAR, &tsize));
     CHECK(tsize == 1 && strcmp(name, "MPI_CHAR") == 0, "MPI_CHAR is %s of %d", name, tsize);
     if (rank == 0) printf("# rmx-mpi latency test\n# Size          Latency (us)\n");
-    for (int size = 0; size <= MAX_SIZE; size = size ? size * 2 : 1) {
+    for (int size = 0; size <= top; size = size ? size * 2 : 1) {
         int n = scaled(iters(size, 10000, 1000)), skip = n / 10;
         double t0 = 0;
         MPI(MPI_Barrier(MPI_COMM_WORLD));

@@ -12,13 +12,14 @@ int main(int argc, char **argv) {
     int rank, nranks;
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI(MPI_Comm_size(MPI_COMM_WORLD, &nranks));
+    int top = max_size(argc, argv, 1 << 16);
     CHECK(nranks % 2 == 0, "run with an even number of ranks");
     int pairs = nranks / 2, sender = rank < pairs;
     int peer = sender ? rank + pairs : rank - pairs;
     char *buf = malloc((size_t)(1 << 16) * WINDOW);
     MPI_Request req[WINDOW];
     if (rank == 0) printf("# rmx-mpi multiple bandwidth / message rate test (%d pairs)\n# Size                  MB/s        Messages/s\n", pairs);
-    for (int size = 1; size <= (1 << 16); size *= 2) {
+    for (int size = 1; size <= top; size *= 2) {
         MPI_Comm pair;
         MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &pair));
         int n = scaled(iters(size, 100, 20)), skip = n / 10;

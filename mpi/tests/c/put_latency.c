@@ -8,9 +8,10 @@ int main(int argc, char **argv) {
     MPI(MPI_Init(&argc, &argv));
     int rank;
     MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    int top = max_size(argc, argv, MAX_SIZE);
     char *s = malloc(MAX_SIZE);
     if (rank == 0) printf("# rmx-mpi put latency test (fence)\n# Size          Latency (us)\n");
-    for (int size = 1; size <= MAX_SIZE; size *= 2) {
+    for (int size = 1; size <= top; size *= 2) {
         char *base;
         MPI_Win win;
         MPI(MPI_Win_allocate(MAX_SIZE, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
