@@ -117,13 +117,13 @@ impl Lib {
     }
 }
 
+/// The handler of window `win`'s errors: `MPI_COMM_WORLD`'s when `win`
+/// names none.
 fn window_handler(win: Handle) -> Handler {
     match &*crate::state::lock() {
-        crate::state::Phase::Running(lib) => lib
-            .wins
-            .get(win)
-            .map(|w| w.handler)
-            .unwrap_or(Handler::Fatal),
+        crate::state::Phase::Running(lib) => {
+            lib.wins.get(win).map_or(lib.world.handler, |w| w.handler)
+        }
         _ => Handler::Fatal,
     }
 }

@@ -331,6 +331,34 @@ static void errors(void) {
         int len;
         MPI(MPI_Error_string(code, s, &len));
         OK(strstr(s, "MPI_Type_contiguous") != NULL, "the error names the function: %s", s);
+        /* Handles rmx never gave are errors, not dereferences. */
+        MPI_Request forged = (MPI_Request)(intptr_t)0x12345678, reqs[2];
+        code = MPI_Wait(&forged, MPI_STATUS_IGNORE);
+        OK(class_of(code) == MPI_ERR_REQUEST, "a forged request: %d", code);
+        MPI(MPI_Irecv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, &reqs[0]));
+        reqs[1] = forged;
+        code = MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+        OK(class_of(code) == MPI_ERR_REQUEST && reqs[0] != MPI_REQUEST_NULL, "waitall checks every handle before waiting");
+        MPI(MPI_Cancel(&reqs[0]));
+        MPI(MPI_Wait(&reqs[0], MPI_STATUS_IGNORE));
+        int r;
+        code = MPI_Comm_rank((MPI_Comm)(intptr_t)0x7777, &r);
+        OK(class_of(code) == MPI_ERR_COMM, "a forged communicator");
+        code = MPI_Win_fence(0, (MPI_Win)(intptr_t)0x300000001);
+        OK(class_of(code) == MPI_ERR_WIN, "a forged window");
+        MPI_Comm world = MPI_COMM_WORLD;
+        code = MPI_Comm_free(&world);
+        OK(class_of(code) == MPI_ERR_COMM, "the world is not freed");
+        code = MPI_Type_size(MPI_DATATYPE_NULL, &r);
+        OK(class_of(code) == MPI_ERR_TYPE, "no datatype");
+        code = MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+        OK(class_of(code) == MPI_ERR_OP, "MAXLOC is not offered");
+        code = MPI_Allreduce(&v, &r, 1, MPI_INT, MPI_REPLACE, MPI_COMM_WORLD);
+        OK(class_of(code) == MPI_ERR_OP, "REPLACE is one-sided only");
+        code = MPI_Recv(NULL, 4, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        OK(class_of(code) == MPI_ERR_BUFFER, "a null buffer");
+        code = MPI_Init(NULL, NULL);
+        OK(class_of(code) == MPI_ERR_OTHER, "initialised twice");
     }
     MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
     SAY("errors: rank, tag, count, communicator, truncation");
