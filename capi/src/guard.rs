@@ -13,11 +13,7 @@ pub(crate) fn guard(f: impl FnOnce() -> Result<c_int, Error>) -> c_int {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => e.report(),
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
+            let what = rmx_linux::say::panic_words(&*panic);
             Error::new(RMX_ERR_INTERNAL, format!("internal fault in rmx: {what}")).report()
         }
     }

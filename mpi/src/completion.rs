@@ -72,6 +72,28 @@ unsafe fn handles<'a>(count: c_int, reqs: *mut Handle) -> Result<&'a mut [Handle
     Ok(unsafe { std::slice::from_raw_parts_mut(reqs, n) })
 }
 
+/// Ends every request of `hs` (each ended or waited for), its status
+/// into `statuses`: `MPI_ERR_IN_STATUS` if one failed.
+///
+/// # Safety
+/// `statuses` is null or names `hs.len()` writable statuses.
+unsafe fn finish_all(lib: &mut Lib, hs: &mut [Handle], statuses: *mut MPI_Status) -> Result<()> {
+    let mut bad = false;
+    for (i, h) in hs.iter_mut().enumerate() {
+        let s = lib.finish(h)?;
+        bad |= s.MPI_ERROR != MPI_SUCCESS;
+        // SAFETY: the caller's contract.
+        unsafe { put_nth(statuses, i, s) };
+    }
+    match bad {
+        true => Err(Error::new(
+            MPI_ERR_IN_STATUS,
+            "a request failed: see its status",
+        )),
+        false => Ok(()),
+    }
+}
+
 /// Writes status `i` of a C array unless it is `MPI_STATUSES_IGNORE`.
 ///
 /// # Safety
@@ -127,20 +149,8 @@ pub unsafe extern "C" fn MPI_Waitall(
                     format!("{h:#x} is no live request"),
                 ));
             }
-            let mut bad = false;
-            for (i, h) in hs.iter_mut().enumerate() {
-                let s = lib.finish(h)?;
-                bad |= s.MPI_ERROR != MPI_SUCCESS;
-                // SAFETY: the caller's contract.
-                unsafe { put_nth(statuses, i, s) };
-            }
-            match bad {
-                true => Err(Error::new(
-                    MPI_ERR_IN_STATUS,
-                    "a request failed: see its status",
-                )),
-                false => Ok(()),
-            }
+            // SAFETY: the caller's contract.
+            unsafe { finish_all(lib, hs, statuses) }
         })
     })
 }
@@ -231,20 +241,8 @@ pub unsafe extern "C" fn MPI_Testall(
             if !all {
                 return Ok(());
             }
-            let mut bad = false;
-            for (i, h) in hs.iter_mut().enumerate() {
-                let s = lib.finish(h)?;
-                bad |= s.MPI_ERROR != MPI_SUCCESS;
-                // SAFETY: the caller's contract.
-                unsafe { put_nth(statuses, i, s) };
-            }
-            match bad {
-                true => Err(Error::new(
-                    MPI_ERR_IN_STATUS,
-                    "a request failed: see its status",
-                )),
-                false => Ok(()),
-            }
+            // SAFETY: the caller's contract.
+            unsafe { finish_all(lib, hs, statuses) }
         })
     })
 }

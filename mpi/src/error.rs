@@ -75,11 +75,7 @@ pub fn call(
         Ok(Ok(())) => return MPI_SUCCESS,
         Ok(Err(e)) => e,
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("a panic");
+            let what = rmx_linux::say::panic_words(&*panic);
             Error::new(MPI_ERR_INTERN, format!("internal fault in rmx: {what}"))
         }
     };
@@ -94,10 +90,12 @@ pub fn call(
 /// Ends the process as MPI's default handler does, saying why; a launcher
 /// ends the other ranks when one exits with a failure.
 pub fn fatal(name: &str, e: &Error) -> ! {
-    eprintln!(
-        "rmx MPI: {name}: {} (error class {}); the job is ended \
-         (MPI_ERRORS_RETURN on the communicator returns it instead)",
+    // One write: a launcher ending the job may keep only a line's first piece.
+    let line = format!(
+        "rmx MPI: {name}: {} (error class {}); the job ends \
+         (MPI_ERRORS_RETURN on the communicator returns errors instead)\n",
         e.what, e.class
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     std::process::exit(e.class.clamp(1, 255))
 }

@@ -157,6 +157,28 @@ pub unsafe fn put_status(status: *mut MPI_Status, s: MPI_Status) {
     }
 }
 
+/// Runs a call that starts a request on `comm`: its handle into `*request`.
+fn started(
+    name: &str,
+    comm: Handle,
+    request: *mut Handle,
+    f: impl FnOnce(&mut Lib) -> Result<Request>,
+) -> c_int {
+    call(
+        name,
+        || handler_of(comm),
+        || {
+            with(|lib| {
+                // SAFETY: `request` is null or writable (every caller's contract).
+                let out = unsafe { out(request, "request") }?;
+                let q = f(lib)?;
+                *out = lib.reqs.insert(q);
+                Ok(())
+            })
+        },
+    )
+}
+
 /// Blocking send: returns once `buf` may be reused.
 ///
 /// # Safety
@@ -246,20 +268,10 @@ pub unsafe extern "C" fn MPI_Isend(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call(
-        "MPI_Isend",
-        || handler_of(comm),
-        || {
-            with(|lib| {
-                // SAFETY: the caller's contract.
-                let out = unsafe { out(request, "request") }?;
-                // SAFETY: the caller's contract.
-                let q = unsafe { lib.isend(comm, buf, count, datatype, dest, tag) }?;
-                *out = lib.reqs.insert(q);
-                Ok(())
-            })
-        },
-    )
+    // SAFETY: the caller's contract.
+    started("MPI_Isend", comm, request, |lib| unsafe {
+        lib.isend(comm, buf, count, datatype, dest, tag)
+    })
 }
 
 /// A synchronous send started (completed as `MPI_Isend`'s, see `MPI_Ssend`).
@@ -295,20 +307,10 @@ pub unsafe extern "C" fn MPI_Irecv(
     comm: Handle,
     request: *mut Handle,
 ) -> c_int {
-    call(
-        "MPI_Irecv",
-        || handler_of(comm),
-        || {
-            with(|lib| {
-                // SAFETY: the caller's contract.
-                let out = unsafe { out(request, "request") }?;
-                // SAFETY: the caller's contract.
-                let q = unsafe { lib.irecv(comm, buf, count, datatype, source, tag) }?;
-                *out = lib.reqs.insert(q);
-                Ok(())
-            })
-        },
-    )
+    // SAFETY: the caller's contract.
+    started("MPI_Irecv", comm, request, |lib| unsafe {
+        lib.irecv(comm, buf, count, datatype, source, tag)
+    })
 }
 
 /// A send and a receive at once (each may be with a different rank).

@@ -286,37 +286,56 @@ struct Access {
     disp: u64,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn access(
-    lib: &Lib,
+/// The target side of an operation, as C gives it.
+struct Target {
+    rank: c_int,
+    disp: isize,
     count: c_int,
     datatype: Handle,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: c_int,
-    target_datatype: Handle,
-) -> Result<Access> {
+}
+
+fn access(lib: &Lib, count: c_int, datatype: Handle, t: &Target) -> Result<Access> {
     let (ty, len) = elements(count, datatype)?;
-    let (_, tlen) = elements(target_count, target_datatype)?;
+    let (_, tlen) = elements(t.count, t.datatype)?;
     if tlen != len {
         return Err(Error::new(
             MPI_ERR_TRUNCATE,
             format!("the origin names {len} bytes but the target {tlen}"),
         ));
     }
-    let target = lib.world.peer(target_rank)?;
-    let disp = u64::try_from(target_disp).map_err(|_| {
-        Error::new(
-            MPI_ERR_DISP,
-            format!("displacement {target_disp} is negative"),
-        )
-    })?;
+    let target = lib.world.peer(t.rank)?;
+    let disp = u64::try_from(t.disp)
+        .map_err(|_| Error::new(MPI_ERR_DISP, format!("displacement {} is negative", t.disp)))?;
     Ok(Access {
         len,
         ty,
         target,
         disp,
     })
+}
+
+/// Runs one operation of an epoch on `win`: nothing for a target of
+/// `MPI_PROC_NULL`, else `f` with its checked access.
+fn operation(
+    name: &str,
+    win: Handle,
+    origin: (c_int, Handle),
+    t: Target,
+    f: impl FnOnce(&mut Lib, Access) -> Result<()>,
+) -> c_int {
+    call(
+        name,
+        || window_handler(win),
+        || {
+            with(|lib| {
+                if t.rank == MPI_PROC_NULL {
+                    return Ok(());
+                }
+                let a = access(lib, origin.0, origin.1, &t)?;
+                f(lib, a)
+            })
+        },
+    )
 }
 
 /// Writes the origin's bytes to the target's window in this epoch.
@@ -334,29 +353,23 @@ pub unsafe extern "C" fn MPI_Put(
     target_datatype: Handle,
     win: Handle,
 ) -> c_int {
-    call(
+    let t = Target {
+        rank: target_rank,
+        disp: target_disp,
+        count: target_count,
+        datatype: target_datatype,
+    };
+    operation(
         "MPI_Put",
-        || window_handler(win),
-        || {
-            with(|lib| {
-                if target_rank == MPI_PROC_NULL {
-                    return Ok(());
-                }
-                let a = access(
-                    lib,
-                    origin_count,
-                    origin_datatype,
-                    target_rank,
-                    target_disp,
-                    target_count,
-                    target_datatype,
-                )?;
-                let p = buffer(origin_addr, a.len)?;
-                // SAFETY: the caller's contract.
-                let data = unsafe { std::slice::from_raw_parts(p, a.len) };
-                let (rank, w) = lib.window(win)?;
-                w.win.put(rank, a.target, a.disp, data).map_err(win_error)
-            })
+        win,
+        (origin_count, origin_datatype),
+        t,
+        |lib, a| {
+            let p = buffer(origin_addr, a.len)?;
+            // SAFETY: the caller's contract.
+            let data = unsafe { std::slice::from_raw_parts(p, a.len) };
+            let (rank, w) = lib.window(win)?;
+            w.win.put(rank, a.target, a.disp, data).map_err(win_error)
         },
     )
 }
@@ -377,32 +390,26 @@ pub unsafe extern "C" fn MPI_Get(
     target_datatype: Handle,
     win: Handle,
 ) -> c_int {
-    call(
+    let t = Target {
+        rank: target_rank,
+        disp: target_disp,
+        count: target_count,
+        datatype: target_datatype,
+    };
+    operation(
         "MPI_Get",
-        || window_handler(win),
-        || {
-            with(|lib| {
-                if target_rank == MPI_PROC_NULL {
-                    return Ok(());
-                }
-                let a = access(
-                    lib,
-                    origin_count,
-                    origin_datatype,
-                    target_rank,
-                    target_disp,
-                    target_count,
-                    target_datatype,
-                )?;
-                let p = buffer(origin_addr, a.len)?.cast_mut();
-                let (rank, w) = lib.window(win)?;
-                let g = w
-                    .win
-                    .get(rank, a.target, a.disp, a.len)
-                    .map_err(win_error)?;
-                w.gets.push((g, p, a.len));
-                Ok(())
-            })
+        win,
+        (origin_count, origin_datatype),
+        t,
+        |lib, a| {
+            let p = buffer(origin_addr, a.len)?.cast_mut();
+            let (rank, w) = lib.window(win)?;
+            let g = w
+                .win
+                .get(rank, a.target, a.disp, a.len)
+                .map_err(win_error)?;
+            w.gets.push((g, p, a.len));
+            Ok(())
         },
     )
 }
@@ -467,37 +474,29 @@ pub unsafe extern "C" fn MPI_Accumulate(
     op: Handle,
     win: Handle,
 ) -> c_int {
-    call(
+    let t = Target {
+        rank: target_rank,
+        disp: target_disp,
+        count: target_count,
+        datatype: target_datatype,
+    };
+    operation(
         "MPI_Accumulate",
-        || window_handler(win),
-        || {
-            with(|lib| {
-                if target_rank == MPI_PROC_NULL {
-                    return Ok(());
-                }
-                let a = access(
-                    lib,
-                    origin_count,
-                    origin_datatype,
-                    target_rank,
-                    target_disp,
-                    target_count,
-                    target_datatype,
-                )?;
-                let how = combine(op, a.ty.elem)?;
-                let p = buffer(origin_addr, a.len)?;
-                // SAFETY: the caller's contract.
-                let data = unsafe { std::slice::from_raw_parts(p, a.len) };
-                let (rank, w) = lib.window(win)?;
-                match how {
-                    Combine::Replace => w.win.put(rank, a.target, a.disp, data),
-                    Combine::Int(o, i) => w.win.accumulate(rank, a.target, a.disp, data, o, i),
-                    Combine::Float(o, f) => {
-                        w.win.accumulate_float(rank, a.target, a.disp, data, o, f)
-                    }
-                }
-                .map_err(win_error)
-            })
+        win,
+        (origin_count, origin_datatype),
+        t,
+        |lib, a| {
+            let how = combine(op, a.ty.elem)?;
+            let p = buffer(origin_addr, a.len)?;
+            // SAFETY: the caller's contract.
+            let data = unsafe { std::slice::from_raw_parts(p, a.len) };
+            let (rank, w) = lib.window(win)?;
+            match how {
+                Combine::Replace => w.win.put(rank, a.target, a.disp, data),
+                Combine::Int(o, i) => w.win.accumulate(rank, a.target, a.disp, data, o, i),
+                Combine::Float(o, f) => w.win.accumulate_float(rank, a.target, a.disp, data, o, f),
+            }
+            .map_err(win_error)
         },
     )
 }

@@ -61,12 +61,7 @@ fn one_line_panics() {
         if full {
             report(info);
         }
-        let msg = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("stopped");
+        let msg = rmx_linux::say::panic_words(info.payload());
         let thread = std::thread::current();
         let rank = pmi_rank
             .as_deref()

@@ -11,6 +11,15 @@ pub fn say(line: impl std::fmt::Display) {
     let _ = std::io::stderr().lock().write_all(whole.as_bytes());
 }
 
+/// What a panic said (its message, if it was a string).
+pub fn panic_words(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic")
+}
+
 /// `why`, which a rank's own error may already begin with `rank R: `,
 /// prefixed with that rank once.
 pub fn for_rank(rank: &str, why: &str) -> String {
