@@ -64,7 +64,7 @@ fn reduction(op: Handle, datatype: Handle, count: c_int) -> Result<((Handle, Typ
         Ok(()) => Ok(((op, ty), len)),
         Err(Refused::NoOp) => Err(Error::new(
             MPI_ERR_OP,
-            format!("{op:#x} is no predefined reduction rmx offers (user-defined, MINLOC and MAXLOC are not supported)"),
+            format!("{op:#x} is no predefined reduction rmx offers (user-defined reductions are not supported)"),
         )),
         Err(Refused::NotFor) => Err(Error::new(
             MPI_ERR_OP,

@@ -24,8 +24,29 @@ pub enum Elem {
     /// Complex numbers of two `f32` or `f64`.
     C32,
     C64,
-    /// Types with no reduction here (long double, value-index pairs).
+    /// A value and its index, for `MPI_MINLOC` and `MPI_MAXLOC`.
+    Pair(Pair),
+    /// Types with no reduction here (long double, half precision).
     Opaque,
+}
+
+/// The value-index pairs of C and Fortran, as laid out on x86-64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pair {
+    /// `{ float; int; }`
+    FloatInt,
+    /// `{ double; int; }` (16 bytes with padding)
+    DoubleInt,
+    /// `{ long; int; }` (16 bytes with padding)
+    LongInt,
+    /// `{ int; int; }`, and Fortran's `2INTEGER`
+    TwoInt,
+    /// `{ short; int; }` (the int at byte 4)
+    ShortInt,
+    /// Fortran's `2REAL`: two floats
+    TwoFloat,
+    /// Fortran's `2DOUBLE_PRECISION`: two doubles
+    TwoDouble,
 }
 
 /// A predefined datatype.
@@ -78,15 +99,15 @@ pub const TYPES: &[Type] = &[
     t(0x220, "MPI_LONG_DOUBLE", 16, Opaque),
     t(0x224, "MPI_C_LONG_DOUBLE_COMPLEX", 32, Opaque),
     t(0x225, "MPI_CXX_LONG_DOUBLE_COMPLEX", 32, Opaque),
-    t(0x228, "MPI_FLOAT_INT", 8, Opaque),
-    t(0x229, "MPI_DOUBLE_INT", 16, Opaque),
-    t(0x22a, "MPI_LONG_INT", 16, Opaque),
-    t(0x22b, "MPI_2INT", 8, Opaque),
-    t(0x22c, "MPI_SHORT_INT", 8, Opaque),
+    t(0x228, "MPI_FLOAT_INT", 8, Pair(Pair::FloatInt)),
+    t(0x229, "MPI_DOUBLE_INT", 16, Pair(Pair::DoubleInt)),
+    t(0x22a, "MPI_LONG_INT", 16, Pair(Pair::LongInt)),
+    t(0x22b, "MPI_2INT", 8, Pair(Pair::TwoInt)),
+    t(0x22c, "MPI_SHORT_INT", 8, Pair(Pair::ShortInt)),
     t(0x22d, "MPI_LONG_DOUBLE_INT", 32, Opaque),
-    t(0x230, "MPI_2REAL", 8, Opaque),
-    t(0x231, "MPI_2DOUBLE_PRECISION", 16, Opaque),
-    t(0x232, "MPI_2INTEGER", 8, Opaque),
+    t(0x230, "MPI_2REAL", 8, Pair(Pair::TwoFloat)),
+    t(0x231, "MPI_2DOUBLE_PRECISION", 16, Pair(Pair::TwoDouble)),
+    t(0x232, "MPI_2INTEGER", 8, Pair(Pair::TwoInt)),
     t(0x238, "MPI_C_BOOL", 1, Bool),
     t(0x239, "MPI_CXX_BOOL", 1, Bool),
     t(0x23c, "MPI_WCHAR", 4, Opaque),

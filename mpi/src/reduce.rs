@@ -4,7 +4,7 @@
 //! arithmetic does and as every MPI does in practice.
 
 use crate::abi::*;
-use crate::datatype::{Elem, Type};
+use crate::datatype::{Elem, Pair, Type};
 
 /// Why a reduction cannot run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +20,8 @@ pub fn check(op: Handle, ty: Type) -> Result<(), Refused> {
     let class = class(op).ok_or(Refused::NoOp)?;
     let ok = match (class, ty.elem) {
         (_, Elem::Opaque) => false,
+        (Class::Loc, e) => matches!(e, Elem::Pair(_)),
+        (_, Elem::Pair(_)) => false,
         (Class::Arith, Elem::Byte | Elem::Bool) => false,
         (Class::Order, Elem::Byte | Elem::Bool | Elem::C32 | Elem::C64) => false,
         (Class::Logic, Elem::F32 | Elem::F64 | Elem::C32 | Elem::C64 | Elem::Byte) => false,
@@ -37,6 +39,8 @@ enum Class {
     Order,
     Logic,
     Bits,
+    /// `MPI_MINLOC`, `MPI_MAXLOC`: value-index pairs only.
+    Loc,
     Replace,
 }
 
@@ -46,6 +50,7 @@ fn class(op: Handle) -> Option<Class> {
         MPI_MIN | MPI_MAX => Class::Order,
         MPI_LAND | MPI_LOR | MPI_LXOR => Class::Logic,
         MPI_BAND | MPI_BOR | MPI_BXOR => Class::Bits,
+        MPI_MINLOC | MPI_MAXLOC => Class::Loc,
         MPI_REPLACE | MPI_NO_OP => Class::Replace,
         _ => return None,
     })
@@ -131,7 +136,39 @@ pub fn apply(op: Handle, ty: Type, acc: &mut [u8], other: &[u8]) {
         Elem::F64 => float!(f64),
         Elem::C32 => complex!(f32),
         Elem::C64 => complex!(f64),
+        Elem::Pair(p) => locate(op == MPI_MAXLOC, p, ty.size, acc, other),
         Elem::Opaque => unreachable!("checked"),
+    }
+}
+
+/// `MPI_MAXLOC` (`max`) or `MPI_MINLOC` on pairs of `size` bytes: the
+/// larger (smaller) value with its index; on a tie the smaller index.
+fn locate(max: bool, p: Pair, size: usize, acc: &mut [u8], other: &[u8]) {
+    macro_rules! pairs {
+        ($v:ty, $i:ty, $at:expr) => {{
+            const V: usize = std::mem::size_of::<$v>();
+            const I: usize = std::mem::size_of::<$i>();
+            for (a, b) in acc.chunks_exact_mut(size).zip(other.chunks_exact(size)) {
+                let value = |s: &[u8]| <$v>::from_ne_bytes(s[..V].try_into().expect("value"));
+                let index = |s: &[u8]| <$i>::from_ne_bytes(s[$at..$at + I].try_into().expect("index"));
+                let (x, y) = (value(a), value(b));
+                let better = if max { y > x } else { y < x };
+                if better {
+                    a.copy_from_slice(b);
+                } else if y == x && index(b) < index(a) {
+                    a[$at..$at + I].copy_from_slice(&b[$at..$at + I]);
+                }
+            }
+        }};
+    }
+    match p {
+        Pair::FloatInt => pairs!(f32, i32, 4),
+        Pair::DoubleInt => pairs!(f64, i32, 8),
+        Pair::LongInt => pairs!(i64, i32, 8),
+        Pair::TwoInt => pairs!(i32, i32, 4),
+        Pair::ShortInt => pairs!(i16, i32, 4),
+        Pair::TwoFloat => pairs!(f32, f32, 4),
+        Pair::TwoDouble => pairs!(f64, f64, 8),
     }
 }
 
@@ -164,14 +201,42 @@ mod tests {
     fn refuses_what_a_type_does_not_take() {
         let d = lookup(0x214).unwrap();
         assert_eq!(check(MPI_BXOR, d), Err(Refused::NotFor));
+        assert_eq!(check(MPI_MAXLOC, lookup(0x229).unwrap()), Ok(()));
         assert_eq!(
-            check(MPI_MAXLOC, lookup(0x229).unwrap()),
-            Err(Refused::NoOp)
+            check(MPI_MAXLOC, lookup(0x209).unwrap()),
+            Err(Refused::NotFor)
+        );
+        assert_eq!(check(MPI_SUM, lookup(0x229).unwrap()), Err(Refused::NotFor));
+        assert_eq!(
+            check(MPI_MINLOC, lookup(0x22d).unwrap()),
+            Err(Refused::NotFor)
         );
         assert_eq!(check(0x1234, d), Err(Refused::NoOp));
         assert_eq!(check(MPI_BOR, lookup(0x247).unwrap()), Ok(()));
         assert_eq!(check(MPI_REPLACE, d), Err(Refused::NotFor));
         assert_eq!(check(MPI_SUM, lookup(0x247).unwrap()), Err(Refused::NotFor));
+    }
+
+    #[test]
+    fn maxloc_and_minloc_keep_the_value_and_the_lower_index_on_a_tie() {
+        let di = lookup(0x229).unwrap();
+        let pair = |v: f64, i: i32| {
+            let mut b = bytes([v]);
+            b.extend_from_slice(&i.to_ne_bytes());
+            b.extend_from_slice(&[0; 4]);
+            b
+        };
+        let mut acc = [pair(1.0, 3), pair(2.0, 5), pair(4.0, 1)].concat();
+        let other = [pair(2.0, 0), pair(2.0, 2), pair(-1.0, 0)].concat();
+        apply(MPI_MAXLOC, di, &mut acc, &other);
+        assert_eq!(acc, [pair(2.0, 0), pair(2.0, 2), pair(4.0, 1)].concat());
+        let si = lookup(0x22c).unwrap();
+        let short = |v: i16, i: i32| [bytes([v]), vec![0; 2], i.to_ne_bytes().to_vec()].concat();
+        let mut acc = short(5, 9);
+        apply(MPI_MINLOC, si, &mut acc, &short(5, 4));
+        assert_eq!(acc, short(5, 4));
+        apply(MPI_MINLOC, si, &mut acc, &short(-7, 8));
+        assert_eq!(acc, short(-7, 8));
     }
 
     #[test]

@@ -238,6 +238,12 @@ static void collectives_on(MPI_Comm comm, const char *what) {
     char c[5] = {100, 100, 100, -100, 1}, cs[5];
     MPI(MPI_Allreduce(c, cs, 5, MPI_CHAR, MPI_SUM, comm));
     for (int k = 0; k < 5; k++) OK(cs[k] == (char)(c[k] * n), "char sum wraps");
+    struct { double v; int i; } dl = {(double)(r % 2), r}, dg;
+    MPI(MPI_Allreduce(&dl, &dg, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm));
+    OK(dg.v == (n > 1 ? 1.0 : 0.0) && dg.i == (n > 1 ? 1 : 0), "maxloc: %g at %d", dg.v, dg.i);
+    int il[2] = {n - r, r}, ig[2];
+    MPI(MPI_Allreduce(il, ig, 1, MPI_2INT, MPI_MINLOC, comm));
+    OK(ig[0] == 1 && ig[1] == n - 1, "minloc: %d at %d", ig[0], ig[1]);
     int in_place[2] = {r, 1};
     MPI(MPI_Allreduce(MPI_IN_PLACE, in_place, 2, MPI_INT, MPI_MIN, comm));
     OK(in_place[0] == 0 && in_place[1] == 1, "in place min");
@@ -262,7 +268,7 @@ static void collectives_on(MPI_Comm comm, const char *what) {
     MPI(MPI_Iallreduce(&u, &bits, 1, MPI_UNSIGNED, MPI_BOR, comm, &q));
     while (!done) MPI(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
     OK(bits == (1u << n) - 1, "iallreduce bor");
-    SAY("collectives on %s: barrier, bcast, reduce, gather, scatter, allreduce, allgather, alltoall, reduce_scatter_block, ibarrier, iallreduce", what);
+    SAY("collectives on %s: barrier, bcast, reduce, gather, scatter, allreduce, maxloc, minloc, allgather, alltoall, reduce_scatter_block, ibarrier, iallreduce", what);
 }
 
 static void windows(void) {
