@@ -66,7 +66,9 @@ pub struct rmx_ep_config_t {
 }
 
 /// An endpoint in caller memory, from its creation to its destruction.
-/// Opaque.
+/// Opaque. The magic comes first (`repr(C)`), so that checking a pointer
+/// reads its first 8 bytes only.
+#[repr(C)]
 pub struct rmx_ep_t {
     /// [`MAGIC`] while it lives: a pointer to something else, or to an
     /// endpoint destroyed, is refused rather than used.
@@ -319,20 +321,20 @@ unsafe fn build(
 /// `ep` as a live endpoint.
 ///
 /// # Safety
-/// `ep` is null, or points to memory at least an endpoint long that was
-/// given to [`create`] (live or destroyed) and is used by no other call
-/// meanwhile.
+/// `ep` is null, or points to at least 8 readable bytes: memory given to
+/// [`create`] (live or destroyed, used by no other call meanwhile), or
+/// anything else, which is refused.
 pub unsafe fn live<'a>(ep: *mut rmx_ep_t) -> Result<&'a mut rmx_ep_t, EmbedError> {
     if ep.is_null() || !(ep as usize).is_multiple_of(ALIGN) {
         return Err(EmbedError::Arg("ep is null or not an endpoint"));
     }
-    // SAFETY: the caller's contract; the magic is read before anything
-    // else is trusted.
-    let e = unsafe { &mut *ep };
-    if e.magic != MAGIC {
+    // SAFETY: the caller's contract (8 readable bytes, aligned above); the
+    // magic is the first field, and only it is read before it matches.
+    if unsafe { ep.cast::<u64>().read() } != MAGIC {
         return Err(EmbedError::Arg("ep is not a live endpoint (destroyed?)"));
     }
-    Ok(e)
+    // SAFETY: a live endpoint, by its magic (the caller's contract).
+    Ok(unsafe { &mut *ep })
 }
 
 /// Ends the endpoint: the port is drained and every registration ended;

@@ -54,7 +54,9 @@ pub struct rmx_coll_t {
 }
 
 /// A collective running on an endpoint, in memory the caller provides,
-/// from its start until a test reports its end. Opaque.
+/// from its start until a test reports its end. Opaque; the magic first
+/// (`repr(C)`), as for an endpoint.
+#[repr(C)]
 pub struct rmx_task_t {
     magic: u64,
     task: CollectiveTask<EpReq>,
@@ -178,17 +180,19 @@ pub unsafe fn start(
 /// `task` as a running task.
 ///
 /// # Safety
-/// `task` is null, or points to memory given to [`start`].
+/// `task` is null, or points to at least 8 readable bytes: memory given
+/// to [`start`], or anything else, which is refused.
 unsafe fn running<'a>(task: *mut rmx_task_t) -> Result<&'a mut rmx_task_t, EmbedError> {
     if task.is_null() || !(task as usize).is_multiple_of(ALIGN) {
         return Err(EmbedError::Arg("task is null or not a task"));
     }
-    // SAFETY: the caller's contract; the magic is checked first.
-    let t = unsafe { &mut *task };
-    if t.magic != MAGIC {
+    // SAFETY: the caller's contract; the magic, the first field, is read
+    // alone before anything else is trusted.
+    if unsafe { task.cast::<u64>().read() } != MAGIC {
         return Err(EmbedError::Arg("task is not a running task (ended?)"));
     }
-    Ok(t)
+    // SAFETY: a running task, by its magic (the caller's contract).
+    Ok(unsafe { &mut *task })
 }
 
 /// Moves `task` on as far as it goes now: `Ok(true)` once it ended well,

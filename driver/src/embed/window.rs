@@ -49,7 +49,8 @@ pub const RMX_EP_NO_PRECEDE: u32 = 1;
 pub const RMX_EP_NO_SUCCEED: u32 = 2;
 
 /// A window of an embedded endpoint, from its creation to its end.
-/// Opaque.
+/// Opaque; the magic first (`repr(C)`), as for an endpoint.
+#[repr(C)]
 pub struct rmx_ep_win_t {
     magic: u64,
     /// The endpoint it is of (calls naming another are refused).
@@ -290,7 +291,8 @@ pub unsafe fn create(
 /// `win` as a live window of `e`.
 ///
 /// # Safety
-/// `win` is null, or points to memory given to [`create`].
+/// `win` is null, or points to at least 8 readable bytes: memory given
+/// to [`create`], or anything else, which is refused.
 unsafe fn live<'a>(
     e: &rmx_ep_t,
     win: *mut rmx_ep_win_t,
@@ -298,11 +300,13 @@ unsafe fn live<'a>(
     if win.is_null() || !(win as usize).is_multiple_of(ALIGN) {
         return Err(EmbedError::Arg("win is null or not a window"));
     }
-    // SAFETY: the caller's contract; the magic is checked first.
-    let w = unsafe { &mut *win };
-    if w.magic != MAGIC {
+    // SAFETY: the caller's contract; the magic, the first field, is read
+    // alone before anything else is trusted.
+    if unsafe { win.cast::<u64>().read() } != MAGIC {
         return Err(EmbedError::Arg("win is not a live window (freed?)"));
     }
+    // SAFETY: a live window, by its magic (the caller's contract).
+    let w = unsafe { &mut *win };
     if w.ep != e as *const rmx_ep_t as usize {
         return Err(EmbedError::Arg("win is another endpoint's"));
     }
