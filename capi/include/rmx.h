@@ -24,6 +24,14 @@
 #include <stdint.h>
 #endif
 
+// A collective running on an endpoint, in memory the caller provides,
+// from its start until a test reports its end. Opaque.
+typedef struct rmx_task_t rmx_task_t;
+
+// A window of an embedded endpoint, from its creation to its end.
+// Opaque.
+typedef struct rmx_ep_win_t rmx_ep_win_t;
+
 // Element types of a reduction.
 #define RMX_UINT8 0
 
@@ -263,17 +271,9 @@
 // Opaque.
 typedef struct rmx_ep_t rmx_ep_t;
 
-// A window of an embedded endpoint, from its creation to its end.
-// Opaque.
-typedef struct rmx_ep_win_t rmx_ep_win_t;
-
 // One rank of a job: from `rmx_init` to `rmx_finalize`, or for the
 // length of the `main` that `rmx_run` calls with it. Opaque.
 typedef struct rmx_rank_t rmx_rank_t;
-
-// A collective running on an endpoint, in memory the caller provides,
-// from its start until a test reports its end. Opaque.
-typedef struct rmx_task_t rmx_task_t;
 
 // What the port can do and its limits (0: no limit, or none).
 typedef struct {

@@ -66,8 +66,9 @@ pub struct rmx_ep_config_t {
 }
 
 /// An endpoint in caller memory, from its creation to its destruction.
-/// Opaque. The magic comes first (`repr(C)`), so that checking a pointer
-/// reads its first 8 bytes only.
+/// Opaque.
+// Laid out as C, the magic first, so that checking a pointer reads its
+// first 8 bytes only.
 #[repr(C)]
 pub struct rmx_ep_t {
     /// [`MAGIC`] while it lives: a pointer to something else, or to an

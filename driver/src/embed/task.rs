@@ -54,8 +54,8 @@ pub struct rmx_coll_t {
 }
 
 /// A collective running on an endpoint, in memory the caller provides,
-/// from its start until a test reports its end. Opaque; the magic first
-/// (`repr(C)`), as for an endpoint.
+/// from its start until a test reports its end. Opaque.
+// The magic first, as for an endpoint (the header declares it opaque).
 #[repr(C)]
 pub struct rmx_task_t {
     magic: u64,

@@ -49,7 +49,8 @@ pub const RMX_EP_NO_PRECEDE: u32 = 1;
 pub const RMX_EP_NO_SUCCEED: u32 = 2;
 
 /// A window of an embedded endpoint, from its creation to its end.
-/// Opaque; the magic first (`repr(C)`), as for an endpoint.
+/// Opaque.
+// The magic first, as for an endpoint (the header declares it opaque).
 #[repr(C)]
 pub struct rmx_ep_win_t {
     magic: u64,
