@@ -5,11 +5,11 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
-use crate::args::{buffer, elements, out};
+use crate::args::{buffer, elements};
 use crate::datatype::Type;
 use crate::error::{call, Error, Result};
 use crate::reduce::{self, Refused};
-use crate::request::Request;
+use crate::request::{started, Request};
 use crate::sched::{Buf, Bufs, Place, Plan, Schedule};
 use crate::state::{handler_of, with, Lib};
 
@@ -73,47 +73,33 @@ fn reduction(op: Handle, datatype: Handle, count: c_int) -> Result<((Handle, Typ
     }
 }
 
-/// Ends a started collective as the call asked: waited on (`request`
-/// null) or handed to the caller.
-fn finish(lib: &mut Lib, s: Schedule, request: Option<&mut Handle>) -> Result<()> {
-    match request {
-        None => s.wait(lib.rank()),
-        Some(r) => {
-            *r = lib.reqs.insert(Request::Coll(Box::new(s)));
-            Ok(())
-        }
-    }
-}
-
 /// The size of `comm` and this rank's place in it.
 fn shape(lib: &Lib, comm: Handle) -> Result<(u16, u16)> {
     let c = lib.comm(comm)?;
     Ok((c.size(), c.me))
 }
 
-/// Runs one collective entry point: blocking when `request` is null and
-/// `blocking` says so, else started into `*request`.
+/// Runs one collective entry point: blocking (`request` is `None`), or
+/// started into `*request`.
 fn entry(
     name: &str,
     comm: Handle,
     request: Option<*mut Handle>,
     f: impl FnOnce(&mut Lib) -> Result<Schedule>,
 ) -> c_int {
-    call(
-        name,
-        || handler_of(comm),
-        || {
-            with(|lib| {
-                let out = match request {
-                    // SAFETY: the caller's contract (a writable request).
-                    Some(r) => Some(unsafe { out(r, "request") }?),
-                    None => None,
-                };
-                let s = f(lib)?;
-                finish(lib, s, out)
-            })
-        },
-    )
+    match request {
+        Some(r) => started(name, comm, r, |lib| Ok(Request::Coll(Box::new(f(lib)?)))),
+        None => call(
+            name,
+            || handler_of(comm),
+            || {
+                with(|lib| {
+                    let s = f(lib)?;
+                    s.wait(lib.rank())
+                })
+            },
+        ),
+    }
 }
 
 unsafe fn barrier(lib: &mut Lib, comm: Handle) -> Result<Schedule> {

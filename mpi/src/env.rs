@@ -89,29 +89,43 @@ pub unsafe extern "C" fn MPI_Init_thread(
 #[no_mangle]
 pub extern "C" fn MPI_Finalize() -> c_int {
     call("MPI_Finalize", world_handler, || {
-        let mut phase = lock();
-        let Phase::Running(lib) = std::mem::replace(&mut *phase, Phase::After) else {
-            *phase = Phase::Before;
-            return Err(Error::new(MPI_ERR_OTHER, "MPI is not running"));
-        };
-        let mut lib = *lib;
-        for q in lib
-            .reqs
-            .drain()
-            .into_iter()
-            .chain(std::mem::take(&mut lib.orphans))
-        {
-            q.cancel(lib.rank());
-            let _ = q.wait(lib.rank());
-        }
-        for w in lib.wins.drain() {
-            Window::free(w, lib.rank())?;
-        }
-        lib.rank()
-            .barrier()
-            .map_err(|e| Error::new(MPI_ERR_OTHER, format!("{e}")))?;
-        lib.detach()
+        let lib = running(&mut lock())?;
+        finalize(*lib)
     })
+}
+
+/// The running library, taken out of `phase`, which is then after MPI's
+/// life; any other phase is left as it is, and refused.
+fn running(phase: &mut Phase) -> Result<Box<Lib>> {
+    match std::mem::replace(phase, Phase::After) {
+        Phase::Running(lib) => Ok(lib),
+        other => {
+            let why = match other {
+                Phase::After => "MPI was finalised already",
+                _ => "MPI is not initialised: call MPI_Init first",
+            };
+            *phase = other;
+            Err(Error::new(MPI_ERR_OTHER, why))
+        }
+    }
+}
+
+/// Ends every live request (receives cancelled first) and window, then
+/// leaves the job, whose wind-down waits for every rank's sends.
+fn finalize(mut lib: Lib) -> Result<()> {
+    for q in lib
+        .reqs
+        .drain()
+        .into_iter()
+        .chain(std::mem::take(&mut lib.orphans))
+    {
+        q.cancel(lib.rank());
+        let _ = q.wait(lib.rank());
+    }
+    for w in lib.wins.drain() {
+        Window::free(w, lib.rank())?;
+    }
+    lib.detach()
 }
 
 /// Whether `MPI_Init` ran.
@@ -335,4 +349,23 @@ pub unsafe extern "C" fn MPI_Error_class(code: c_int, class: *mut c_int) -> c_in
 /// handled by `MPI_COMM_WORLD`'s handler (fatal by default).
 pub fn unsupported(name: &str) -> c_int {
     call(name, world_handler, || Err(Error::unsupported(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second `MPI_Finalize` is refused and leaves MPI finalised. Before,
+    /// it set the state back to "before MPI_Init", and `MPI_Init` could run
+    /// again.
+    #[test]
+    fn finalizing_outside_mpis_life_changes_nothing() {
+        let mut after = Phase::After;
+        let e = running(&mut after).err().expect("refused");
+        assert!(e.what.contains("finalised already"), "{}", e.what);
+        assert!(matches!(after, Phase::After));
+        let mut before = Phase::Before;
+        assert!(running(&mut before).is_err());
+        assert!(matches!(before, Phase::Before));
+    }
 }

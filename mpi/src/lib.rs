@@ -34,6 +34,3 @@ mod table;
 mod unsupported;
 mod window;
 mod words;
-
-/// How many functions of the standard ABI are outside rmx's subset.
-pub const UNSUPPORTED: usize = unsupported::COUNT;

@@ -8,8 +8,9 @@ use rmx_core::{RecvError, SendError, Source, TagSel};
 
 use crate::abi::*;
 use crate::args::{buffer, elements, out, recv_tag, send_tag};
+use crate::comm::Comm;
 use crate::error::{call, Error, Result};
-use crate::request::{count, empty_status, status, status_error, Request};
+use crate::request::{count, empty_status, started, status, status_error, Request};
 use crate::state::{handler_of, with, world_handler, Lib};
 
 pub fn send_error(e: SendError) -> Error {
@@ -27,6 +28,16 @@ pub fn recv_error(e: RecvError) -> Error {
         RecvError::PeerFailed => Error::new(MPI_ERR_PROC_ABORTED, "the source failed"),
         e => Error::new(MPI_ERR_OTHER, format!("the receive was refused: {e:?}")),
     }
+}
+
+/// Where a receive or probe of `comm` takes from: `None` for
+/// `MPI_PROC_NULL`, which nothing comes from.
+fn source(comm: &Comm, src: c_int) -> Result<Option<Source>> {
+    Ok(match src {
+        MPI_PROC_NULL => None,
+        MPI_ANY_SOURCE => Some(Source::Any),
+        s => Some(Source::Rank(comm.peer(s)?)),
+    })
 }
 
 /// How often a post refused for a full table is retried, each after the
@@ -82,10 +93,8 @@ impl Lib {
         let ptr = buffer(buf, len)?.cast_mut();
         let tag = recv_tag(tag)?;
         let c = self.comm(comm)?;
-        let src = match src {
-            MPI_PROC_NULL => return Ok(Request::Done(empty_status())),
-            MPI_ANY_SOURCE => Source::Any,
-            s => Source::Rank(c.peer(s)?),
+        let Some(src) = source(c, src)? else {
+            return Ok(Request::Done(empty_status()));
         };
         let (ctx, group) = (c.p2p_context(), std::sync::Arc::clone(&c.group));
         let tag = tag.map_or(TagSel::Any, TagSel::Tag);
@@ -155,28 +164,6 @@ pub unsafe fn put_status(status: *mut MPI_Status, s: MPI_Status) {
     if let Some(p) = unsafe { status.as_mut() } {
         *p = s;
     }
-}
-
-/// Runs a call that starts a request on `comm`: its handle into `*request`.
-fn started(
-    name: &str,
-    comm: Handle,
-    request: *mut Handle,
-    f: impl FnOnce(&mut Lib) -> Result<Request>,
-) -> c_int {
-    call(
-        name,
-        || handler_of(comm),
-        || {
-            with(|lib| {
-                // SAFETY: `request` is null or writable (every caller's contract).
-                let out = unsafe { out(request, "request") }?;
-                let q = f(lib)?;
-                *out = lib.reqs.insert(q);
-                Ok(())
-            })
-        },
-    )
 }
 
 /// Blocking send: returns once `buf` may be reused.
@@ -424,10 +411,8 @@ pub unsafe extern "C" fn MPI_Probe(
 fn probe(lib: &mut Lib, comm: Handle, source: c_int, tag: c_int) -> Result<Option<MPI_Status>> {
     let tag = recv_tag(tag)?.map_or(TagSel::Any, TagSel::Tag);
     let c = lib.comm(comm)?;
-    let src = match source {
-        MPI_PROC_NULL => return Ok(Some(empty_status())),
-        MPI_ANY_SOURCE => Source::Any,
-        s => Source::Rank(c.peer(s)?),
+    let Some(src) = self::source(c, source)? else {
+        return Ok(Some(empty_status()));
     };
     let (ctx, group) = (c.p2p_context(), std::sync::Arc::clone(&c.group));
     let st = lib.rank().iprobe_in(src, tag, ctx).map_err(recv_error)?;

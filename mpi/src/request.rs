@@ -3,15 +3,18 @@
 //! buffer is the library's from the call that started it to the call that
 //! ended it; it is never touched afterwards.
 
+use std::ffi::c_int;
 use std::sync::Arc;
 
 use rmx_core::{RecvFault, Status};
 use rmx_linux::rank::{Rank, Req};
 
 use crate::abi::*;
+use crate::args::out;
 use crate::comm::Group;
-use crate::error::{Error, Result};
+use crate::error::{call, Error, Result};
 use crate::sched::Schedule;
+use crate::state::{handler_of, with, Lib};
 
 /// A started operation.
 pub enum Request {
@@ -108,6 +111,28 @@ impl Request {
             rank.cancel(q);
         }
     }
+}
+
+/// Runs a call that starts a request on `comm`: its handle into `*request`.
+pub fn started(
+    name: &str,
+    comm: Handle,
+    request: *mut Handle,
+    f: impl FnOnce(&mut Lib) -> Result<Request>,
+) -> c_int {
+    call(
+        name,
+        || handler_of(comm),
+        || {
+            with(|lib| {
+                // SAFETY: `request` is null or writable (every caller's contract).
+                let out = unsafe { out(request, "request") }?;
+                let q = f(lib)?;
+                *out = lib.reqs.insert(q);
+                Ok(())
+            })
+        },
+    )
 }
 
 /// An error the status of an ended message carries, as MPI returns it.

@@ -311,9 +311,7 @@ impl Schedule {
                     }
                 }
             }
-            let mut i = 0;
-            while i < self.posted.len() {
-                let q = self.posted.swap_remove(i);
+            for q in std::mem::take(&mut self.posted) {
                 match rank.test(q) {
                     Ok(st) => {
                         if let Some(f) = st.fault {
@@ -323,12 +321,7 @@ impl Schedule {
                             ));
                         }
                     }
-                    Err(q) => {
-                        self.posted.push(q);
-                        let last = self.posted.len() - 1;
-                        self.posted.swap(i, last);
-                        i += 1;
-                    }
+                    Err(q) => self.posted.push(q),
                 }
             }
             if !self.posted.is_empty() {

@@ -20,9 +20,6 @@ macro_rules! unsupported {
     )*};
 }
 
-/// How many functions are here.
-pub const COUNT: usize = 576;
-
 unsupported! {
     MPI_Abi_get_fortran_booleans MPI_Abi_get_fortran_info MPI_Abi_get_info
     MPI_Abi_set_fortran_booleans MPI_Abi_set_fortran_info MPI_Accumulate_c MPI_Add_error_class
