@@ -1,0 +1,55 @@
+//! Instructions per 8-byte message on `loop`, counted by callgrind: the
+//! send, the receive and the whole ping-pong round trip, each once on warm
+//! ranks (see `rmx_cost`). `cost/layers` breaks the round trip down by layer.
+
+use std::hint::black_box;
+
+use gungraun::{library_benchmark, library_benchmark_group, main};
+use rmx_cost::Pair;
+use rmx_linux::rank::Req;
+
+/// Warm ranks with a receive posted at rank 1.
+fn posted() -> (Pair, Req) {
+    let mut pair = Pair::warm();
+    let req = pair.post_at_b();
+    (pair, req)
+}
+
+/// Warm ranks with a message sent into rank 1's posted receive.
+fn arrived() -> (Pair, Req) {
+    let (mut pair, req) = posted();
+    pair.send_from_a();
+    (pair, req)
+}
+
+// Rank 0's `isend` of 8 bytes to a posted receive, and its wait.
+#[library_benchmark]
+#[bench::loop_8b(setup = posted)]
+fn send((mut pair, req): (Pair, Req)) -> (Pair, Req) {
+    pair.send_from_a();
+    black_box((pair, req))
+}
+
+// Rank 1's progress that takes an arrived 8-byte message into its posted
+// receive, and the test that completes it.
+#[library_benchmark]
+#[bench::loop_8b(setup = arrived)]
+fn receive((mut pair, req): (Pair, Req)) -> Pair {
+    pair.finish_at_b(req);
+    black_box(pair)
+}
+
+// A whole round trip: both posts, both sends, both receives.
+#[library_benchmark]
+#[bench::loop_8b(setup = Pair::warm)]
+fn round_trip(mut pair: Pair) -> Pair {
+    pair.round_trip();
+    black_box(pair)
+}
+
+library_benchmark_group!(
+    name = small_message,
+    benchmarks = [send, receive, round_trip]
+);
+
+main!(library_benchmark_groups = small_message);

@@ -1,0 +1,135 @@
+//! The small-message workload whose cost the `small_message` benchmark
+//! counts: two ranks of one `loop` fabric driven from one thread, so every
+//! instruction between a send's post and its receive's completion runs on
+//! that thread, in the same order each time, and callgrind's count repeats
+//! exactly whatever else the machine is doing.
+//!
+//! It goes through the public API an application uses ([`Rank`]), so the
+//! count covers every layer: the rank's call, the core's `isend`, matching,
+//! the driver's adapter, the port's post, the progress round and the
+//! receive buffer's repost.
+
+use rmx_core::{Source, TagSel};
+use rmx_linux::loopnic::{Fabric, LoopConfig, Port};
+use rmx_linux::rank::{loop_config, Rank, Req};
+
+/// Bytes of each message: the size the latency of a transport is quoted at.
+pub const SIZE: usize = 8;
+
+/// The tag of every message.
+const TAG: u32 = 7;
+
+/// Round trips run before a measurement, so connections, tables and the
+/// receive ring are in the state a long ping-pong keeps them in.
+const WARM: usize = 64;
+
+/// Two ranks of one fabric, each with its message buffers. The buffers are
+/// boxed, so a receive posted into one stays valid when the pair moves (a
+/// measurement's setup hands it over with a receive posted), and the ranks
+/// come first, so they are dropped before the buffers they may name.
+pub struct Pair {
+    a: Rank<Port>,
+    b: Rank<Port>,
+    out: Box<[u8; SIZE]>,
+    back: Box<[u8; SIZE]>,
+    at_a: Box<[u8; SIZE]>,
+    at_b: Box<[u8; SIZE]>,
+}
+
+impl Pair {
+    /// Two warm ranks on the default `loop` fabric.
+    pub fn warm() -> Pair {
+        let fabric = Fabric::new(2, LoopConfig::default()).expect("default loop fabric");
+        let rank = |r| Rank::new(fabric.port(r), 2, loop_config()).expect("loop rank");
+        let mut pair = Pair {
+            a: rank(0),
+            b: rank(1),
+            out: Box::new([1; SIZE]),
+            back: Box::new([2; SIZE]),
+            at_a: Box::new([0; SIZE]),
+            at_b: Box::new([0; SIZE]),
+        };
+        for _ in 0..WARM {
+            pair.round_trip();
+        }
+        pair
+    }
+
+    /// One ping-pong round trip as OSU's latency test runs it: each side
+    /// posts its receive, then the other sends and waits for its send.
+    pub fn round_trip(&mut self) {
+        let at_b = self.post_at_b();
+        self.send_from_a();
+        self.finish_at_b(at_b);
+        let at_a = post(&mut self.a, &mut self.at_a, 1);
+        send(&mut self.b, 0, &self.back);
+        finish(&mut self.a, at_a);
+        assert_eq!(self.at_a, self.back, "rank 0 received other bytes");
+    }
+
+    /// Rank 1 posts a receive for the next message from rank 0.
+    pub fn post_at_b(&mut self) -> Req {
+        post(&mut self.b, &mut self.at_b, 0)
+    }
+
+    /// Rank 0 sends a message to rank 1 and waits for the send to complete.
+    pub fn send_from_a(&mut self) {
+        send(&mut self.a, 1, &self.out);
+    }
+
+    /// Rank 1 progresses until its receive `req` (from
+    /// [`post_at_b`](Self::post_at_b)) completes.
+    pub fn finish_at_b(&mut self, req: Req) {
+        finish(&mut self.b, req);
+        assert_eq!(self.at_b, self.out, "rank 1 received other bytes");
+    }
+}
+
+/// Posts a receive into `buf`, which lives (boxed) as long as the rank.
+fn post(rank: &mut Rank<Port>, buf: &mut [u8; SIZE], from: u16) -> Req {
+    // SAFETY: `buf` is a boxed buffer of the pair, dropped after its ranks,
+    // and nothing reads or writes it until the request completes.
+    unsafe { rank.irecv_raw(Source::Rank(from), TagSel::Tag(TAG), buf.as_mut_ptr(), SIZE) }
+        .expect("receive posted")
+}
+
+fn send(rank: &mut Rank<Port>, to: u16, data: &[u8; SIZE]) {
+    // SAFETY: waited for before `data`'s borrow ends.
+    let req = unsafe { rank.isend_raw(to, TAG, data.as_ptr(), SIZE) }.expect("send posted");
+    rank.wait(req);
+}
+
+/// Progresses `rank` until `req` completes.
+fn finish(rank: &mut Rank<Port>, mut req: Req) {
+    loop {
+        rank.progress();
+        match rank.test(req) {
+            Ok(st) => {
+                assert_eq!(st.len as usize, SIZE, "a whole message");
+                return;
+            }
+            Err(r) => req = r,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_piece_moves_the_message_it_names() {
+        let mut pair = Pair::warm();
+        for i in 0..3u8 {
+            *pair.out = [i; SIZE];
+            *pair.back = [i + 100; SIZE];
+            pair.round_trip();
+            assert_eq!(*pair.at_a, [i + 100; SIZE]);
+            let req = pair.post_at_b();
+            *pair.out = [i + 50; SIZE];
+            pair.send_from_a();
+            pair.finish_at_b(req);
+            assert_eq!(*pair.at_b, [i + 50; SIZE]);
+        }
+    }
+}
