@@ -67,6 +67,12 @@ impl Pair {
         assert_eq!(self.at_a, self.back, "rank 0 received other bytes");
     }
 
+    /// One progress round of rank 0 that finds nothing: what a waiter
+    /// spins on between messages.
+    pub fn idle_round(&mut self) -> usize {
+        self.a.progress()
+    }
+
     /// Rank 1 posts a receive for the next message from rank 0.
     pub fn post_at_b(&mut self) -> Req {
         post(&mut self.b, &mut self.at_b, 0)
