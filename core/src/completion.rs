@@ -12,6 +12,12 @@ pub enum WorkId {
     Send(SlotId),
     /// An inline send to this peer (it names no buffer).
     Inline(u16),
+    /// `count` inline sends to `peer` at once: the unsignalled ones a port
+    /// completes together with the signalled one after them (or, before a
+    /// later post of another kind completes, without it), reported as one
+    /// completion rather than `count` (see the driver's `Work::Inline`).
+    /// `count` is at least 1.
+    Inlines { peer: u16, count: u32 },
     /// An RDMA write or read of the transfer with this wire id.
     Rdma(u32),
     /// A one-sided operation of a window's epoch
@@ -43,6 +49,7 @@ impl WorkId {
             WorkId::Send(s) => 1 << KIND_SHIFT | s.0 as u64,
             WorkId::Inline(peer) => 2 << KIND_SHIFT | peer as u64,
             WorkId::Rdma(id) => 3 << KIND_SHIFT | id as u64,
+            WorkId::Inlines { peer, count } => 5 << KIND_SHIFT | (count as u64) << 16 | peer as u64,
             WorkId::Window {
                 window,
                 target,
@@ -74,6 +81,10 @@ impl WorkId {
                 op: (v >> 49) as u16,
                 imm: v & 1 == 1,
             }),
+            5 if v >> 48 == 0 && v >> 16 >= 1 => Some(WorkId::Inlines {
+                peer: v as u16,
+                count: (v >> 16) as u32,
+            }),
             _ => None,
         }
     }
@@ -103,6 +114,11 @@ mod tests {
             WorkId::Send(SlotId(0)),
             WorkId::Send(SlotId(u16::MAX)),
             WorkId::Inline(7),
+            WorkId::Inlines { peer: 0, count: 1 },
+            WorkId::Inlines {
+                peer: u16::MAX,
+                count: u32::MAX,
+            },
             WorkId::Rdma(0),
             WorkId::Rdma(u32::MAX),
             WorkId::Window {
@@ -129,7 +145,10 @@ mod tests {
             1 << 60 | 1 << 16,
             3 << 60 | 1 << 32,
             6 << 60 | 1 << 49,
+            // No inline sends counted, or a count wider than 32 bits.
             5 << 60,
+            5 << 60 | 7,
+            5 << 60 | 1 << 48 | 1 << 16,
         ] {
             assert_eq!(WorkId::from_wr_id(foreign), None, "{foreign:#x}");
         }

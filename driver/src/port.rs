@@ -58,8 +58,10 @@ pub enum Work<'a> {
     /// `head` then `body`, copied during the call (verbs' inline send);
     /// completes later. `signal` false ([`rmx_core::Nic::send_inline`]'s
     /// hint): the port may complete it only when a later signalled post
-    /// to the same peer completes, reported then as its own completion,
-    /// before that one's.
+    /// to the same peer completes, reported then before that one's: as its
+    /// own completion, or with the other inline sends completed at that
+    /// moment as one [`WorkId::Inlines`](rmx_core::WorkId::Inlines) (with
+    /// the signalled one, if it is an inline send too).
     Inline {
         head: &'a [u8],
         body: &'a [u8],

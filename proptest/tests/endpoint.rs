@@ -700,3 +700,35 @@ fn inline_completions_free_the_entries_of_inline_sends() {
     a.on_completion(&mut an, w.wr_id(), Ok(()));
     assert_eq!(a.stats().unknown_completions, 1, "the repeat is stray");
 }
+
+/// One completion counting several inline sends frees as many entries;
+/// a count above the inline sends in the NIC (or of 0, which no port
+/// makes) names sends never posted: counted, and it frees none.
+#[test]
+fn a_counted_inline_completion_frees_that_many_entries_and_no_more() {
+    let cfg = Config {
+        send_wqes: 3,
+        coalesce: Coalesce::Off,
+        inline_max: 64,
+        ..Config::reliable(THRESHOLD, 8)
+    };
+    let (mut a, mut an, _, _) = pair(cfg);
+    an.later = true;
+    an.inline = true;
+    let s = an.buf(b"tiny");
+    for _ in 0..5 {
+        a.isend(0, &mut an, 1, 0, 0, s, 4).unwrap();
+    }
+    assert_eq!((an.inline_sent, an.outbox.len()), (3, 3), "three entries");
+    let too_many = WorkId::Inlines { peer: 1, count: 4 };
+    a.on_completion(&mut an, too_many.wr_id(), Ok(()));
+    assert_eq!(a.stats().unknown_completions, 1);
+    assert_eq!(an.outbox.len(), 3, "no entry freed");
+    a.on_completion(&mut an, 5 << 60 | 1, Ok(()));
+    assert_eq!(a.stats().unknown_completions, 2, "a count of 0 is foreign");
+    let two = WorkId::Inlines { peer: 1, count: 2 };
+    a.on_completion(&mut an, two.wr_id(), Ok(()));
+    assert!(a.flushed(), "two entries freed: the waiting sends went");
+    assert!(an.outbox.len() > 3);
+    assert_eq!(a.stats().unknown_completions, 2);
+}

@@ -143,7 +143,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub fn on_completion<N: Nic>(&mut self, nic: &mut N, wr_id: u64, result: WcResult) {
         match WorkId::from_wr_id(wr_id) {
             Some(WorkId::Send(slot)) => self.send_completed(nic, slot, result),
-            Some(WorkId::Inline(peer)) => self.inline_completed(nic, peer, result),
+            Some(WorkId::Inline(peer)) => self.inline_completed(nic, peer, 1, result),
+            Some(WorkId::Inlines { peer, count }) => {
+                self.inline_completed(nic, peer, count, result)
+            }
             Some(WorkId::Rdma(id)) => self.on_rdma_complete(nic, id, result),
             // A window's: the shell hands it to the window's epoch.
             Some(WorkId::Window { .. }) | None => self.stats.unknown_completions += 1,
@@ -153,7 +156,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// An inline send to `peer` that returned [`Posted::Later`] completed.
     /// Shorthand for a successful [`on_completion`](Self::on_completion).
     pub fn on_inline_complete<N: Nic>(&mut self, nic: &mut N, peer: u16) {
-        self.inline_completed(nic, peer, Ok(()));
+        self.inline_completed(nic, peer, 1, Ok(()));
     }
 
     fn send_completed<N: Nic>(&mut self, nic: &mut N, slot: SlotId, result: WcResult) {
@@ -181,18 +184,22 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.entry_free(nic, peer);
     }
 
-    fn inline_completed<N: Nic>(&mut self, nic: &mut N, peer: u16, result: WcResult) {
+    /// `count` inline sends to `peer` completed. More than are in the NIC
+    /// names sends never posted: counted as unknown, and none is taken.
+    fn inline_completed<N: Nic>(&mut self, nic: &mut N, peer: u16, count: u32, result: WcResult) {
         let Some(p) = self.peers.all_mut()[..self.npeers as usize]
             .get_mut(peer as usize)
-            .filter(|p| p.inlines > 0)
+            .filter(|p| count >= 1 && count <= u32::from(p.inlines))
         else {
             self.stats.unknown_completions += 1;
             return;
         };
-        p.inlines -= 1;
+        // Fits: at most `p.inlines`, a u16.
+        let n = count as u16;
+        p.inlines -= n;
         p.quiet = p.quiet.min(p.inlines);
         self.send_failed(peer, result);
-        self.entry_free(nic, peer);
+        self.entries_free(nic, peer, n);
     }
 
     /// How a send whose completion reports `e` ends: a broken connection
@@ -227,9 +234,15 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
+    /// One of `peer`'s send entries came free: its backlog may go on.
     pub(super) fn entry_free<N: Nic>(&mut self, nic: &mut N, peer: u16) {
+        self.entries_free(nic, peer, 1);
+    }
+
+    /// `n` of `peer`'s send entries came free at once.
+    pub(super) fn entries_free<N: Nic>(&mut self, nic: &mut N, peer: u16, n: u16) {
         let p = &mut self.peers[peer as usize];
-        p.wqes = p.wqes.saturating_sub(1);
+        p.wqes = p.wqes.saturating_sub(n);
         if !p.backlog.is_empty() {
             self.drain(nic, peer);
         }

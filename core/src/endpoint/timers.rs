@@ -26,10 +26,13 @@ pub(super) enum Timer {
 
 const TIMERS: usize = 5;
 
-/// A deadline per [`Timer`].
+/// A deadline per [`Timer`], and the earliest of them kept up to date:
+/// every call into the endpoint asks for it, and timers change far less
+/// often than that.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Timers {
     at: [Option<u64>; TIMERS],
+    earliest: Option<u64>,
 }
 
 impl Timers {
@@ -37,10 +40,14 @@ impl Timers {
     pub fn arm(&mut self, t: Timer, at: u64) {
         let e = &mut self.at[t as usize];
         *e = Some(e.map_or(at, |d| d.min(at)));
+        self.earliest = Some(self.earliest.map_or(at, |d| d.min(at)));
     }
 
     pub fn stop(&mut self, t: Timer) {
-        self.at[t as usize] = None;
+        let was = self.at[t as usize].take();
+        if was.is_some() && was == self.earliest {
+            self.earliest = self.at.iter().flatten().copied().min();
+        }
     }
 
     pub fn is_armed(&self, t: Timer) -> bool {
@@ -53,8 +60,49 @@ impl Timers {
     }
 
     /// The earliest deadline.
+    #[inline]
     pub fn next_timeout(&self) -> Option<u64> {
-        self.at.iter().flatten().copied().min()
+        self.earliest
+    }
+}
+
+#[cfg(test)]
+mod timers_tests {
+    use super::*;
+
+    const ALL: [Timer; TIMERS] = [
+        Timer::Flush,
+        Timer::Retry,
+        Timer::Rndv,
+        Timer::Peers,
+        Timer::Down,
+    ];
+
+    /// The kept earliest deadline equals the minimum over every timer
+    /// after any sequence of arms and stops (a small deterministic walk
+    /// over deadlines that tie, rise and fall).
+    #[test]
+    fn earliest_follows_every_arm_and_stop() {
+        let mut t = Timers::default();
+        let mut x: u64 = 12345;
+        for step in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let which = ALL[(x >> 33) as usize % TIMERS];
+            if (x >> 40) % 3 == 0 {
+                t.stop(which);
+            } else {
+                let at = match (x >> 20) % 4 {
+                    0 => u64::MAX,
+                    1 => 0,
+                    _ => (x >> 50) % 64,
+                };
+                t.arm(which, at);
+            }
+            let want = t.at.iter().flatten().copied().min();
+            assert_eq!(t.next_timeout(), want, "step {step}");
+        }
     }
 }
 

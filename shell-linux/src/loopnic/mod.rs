@@ -163,6 +163,10 @@ pub struct Wc {
     pub op: WcOp,
     pub status: WcStatus,
     pub len: usize,
+    /// The work requests this completion stands for: 1, or more where
+    /// unsignalled inline SENDs complete with it
+    /// ([`Port::post_send_inline_unsignalled`]).
+    pub sends: u32,
 }
 
 /// Why a post was refused: nothing was done, try again later.
@@ -417,6 +421,7 @@ impl Fabric {
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
             untaken_n: 0,
+            quiet: vec![(0, 0); n],
         })
     }
 }
@@ -434,6 +439,7 @@ fn completion(wr_id: u64, qp: u16, op: WcOp) -> impl Fn(WcStatus, usize) -> Wc +
         op,
         status,
         len,
+        sends: 1,
     }
 }
 
@@ -493,9 +499,24 @@ pub struct Port {
     /// in verbs, a send-queue entry frees when its CQE is polled.
     outstanding: Vec<u32>,
     /// SENDs per connection delivered into the peer's ring but not yet taken
-    /// by it: (ring position, wr_id, length), oldest first.
-    untaken: Vec<VecDeque<(u64, u64, usize)>>,
+    /// by it, oldest first.
+    untaken: Vec<VecDeque<Untaken>>,
     untaken_n: usize,
+    /// Per connection: unsignalled inline SENDs taken by the peer whose
+    /// completion waits for the next signalled SEND, and the last one's
+    /// wr_id.
+    quiet: Vec<(u32, u64)>,
+}
+
+/// A SEND in a peer's ring that the peer has not taken yet.
+#[derive(Clone, Copy, Debug)]
+struct Untaken {
+    pos: u64,
+    wr_id: u64,
+    len: usize,
+    /// An inline SEND, signalled (`Some(true)`) or not, which completes
+    /// with the next signalled one; `None`: a SEND from memory.
+    inline: Option<bool>,
 }
 
 impl Port {
@@ -676,7 +697,7 @@ impl Port {
                 off += s.len;
             }
             dst.deliver(pos, total as u32, None, self.rank, solicited);
-            self.until_taken(peer, pos, wr_id, total);
+            self.until_taken(peer, pos, wr_id, total, None);
             return Ok(None);
         }
         // Large: the NIC thread gathers. One job per entry; the last one completes.
@@ -718,6 +739,36 @@ impl Port {
         head: &[u8],
         body: &[u8],
     ) -> Result<(), PostErr> {
+        self.send_inline(peer, wr_id, head, body, true)
+    }
+
+    /// [`post_send_inline`](Self::post_send_inline) unsignalled, as verbs
+    /// posts without `IBV_SEND_SIGNALED`: it holds its send-queue entry
+    /// until the peer takes it, but completes only with the next signalled
+    /// SEND of the connection, whose completion then counts it
+    /// ([`Wc::sends`]), or just before that SEND's if that one is not
+    /// inline (a completion of its own, with this one's `wr_id`, counting
+    /// every unsignalled SEND it stands for).
+    #[inline]
+    pub fn post_send_inline_unsignalled(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        head: &[u8],
+        body: &[u8],
+    ) -> Result<(), PostErr> {
+        self.send_inline(peer, wr_id, head, body, false)
+    }
+
+    #[inline]
+    fn send_inline(
+        &mut self,
+        peer: u16,
+        wr_id: u64,
+        head: &[u8],
+        body: &[u8],
+        signalled: bool,
+    ) -> Result<(), PostErr> {
         let dst = hca_of(&self.shared, peer)?;
         let total = head.len() + body.len();
         if total > self.shared.cfg.inline_max || total > dst.ring.buf_size() {
@@ -737,15 +788,21 @@ impl Port {
             crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
         dst.deliver(pos, total as u32, None, self.rank, false);
-        self.until_taken(peer, pos, wr_id, total);
+        self.until_taken(peer, pos, wr_id, total, Some(signalled));
         Ok(())
     }
 
     /// A SEND now in `peer`'s ring at `pos` holds its entry until taken.
+    /// `inline`: an inline SEND, signalled or not (`None`: from memory).
     #[inline]
-    fn until_taken(&mut self, peer: u16, pos: u64, wr_id: u64, len: usize) {
+    fn until_taken(&mut self, peer: u16, pos: u64, wr_id: u64, len: usize, inline: Option<bool>) {
         self.outstanding[peer as usize] += 1;
-        self.untaken[peer as usize].push_back((pos, wr_id, len));
+        self.untaken[peer as usize].push_back(Untaken {
+            pos,
+            wr_id,
+            len,
+            inline,
+        });
         self.untaken_n += 1;
     }
 
@@ -973,44 +1030,90 @@ impl Port {
             return taken;
         }
         let mut q = hca.cq.lock().unwrap_or_else(|e| e.into_inner());
-        let n = q.len().min(room);
-        for wc in q.drain(..n) {
+        let (mut n, mut popped) = (0, 0);
+        while n < room {
+            let Some(&wc) = q.front() else {
+                break;
+            };
+            // Unsignalled inline SENDs taken before complete first.
+            if let Some(batch) = quiet_batch(&mut self.quiet[wc.qp as usize], wc.qp) {
+                f(batch);
+                n += 1;
+                if n == room {
+                    break;
+                }
+            }
+            q.pop_front();
+            popped += 1;
             self.outstanding[wc.qp as usize] -= 1;
             f(wc);
+            n += 1;
         }
-        hca.cq_len.fetch_sub(n, Ordering::AcqRel);
+        hca.cq_len.fetch_sub(popped, Ordering::AcqRel);
         n + taken
     }
 
     fn reap_taken(&mut self, max: usize, f: &mut impl FnMut(Wc)) -> usize {
         let mut n = 0;
+        let mut popped = 0;
         for (peer, q) in self.untaken.iter_mut().enumerate() {
             if n == max {
                 break;
             }
-            let Some(&(first, ..)) = q.front() else {
+            let Some(&Untaken { pos: first, .. }) = q.front() else {
                 continue;
             };
             let polled = self.shared.hcas[peer].polled.load(Ordering::Acquire);
             if first >= polled {
                 continue;
             }
-            while let Some(&(pos, wr_id, len)) = q.front() {
-                if pos >= polled || n == max {
+            let quiet = &mut self.quiet[peer];
+            while let Some(&e) = q.front() {
+                if e.pos >= polled || n == max {
                     break;
                 }
+                let mut wc = completion(e.wr_id, peer as u16, WcOp::Send)(WcStatus::Success, e.len);
+                match e.inline {
+                    Some(false) => {
+                        // Completes with the next signalled SEND.
+                        *quiet = (quiet.0 + 1, e.wr_id);
+                        q.pop_front();
+                        popped += 1;
+                        self.outstanding[peer] -= 1;
+                        continue;
+                    }
+                    Some(true) => wc.sends += std::mem::take(&mut quiet.0),
+                    None => {
+                        if let Some(batch) = quiet_batch(quiet, peer as u16) {
+                            f(batch);
+                            n += 1;
+                            if n == max {
+                                break;
+                            }
+                        }
+                    }
+                }
                 q.pop_front();
+                popped += 1;
                 self.outstanding[peer] -= 1;
-                f(completion(wr_id, peer as u16, WcOp::Send)(
-                    WcStatus::Success,
-                    len,
-                ));
+                f(wc);
                 n += 1;
             }
         }
-        self.untaken_n -= n;
+        self.untaken_n -= popped;
         n
     }
+}
+
+/// The completion of the unsignalled inline SENDs a connection's peer has
+/// taken (`quiet`: how many, and the last one's wr_id), if any; none are
+/// left waiting after it.
+fn quiet_batch(quiet: &mut (u32, u64), qp: u16) -> Option<Wc> {
+    let (sends, wr_id) = std::mem::take(quiet);
+    (sends > 0).then(|| Wc {
+        sends,
+        ..completion(wr_id, qp, WcOp::Send)(WcStatus::Success, 0)
+    })
 }
 
 impl Drop for Port {

@@ -386,3 +386,93 @@ fn a_completion_poll_fills_at_most_the_callers_array() {
     assert_eq!(ids, [0, 1, 2, 3], "one at a time, oldest first");
     assert_eq!(rmx_driver::Port::poll_cq(&mut a, &mut [none; 4]), 0);
 }
+
+/// Takes every packet waiting at `b` (reposting each), then tells its
+/// senders with the empty poll after them.
+fn take_all(b: &mut Port) -> usize {
+    let mut n = 0;
+    while let Some(r) = b.poll_recv() {
+        assert!(b.repost(r.buf));
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn unsignalled_inline_sends_complete_with_the_next_signalled_one() {
+    let f = Fabric::new(
+        2,
+        LoopConfig {
+            srq_depth: 16,
+            sq_depth: 8,
+            ..LoopConfig::default()
+        },
+    )
+    .unwrap();
+    let (mut a, mut b) = (f.port(0), f.port(1));
+    // Three unsignalled, then a signalled one: one completion for four.
+    for id in 1..=3 {
+        a.post_send_inline_unsignalled(1, id, b"q", &[]).unwrap();
+    }
+    assert_eq!(take_all(&mut b), 3);
+    let mut wcs = Vec::new();
+    assert_eq!(a.poll_cq(&mut wcs), 0, "taken, but not complete alone");
+    assert!(!a.nic_working(), "their send-queue entries are free");
+    a.post_send_inline(1, 4, b"s", &[]).unwrap();
+    assert_eq!(take_all(&mut b), 1);
+    assert_eq!(a.poll_cq(&mut wcs), 1);
+    assert_eq!((wcs[0].wr_id, wcs[0].sends), (4, 4));
+    // Unsignalled ones before a send from memory: their own completion
+    // (the last one's id, counting both) comes first, then the send's.
+    let mut d = *b"data";
+    let s = sge(&a, &mut d, 0);
+    a.post_send_inline_unsignalled(1, 5, b"q", &[]).unwrap();
+    a.post_send_inline_unsignalled(1, 6, b"q", &[]).unwrap();
+    assert_eq!(a.post_send(1, 7, &[s]), Ok(None));
+    assert_eq!(take_all(&mut b), 3);
+    wcs.clear();
+    assert_eq!(a.poll_cq(&mut wcs), 2);
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.sends)).collect();
+    assert_eq!(got, [(6, 2), (7, 1)]);
+    // With room for one completion at a time, the send's waits for the
+    // next poll, and nothing is reported twice.
+    a.post_send_inline_unsignalled(1, 8, b"q", &[]).unwrap();
+    assert_eq!(a.post_send(1, 9, &[s]), Ok(None));
+    assert_eq!(take_all(&mut b), 2);
+    let mut one = Vec::new();
+    assert_eq!(a.poll_cq_each(1, |w| one.push((w.wr_id, w.sends))), 1);
+    assert_eq!(a.poll_cq_each(1, |w| one.push((w.wr_id, w.sends))), 1);
+    assert_eq!(a.poll_cq_each(1, |w| one.push((w.wr_id, w.sends))), 0);
+    assert_eq!(one, [(8, 1), (9, 1)]);
+}
+
+/// Through the driver's port seam, unsignalled inline sends of the core
+/// come back as one `WorkId::Inlines` completion counting them.
+#[test]
+fn the_transport_reports_unsignalled_inline_sends_as_one_counted_completion() {
+    use crate::transport::{Completion, Work};
+    use rmx_core::WorkId;
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
+    let (mut a, mut b) = (f.port(0), f.port(1));
+    let id = WorkId::Inline(1).wr_id();
+    for signal in [false, false, true] {
+        let work = Work::Inline {
+            head: b"h",
+            body: b"b",
+            signal,
+        };
+        assert_eq!(rmx_driver::Port::post(&mut a, 1, id, work), Ok(None));
+    }
+    assert_eq!(take_all(&mut b), 3);
+    let none = Completion {
+        wr_id: 0,
+        result: Ok(()),
+    };
+    let mut out = [none; 4];
+    assert_eq!(rmx_driver::Port::poll_cq(&mut a, &mut out), 1);
+    assert_eq!(
+        WorkId::from_wr_id(out[0].wr_id),
+        Some(WorkId::Inlines { peer: 1, count: 3 })
+    );
+    assert_eq!(out[0].result, Ok(()));
+}

@@ -1,6 +1,6 @@
 //! `loop` behind the shell's transport seam.
 
-use rmx_core::{Caps, PostError, RdmaOp, RegError};
+use rmx_core::{Caps, PostError, RdmaOp, RegError, WorkId};
 
 use super::{Port, PostErr, Wc};
 use crate::transport::{Completion, Events, Mr, Recv, Transport, Work};
@@ -15,8 +15,18 @@ fn post_error(e: PostErr) -> PostError {
 }
 
 fn done(wc: Wc) -> Completion {
+    // Unsignalled inline sends completed with this one: one completion
+    // for them all.
+    let wr_id = match WorkId::from_wr_id(wc.wr_id) {
+        Some(WorkId::Inline(peer)) if wc.sends > 1 => WorkId::Inlines {
+            peer,
+            count: wc.sends,
+        }
+        .wr_id(),
+        _ => wc.wr_id,
+    };
     Completion {
-        wr_id: wc.wr_id,
+        wr_id,
         result: wc.status.to_core(),
     }
 }
@@ -70,11 +80,12 @@ impl rmx_driver::Port for Port {
                 sges,
                 solicited: false,
             } => Port::post_send(self, peer, wr_id, sges),
-            Work::Inline { head, body, .. } => {
-                return self
-                    .post_send_inline(peer, wr_id, head, body)
-                    .map(|()| None)
-                    .map_err(post_error);
+            Work::Inline { head, body, signal } => {
+                let r = match signal {
+                    true => self.post_send_inline(peer, wr_id, head, body),
+                    false => self.post_send_inline_unsignalled(peer, wr_id, head, body),
+                };
+                return r.map(|()| None).map_err(post_error);
             }
             Work::Rdma { op, local, remote } => {
                 let Ok(raddr) = usize::try_from(remote.addr) else {
