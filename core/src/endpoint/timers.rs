@@ -66,46 +66,6 @@ impl Timers {
     }
 }
 
-#[cfg(test)]
-mod timers_tests {
-    use super::*;
-
-    const ALL: [Timer; TIMERS] = [
-        Timer::Flush,
-        Timer::Retry,
-        Timer::Rndv,
-        Timer::Peers,
-        Timer::Down,
-    ];
-
-    /// The kept earliest deadline equals the minimum over every timer
-    /// after any sequence of arms and stops (a small deterministic walk
-    /// over deadlines that tie, rise and fall).
-    #[test]
-    fn earliest_follows_every_arm_and_stop() {
-        let mut t = Timers::default();
-        let mut x: u64 = 12345;
-        for step in 0..20_000u32 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let which = ALL[(x >> 33) as usize % TIMERS];
-            if (x >> 40) % 3 == 0 {
-                t.stop(which);
-            } else {
-                let at = match (x >> 20) % 4 {
-                    0 => u64::MAX,
-                    1 => 0,
-                    _ => (x >> 50) % 64,
-                };
-                t.arm(which, at);
-            }
-            let want = t.at.iter().flatten().copied().min();
-            assert_eq!(t.next_timeout(), want, "step {step}");
-        }
-    }
-}
-
 /// A call later than this past the endpoint's earliest deadline (or its
 /// last call) means the endpoint was not driven meanwhile: long beside a
 /// missed wake-up or a time slice, short beside `Config::peer_timeout_ns`.
@@ -237,6 +197,46 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             for t in [p.rto_at, p.ack_at, alive].into_iter().flatten() {
                 self.arm(t);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod timers_tests {
+    use super::*;
+
+    const ALL: [Timer; TIMERS] = [
+        Timer::Flush,
+        Timer::Retry,
+        Timer::Rndv,
+        Timer::Peers,
+        Timer::Down,
+    ];
+
+    /// The kept earliest deadline equals the minimum over every timer
+    /// after any sequence of arms and stops (a small deterministic walk
+    /// over deadlines that tie, rise and fall).
+    #[test]
+    fn earliest_follows_every_arm_and_stop() {
+        let mut t = Timers::default();
+        let mut x: u64 = 12345;
+        for step in 0..20_000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let which = ALL[(x >> 33) as usize % TIMERS];
+            if (x >> 40).is_multiple_of(3) {
+                t.stop(which);
+            } else {
+                let at = match (x >> 20) % 4 {
+                    0 => u64::MAX,
+                    1 => 0,
+                    _ => (x >> 50) % 64,
+                };
+                t.arm(which, at);
+            }
+            let want = t.at.iter().flatten().copied().min();
+            assert_eq!(t.next_timeout(), want, "step {step}");
         }
     }
 }
