@@ -366,25 +366,47 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// Drives progress until `req` completes.
-    pub fn wait(&mut self, mut req: Req) -> Status {
-        let mut armed = None;
-        loop {
-            let (r, idle) = self.with(|d| {
-                // Progress first: a request waited on is rarely complete
-                // already, and an empty poll costs less than a table lookup.
-                if req.req != Request::COMPLETE {
-                    d.progress();
-                } else {
-                    // A completed eager send may still sit in the batch.
-                    d.nic.port().doorbell();
-                }
-                (d.test(req), d.idle)
-            });
-            match r {
-                Ok(st) => return st,
-                Err(r) => req = r,
+    #[inline]
+    pub fn wait(&mut self, req: Req) -> Status {
+        // Most waits end in their first round (a reply already in, a send
+        // already copied out): that round runs without the resting below.
+        match self.poll_once(req) {
+            (Ok(st), _) => st,
+            (Err(req), idle) => self.wait_on(req, idle),
+        }
+    }
+
+    /// One round of [`wait`](Self::wait): progress (unless `req` completed
+    /// when started), then the test; and the idle rounds so far.
+    #[inline]
+    fn poll_once(&mut self, req: Req) -> (Result<Status, Req>, u32) {
+        self.with(|d| {
+            // Progress first: a request waited on is rarely complete
+            // already, and an empty poll costs less than a table lookup.
+            if req.req != Request::COMPLETE {
+                d.progress();
+            } else {
+                // A completed eager send may still sit in the batch.
+                d.nic.port().doorbell();
             }
-            self.rest(idle, &mut armed);
+            (d.test(req), d.idle)
+        })
+    }
+
+    /// The rest of a [`wait`](Self::wait) whose first round found `req`
+    /// pending after `idle` empty rounds.
+    #[inline(never)]
+    fn wait_on(&mut self, mut req: Req, idle: u32) -> Status {
+        let mut armed = None;
+        self.rest(idle, &mut armed);
+        loop {
+            match self.poll_once(req) {
+                (Ok(st), _) => return st,
+                (Err(r), idle) => {
+                    req = r;
+                    self.rest(idle, &mut armed);
+                }
+            }
         }
     }
 
