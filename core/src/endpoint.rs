@@ -371,6 +371,53 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.matcher.lens()
     }
 
+    /// [`isend`](Self::isend) of `data` if it can leave during the call as
+    /// an inline send: an eager message within `Config::inline_max` on a
+    /// reliable transport, to a peer with a credit, a free send entry and
+    /// nothing waiting before it. Then the result is [`isend`](Self::isend)'s
+    /// ([`Request::COMPLETE`] once posted); `None` otherwise, with nothing
+    /// done: the shell names the bytes by handle and calls
+    /// [`isend`](Self::isend). The small-message path: no handle for the
+    /// bytes, no request.
+    pub fn isend_now<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        dest: u16,
+        tag: u32,
+        context: u16,
+        data: &[u8],
+    ) -> Option<Result<Request, SendError>> {
+        let len = u32::try_from(data.len()).ok()?;
+        if !self.cfg.reliable || len > self.cfg.inline_max || len > self.cfg.eager_threshold {
+            return None;
+        }
+        let d = dest as usize;
+        let p = self.peers.all().get(d).filter(|_| dest < self.npeers)?;
+        if p.failed || p.queued > 0 || p.credits_left() == 0 || !p.backlog.is_empty() {
+            return None;
+        }
+        let limit = match self.cfg.coalesce {
+            Coalesce::Outstanding(n) if self.packable(len) => n,
+            _ => self.cfg.send_wqes,
+        };
+        if p.wqes >= limit {
+            return None;
+        }
+        self.tick(now);
+        let h = Header {
+            context,
+            tag,
+            len,
+            ..self.header(dest, Kind::Eager)
+        };
+        match self.post_inline(nic, d, &h, send::Body::Bytes(data)) {
+            send::Inlined::Done => Some(Ok(Request::COMPLETE)),
+            send::Inlined::Refused(e) => Some(Err(SendError::Refused(e))),
+            send::Inlined::Busy | send::Inlined::Unsupported => None,
+        }
+    }
+
     /// Non-blocking send of `len` bytes of `buf`. Returns [`Request::COMPLETE`]
     /// when the data left the user buffer during the call (the common case);
     /// otherwise a request to `test` — the buffer must stay valid until then.

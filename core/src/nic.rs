@@ -180,6 +180,20 @@ pub trait Nic {
         Err(PostError::Unsupported)
     }
 
+    /// [`send_inline`](Self::send_inline) of `body`, bytes the shell handed
+    /// the core with the send ([`crate::Endpoint::isend_now`]) rather than a
+    /// buffer named by handle. The default sends nothing inline.
+    fn send_inline_bytes(
+        &mut self,
+        peer: u16,
+        header: &[u8; crate::wire::HEADER_LEN],
+        body: &[u8],
+        signal: bool,
+    ) -> Result<Posted, PostError> {
+        let _ = (peer, header, body, signal);
+        Err(PostError::Unsupported)
+    }
+
     /// The address of a user buffer, for the reuse tracker; `None` if the
     /// shell does not say (zero-copy sends are then never attempted).
     fn user_addr(&self, buf: UserBuf) -> Option<u64> {

@@ -408,6 +408,22 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
     }
 
     #[inline]
+    fn send_inline_bytes(
+        &mut self,
+        peer: u16,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+        signal: bool,
+    ) -> Result<Posted, PostError> {
+        let work = Work::Inline {
+            head: header,
+            body,
+            signal,
+        };
+        Self::sent(self.port.post(peer, WorkId::Inline(peer).wr_id(), work))
+    }
+
+    #[inline]
     fn repost(&mut self, buf: RxBuf) {
         if !self.port.repost(buf.0) {
             self.faults += 1;

@@ -36,6 +36,8 @@ pub struct MemNic {
     /// Unsignalled inline sends per peer whose completion is not yet owed.
     quiet: HashMap<u16, usize>,
     pub inline_sent: usize,
+    /// Of those, sent from bytes handed over (`send_inline_bytes`).
+    pub bytes_inline: usize,
     /// Every receive buffer handed back, in order.
     pub reposted: Vec<u32>,
     /// Simulated address of each user buffer (for the reuse tracker).
@@ -128,6 +130,7 @@ impl MemNic {
             unsignalled: false,
             quiet: HashMap::new(),
             inline_sent: 0,
+            bytes_inline: 0,
             reposted: Vec::new(),
             user_addr: Vec::new(),
             next_addr: 0x1000_0000,
@@ -423,8 +426,41 @@ impl Nic for MemNic {
             return Err(PostError::Busy);
         }
         let (v, o) = self.place(payload);
+        let body = v[o..o + len].to_vec();
+        self.inline_out(peer, header, &body, signal)
+    }
+    fn send_inline_bytes(
+        &mut self,
+        peer: u16,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+        signal: bool,
+    ) -> Result<Posted, PostError> {
+        if !self.inline {
+            return Err(PostError::Unsupported);
+        }
+        if let Some(e) = self.refuse {
+            return Err(e);
+        }
+        if self.busy || self.limit_reached(peer) {
+            return Err(PostError::Busy);
+        }
+        self.bytes_inline += 1;
+        self.inline_out(peer, header, body, signal)
+    }
+}
+
+impl MemNic {
+    /// An inline send of `header` and `body` put in the outbox.
+    fn inline_out(
+        &mut self,
+        peer: u16,
+        header: &[u8; HEADER_LEN],
+        body: &[u8],
+        signal: bool,
+    ) -> Result<Posted, PostError> {
         let mut bytes = header.to_vec();
-        bytes.extend_from_slice(&v[o..o + len]);
+        bytes.extend_from_slice(body);
         self.outbox.push((peer, bytes));
         self.inline_sent += 1;
         if self.later && self.unsignalled && !signal {

@@ -732,3 +732,57 @@ fn a_counted_inline_completion_frees_that_many_entries_and_no_more() {
     assert!(an.outbox.len() > 3);
     assert_eq!(a.stats().unknown_completions, 2);
 }
+
+/// `isend_now` sends bytes handed over, inline, when nothing stands in the
+/// way, and otherwise does nothing at all and says so (the shell then goes
+/// by handle): too long for inline, no such peer, no credit left, no free
+/// send entry, an unreliable transport.
+#[test]
+fn isend_now_sends_at_once_or_leaves_everything_as_it_was() {
+    let cfg = Config {
+        send_wqes: 2,
+        coalesce: Coalesce::Off,
+        inline_max: 16,
+        ..Config::reliable(THRESHOLD, 3)
+    };
+    let (mut a, mut an, mut b, mut bn) = pair(cfg);
+    an.inline = true;
+    let got = a.isend_now(0, &mut an, 1, 5, 0, b"hello");
+    assert_eq!(got, Some(Ok(Request::COMPLETE)));
+    assert_eq!(an.bytes_inline, 1);
+    let dst = bn.buf(&[0; 16]);
+    let r = b
+        .irecv(0, &mut bn, Source::Rank(0), TagSel::Tag(5), 0, dst, 16)
+        .unwrap();
+    assert_eq!(pump(0, &mut an, &mut b, &mut bn), 1);
+    let st = b.test(r).unwrap().unwrap();
+    assert_eq!((st.source, st.len), (0, 5));
+    assert_eq!(&bn.user[0][..5], b"hello");
+    let before = (*a.stats(), an.outbox.len());
+    let refused = [
+        a.isend_now(0, &mut an, 1, 5, 0, &[7; 17]),
+        a.isend_now(0, &mut an, 2, 5, 0, b"x"),
+        a.isend_now(0, &mut an, u16::MAX, 5, 0, b"x"),
+    ];
+    assert_eq!(refused, [None, None, None]);
+    assert_eq!((*a.stats(), an.outbox.len()), before, "nothing done");
+    // Two more use the other credits; the fourth finds none left.
+    for _ in 0..2 {
+        assert_eq!(
+            a.isend_now(0, &mut an, 1, 5, 0, b"x"),
+            Some(Ok(Request::COMPLETE))
+        );
+    }
+    assert_eq!(a.isend_now(0, &mut an, 1, 5, 0, b"x"), None);
+    assert_eq!(an.bytes_inline, 3);
+    // Without inline sends at the NIC, or on a lossy transport, never.
+    let (mut c, mut cn, _, _) = pair(cfg);
+    assert_eq!(c.isend_now(0, &mut cn, 1, 5, 0, b"x"), None);
+    let (mut d, mut dn, _, _) = pair(Config {
+        inline_max: 16,
+        ..Config::unreliable(THRESHOLD, 3)
+    });
+    dn.inline = true;
+    assert_eq!(d.isend_now(0, &mut dn, 1, 5, 0, b"x"), None);
+    assert_eq!((cn.outbox.len(), dn.outbox.len()), (0, 0));
+}

@@ -6,6 +6,27 @@ use super::backlog::Post;
 use super::*;
 use crate::wire::context::is_priority;
 
+/// Where an inline send's payload is.
+#[derive(Clone, Copy)]
+pub(super) enum Body<'a> {
+    /// In a user buffer the NIC resolves.
+    User(UserBuf),
+    /// In bytes the shell handed over.
+    Bytes(&'a [u8]),
+}
+
+/// How an inline post went.
+pub(super) enum Inlined {
+    /// Posted (or lost with its connection, as any send on it is).
+    Done,
+    /// Refused for good: the bytes could not be read.
+    Refused(PostError),
+    /// Receiver or send queue not ready: nothing was posted.
+    Busy,
+    /// The NIC sends nothing inline: nothing was posted.
+    Unsupported,
+}
+
 /// How far `try_send` got.
 pub(super) enum Sent {
     /// Not sent: no credit or no slot (or the NIC was busy).
@@ -61,27 +82,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             ..self.header(q.dest, Kind::Eager)
         };
         if !wait && q.len <= self.cfg.inline_max && self.cfg.reliable {
-            let mut hdr = [0u8; HEADER_LEN];
-            let _ = h.encode(&mut hdr);
-            let signal = self.signal_inline(d);
-            let buf = Loc::User(q.buf, 0);
-            match nic.send_inline(q.dest, &hdr, buf, q.len as usize, signal) {
-                Ok(r) => {
-                    self.nic_ready();
-                    let later = (r == Posted::Later) as u16;
-                    let p = &mut self.peers[d];
-                    p.wqes += later;
-                    p.inlines += later;
-                    p.quiet = match signal {
-                        true => 0,
-                        false => p.quiet + later,
-                    };
-                    self.stats.unsignalled += u64::from(!signal && later == 1);
-                    self.stats.packets_out += 1;
-                    self.sent(d, &h);
-                    return Sent::Done;
-                }
-                Err(PostError::Busy) => {
+            match self.post_inline(nic, d, &h, Body::User(q.buf)) {
+                Inlined::Done => return Sent::Done,
+                Inlined::Refused(e) => return Sent::Refused(e),
+                Inlined::Busy => {
                     // Receiver or send queue not ready: wait in the backlog.
                     self.stats.post_busy += 1;
                     self.nic_busy(Timer::Retry);
@@ -89,20 +93,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                         return self.pack(now, nic, q);
                     }
                 }
-                Err(PostError::Down) => {
-                    // Lost with its connection, as any send on it is.
-                    self.stats.post_down += 1;
-                    self.peer_down(q.dest);
-                    self.sent(d, &h);
-                    return Sent::Done;
-                }
-                Err(PostError::Access) => {
-                    // The user's bytes could not be read: nothing was
-                    // sequenced, the connection goes on.
-                    self.stats.post_refused += 1;
-                    return Sent::Refused(PostError::Access);
-                }
-                Err(PostError::Unsupported) => {}
+                Inlined::Unsupported => {}
             }
         }
         if self.slots.free() < 2 {
@@ -138,6 +129,60 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         match self.post_or_queue(nic, slot) {
             Post::Refused(e) => Sent::Refused(e),
             _ => Sent::Done,
+        }
+    }
+
+    /// Posts the eager message `h` to peer `d` as an inline send of `body`
+    /// and, if it went, accounts for it as sent.
+    #[inline]
+    pub(super) fn post_inline<N: Nic>(
+        &mut self,
+        nic: &mut N,
+        d: usize,
+        h: &Header,
+        body: Body<'_>,
+    ) -> Inlined {
+        let mut hdr = [0u8; HEADER_LEN];
+        let _ = h.encode(&mut hdr);
+        let signal = self.signal_inline(d);
+        let dest = d as u16;
+        let r = match body {
+            Body::User(buf) => {
+                nic.send_inline(dest, &hdr, Loc::User(buf, 0), h.len as usize, signal)
+            }
+            Body::Bytes(b) => nic.send_inline_bytes(dest, &hdr, b, signal),
+        };
+        match r {
+            Ok(r) => {
+                self.nic_ready();
+                let later = (r == Posted::Later) as u16;
+                let p = &mut self.peers[d];
+                p.wqes += later;
+                p.inlines += later;
+                p.quiet = match signal {
+                    true => 0,
+                    false => p.quiet + later,
+                };
+                self.stats.unsignalled += u64::from(!signal && later == 1);
+                self.stats.packets_out += 1;
+                self.sent(d, h);
+                Inlined::Done
+            }
+            Err(PostError::Busy) => Inlined::Busy,
+            Err(PostError::Down) => {
+                // Lost with its connection, as any send on it is.
+                self.stats.post_down += 1;
+                self.peer_down(dest);
+                self.sent(d, h);
+                Inlined::Done
+            }
+            Err(PostError::Access) => {
+                // The user's bytes could not be read: nothing was
+                // sequenced, the connection goes on.
+                self.stats.post_refused += 1;
+                Inlined::Refused(PostError::Access)
+            }
+            Err(PostError::Unsupported) => Inlined::Unsupported,
         }
     }
 

@@ -7,6 +7,10 @@ use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagS
 use rmx_driver::task::Messages;
 
 use super::{CoreEndpoint, Driver, Req, ShellNic, NO_USER};
+
+/// Sends up to this long are offered to the core to leave at once, inline
+/// ([`rmx_core::Endpoint::isend_now`]), before a handle is made for them.
+const INLINE_LOOK: usize = 4096;
 use crate::clock::now_ns;
 use crate::transport::Transport;
 
@@ -60,6 +64,21 @@ impl<T: Transport> Messages for Driver<T> {
             // Memory unmapped before this call must not be sent from.
             m.settle();
             self.ep.apply_invalidations(&mut self.nic, q);
+        }
+        // A message that leaves during the call needs no handle: the core
+        // copies it out inline at once.
+        // (Inline sends are at most a few hundred bytes: anything longer is
+        // not worth the look, and an empty send may name no memory at all.)
+        if (1..=INLINE_LOOK).contains(&len) {
+            // SAFETY: the caller's contract: `len` readable bytes at `data`
+            // (not null, as `len` > 0), read only during this call here.
+            let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+            if let Some(r) = self
+                .ep
+                .isend_now(self.now, &mut self.nic, dest, tag, context, bytes)
+            {
+                return r.map(|req| Req { req, buf: NO_USER });
+            }
         }
         let full = SendError::RequestTableFull;
         // SAFETY: the caller's contract.
