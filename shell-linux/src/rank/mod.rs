@@ -212,21 +212,33 @@ impl<T: Transport + 'static> Rank<T> {
 
     /// Runs `f` on the driver: directly, or under the lock when a progress
     /// thread shares it.
+    /// `f` is called in one place, so it is inlined once.
     #[inline]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Driver<T>) -> R) -> R {
-        match &mut self.home {
-            Home::Own(d) => f(d),
-            Home::Shared(d, _) => f(&mut lock(d)),
+        let mut guard;
+        let d = match &mut self.home {
+            Home::Own(d) => &mut **d,
+            Home::Shared(d, _) => {
+                guard = lock(d);
+                &mut *guard
+            }
             Home::Moving => unreachable!("no call runs while the driver moves"),
-        }
+        };
+        f(d)
     }
 
+    #[inline]
     fn with_ref<R>(&self, f: impl FnOnce(&Driver<T>) -> R) -> R {
-        match &self.home {
-            Home::Own(d) => f(d),
-            Home::Shared(d, _) => f(&lock(d)),
+        let guard;
+        let d = match &self.home {
+            Home::Own(d) => &**d,
+            Home::Shared(d, _) => {
+                guard = lock(d);
+                &*guard
+            }
             Home::Moving => unreachable!("no call runs while the driver moves"),
-        }
+        };
+        f(d)
     }
 
     /// Starts or stops this rank's progress thread (off by default).
