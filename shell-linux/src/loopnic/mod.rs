@@ -421,6 +421,8 @@ impl Fabric {
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
             untaken_n: 0,
+            untaken_loud: 0,
+            reap_due: false,
             quiet: vec![(0, 0); n],
         })
     }
@@ -502,6 +504,13 @@ pub struct Port {
     /// by it, oldest first.
     untaken: Vec<VecDeque<Untaken>>,
     untaken_n: usize,
+    /// Of those, the ones that complete on their own (all but unsignalled
+    /// inline SENDs): while there are none, and no connection holds half
+    /// its send queue, a completion poll need not look at the others.
+    untaken_loud: usize,
+    /// Some connection held half its send queue at its last post: the
+    /// next completion poll takes what the peers took.
+    reap_due: bool,
     /// Per connection: unsignalled inline SENDs taken by the peer whose
     /// completion waits for the next signalled SEND, and the last one's
     /// wr_id.
@@ -804,6 +813,9 @@ impl Port {
             inline,
         });
         self.untaken_n += 1;
+        self.untaken_loud += usize::from(inline != Some(false));
+        let depth = self.shared.cfg.sq_depth;
+        self.reap_due |= self.outstanding[peer as usize] >= depth.div_ceil(2);
     }
 
     /// RDMA WRITE (with an immediate when `imm` is set, which consumes a receive
@@ -1021,7 +1033,10 @@ impl Port {
     #[inline]
     pub fn poll_cq_each(&mut self, max: usize, mut f: impl FnMut(Wc)) -> usize {
         let mut taken = 0;
-        if self.untaken_n > 0 {
+        // Taken unsignalled SENDs free their entries as verbs frees them:
+        // when a completion after them is polled (or the queue runs full).
+        if self.untaken_loud > 0 || self.reap_due {
+            self.reap_due = false;
             taken = self.reap_taken(max, &mut f);
         }
         let room = max - taken;
@@ -1054,8 +1069,7 @@ impl Port {
     }
 
     fn reap_taken(&mut self, max: usize, f: &mut impl FnMut(Wc)) -> usize {
-        let mut n = 0;
-        let mut popped = 0;
+        let (mut n, mut popped, mut loud) = (0, 0, 0);
         for (peer, q) in self.untaken.iter_mut().enumerate() {
             if n == max {
                 break;
@@ -1095,12 +1109,16 @@ impl Port {
                 }
                 q.pop_front();
                 popped += 1;
+                loud += 1;
                 self.outstanding[peer] -= 1;
                 f(wc);
                 n += 1;
             }
         }
         self.untaken_n -= popped;
+        self.untaken_loud -= loud;
+        // Stopped by `max`: the rest at the next poll.
+        self.reap_due |= n == max;
         n
     }
 }
