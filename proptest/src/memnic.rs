@@ -416,15 +416,7 @@ impl Nic for MemNic {
         len: usize,
         signal: bool,
     ) -> Result<Posted, PostError> {
-        if !self.inline {
-            return Err(PostError::Unsupported);
-        }
-        if let Some(e) = self.refuse {
-            return Err(e);
-        }
-        if self.busy || self.limit_reached(peer) {
-            return Err(PostError::Busy);
-        }
+        self.inline_ready(peer)?;
         let (v, o) = self.place(payload);
         let body = v[o..o + len].to_vec();
         self.inline_out(peer, header, &body, signal)
@@ -436,6 +428,15 @@ impl Nic for MemNic {
         body: &[u8],
         signal: bool,
     ) -> Result<Posted, PostError> {
+        self.inline_ready(peer)?;
+        self.bytes_inline += 1;
+        self.inline_out(peer, header, body, signal)
+    }
+}
+
+impl MemNic {
+    /// Whether an inline send to `peer` may be posted now.
+    fn inline_ready(&self, peer: u16) -> Result<(), PostError> {
         if !self.inline {
             return Err(PostError::Unsupported);
         }
@@ -445,12 +446,9 @@ impl Nic for MemNic {
         if self.busy || self.limit_reached(peer) {
             return Err(PostError::Busy);
         }
-        self.bytes_inline += 1;
-        self.inline_out(peer, header, body, signal)
+        Ok(())
     }
-}
 
-impl MemNic {
     /// An inline send of `header` and `body` put in the outbox.
     fn inline_out(
         &mut self,

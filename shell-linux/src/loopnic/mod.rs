@@ -1090,13 +1090,15 @@ impl Port {
                 match e.inline {
                     Some(false) => {
                         // Completes with the next signalled SEND.
-                        *quiet = (quiet.0 + 1, e.wr_id);
+                        // (A count past u32::MAX, which no rank makes,
+                        // saturates.)
+                        *quiet = (quiet.0.saturating_add(1), e.wr_id);
                         q.pop_front();
                         popped += 1;
                         self.outstanding[peer] -= 1;
                         continue;
                     }
-                    Some(true) => wc.sends += std::mem::take(&mut quiet.0),
+                    Some(true) => wc.sends = wc.sends.saturating_add(std::mem::take(&mut quiet.0)),
                     None => {
                         if let Some(batch) = quiet_batch(quiet, peer as u16) {
                             f(batch);
