@@ -213,7 +213,7 @@ impl<T: Transport + 'static> Rank<T> {
     /// Runs `f` on the driver: directly, or under the lock when a progress
     /// thread shares it.
     /// `f` is called in one place, so it is inlined once.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn with<R>(&mut self, f: impl FnOnce(&mut Driver<T>) -> R) -> R {
         let mut guard;
         let d = match &mut self.home {
