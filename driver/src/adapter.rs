@@ -336,7 +336,7 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
         self.port.rx_bytes(buf.0).unwrap_or(&[])
     }
 
-    #[inline]
+    #[inline(always)]
     fn copy(&mut self, dst: Loc, src: Loc, len: usize) {
         let (Some(s), Some(d)) = (self.resolve(src, len), self.resolve(dst, len)) else {
             return;

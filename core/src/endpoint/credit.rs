@@ -191,7 +191,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// `src`: the rest of a message somebody receives must never wait
     /// behind unexpected messages that took the budget (they can be
     /// received only after it).
-    #[inline]
+    #[inline(always)]
     pub(super) fn consumed<N: Nic>(&mut self, now: u64, nic: &mut N, src: u16) {
         self.lender.stalled_at = None;
         let p = &mut self.peers[src as usize];

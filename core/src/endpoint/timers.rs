@@ -85,7 +85,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Time moves on: the latest `now` a call brought. A call that comes
     /// long after the endpoint's earliest deadline finds it was away (see
     /// [`away`](Self::away)).
-    #[inline]
+    #[inline(always)]
     pub(super) fn tick(&mut self, now: u64) {
         if let Some(due) = self.timers.next_timeout() {
             let since = due.max(self.now);

@@ -222,6 +222,7 @@ impl Header {
 
 /// Decodes a whole packet: the header, and a payload whose length must equal
 /// the declared one exactly.
+#[inline]
 pub fn decode_packet(b: &[u8]) -> Result<(Header, &[u8]), DecodeError> {
     let h = Header::decode(b)?;
     if !h.kind.has_payload() && h.len != 0 {

@@ -226,6 +226,7 @@ impl Hca {
 
     /// Makes a packet in the ring visible, raising an event if it is
     /// solicited or a sleeper armed the NIC for any packet.
+    #[inline]
     fn deliver(&self, pos: u64, len: u32, imm: Option<u32>, src: u16, solicited: bool) {
         self.ring.publish(pos, len, imm, src);
         if solicited {
@@ -1011,6 +1012,7 @@ impl Port {
     /// Hands a polled buffer back to the NIC. `false` (and nothing done) for
     /// a buffer this port does not hold: giving back one still in the ring
     /// would let a sender overwrite a packet not yet read.
+    #[inline]
     pub fn repost(&mut self, buf: u32) -> bool {
         match self.held.get_mut(buf as usize) {
             Some(h @ true) => *h = false,
