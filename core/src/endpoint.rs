@@ -394,14 +394,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         let d = dest as usize;
         let p = self.peers.all().get(d).filter(|_| dest < self.npeers)?;
-        if p.failed || p.queued > 0 || p.credits_left() == 0 || !p.backlog.is_empty() {
-            return None;
-        }
-        let limit = match self.cfg.coalesce {
-            Coalesce::Outstanding(n) if self.packable(len) => n,
-            _ => self.cfg.send_wqes,
-        };
-        if p.wqes >= limit {
+        if p.failed || p.queued > 0 || p.credits_left() == 0 || self.must_wait(d, len) {
             return None;
         }
         self.tick(now);

@@ -30,10 +30,9 @@ pub const ROUNDS: usize = 80;
 /// receive ring are in the state a long ping-pong keeps them in.
 const WARM: usize = 64;
 
-/// Two ranks of one fabric, each with its message buffers. The buffers are
-/// boxed, so a receive posted into one stays valid when the pair moves (a
-/// measurement's setup hands it over with a receive posted), and the ranks
-/// come first, so they are dropped before the buffers they may name.
+/// Two ranks of one fabric, each with its message buffers. Every receive
+/// posted into a buffer completes within [`round_trip`](Pair::round_trip),
+/// while the pair is borrowed, so no receive outlives a call.
 pub struct Pair {
     a: Rank<Port>,
     b: Rank<Port>,
@@ -82,11 +81,12 @@ impl Pair {
     }
 }
 
-/// Posts a receive into `buf`, which lives (boxed) as long as the rank.
+/// Posts a receive into `buf`, a buffer of the pair.
 #[inline(never)]
 fn post(rank: &mut Rank<Port>, buf: &mut [u8; SIZE], from: u16) -> Req {
-    // SAFETY: `buf` is a boxed buffer of the pair, dropped after its ranks,
-    // and nothing reads or writes it until the request completes.
+    // SAFETY: `round_trip` waits for the request before it returns, while
+    // it holds the pair (and so `buf`) borrowed, and touches `buf` only
+    // after that wait.
     unsafe { rank.irecv_raw(Source::Rank(from), TagSel::Tag(TAG), buf.as_mut_ptr(), SIZE) }
         .expect("receive posted")
 }

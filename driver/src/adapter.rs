@@ -398,13 +398,7 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
         let p = self.resolve(payload, len).ok_or(PostError::Access)?;
         // SAFETY: `resolve` checked `len` bytes at `p`.
         let body = unsafe { core::slice::from_raw_parts(p as *const u8, len) };
-        let work = Work::Inline {
-            head: header,
-            body,
-            signal,
-        };
-        // An inline send may complete during the call, as any post.
-        Self::sent(self.port.post(peer, WorkId::Inline(peer).wr_id(), work))
+        self.send_inline_bytes(peer, header, body, signal)
     }
 
     #[inline]
@@ -420,6 +414,7 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
             body,
             signal,
         };
+        // An inline send may complete during the call, as any post.
         Self::sent(self.port.post(peer, WorkId::Inline(peer).wr_id(), work))
     }
 

@@ -66,12 +66,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return Sent::No;
         }
         let packable = self.packable(q.len);
-        let limit = match self.cfg.coalesce {
-            Coalesce::Outstanding(n) if packable => n,
-            _ => self.cfg.send_wqes,
-        };
-        let p = &self.peers[d];
-        let wait = !p.backlog.is_empty() || p.wqes >= limit;
+        let wait = self.must_wait(d, q.len);
         if wait && packable {
             return self.pack(now, nic, q);
         }
@@ -130,6 +125,20 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             Post::Refused(e) => Sent::Refused(e),
             _ => Sent::Done,
         }
+    }
+
+    /// Whether an eager message of `len` bytes to peer `d` must wait behind
+    /// others (in the backlog, packed where coalescing allows): the
+    /// connection has a backlog, or holds every send entry it may (under
+    /// a coalescing threshold, that many).
+    #[inline]
+    pub(super) fn must_wait(&self, d: usize, len: u32) -> bool {
+        let limit = match self.cfg.coalesce {
+            Coalesce::Outstanding(n) if self.packable(len) => n,
+            _ => self.cfg.send_wqes,
+        };
+        let p = &self.peers[d];
+        !p.backlog.is_empty() || p.wqes >= limit
     }
 
     /// Posts the eager message `h` to peer `d` as an inline send of `body`

@@ -7,10 +7,6 @@ use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagS
 use rmx_driver::task::Messages;
 
 use super::{CoreEndpoint, Driver, Req, ShellNic, NO_USER};
-
-/// Sends up to this long are offered to the core to leave at once, inline
-/// ([`rmx_core::Endpoint::isend_now`]), before a handle is made for them.
-const INLINE_LOOK: usize = 4096;
 use crate::clock::now_ns;
 use crate::transport::Transport;
 
@@ -66,10 +62,11 @@ impl<T: Transport> Messages for Driver<T> {
             self.ep.apply_invalidations(&mut self.nic, q);
         }
         // A message that leaves during the call needs no handle: the core
-        // copies it out inline at once.
-        // (Inline sends are at most a few hundred bytes: anything longer is
-        // not worth the look, and an empty send may name no memory at all.)
-        if (1..=INLINE_LOOK).contains(&len) {
+        // copies it out inline at once, if it can ([`isend_now`] decides).
+        // An empty send may name no memory at all: it goes by handle.
+        //
+        // [`isend_now`]: rmx_core::Endpoint::isend_now
+        if len > 0 {
             // SAFETY: the caller's contract: `len` readable bytes at `data`
             // (not null, as `len` > 0), read only during this call here.
             let bytes = unsafe { std::slice::from_raw_parts(data, len) };
