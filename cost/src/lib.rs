@@ -1,5 +1,7 @@
 //! The small-message workload whose cost the `small_message` benchmark
-//! counts: two ranks of one `loop` fabric driven from one thread, so every
+//! counts: two ranks driven from one thread, on one `loop` fabric or (with
+//! the feature `verbs`) on the `verbs` port over a device that exists only
+//! in this process ([`fake_verbs`]), so every
 //! instruction between a send's post and its receive's completion runs on
 //! that thread, in the same order each time, and callgrind's count repeats
 //! exactly whatever else the machine is doing.
@@ -14,6 +16,12 @@
 use rmx_core::{Source, TagSel};
 use rmx_linux::loopnic::{Fabric, LoopConfig, Port};
 use rmx_linux::rank::{loop_config, Rank, Req};
+use rmx_linux::transport::Transport;
+
+#[cfg(feature = "verbs")]
+pub mod fake_verbs;
+#[cfg(feature = "verbs")]
+mod verbs;
 
 /// Bytes of each message: the size the latency of a transport is quoted at.
 pub const SIZE: usize = 8;
@@ -33,9 +41,9 @@ const WARM: usize = 64;
 /// Two ranks of one fabric, each with its message buffers. Every receive
 /// posted into a buffer completes within [`round_trip`](Pair::round_trip),
 /// while the pair is borrowed, so no receive outlives a call.
-pub struct Pair {
-    a: Rank<Port>,
-    b: Rank<Port>,
+pub struct Pair<T: Transport + 'static = Port> {
+    a: Rank<T>,
+    b: Rank<T>,
     out: Box<[u8; SIZE]>,
     back: Box<[u8; SIZE]>,
     at_a: Box<[u8; SIZE]>,
@@ -47,9 +55,16 @@ impl Pair {
     pub fn warm() -> Pair {
         let fabric = Fabric::new(2, LoopConfig::default()).expect("default loop fabric");
         let rank = |r| Rank::new(fabric.port(r), 2, loop_config()).expect("loop rank");
+        Pair::warmed(rank(0), rank(1))
+    }
+}
+
+impl<T: Transport + 'static> Pair<T> {
+    /// Ranks 0 and 1, warmed.
+    fn warmed(a: Rank<T>, b: Rank<T>) -> Pair<T> {
         let mut pair = Pair {
-            a: rank(0),
-            b: rank(1),
+            a,
+            b,
             out: Box::new([1; SIZE]),
             back: Box::new([2; SIZE]),
             at_a: Box::new([0; SIZE]),
@@ -83,7 +98,7 @@ impl Pair {
 
 /// Posts a receive into `buf`, a buffer of the pair.
 #[inline(never)]
-fn post(rank: &mut Rank<Port>, buf: &mut [u8; SIZE], from: u16) -> Req {
+fn post<T: Transport + 'static>(rank: &mut Rank<T>, buf: &mut [u8; SIZE], from: u16) -> Req {
     // SAFETY: `round_trip` waits for the request before it returns, while
     // it holds the pair (and so `buf`) borrowed, and touches `buf` only
     // after that wait.
@@ -92,7 +107,7 @@ fn post(rank: &mut Rank<Port>, buf: &mut [u8; SIZE], from: u16) -> Req {
 }
 
 #[inline(never)]
-fn send(rank: &mut Rank<Port>, to: u16, data: &[u8; SIZE]) {
+fn send<T: Transport + 'static>(rank: &mut Rank<T>, to: u16, data: &[u8; SIZE]) {
     // SAFETY: waited for before `data`'s borrow ends.
     let req = unsafe { rank.isend_raw(to, TAG, data.as_ptr(), SIZE) }.expect("send posted");
     rank.wait(req);
@@ -101,7 +116,7 @@ fn send(rank: &mut Rank<Port>, to: u16, data: &[u8; SIZE]) {
 /// Waits for `req` (progress until it completes), as a blocking receive
 /// does.
 #[inline(never)]
-fn finish(rank: &mut Rank<Port>, req: Req) {
+fn finish<T: Transport + 'static>(rank: &mut Rank<T>, req: Req) {
     let st = rank.wait(req);
     assert_eq!(st.len as usize, SIZE, "a whole message");
 }
@@ -113,6 +128,20 @@ mod tests {
     #[test]
     fn every_round_trip_moves_the_bytes_of_both_messages() {
         let mut pair = Pair::warm();
+        for i in 0..(2 * ROUNDS) as u8 {
+            *pair.out = [i; SIZE];
+            *pair.back = [!i; SIZE];
+            pair.round_trip();
+            assert_eq!(*pair.at_b, [i; SIZE]);
+            assert_eq!(*pair.at_a, [!i; SIZE]);
+        }
+        assert_eq!(pair.idle_round(), 0, "nothing left to take");
+    }
+
+    #[cfg(feature = "verbs")]
+    #[test]
+    fn the_verbs_port_moves_the_bytes_of_both_messages_over_the_fake_device() {
+        let mut pair = Pair::warm_verbs();
         for i in 0..(2 * ROUNDS) as u8 {
             *pair.out = [i; SIZE];
             *pair.back = [!i; SIZE];
