@@ -12,7 +12,7 @@
 //!
 //! The ring is storage the port supplies, sized to its send queue's depth.
 
-use rmx_core::WcResult;
+use rmx_core::{WcResult, WorkId};
 
 /// A post not yet completed: the id the core gave it, and whether the
 /// device reports it with an entry of its own.
@@ -20,6 +20,28 @@ use rmx_core::WcResult;
 pub struct Post {
     pub wr_id: u64,
     pub signalled: bool,
+}
+
+/// Folds the core's id `next` into `last`, the id of the completion
+/// reported just before it on the same connection, when both are
+/// successful inline sends to one peer: a run of them becomes one
+/// [`WorkId::Inlines`], as the [`Port`](crate::Port) contract allows, and
+/// the core frees their send entries at once. Whether it folded (`last`
+/// then names the run).
+#[inline]
+pub fn fold_inline(last: &mut u64, next: u64) -> bool {
+    let (peer, count) = match WorkId::from_wr_id(*last) {
+        Some(WorkId::Inline(peer)) => (peer, 1u32),
+        Some(WorkId::Inlines { peer, count }) => (peer, count),
+        _ => return false,
+    };
+    match (WorkId::from_wr_id(next), count.checked_add(1)) {
+        (Some(WorkId::Inline(p)), Some(count)) if p == peer => {
+            *last = WorkId::Inlines { peer, count }.wr_id();
+            true
+        }
+        _ => false,
+    }
 }
 
 /// One connection's outstanding posts, oldest first, in a ring of
@@ -82,8 +104,15 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
         self.len > 0 && !self.at(self.len - 1).signalled
     }
 
+    /// The ring slot of the `i`th oldest post (`i` at most the ring's
+    /// length, `first` below it: one wrap at most, no division).
     fn slot(&self, i: usize) -> usize {
-        (self.first + i) % self.ring.as_ref().len()
+        let (n, s) = (self.ring.as_ref().len(), self.first + i);
+        if s >= n {
+            s - n
+        } else {
+            s
+        }
     }
 
     fn at(&self, i: usize) -> Post {
@@ -92,6 +121,7 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
 
     /// Records `post` as gone to the device: its device id, or `None` if
     /// the ring is full (the port refuses the post as busy first).
+    #[inline]
     pub fn note(&mut self, post: Post) -> Option<u64> {
         if self.is_full() {
             return None;
@@ -162,6 +192,34 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
 mod tests {
     use super::*;
     use rmx_core::RdmaError;
+
+    #[test]
+    fn a_run_of_inline_sends_to_one_peer_folds_into_one_completion() {
+        let inline = |peer| WorkId::Inline(peer).wr_id();
+        let mut last = inline(3);
+        assert!(fold_inline(&mut last, inline(3)));
+        assert!(fold_inline(&mut last, inline(3)));
+        assert_eq!(
+            WorkId::from_wr_id(last),
+            Some(WorkId::Inlines { peer: 3, count: 3 })
+        );
+        // Another peer, or another kind, starts a completion of its own.
+        assert!(!fold_inline(&mut last, inline(4)));
+        let msg = WorkId::Rdma(9).wr_id();
+        assert!(!fold_inline(&mut last, msg));
+        let mut m = msg;
+        assert!(!fold_inline(&mut m, inline(3)));
+        assert_eq!(m, msg);
+        // A count at its limit is not carried past it.
+        let mut full = WorkId::Inlines {
+            peer: 3,
+            count: u32::MAX,
+        }
+        .wr_id();
+        let before = full;
+        assert!(!fold_inline(&mut full, inline(3)));
+        assert_eq!(full, before);
+    }
 
     fn post(wr_id: u64, signalled: bool) -> Post {
         Post { wr_id, signalled }

@@ -5,6 +5,8 @@
 //! registrations by `ibv_reg_mr`.
 
 use std::collections::{HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::sync::Arc;
 use ibverbs_sys as ib;
 use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
-use rmx_driver::ledger::{Ledger, Post};
+use rmx_driver::ledger::{fold_inline, Ledger, Post};
 
 use super::address::Address;
 use super::batch::Batch;
@@ -53,21 +55,31 @@ const OWN: u64 = u64::MAX;
 
 impl Conn {
     /// Takes the posts up to device id `id` into `dones` (but the port's
-    /// own), `id`'s with `result`; an error fails the connection. How many
-    /// signalled ones it took; `None` for an id not outstanding.
+    /// own), `id`'s with `result`; an error fails the connection. A run of
+    /// successful inline sends goes as one completion. How many signalled
+    /// ones it took; `None` for an id not outstanding.
     fn complete(
         &mut self,
         id: u64,
         result: WcResult,
         dones: &mut VecDeque<Completion>,
     ) -> Option<u32> {
+        let start = dones.len();
         let taken = self.sent.complete(id, result, |p, result| {
-            if p.wr_id != OWN {
-                dones.push_back(Completion {
-                    wr_id: p.wr_id,
-                    result,
-                });
+            if p.wr_id == OWN {
+                return;
             }
+            if result.is_ok() && dones.len() > start {
+                if let Some(last) = dones.back_mut().filter(|l| l.result.is_ok()) {
+                    if fold_inline(&mut last.wr_id, p.wr_id) {
+                        return;
+                    }
+                }
+            }
+            dones.push_back(Completion {
+                wr_id: p.wr_id,
+                result,
+            });
         });
         self.down |= taken.is_some() && result.is_err();
         taken
@@ -107,7 +119,10 @@ pub struct VerbsPort {
     async_at: u64,
     /// Spare receive buffers posted that the core has not been told of.
     spare_posted: u32,
-    by_qpn: HashMap<u32, u16>,
+    /// Peers by queue pair number, looked up per send completion: a
+    /// multiply for a hash, not SipHash (the numbers are the device's, not
+    /// a peer's choice).
+    by_qpn: FxHashMap<u32, u16>,
     oob: Oob,
     counters: super::VerbsCounters,
     /// Registrations by the key handed out (the lkey of a local one, the
@@ -217,7 +232,7 @@ impl VerbsPort {
             polls: 0,
             async_at: 0,
             spare_posted: 0,
-            by_qpn: HashMap::new(),
+            by_qpn: FxHashMap::default(),
             oob,
             counters: super::VerbsCounters::default(),
             mrs: HashMap::new(),
@@ -577,13 +592,20 @@ impl VerbsPort {
         }
     }
 
+    /// Posts the held sends, if any: a doorbell with none held (most of a
+    /// waiting rank's rounds) costs only the look.
+    #[inline(always)]
+    fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            self.flush_held();
+        }
+    }
+
     /// Posts the held sends. One the provider refuses fails its
     /// connection, and completes (for the core) as `Down`, with every
     /// post held behind it.
-    fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
+    #[inline(never)]
+    fn flush_held(&mut self) {
         // The first request not posted to each peer that had one refused
         // (its connection's later ones were held after it).
         let mut refused = [(0u16, 0u64); BATCH];
