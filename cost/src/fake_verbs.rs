@@ -23,8 +23,10 @@
 //! The device's work is counted as its own layer: it stands in for a
 //! provider's post and poll, not for a network.
 //!
-//! One thread: the objects are plain Rust values behind the C pointers, and
-//! every call runs on the thread that drives both ranks.
+//! One thread per pair of ranks: the objects are plain Rust values behind
+//! the C pointers, used by the thread that drives both ranks; only the
+//! registry of queue pairs by number, which connects and unlinks them, is
+//! shared, behind a lock.
 
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -416,7 +418,9 @@ unsafe extern "C" fn ibv_modify_qp(
         let (state, dest) = ((*attr).qp_state, (*attr).dest_qp_num);
         if state == ib::ibv_qp_state::IBV_QPS_RTR && (*q).qp.qp_type == ib::ibv_qp_type::IBV_QPT_RC
         {
-            let Some(&(_, peer)) = qps().iter().find(|&&(n, _)| n == dest) else {
+            // Linked under the registry's lock, as destroying unlinks.
+            let all = qps();
+            let Some(&(_, peer)) = all.iter().find(|&&(n, _)| n == dest) else {
                 return libc::EINVAL;
             };
             (*q).peer = peer as *mut Qp;

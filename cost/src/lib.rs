@@ -125,42 +125,31 @@ fn finish<T: Transport + 'static>(rank: &mut Rank<T>, req: Req) {
 mod tests {
     use super::*;
 
-    impl<T: Transport + 'static> Pair<T> {
-        /// Every completion the port reported named sends the core had in
-        /// flight (a run of inline sends counted as one, too).
-        fn every_completion_was_known(&self) {
-            for r in [&self.a, &self.b] {
-                assert_eq!(r.stats().unknown_completions, 0);
-            }
+    /// Every round trip moves the bytes of both messages, nothing is
+    /// left over, and every completion the port reported named sends the
+    /// core had in flight (a run of inline sends counted as one, too).
+    fn moves_the_bytes_of_both_messages<T: Transport + 'static>(mut pair: Pair<T>) {
+        for i in 0..(2 * ROUNDS) as u8 {
+            *pair.out = [i; SIZE];
+            *pair.back = [!i; SIZE];
+            pair.round_trip();
+            assert_eq!(*pair.at_b, [i; SIZE]);
+            assert_eq!(*pair.at_a, [!i; SIZE]);
+        }
+        assert_eq!(pair.idle_round(), 0, "nothing left to take");
+        for r in [&pair.a, &pair.b] {
+            assert_eq!(r.stats().unknown_completions, 0);
         }
     }
 
     #[test]
     fn every_round_trip_moves_the_bytes_of_both_messages() {
-        let mut pair = Pair::warm();
-        for i in 0..(2 * ROUNDS) as u8 {
-            *pair.out = [i; SIZE];
-            *pair.back = [!i; SIZE];
-            pair.round_trip();
-            assert_eq!(*pair.at_b, [i; SIZE]);
-            assert_eq!(*pair.at_a, [!i; SIZE]);
-        }
-        assert_eq!(pair.idle_round(), 0, "nothing left to take");
-        pair.every_completion_was_known();
+        moves_the_bytes_of_both_messages(Pair::warm());
     }
 
     #[cfg(feature = "verbs")]
     #[test]
     fn the_verbs_port_moves_the_bytes_of_both_messages_over_the_fake_device() {
-        let mut pair = Pair::warm_verbs();
-        for i in 0..(2 * ROUNDS) as u8 {
-            *pair.out = [i; SIZE];
-            *pair.back = [!i; SIZE];
-            pair.round_trip();
-            assert_eq!(*pair.at_b, [i; SIZE]);
-            assert_eq!(*pair.at_a, [!i; SIZE]);
-        }
-        assert_eq!(pair.idle_round(), 0, "nothing left to take");
-        pair.every_completion_was_known();
+        moves_the_bytes_of_both_messages(Pair::warm_verbs());
     }
 }
