@@ -1,7 +1,7 @@
 //! The small-message workload whose cost the `small_message` benchmark
 //! counts: two ranks driven from one thread, on one `loop` fabric or (with
 //! the feature `verbs`) on the `verbs` port over a device that exists only
-//! in this process ([`fake_verbs`]), so every
+//! in this process (`fake_verbs`), so every
 //! instruction between a send's post and its receive's completion runs on
 //! that thread, in the same order each time, and callgrind's count repeats
 //! exactly whatever else the machine is doing.
