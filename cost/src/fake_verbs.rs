@@ -4,10 +4,10 @@
 //! It defines the libibverbs entry points the port calls (`ibv_open_device`,
 //! `ibv_create_qp`, `ibv_reg_mr`, …) under their own names: a binary that
 //! links this crate binds the port's calls to them instead of to the shared
-//! library, and [`name`] says whether it did. The port's per-message calls
-//! go, as with a real provider, through the context's operations table
-//! (`post_send`, `post_srq_recv`, `poll_cq`), which here point at a device
-//! that delivers at once:
+//! library (`rmx_linux::verbs::device::names` then lists only [`DEVICE`]).
+//! The port's per-message calls go, as with a real provider, through the
+//! context's operations table (`post_send`, `post_srq_recv`, `poll_cq`),
+//! which here point at a device that delivers at once:
 //!
 //! - a send takes the next buffer of the peer queue pair's shared receive
 //!   queue, copies its gather list (or inline bytes) there, and puts a
@@ -29,7 +29,7 @@
 //! shared, behind a lock.
 
 use std::collections::VecDeque;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -44,24 +44,6 @@ pub const INLINE_MAX: u32 = 256;
 
 /// The largest message.
 const MAX_MSG: u32 = 1 << 30;
-
-/// The name of the first device libibverbs lists, as the port's calls see
-/// it: [`DEVICE`] when this crate's entry points are the ones linked.
-pub fn name() -> String {
-    let mut n = 0;
-    // SAFETY: returns an array of `n` device pointers, freed below.
-    let list = unsafe { ib::ibv_get_device_list(&mut n) };
-    if list.is_null() || n < 1 {
-        return String::new();
-    }
-    // SAFETY: the list holds `n >= 1` devices.
-    let name = unsafe { CStr::from_ptr(ib::ibv_get_device_name(*list)) }
-        .to_string_lossy()
-        .into_owned();
-    // SAFETY: the list came from ibv_get_device_list and is freed once.
-    unsafe { ib::ibv_free_device_list(list) };
-    name
-}
 
 /// A work completion as `ibv_poll_cq` writes it (the binding keeps the
 /// fields a device writes private).
@@ -113,8 +95,6 @@ struct Qp {
     /// The connected queue pair (from RTR); null before, and once it is
     /// destroyed.
     peer: *mut Qp,
-    /// Its own receive queue (a datagram queue pair's).
-    slots: VecDeque<Slot>,
 }
 
 /// Queue pair numbers and keys, never reused.
@@ -391,7 +371,6 @@ unsafe extern "C" fn ibv_create_qp(
     let p = leak(Qp {
         qp,
         peer: ptr::null_mut(),
-        slots: VecDeque::new(),
     });
     qps().push((num, p as usize));
     p.cast()
@@ -536,13 +515,16 @@ unsafe extern "C" fn poll_cq(cq: *mut ib::ibv_cq, n: c_int, wc: *mut ib::ibv_wc)
     n as c_int
 }
 
-/// Takes each request's one buffer onto `slots`.
-///
-/// # Safety
-/// `wr` is a list of receive requests, each with a gather entry.
-unsafe fn take_recvs(slots: &mut VecDeque<Slot>, mut wr: *mut ib::ibv_recv_wr) {
+/// Takes each request's one buffer onto the shared receive queue.
+unsafe extern "C" fn post_srq_recv(
+    srq: *mut ib::ibv_srq,
+    mut wr: *mut ib::ibv_recv_wr,
+    _bad: *mut *mut ib::ibv_recv_wr,
+) -> c_int {
+    // SAFETY: a queue made here (an `Srq`), on the one thread.
+    let slots = unsafe { &mut (*srq.cast::<Srq>()).slots };
     while !wr.is_null() {
-        // SAFETY: the caller's list.
+        // SAFETY: the caller's list of receive requests.
         let r = unsafe { &*wr };
         let (addr, len) = match r.num_sge {
             // SAFETY: the request's first gather entry.
@@ -556,25 +538,16 @@ unsafe fn take_recvs(slots: &mut VecDeque<Slot>, mut wr: *mut ib::ibv_recv_wr) {
         });
         wr = r.next;
     }
-}
-
-unsafe extern "C" fn post_srq_recv(
-    srq: *mut ib::ibv_srq,
-    wr: *mut ib::ibv_recv_wr,
-    _bad: *mut *mut ib::ibv_recv_wr,
-) -> c_int {
-    // SAFETY: a queue made here (an `Srq`) and the caller's list.
-    unsafe { take_recvs(&mut (*srq.cast::<Srq>()).slots, wr) };
     0
 }
 
+/// A datagram queue pair's receives: never filled (nothing is delivered
+/// to one), so nothing is kept.
 unsafe extern "C" fn post_recv(
-    qp: *mut ib::ibv_qp,
-    wr: *mut ib::ibv_recv_wr,
+    _qp: *mut ib::ibv_qp,
+    _wr: *mut ib::ibv_recv_wr,
     _bad: *mut *mut ib::ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: a queue pair made here (a `Qp`) and the caller's list.
-    unsafe { take_recvs(&mut (*qp.cast::<Qp>()).slots, wr) };
     0
 }
 
@@ -639,17 +612,18 @@ unsafe fn carry(me: *mut Qp, r: &ib::ibv_send_wr) -> c_int {
     0
 }
 
-/// Copies a send's bytes into the next buffer of `to`'s receive queue and
-/// completes it there.
+/// Copies a send's bytes into the next buffer of `to`'s shared receive
+/// queue and completes it there (every reliable queue pair the port makes
+/// has one).
 ///
 /// # Safety
 /// `to` is a queue pair made here; `r`'s gather list is readable.
 unsafe fn deliver(from: u32, to: &mut Qp, r: &ib::ibv_send_wr) -> c_int {
-    let slots = match to.qp.srq.is_null() {
-        true => &mut to.slots,
-        // SAFETY: the queue pair's shared receive queue, made here.
-        false => unsafe { &mut (*to.qp.srq.cast::<Srq>()).slots },
-    };
+    if to.qp.srq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the queue pair's shared receive queue, made here.
+    let slots = unsafe { &mut (*to.qp.srq.cast::<Srq>()).slots };
     let Some(slot) = slots.pop_front() else {
         return libc::ENOMEM;
     };

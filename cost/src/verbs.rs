@@ -2,7 +2,8 @@
 //! device of [`fake_verbs`](crate::fake_verbs).
 
 use rmx_linux::rank::{loop_config, Rank};
-use rmx_linux::verbs::{Select, Sizes, VerbsPort};
+use rmx_linux::transport::network::Network;
+use rmx_linux::verbs::{device, Select, Sizes, VerbsNet, VerbsPort};
 
 use crate::fake_verbs;
 use crate::Pair;
@@ -15,31 +16,23 @@ impl Pair<VerbsPort> {
     /// Panics if the port's calls reach another libibverbs than this
     /// crate's (the count would then be of a real device, or of nothing).
     pub fn warm_verbs() -> Pair<VerbsPort> {
-        let listed = fake_verbs::name();
+        let listed = device::names();
         assert_eq!(
             listed,
-            fake_verbs::DEVICE,
-            "the verbs port's calls reach another libibverbs (it lists {listed:?})"
+            [fake_verbs::DEVICE],
+            "the verbs port's calls reach another libibverbs"
         );
         let cfg = loop_config();
-        let sizes = Sizes {
-            sq_depth: u32::from(cfg.send_wqes.max(1)),
-            rx_low: cfg.rx_low_water,
-            ..Sizes::default()
-        };
-        let select = Select {
-            device: Some(fake_verbs::DEVICE.into()),
-            ..Select::default()
-        };
-        let open = |me| VerbsPort::open(&select, sizes, me, 2).expect("a port on the fake device");
-        let (mut a, mut b) = (open(0), open(1));
-        let all = [a.address().encode(), b.address().encode()];
-        a.connect(&all).expect("rank 0 takes the addresses");
-        b.connect(&all).expect("rank 1 takes the addresses");
-        let (qa, pa) = a.queue_pair(1).expect("rank 0's queue pair");
-        let (qb, pb) = b.queue_pair(0).expect("rank 1's queue pair");
-        a.join(1, qb, pb).expect("rank 0 joins rank 1");
-        b.join(0, qa, pa).expect("rank 1 joins rank 0");
+        let net = VerbsNet {
+            select: Select {
+                device: Some(fake_verbs::DEVICE.into()),
+                ..Select::default()
+            },
+            sizes: Sizes::default(),
+            launch: None,
+        }
+        .for_config(&cfg);
+        let (a, b) = VerbsPort::pair(&net.select, net.sizes).expect("two ports on the fake device");
         let rank = |p| Rank::new(p, 2, cfg).expect("verbs rank");
         Pair::warmed(rank(a), rank(b))
     }

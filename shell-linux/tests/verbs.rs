@@ -590,16 +590,7 @@ mod guest {
             device: rmx_linux::verbs::device::names().first().cloned(),
             ..Select::default()
         };
-        let mut a = VerbsPort::open(&sel, sizes, 0, 2).expect("port 0");
-        let mut b = VerbsPort::open(&sel, sizes, 1, 2).expect("port 1");
-        let all = [a.address().encode(), b.address().encode()];
-        a.connect(&all).expect("connect 0");
-        b.connect(&all).expect("connect 1");
-        let (qa, pa) = a.queue_pair(1).expect("queue pair 0");
-        let (qb, pb) = b.queue_pair(0).expect("queue pair 1");
-        a.join(1, qb, pb).expect("join 0");
-        b.join(0, qa, pa).expect("join 1");
-        (a, b)
+        VerbsPort::pair(&sel, sizes).expect("two ports joined")
     }
 
     /// The next send completion, held sends posted first (as a rank's wait

@@ -5,13 +5,12 @@
 //! registrations by `ibv_reg_mr`.
 
 use std::collections::{HashMap, VecDeque};
-
-use rustc_hash::FxHashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::ptr;
 use std::sync::Arc;
 
 use ibverbs_sys as ib;
+use rustc_hash::FxHashMap;
 use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
 use rmx_driver::ledger::{fold_inline, Ledger, Post};
@@ -289,6 +288,22 @@ impl VerbsPort {
         let me = self.me;
         let (qpn, psn) = self.queue_pair(me)?;
         self.join(me, qpn, psn)
+    }
+
+    /// Ranks 0 and 1 of a job of two, both in this process, on the device
+    /// `sel` names, joined to each other directly (no handshake): tests,
+    /// and the instruction count over an in-process device.
+    pub fn pair(sel: &Select, sizes: Sizes) -> Result<(VerbsPort, VerbsPort), String> {
+        let mut a = VerbsPort::open(sel, sizes, 0, 2)?;
+        let mut b = VerbsPort::open(sel, sizes, 1, 2)?;
+        let all = [a.address().encode(), b.address().encode()];
+        a.connect(&all)?;
+        b.connect(&all)?;
+        let (qa, pa) = a.queue_pair(1)?;
+        let (qb, pb) = b.queue_pair(0)?;
+        a.join(1, qb, pb)?;
+        b.join(0, qa, pa)?;
+        Ok((a, b))
     }
 
     /// Connects to `peer`'s queue pair `qpn` (first PSN `psn`) without a
