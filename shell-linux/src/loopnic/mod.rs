@@ -229,6 +229,23 @@ impl Hca {
     #[inline]
     fn deliver(&self, pos: u64, len: u32, imm: Option<u32>, src: u16, solicited: bool) {
         self.ring.publish(pos, len, imm, src);
+        self.delivered(solicited);
+    }
+
+    /// [`deliver`](Self::deliver) of a packet whose bytes the caller just
+    /// wrote at `data`.
+    ///
+    /// # Safety
+    /// As [`RecvRing::publish_at`].
+    #[inline]
+    unsafe fn deliver_at(&self, data: *mut u8, pos: u64, len: u32, src: u16, solicited: bool) {
+        // SAFETY: the caller's contract.
+        unsafe { self.ring.publish_at(data, pos, len, None, src) };
+        self.delivered(solicited);
+    }
+
+    #[inline]
+    fn delivered(&self, solicited: bool) {
         if solicited {
             self.signal();
         } else {
@@ -340,7 +357,8 @@ impl Channel {
 
 struct Shared {
     cfg: LoopConfig,
-    hcas: Vec<Hca>,
+    /// Each its own allocation, so a port holds its own NIC directly.
+    hcas: Vec<Arc<Hca>>,
     engine: Engine,
 }
 
@@ -363,7 +381,7 @@ impl Fabric {
         };
         let hcas = (0..ranks)
             .map(|_| {
-                Some(Hca {
+                Some(Arc::new(Hca {
                     ring: RecvRing::new(cfg.srq_depth, cfg.buf_size)?,
                     pd: Pd::default(),
                     frames: RwLock::new(HashMap::new()),
@@ -375,7 +393,7 @@ impl Fabric {
                     armed: CachePadded::new(AtomicBool::new(false)),
                     port_taken: AtomicBool::new(false),
                     efd: std::sync::OnceLock::new(),
-                })
+                }))
             })
             .collect::<Option<Vec<_>>>()
             .ok_or(too_large)?;
@@ -412,6 +430,7 @@ impl Fabric {
         }
         Some(Port {
             rank,
+            own: Arc::clone(hca),
             shared: Arc::clone(&self.shared),
             head: 0,
             told: 0,
@@ -431,7 +450,11 @@ impl Fabric {
 
 /// The NIC of rank `peer`.
 fn hca_of(shared: &Shared, peer: u16) -> Result<&Hca, PostErr> {
-    shared.hcas.get(peer as usize).ok_or(PostErr::BadPeer)
+    shared
+        .hcas
+        .get(peer as usize)
+        .map(|h| &**h)
+        .ok_or(PostErr::BadPeer)
 }
 
 /// Builds the completions of one work request.
@@ -487,6 +510,8 @@ fn claim_send(
 /// One rank's view of the NIC. Not shared between threads.
 pub struct Port {
     rank: u16,
+    /// This rank's NIC (`shared.hcas[rank]`), reached without an index.
+    own: Arc<Hca>,
     shared: Arc<Shared>,
     head: u64,
     /// The `head` last published as `polled`.
@@ -545,7 +570,7 @@ impl Port {
     }
 
     fn hca(&self) -> &Hca {
-        &self.shared.hcas[self.rank as usize]
+        &self.own
     }
 
     /// Registers local memory in this rank's protection domain.
@@ -674,12 +699,7 @@ impl Port {
     ) -> Result<Option<Wc>, PostErr> {
         let dst = hca_of(&self.shared, peer)?;
         let done = completion(wr_id, peer, WcOp::Send);
-        let total = match check_local(
-            &self.shared.hcas[self.rank as usize].pd,
-            &mut self.keys,
-            sges,
-            0,
-        ) {
+        let total = match check_local(&self.own.pd, &mut self.keys, sges, 0) {
             Ok(t) => t,
             Err(st) => return Ok(Some(done(st, 0))),
         };
@@ -706,7 +726,8 @@ impl Port {
                 unsafe { crate::copy::copy_bytes(base.add(off), s.addr as *const u8, s.len) };
                 off += s.len;
             }
-            dst.deliver(pos, total as u32, None, self.rank, solicited);
+            // SAFETY: `base` is the data area of `pos`, claimed above.
+            unsafe { dst.deliver_at(base, pos, total as u32, self.rank, solicited) };
             self.until_taken(peer, pos, wr_id, total, None);
             return Ok(None);
         }
@@ -797,7 +818,8 @@ impl Port {
             crate::copy::copy_bytes(base, head.as_ptr(), head.len());
             crate::copy::copy_bytes(base.add(head.len()), body.as_ptr(), body.len());
         }
-        dst.deliver(pos, total as u32, None, self.rank, false);
+        // SAFETY: `base` is the data area of `pos`, claimed above.
+        unsafe { dst.deliver_at(base, pos, total as u32, self.rank, false) };
         self.until_taken(peer, pos, wr_id, total, Some(signalled));
         Ok(())
     }
@@ -862,12 +884,7 @@ impl Port {
             WcOp::Read => (access::LOCAL_WRITE, access::REMOTE_READ),
             _ => (0, access::REMOTE_WRITE),
         };
-        if let Err(st) = check_local(
-            &self.shared.hcas[self.rank as usize].pd,
-            &mut self.keys,
-            &[local],
-            lneed,
-        ) {
+        if let Err(st) = check_local(&self.own.pd, &mut self.keys, &[local], lneed) {
             return Ok(Some(done(st, 0)));
         }
         if let Err(e) = dst.pd.check(rkey, raddr, local.len, rneed) {
@@ -1018,8 +1035,7 @@ impl Port {
             Some(h @ true) => *h = false,
             _ => return false,
         }
-        let ring = &self.shared.hcas[self.rank as usize].ring;
-        self.reposts.repost(ring, buf, self.head);
+        self.reposts.repost(&self.own.ring, buf, self.head);
         true
     }
 
@@ -1042,7 +1058,7 @@ impl Port {
             taken = self.reap_taken(max, &mut f);
         }
         let room = max - taken;
-        let hca = &self.shared.hcas[self.rank as usize];
+        let hca = &self.own;
         if room == 0 || hca.cq_len.load(Ordering::Acquire) == 0 {
             return taken;
         }

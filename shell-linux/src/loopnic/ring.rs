@@ -141,16 +141,30 @@ impl RecvRing {
 
     /// Completes a claimed position: `len` bytes were written at `data_ptr(pos)`.
     pub fn publish(&self, pos: u64, len: u32, imm: Option<u32>, src: u16) {
-        let i = self.buf_at(pos);
-        let b = self.base(i);
+        // SAFETY: the data area of the buffer serving `pos`, as the caller
+        // claimed it.
+        unsafe { self.publish_at(self.data_ptr(pos), pos, len, imm, src) }
+    }
+
+    /// [`publish`](Self::publish) for a caller that still has the buffer's
+    /// data area at hand, so the slot is not looked up again.
+    ///
+    /// # Safety
+    /// `data` is what `data_ptr(pos)` returned for a position `pos` this
+    /// thread claimed and has not published.
+    #[inline]
+    pub unsafe fn publish_at(&self, data: *mut u8, pos: u64, len: u32, imm: Option<u32>, src: u16) {
         let info = len | if imm.is_some() { IMM_FLAG } else { 0 };
-        // SAFETY: this thread claimed `pos`; nobody reads the prefix before the stamp.
+        let stamp = ((src as u64) << 48) | ((pos + 1) & MASK);
+        // SAFETY: the caller's contract: `data` is PREFIX bytes into a
+        // 64-aligned buffer of the ring that this thread claimed; nobody
+        // reads the prefix before the stamp, which is read only atomically.
         unsafe {
+            let b = data.sub(PREFIX);
             (b.add(8) as *mut u32).write(info);
             (b.add(12) as *mut u32).write(imm.unwrap_or(0));
+            (*(b as *const AtomicU64)).store(stamp, Ordering::Release);
         }
-        let stamp = ((src as u64) << 48) | ((pos + 1) & MASK);
-        self.stamp(i).store(stamp, Ordering::Release);
     }
 
     /// The completion at `head`, if it has been published.

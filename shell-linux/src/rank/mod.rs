@@ -379,28 +379,31 @@ impl<T: Transport + 'static> Rank<T> {
 
     /// Drives progress until `req` completes.
     #[inline]
-    pub fn wait(&mut self, req: Req) -> Status {
+    pub fn wait(&mut self, mut req: Req) -> Status {
         // Most waits end in their first round (a reply already in, a send
         // already copied out): that round runs without the resting below.
+        if req.req == Request::COMPLETE {
+            // Completed when started: nothing to progress, but it may
+            // still sit in the batch the doorbell sends.
+            match self.test(req) {
+                Ok(st) => return st,
+                Err(r) => req = r,
+            }
+        }
         match self.poll_once(req) {
             (Ok(st), _) => st,
             (Err(req), idle) => self.wait_on(req, idle),
         }
     }
 
-    /// One round of [`wait`](Self::wait): progress (unless `req` completed
-    /// when started), then the test; and the idle rounds so far.
+    /// One round of [`wait`](Self::wait): progress, then the test; and the
+    /// idle rounds so far.
     #[inline]
     fn poll_once(&mut self, req: Req) -> (Result<Status, Req>, u32) {
         self.with(|d| {
             // Progress first: a request waited on is rarely complete
             // already, and an empty poll costs less than a table lookup.
-            if req.req != Request::COMPLETE {
-                d.progress();
-            } else {
-                // A completed eager send may still sit in the batch.
-                d.nic.port().doorbell();
-            }
+            d.progress();
             (d.test(req), d.idle)
         })
     }
