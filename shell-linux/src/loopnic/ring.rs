@@ -282,9 +282,14 @@ mod tests {
             None,
             "a stale stamp of the previous lap is not a completion"
         );
-        // SAFETY: position 2 is claimed by this thread.
-        unsafe { std::ptr::copy_nonoverlapping(b"yo".as_ptr(), r.data_ptr(2), 2) };
-        r.publish(2, 2, None, 4);
+        // Published through the data area just written, as an inline send
+        // does: the stamp lands on the buffer now in the slot, not buffer 0.
+        let at = r.data_ptr(2);
+        // SAFETY: position 2 is claimed by this thread and `at` is its data area.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"yo".as_ptr(), at, 2);
+            r.publish_at(at, 2, 2, None, 4);
+        }
         let w2 = r.poll(2).unwrap();
         assert_eq!((w2.buf, w2.src), (wb.buf, 4));
         // SAFETY: polled and not reposted.
