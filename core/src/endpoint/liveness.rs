@@ -39,6 +39,8 @@ use super::*;
 
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// A request begins to wait on `peer` (a receive naming it, a transfer).
+    // Every receive naming a source posts through here: no call.
+    #[inline(always)]
     pub(super) fn await_peer(&mut self, now: u64, peer: u16) {
         self.start_waiting(now, peer);
         let p = &mut self.peers[peer as usize];

@@ -143,7 +143,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
 
     /// Posts the eager message `h` to peer `d` as an inline send of `body`
     /// and, if it went, accounts for it as sent.
-    #[inline]
+    // The small-message send: inlined into `isend_now`, so the whole
+    // path from the caller's bytes to the port makes no call of its own.
+    #[inline(always)]
     pub(super) fn post_inline<N: Nic>(
         &mut self,
         nic: &mut N,
@@ -200,6 +202,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// entries a send may wait for. The unsignalled sends after the last
     /// signalled one then hold fewer entries than any send waits for, so
     /// a send that waits always has a signalled one ahead to complete.
+    #[inline(always)]
     fn signal_inline(&self, d: usize) -> bool {
         let limit = match self.cfg.coalesce {
             Coalesce::Outstanding(n) => n.min(self.cfg.send_wqes),

@@ -110,7 +110,8 @@ where
 
     /// A message arrived: removes and returns the oldest posted receive it matches.
     /// `None` means the caller must keep the message as unexpected.
-    #[inline]
+    // Matching every arrival: inlined into the endpoint's one caller.
+    #[inline(always)]
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
         if self.posted.len() == 0 {
             return None;

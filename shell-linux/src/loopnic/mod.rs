@@ -791,7 +791,8 @@ impl Port {
         self.send_inline(peer, wr_id, head, body, false)
     }
 
-    #[inline]
+    // The small-message post: inlined, with the core's send, into one call.
+    #[inline(always)]
     fn send_inline(
         &mut self,
         peer: u16,
