@@ -121,7 +121,8 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
 
     /// Records `post` as gone to the device: its device id, or `None` if
     /// the ring is full (the port refuses the post as busy first).
-    #[inline]
+    // Once per post: inlined into the port's post.
+    #[inline(always)]
     pub fn note(&mut self, post: Post) -> Option<u64> {
         if self.is_full() {
             return None;

@@ -148,7 +148,8 @@ where
     }
 
     /// A receive is posted: removes and returns the oldest unexpected message it matches.
-    #[inline]
+    // Every receive looks here first: inlined into the post.
+    #[inline(always)]
     pub fn take_unexpected(&mut self, pat: &Pattern) -> Option<(Envelope, U)> {
         let i = self.oldest_unexpected(pat)?;
         self.unexpected.unlink_bin(i);
