@@ -527,7 +527,8 @@ pub struct Port {
     /// in verbs, a send-queue entry frees when its CQE is polled.
     outstanding: Vec<u32>,
     /// SENDs per connection delivered into the peer's ring but not yet taken
-    /// by it, oldest first.
+    /// by it, oldest first; consecutive unsignalled inline ones share an
+    /// entry.
     untaken: Vec<VecDeque<Untaken>>,
     untaken_n: usize,
     /// Of those, the ones that complete on their own (all but unsignalled
@@ -543,15 +544,21 @@ pub struct Port {
     quiet: Vec<(u32, u64)>,
 }
 
-/// A SEND in a peer's ring that the peer has not taken yet.
+/// A SEND in a peer's ring that the peer has not taken yet, or a run of
+/// unsignalled inline ones: posted one after another, they are taken in
+/// that order, so the run is taken once its last one is.
 #[derive(Clone, Copy, Debug)]
 struct Untaken {
+    /// The position of the SEND (of a run: its last one's).
     pos: u64,
+    /// Its wr_id (of a run: its last one's).
     wr_id: u64,
     len: usize,
-    /// An inline SEND, signalled (`Some(true)`) or not, which completes
-    /// with the next signalled one; `None`: a SEND from memory.
+    /// A signalled inline SEND (`Some(true)`); a run of `count` unsignalled
+    /// ones, which complete with the next signalled one
+    /// (`Some(false)`); `None`: a SEND from memory.
     inline: Option<bool>,
+    count: u32,
 }
 
 impl Port {
@@ -827,15 +834,29 @@ impl Port {
 
     /// A SEND now in `peer`'s ring at `pos` holds its entry until taken.
     /// `inline`: an inline SEND, signalled or not (`None`: from memory).
-    #[inline]
+    #[inline(always)]
     fn until_taken(&mut self, peer: u16, pos: u64, wr_id: u64, len: usize, inline: Option<bool>) {
         self.outstanding[peer as usize] += 1;
-        self.untaken[peer as usize].push_back(Untaken {
-            pos,
-            wr_id,
-            len,
-            inline,
-        });
+        let q = &mut self.untaken[peer as usize];
+        match q.back_mut() {
+            // The next of a run: each holds an entry of the send queue,
+            // so a run is shorter than its depth.
+            Some(run) if inline == Some(false) && run.inline == Some(false) => {
+                *run = Untaken {
+                    pos,
+                    wr_id,
+                    count: run.count + 1,
+                    ..*run
+                };
+            }
+            _ => q.push_back(Untaken {
+                pos,
+                wr_id,
+                len,
+                inline,
+                count: 1,
+            }),
+        }
         self.untaken_n += 1;
         self.untaken_loud += usize::from(inline != Some(false));
         let depth = self.shared.cfg.sq_depth;
@@ -1050,7 +1071,17 @@ impl Port {
     /// As [`poll_cq`](Self::poll_cq), handing each of at most `max`
     /// completions to `f`; the rest stay queued for the next poll.
     #[inline]
-    pub fn poll_cq_each(&mut self, max: usize, mut f: impl FnMut(Wc)) -> usize {
+    pub fn poll_cq_each(&mut self, max: usize, f: impl FnMut(Wc)) -> usize {
+        // Most polls find nothing: that costs a few looks, not a call.
+        if self.untaken_loud == 0 && !self.reap_due && self.own.cq_len.load(Ordering::Acquire) == 0
+        {
+            return 0;
+        }
+        self.poll_cq_found(max, f)
+    }
+
+    #[inline(never)]
+    fn poll_cq_found(&mut self, max: usize, mut f: impl FnMut(Wc)) -> usize {
         let mut taken = 0;
         // Taken unsignalled SENDs free their entries as verbs frees them:
         // when a completion after them is polled (or the queue runs full).
@@ -1111,10 +1142,10 @@ impl Port {
                         // Completes with the next signalled SEND.
                         // (A count past u32::MAX, which no rank makes,
                         // saturates.)
-                        *quiet = (quiet.0.saturating_add(1), e.wr_id);
+                        *quiet = (quiet.0.saturating_add(e.count), e.wr_id);
                         q.pop_front();
-                        popped += 1;
-                        self.outstanding[peer] -= 1;
+                        popped += e.count as usize;
+                        self.outstanding[peer] -= e.count;
                         continue;
                     }
                     Some(true) => wc.sends = wc.sends.saturating_add(std::mem::take(&mut quiet.0)),
