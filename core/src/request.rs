@@ -94,7 +94,9 @@ pub struct Status {
 }
 
 impl Status {
-    pub(crate) const SENT: Status = Status {
+    /// What a completed send reports (a request that completed when
+    /// started, [`Request::COMPLETE`], always does).
+    pub const SENT: Status = Status {
         source: 0,
         tag: 0,
         len: 0,
