@@ -434,6 +434,7 @@ impl Fabric {
             shared: Arc::clone(&self.shared),
             head: 0,
             told: 0,
+            taken_from: NONE_TAKEN,
             seen: vec![0; n],
             reposts: Reposts::default(),
             held: vec![false; self.shared.hcas[rank as usize].ring.depth()],
@@ -507,6 +508,11 @@ fn claim_send(
     dst.ring.claim(&mut seen[peer as usize]).ok_or(PostErr::Rnr)
 }
 
+/// [`Port::taken_from`]: no packet taken since the last tell.
+const NONE_TAKEN: u32 = u32::MAX;
+/// [`Port::taken_from`]: packets of more than one rank taken.
+const MANY_TAKEN: u32 = u32::MAX - 1;
+
 /// One rank's view of the NIC. Not shared between threads.
 pub struct Port {
     rank: u16,
@@ -516,6 +522,9 @@ pub struct Port {
     head: u64,
     /// The `head` last published as `polled`.
     told: u64,
+    /// The rank whose packets were taken since then, if all were one's
+    /// ([`NONE_TAKEN`], [`MANY_TAKEN`]): only it is woken when told.
+    taken_from: u32,
     /// Cached `released` of each peer's receive ring.
     seen: Vec<u64>,
     reposts: Reposts,
@@ -1008,6 +1017,11 @@ impl Port {
             Some(wc) => {
                 self.head += 1;
                 self.held[wc.buf as usize] = true;
+                self.taken_from = match self.taken_from {
+                    NONE_TAKEN => wc.src as u32,
+                    r if r == wc.src as u32 => r,
+                    _ => MANY_TAKEN,
+                };
                 // Taken packets free their senders' entries. Told in batches
                 // (every 16, and whenever the ring is empty), so a sender
                 // polling for completions does not miss on this line per packet.
@@ -1028,10 +1042,22 @@ impl Port {
     fn tell_taken(&mut self) {
         self.told = self.head;
         self.hca().polled.store(self.head, Ordering::Release);
-        // Taking frees the senders' entries: wake any that sleep on them.
-        for (r, h) in self.shared.hcas.iter().enumerate() {
-            if r != self.rank as usize {
-                h.fire_armed();
+        // Taking frees the senders' entries: wake any that sleep on them
+        // (only the one rank whose packets these were, if so).
+        match std::mem::replace(&mut self.taken_from, NONE_TAKEN) {
+            MANY_TAKEN => {
+                for (r, h) in self.shared.hcas.iter().enumerate() {
+                    if r != self.rank as usize {
+                        h.fire_armed();
+                    }
+                }
+            }
+            r => {
+                if let Some(h) = self.shared.hcas.get(r as usize) {
+                    if r != self.rank as u32 {
+                        h.fire_armed();
+                    }
+                }
             }
         }
     }

@@ -346,6 +346,34 @@ fn an_armed_nic_raises_one_event_for_a_plain_packet_or_a_taken_send() {
     );
 }
 
+/// Taking packets wakes the ranks that sent them and no other: a rank
+/// armed to sleep is not woken by packets of its neighbours.
+#[test]
+fn taking_packets_wakes_only_their_senders() {
+    let f = Fabric::new(3, LoopConfig::default()).unwrap();
+    let (mut a, mut b, mut c) = (f.port(0), f.port(1), f.port(2));
+    let (eb, ec) = (b.events(), c.events());
+    let taken = |a: &mut Port| {
+        while let Some(r) = a.poll_recv() {
+            assert!(a.repost(r.buf));
+        }
+    };
+    // One sender: only it hears the taking.
+    let (nb, nc) = (eb.count(), ec.count());
+    eb.arm();
+    ec.arm();
+    b.post_send_inline(0, 1, b"b", &[]).unwrap();
+    taken(&mut a);
+    assert_eq!(eb.count(), nb + 1);
+    assert_eq!(ec.count(), nc, "rank 2 sent nothing: left asleep");
+    // Two senders: both hear it.
+    eb.arm();
+    b.post_send_inline(0, 2, b"b", &[]).unwrap();
+    c.post_send_inline(0, 3, b"c", &[]).unwrap();
+    taken(&mut a);
+    assert_eq!((eb.count(), ec.count()), (nb + 2, nc + 1));
+}
+
 /// Completions come out at most as many as the caller's array holds,
 /// oldest first; the rest wait for the next poll (as `ibv_poll_cq`).
 #[test]
