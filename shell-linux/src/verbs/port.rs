@@ -663,7 +663,20 @@ impl VerbsPort {
         }
     }
 
+    /// Handshakes of connections being set up, and now and then the
+    /// device's asynchronous events.
+    #[inline(never)]
+    fn poll_out_of_band(&mut self) {
+        self.poll_handshakes();
+        let now = now_ns();
+        if now.saturating_sub(self.async_at) >= ASYNC_EVERY_NS {
+            self.async_at = now;
+            self.poll_async();
+        }
+    }
+
     /// Takes up to `WCS` receive completions into `recvs`.
+    #[inline(never)]
     fn poll_receives(&mut self) {
         let n = poll(&self.dev, self.dev.rcq, &mut self.wcs);
         self.rx_drained = n > 0 && n < WCS;
@@ -724,6 +737,20 @@ impl VerbsPort {
                 None => self.counters.stray_completions += 1,
             }
         }
+    }
+
+    /// [`poll_cq`](rmx_driver::Port::poll_cq) once something may be
+    /// there: sends' completions (`due`), then what is kept, into `out`.
+    #[inline(never)]
+    fn poll_cq_due(&mut self, out: &mut [Completion], due: bool) -> usize {
+        if due && self.dones.len() < out.len() {
+            self.poll_sends(out.len() - self.dones.len());
+        }
+        let n = out.len().min(self.dones.len());
+        for (o, c) in out.iter_mut().zip(self.dones.drain(..n)) {
+            *o = c;
+        }
+        n
     }
 
     /// Posts a signalled, empty RDMA write behind every connection's
@@ -901,15 +928,13 @@ impl rmx_driver::Port for VerbsPort {
         Ok(None)
     }
 
+    // Every progress round calls it at least once: inlined, with the
+    // device's poll and the occasional out-of-band work out of line.
+    #[inline]
     fn poll_recv(&mut self) -> Option<Recv> {
         self.polls = self.polls.wrapping_add(1);
         if self.unsettled > 0 || self.polls.is_multiple_of(OOB_EVERY) {
-            self.poll_handshakes();
-            let now = now_ns();
-            if now.saturating_sub(self.async_at) >= ASYNC_EVERY_NS {
-                self.async_at = now;
-                self.poll_async();
-            }
+            self.poll_out_of_band();
         }
         if self.recvs.is_empty() && !std::mem::take(&mut self.rx_drained) {
             self.poll_receives();
@@ -939,17 +964,16 @@ impl rmx_driver::Port for VerbsPort {
         self.rung = self.rung.wrapping_add(1);
     }
 
+    // Every progress round calls it: inlined, a round with nothing
+    // signalled in flight and nothing kept pays no call.
+    #[inline]
     fn poll_cq(&mut self, out: &mut [Completion]) -> usize {
         self.cq_polls = self.cq_polls.wrapping_add(1);
         let due = self.awaited > 0 || self.cq_polls.is_multiple_of(OOB_EVERY);
-        if due && self.dones.len() < out.len() {
-            self.poll_sends(out.len() - self.dones.len());
+        if !due && self.dones.is_empty() {
+            return 0;
         }
-        let n = out.len().min(self.dones.len());
-        for (o, c) in out.iter_mut().zip(self.dones.drain(..n)) {
-            *o = c;
-        }
-        n
+        self.poll_cq_due(out, due)
     }
 
     /// Polls until every connection's posts have completed (or failed),
