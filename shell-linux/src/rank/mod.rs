@@ -378,7 +378,10 @@ impl<T: Transport + 'static> Rank<T> {
     }
 
     /// Drives progress until `req` completes.
-    #[inline]
+    // Small, and on every message's path: inlined into the caller, the
+    // common endings (a send complete when started, a first round that
+    // completes) cost no call of their own.
+    #[inline(always)]
     pub fn wait(&mut self, req: Req) -> Status {
         // Most waits end in their first round (a reply already in, a send
         // already copied out): that round runs without the resting below.
