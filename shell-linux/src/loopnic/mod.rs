@@ -437,7 +437,7 @@ impl Fabric {
             taken_from: NONE_TAKEN,
             seen: vec![0; n],
             reposts: Reposts::default(),
-            held: vec![false; self.shared.hcas[rank as usize].ring.depth()],
+            held: vec![false; hca.ring.depth()],
             keys: region::KeyCache::default(),
             outstanding: vec![0; n],
             untaken: (0..n).map(|_| VecDeque::new()).collect(),
@@ -585,10 +585,6 @@ impl Port {
         self.shared.cfg
     }
 
-    fn hca(&self) -> &Hca {
-        &self.own
-    }
-
     /// Registers local memory in this rank's protection domain.
     ///
     /// # Safety
@@ -607,12 +603,12 @@ impl Port {
         rights: u8,
     ) -> Result<Mr, RegisterError> {
         // SAFETY: the caller's contract is the domain's.
-        unsafe { self.hca().pd.register(addr, len, rights) }
+        unsafe { self.own.pd.register(addr, len, rights) }
     }
 
     /// Ends a registration; `BadKey` for a key this domain does not hold.
     pub fn deregister_checked(&self, mr: Mr) -> Result<(), KeyError> {
-        self.hca().pd.deregister(mr)
+        self.own.pd.deregister(mr)
     }
 
     /// Registers user memory for the NIC to read, walking its pages as a real
@@ -638,11 +634,11 @@ impl Port {
         // sender's buffer, RDMA write into a receiver's).
         let all = access::LOCAL_WRITE | access::REMOTE_READ | access::REMOTE_WRITE;
         // SAFETY: the caller's contract is the domain's.
-        let mr = unsafe { self.hca().pd.register(addr, len, all) }
+        let mr = unsafe { self.own.pd.register(addr, len, all) }
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
         if self.shared.cfg.verify_pages {
             if let Some(f) = pagemap::frames(addr, len) {
-                let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
+                let mut t = self.own.frames.write().unwrap_or_else(|e| e.into_inner());
                 t.insert(mr.key, (addr, f));
             }
         }
@@ -651,9 +647,9 @@ impl Port {
 
     /// Ends a [`register_pages`](Self::register_pages) registration.
     pub fn deregister_pages(&self, mr: Mr) -> Result<(), KeyError> {
-        self.hca().pd.deregister(mr)?;
+        self.own.pd.deregister(mr)?;
         if self.shared.cfg.verify_pages {
-            let mut t = self.hca().frames.write().unwrap_or_else(|e| e.into_inner());
+            let mut t = self.own.frames.write().unwrap_or_else(|e| e.into_inner());
             t.remove(&mr.key);
         }
         Ok(())
@@ -662,7 +658,7 @@ impl Port {
     /// With `verify_pages`: are the pages behind each entry still the ones
     /// registered?
     fn pages_unchanged(&self, sges: &[Sge]) -> bool {
-        let t = self.hca().frames.read().unwrap_or_else(|e| e.into_inner());
+        let t = self.own.frames.read().unwrap_or_else(|e| e.into_inner());
         sges.iter().all(|s| {
             let Some((start, f)) = t.get(&s.key) else {
                 return true;
@@ -1013,7 +1009,7 @@ impl Port {
     /// The next receive completion, if any.
     #[inline]
     pub fn poll_recv(&mut self) -> Option<RecvWc> {
-        match self.hca().ring.poll(self.head) {
+        match self.own.ring.poll(self.head) {
             Some(wc) => {
                 self.head += 1;
                 self.held[wc.buf as usize] = true;
@@ -1041,7 +1037,7 @@ impl Port {
 
     fn tell_taken(&mut self) {
         self.told = self.head;
-        self.hca().polled.store(self.head, Ordering::Release);
+        self.own.polled.store(self.head, Ordering::Release);
         // Taking frees the senders' entries: wake any that sleep on them
         // (only the one rank whose packets these were, if so).
         match std::mem::replace(&mut self.taken_from, NONE_TAKEN) {
@@ -1071,7 +1067,7 @@ impl Port {
         // SAFETY: `held`: this port polled the buffer and has not reposted
         // it, so no sender writes it; the borrow of `self` ends before
         // `repost` (which takes `&mut self`) can hand it back.
-        Some(unsafe { self.hca().ring.bytes(buf) })
+        Some(unsafe { self.own.ring.bytes(buf) })
     }
 
     /// Hands a polled buffer back to the NIC. `false` (and nothing done) for

@@ -102,8 +102,8 @@ impl RecvRing {
     }
 
     fn stamp(&self, i: usize) -> &AtomicU64 {
-        // SAFETY: 64-aligned, inside the allocation, only accessed atomically.
-        unsafe { &*(self.base(i) as *const AtomicU64) }
+        // SAFETY: the start of buffer `i`.
+        unsafe { stamp_at(self.base(i)) }
     }
 
     /// Claims the next position if its buffer is free. `seen` is this sender's
@@ -163,7 +163,7 @@ impl RecvRing {
             let b = data.sub(PREFIX);
             (b.add(8) as *mut u32).write(info);
             (b.add(12) as *mut u32).write(imm.unwrap_or(0));
-            (*(b as *const AtomicU64)).store(stamp, Ordering::Release);
+            stamp_at(b).store(stamp, Ordering::Release);
         }
     }
 
@@ -208,6 +208,16 @@ impl RecvRing {
     pub fn release(&self, upto: u64) {
         self.released.store(upto, Ordering::Release);
     }
+}
+
+/// The completion stamp heading the buffer that starts at `b`.
+///
+/// # Safety
+/// `b` is the start of one of a ring's buffers (64-aligned, inside its
+/// allocation); the stamp is only ever accessed atomically.
+unsafe fn stamp_at<'a>(b: *mut u8) -> &'a AtomicU64 {
+    // SAFETY: the caller's contract.
+    unsafe { &*(b as *const AtomicU64) }
 }
 
 /// The receiver's side of reposting: buffers come back in any order and

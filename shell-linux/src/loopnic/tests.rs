@@ -504,6 +504,40 @@ fn the_transport_reports_unsignalled_inline_sends_as_one_counted_completion() {
     assert_eq!(out[0].result, Ok(()));
 }
 
+/// Consecutive unsignalled sends are kept as one run, which never joins
+/// the signalled send or the send from memory before it: each completion
+/// counts exactly the unsignalled sends between it and the one before.
+#[test]
+fn a_run_of_unsignalled_sends_counts_only_those_after_the_last_completion() {
+    let f = Fabric::new(2, LoopConfig::default()).unwrap();
+    let (mut a, mut b) = (f.port(0), f.port(1));
+    let mut d = *b"data";
+    let s = sge(&a, &mut d, 0);
+    a.post_send_inline(1, 1, b"s", &[]).unwrap();
+    a.post_send_inline_unsignalled(1, 2, b"q", &[]).unwrap();
+    a.post_send_inline_unsignalled(1, 3, b"q", &[]).unwrap();
+    assert_eq!(a.post_send(1, 4, &[s]), Ok(None));
+    a.post_send_inline_unsignalled(1, 5, b"q", &[]).unwrap();
+    a.post_send_inline(1, 6, b"s", &[]).unwrap();
+    assert_eq!(take_all(&mut b), 6);
+    let mut wcs = Vec::new();
+    while a.poll_cq(&mut wcs) > 0 {}
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.sends)).collect();
+    assert_eq!(got, [(1, 1), (3, 2), (4, 1), (6, 2)]);
+    // Every entry came free: a full queue of sends fits again.
+    let depth = LoopConfig::default().sq_depth;
+    for id in 0..depth as u64 {
+        assert_eq!(
+            a.post_send_inline_unsignalled(1, 10 + id, b"q", &[]),
+            Ok(())
+        );
+    }
+    assert_eq!(
+        a.post_send_inline_unsignalled(1, 99, b"q", &[]),
+        Err(PostErr::SqFull)
+    );
+}
+
 /// Taken unsignalled sends keep their send-queue entries until a later
 /// completion is polled, as in verbs, or until the queue is half full:
 /// then the next poll frees them, so unsignalled sends alone never find
