@@ -42,20 +42,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     // Every receive naming a source posts through here: no call.
     #[inline(always)]
     pub(super) fn await_peer(&mut self, now: u64, peer: u16) {
-        self.start_waiting(now, peer);
         let p = &mut self.peers[peer as usize];
+        silence_from(p, now);
         p.awaited = p.awaited.saturating_add(1);
+        self.arm_keepalive(now);
     }
 
     /// Something is about to wait on `peer`: if nothing did, its silence
     /// counts from now, and a liveness check is armed.
     pub(super) fn start_waiting(&mut self, now: u64, peer: u16) {
-        let p = &mut self.peers[peer as usize];
-        if !waits_on(p) {
-            p.heard = p.heard.max(now);
-            p.pings = 0;
-            p.ping_at = None;
-        }
+        silence_from(&mut self.peers[peer as usize], now);
         self.arm_keepalive(now);
     }
 
@@ -229,6 +225,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.post_notice(nic, peer, h, &[], false) {
             self.stats.gone_out += 1;
         }
+    }
+}
+
+/// Before `p` is waited on: if nothing waited on it, its silence counts
+/// from `now`.
+#[inline(always)]
+fn silence_from(p: &mut Peer, now: u64) {
+    if !waits_on(p) {
+        p.heard = p.heard.max(now);
+        p.pings = 0;
+        p.ping_at = None;
     }
 }
 

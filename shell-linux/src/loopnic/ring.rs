@@ -221,11 +221,11 @@ unsafe fn stamp_at<'a>(b: *mut u8) -> &'a AtomicU64 {
 }
 
 /// The receiver's side of reposting: buffers come back in any order and
-/// refill the slots of the positions polled, oldest first.
+/// refill the slots of the positions polled, oldest first. Each buffer
+/// comes back once per poll of it, so a repost always finds a polled
+/// position left to refill.
 #[derive(Debug, Default)]
 pub struct Reposts {
-    /// Buffers back from the receiver, in no slot yet.
-    spare: Vec<u32>,
     /// Positions below this are polled and their slots refilled.
     upto: u64,
 }
@@ -235,21 +235,20 @@ impl Reposts {
     /// polled.
     #[inline]
     pub fn repost(&mut self, ring: &RecvRing, buf: u32, polled: u64) {
-        self.spare.push(buf);
-        let before = self.upto;
-        while self.upto < polled {
-            let Some(b) = self.spare.pop() else { break };
-            // Buffers reposted in order refill their own slots: the line
-            // senders read stays unwritten.
-            let slot = &ring.slots[(self.upto & ring.mask) as usize];
-            if slot.load(Ordering::Relaxed) != b {
-                slot.store(b, Ordering::Relaxed);
-            }
-            self.upto += 1;
+        // More reposts than polls would hand a sender a buffer the
+        // receiver still reads: the buffer is kept out instead.
+        if self.upto >= polled {
+            debug_assert!(false, "buffer {buf} reposted with no polled position left");
+            return;
         }
-        if self.upto != before {
-            ring.release(self.upto);
+        // Buffers reposted in order refill their own slots: the line
+        // senders read stays unwritten.
+        let slot = &ring.slots[(self.upto & ring.mask) as usize];
+        if slot.load(Ordering::Relaxed) != buf {
+            slot.store(buf, Ordering::Relaxed);
         }
+        self.upto += 1;
+        ring.release(self.upto);
     }
 }
 
@@ -308,5 +307,31 @@ mod tests {
         assert_eq!(unsafe { r.bytes(0) }.len(), 0);
         back.repost(&r, 0, 3);
         assert_eq!(r.claim(&mut seen), Some(3));
+    }
+
+    /// Buffers reposted in any order refill the oldest polled positions,
+    /// each in turn, and only as many positions as came back open to
+    /// senders: the one still kept holds back none of the others.
+    #[test]
+    fn buffers_reposted_in_any_order_refill_the_oldest_positions() {
+        let r = RecvRing::new(4, 64).unwrap();
+        let (mut seen, mut back) = (0, Reposts::default());
+        for pos in 0..4 {
+            assert_eq!(r.claim(&mut seen), Some(pos));
+            r.publish(pos, 0, None, 0);
+            assert_eq!(r.poll(pos).unwrap().buf, pos as u32);
+        }
+        // Buffer 1 stays kept; the others come back out of order.
+        for buf in [2, 0, 3] {
+            back.repost(&r, buf, 4);
+        }
+        for (pos, buf) in [(4, 2), (5, 0), (6, 3)] {
+            assert_eq!(r.claim(&mut seen), Some(pos));
+            r.publish(pos, 0, None, 0);
+            assert_eq!(r.poll(pos).unwrap().buf, buf, "position {pos}");
+        }
+        assert_eq!(r.claim(&mut seen), None, "buffer 1 is still kept");
+        back.repost(&r, 1, 7);
+        assert_eq!(r.claim(&mut seen), Some(7));
     }
 }
