@@ -29,10 +29,23 @@ const TIMERS: usize = 5;
 /// A deadline per [`Timer`], and the earliest of them kept up to date:
 /// every call into the endpoint asks for it, and timers change far less
 /// often than that.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Timers {
     at: [Option<u64>; TIMERS],
     earliest: Option<u64>,
+    /// [`AWAY_NS`] past `earliest` (`u64::MAX` without one): a call before
+    /// it cannot find the endpoint away, and every call asks.
+    away_after: u64,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            at: [None; TIMERS],
+            earliest: None,
+            away_after: u64::MAX,
+        }
+    }
 }
 
 impl Timers {
@@ -40,14 +53,26 @@ impl Timers {
     pub fn arm(&mut self, t: Timer, at: u64) {
         let e = &mut self.at[t as usize];
         *e = Some(e.map_or(at, |d| d.min(at)));
-        self.earliest = Some(self.earliest.map_or(at, |d| d.min(at)));
+        self.set_earliest(Some(self.earliest.map_or(at, |d| d.min(at))));
     }
 
     pub fn stop(&mut self, t: Timer) {
         let was = self.at[t as usize].take();
         if was.is_some() && was == self.earliest {
-            self.earliest = self.at.iter().flatten().copied().min();
+            self.set_earliest(self.at.iter().flatten().copied().min());
         }
+    }
+
+    fn set_earliest(&mut self, e: Option<u64>) {
+        self.earliest = e;
+        self.away_after = e.map_or(u64::MAX, |d| d.saturating_add(AWAY_NS));
+    }
+
+    /// A call at `now` may find the endpoint away: it is more than
+    /// [`AWAY_NS`] past the earliest deadline.
+    #[inline]
+    fn may_be_away(&self, now: u64) -> bool {
+        now > self.away_after
     }
 
     pub fn is_armed(&self, t: Timer) -> bool {
@@ -87,13 +112,22 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// [`away`](Self::away)).
     #[inline(always)]
     pub(super) fn tick(&mut self, now: u64) {
+        if self.timers.may_be_away(now) {
+            self.tick_late(now);
+        }
+        self.now = self.now.max(now);
+    }
+
+    /// [`tick`](Self::tick) long after the earliest deadline: away, unless
+    /// a call came since.
+    #[inline(never)]
+    fn tick_late(&mut self, now: u64) {
         if let Some(due) = self.timers.next_timeout() {
             let since = due.max(self.now);
             if now.saturating_sub(since) > AWAY_NS {
                 self.away(now - since);
             }
         }
-        self.now = self.now.max(now);
     }
 
     /// A post met a busy NIC: `t` goes off at once the first time, then
@@ -237,6 +271,10 @@ mod timers_tests {
             }
             let want = t.at.iter().flatten().copied().min();
             assert_eq!(t.next_timeout(), want, "step {step}");
+            let away = want.map_or(u64::MAX, |d| d.saturating_add(AWAY_NS));
+            for now in [0, away.saturating_sub(1), away, away.saturating_add(1)] {
+                assert_eq!(t.may_be_away(now), now > away, "step {step}, now {now}");
+            }
         }
     }
 }
