@@ -148,6 +148,11 @@ impl<E, C: AsRef<[E]> + AsMut<[E]>> core::ops::IndexMut<usize> for Rows<E, C> {
 /// from registered user memory ([`NoReuse`]: none).
 pub struct Endpoint<S: Storage, Z = NoReuse> {
     cfg: Config,
+    /// Decided from `cfg` once, read by every small send: the largest
+    /// message [`isend_now`](Self::isend_now) may send (`None`: it sends
+    /// none), and how many inline sends in a row go unsignalled plus one.
+    inline_now_max: Option<u32>,
+    signal_every: u16,
     me: u16,
     npeers: u16,
     peers: Rows<Peer, S::Table<Peer>>,
@@ -277,8 +282,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         for p in peers.as_mut()[..npeers as usize].iter_mut() {
             *p = Peer::new(cfg.rto_ns, share);
         }
+        let inline_now_max = cfg
+            .reliable
+            .then_some(cfg.inline_max.min(cfg.eager_threshold));
+        let signal_every = send::signal_every(&cfg);
         Ok(Endpoint {
             cfg,
+            inline_now_max,
+            signal_every,
             me,
             npeers,
             peers: Rows::new(peers),
@@ -389,7 +400,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         data: &[u8],
     ) -> Option<Result<Request, SendError>> {
         let len = u32::try_from(data.len()).ok()?;
-        if !self.cfg.reliable || len > self.cfg.inline_max || len > self.cfg.eager_threshold {
+        if len > self.inline_now_max? {
             return None;
         }
         let d = dest as usize;

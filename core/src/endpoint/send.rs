@@ -197,19 +197,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
-    /// Whether an inline send to peer `d` asks for its own completion:
-    /// once in `Config::cq_moderation`, and at least once in half the
-    /// entries a send may wait for. The unsignalled sends after the last
-    /// signalled one then hold fewer entries than any send waits for, so
-    /// a send that waits always has a signalled one ahead to complete.
+    /// Whether an inline send to peer `d` asks for its own completion: see
+    /// [`signal_every`].
     #[inline(always)]
     fn signal_inline(&self, d: usize) -> bool {
-        let limit = match self.cfg.coalesce {
-            Coalesce::Outstanding(n) => n.min(self.cfg.send_wqes),
-            _ => self.cfg.send_wqes,
-        };
-        let every = self.cfg.cq_moderation.min((limit / 2).max(1));
-        self.peers[d].quiet.saturating_add(1) >= every
+        self.peers[d].quiet.saturating_add(1) >= self.signal_every
     }
 
     /// A header to `dest` with the current sequence, ack and credit.
@@ -509,3 +501,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 }
+
+/// How often an inline send asks for its own completion: once in
+/// `Config::cq_moderation`, and at least once in half the entries a send
+/// may wait for. The unsignalled sends after the last signalled one then
+/// hold fewer entries than any send waits for, so a send that waits always
+/// has a signalled one ahead to complete.
+pub(super) fn signal_every(cfg: &Config) -> u16 {
+    let limit = match cfg.coalesce {
+        Coalesce::Outstanding(n) => n.min(cfg.send_wqes),
+        _ => cfg.send_wqes,
+    };
+    cfg.cq_moderation.min((limit / 2).max(1))
+}
+
