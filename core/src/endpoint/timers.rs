@@ -50,10 +50,18 @@ impl Default for Timers {
 
 impl Timers {
     /// Sets `t` to `at`, or earlier if it already is.
+    #[inline]
     pub fn arm(&mut self, t: Timer, at: u64) {
         let e = &mut self.at[t as usize];
-        *e = Some(e.map_or(at, |d| d.min(at)));
-        self.set_earliest(Some(self.earliest.map_or(at, |d| d.min(at))));
+        // Already due as early (a per-peer timer, at most messages): then
+        // so is the earliest.
+        if e.is_some_and(|d| d <= at) {
+            return;
+        }
+        *e = Some(at);
+        if self.earliest.is_none_or(|d| at < d) {
+            self.set_earliest(Some(at));
+        }
     }
 
     pub fn stop(&mut self, t: Timer) {
