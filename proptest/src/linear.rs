@@ -2,7 +2,7 @@
 //! reference the binned [`rmx_core::matching::Matcher`] is checked and
 //! measured against.
 
-use rmx_core::matching::{Envelope, Pattern};
+use rmx_core::matching::{Envelope, Pattern, Source};
 
 /// Posted receives and unexpected messages, each in arrival order.
 pub struct LinearMatcher<P, U> {
@@ -42,6 +42,24 @@ impl<P, U> LinearMatcher<P, U> {
 
     pub fn remove_posted(&mut self, which: impl Fn(&P) -> bool) -> Option<P> {
         let i = self.posted.iter().position(|(_, p)| which(p))?;
+        Some(self.posted.remove(i).1)
+    }
+
+    /// The oldest receive posted for `src` alone, removed.
+    pub fn remove_posted_from(&mut self, src: u16) -> Option<P> {
+        let i = self
+            .posted
+            .iter()
+            .position(|(p, _)| p.source == Source::Rank(src))?;
+        Some(self.posted.remove(i).1)
+    }
+
+    /// The oldest receive posted for any source, removed.
+    pub fn remove_posted_any(&mut self) -> Option<P> {
+        let i = self
+            .posted
+            .iter()
+            .position(|(p, _)| p.source == Source::Any)?;
         Some(self.posted.remove(i).1)
     }
 

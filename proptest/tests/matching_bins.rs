@@ -13,6 +13,10 @@ enum Op {
     Arrive(Envelope),
     Post(Pattern),
     Cancel(u32),
+    /// A peer failed: every receive naming it goes.
+    Fail(u16),
+    /// No peer is left: every ANY_SOURCE receive goes.
+    FailAny,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -32,6 +36,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => env.prop_map(Op::Arrive),
         4 => pat.prop_map(Op::Post),
         1 => (0u32..200).prop_map(Op::Cancel),
+        1 => (0u16..40).prop_map(Op::Fail),
+        1 => Just(Op::FailAny),
     ]
 }
 
@@ -69,6 +75,21 @@ proptest! {
                 }
                 Op::Cancel(k) => {
                     prop_assert_eq!(m.remove_posted(|&p| p == k), model.remove_posted(|&p| p == k));
+                }
+                // Each removed receive fails on its own: which ones go
+                // matters, not in what order.
+                Op::Fail(src) => {
+                    let mut got: Vec<_> = std::iter::from_fn(|| m.remove_posted_from(src)).collect();
+                    let mut want: Vec<_> =
+                        std::iter::from_fn(|| model.remove_posted_from(src)).collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    prop_assert_eq!(got, want, "fail {}", src);
+                }
+                Op::FailAny => {
+                    let got: Vec<_> = std::iter::from_fn(|| m.remove_posted_any()).collect();
+                    let want: Vec<_> = std::iter::from_fn(|| model.remove_posted_any()).collect();
+                    prop_assert_eq!(got, want);
                 }
             }
             prop_assert_eq!(m.lens(), model.lens());

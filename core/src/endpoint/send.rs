@@ -514,4 +514,3 @@ pub(super) fn signal_every(cfg: &Config) -> u16 {
     };
     cfg.cq_moderation.min((limit / 2).max(1))
 }
-

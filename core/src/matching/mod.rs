@@ -11,7 +11,10 @@
 //! receives; the older of the two first matches wins, by the order the
 //! receives were posted. A receive for one source searches only that
 //! source's bin of unexpected messages; an ANY_SOURCE receive walks the
-//! unexpected messages in arrival order.
+//! unexpected messages in arrival order. A receive for one source posted
+//! while no other is waits apart, ahead of the bins (it is the oldest):
+//! most receives are posted one at a time, and then an arrival compares
+//! one pattern and a post hashes nothing.
 
 mod lists;
 
@@ -82,6 +85,10 @@ fn bin(src: u16, context: u16, n: usize) -> usize {
 /// Each table's length is its queue's capacity (and its number of bins).
 #[derive(Debug)]
 pub struct Matcher<P, U, SP, SU> {
+    /// A receive for one source posted while no other was: older than
+    /// every receive in `posted`, and, as most receives are posted one at
+    /// a time, the only one. It counts against `posted`'s capacity.
+    lone: Option<(Pattern, P)>,
     /// Receives, those for one source binned by (source, context).
     posted: Entries<Pattern, P, SP>,
     /// ANY_SOURCE receives, oldest first.
@@ -101,6 +108,7 @@ where
     /// forgotten).
     pub fn new(posted: SP, unexpected: SU) -> Self {
         Matcher {
+            lone: None,
             posted: Entries::new(posted),
             wildcards: Ends::EMPTY,
             unexpected: Entries::new(unexpected),
@@ -113,6 +121,10 @@ where
     // Matching every arrival: inlined into the endpoint's one caller.
     #[inline(always)]
     pub fn arrive(&mut self, env: &Envelope) -> Option<P> {
+        // The lone receive is the oldest: if it matches, it wins.
+        if self.lone.as_ref().is_some_and(|(pat, _)| pat.matches(env)) {
+            return self.lone.take().map(|(_, p)| p);
+        }
         if self.posted.len() == 0 {
             return None;
         }
@@ -191,7 +203,13 @@ where
     /// [`take_unexpected`](Self::take_unexpected) found nothing.
     #[inline]
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
+        if self.posted_full() {
+            return Err(QueueFull);
+        }
         match pat.source {
+            Source::Rank(_) if self.lone.is_none() && self.posted.len() == 0 => {
+                self.lone = Some((pat, p));
+            }
             Source::Rank(r) => {
                 let b = bin(r, pat.context, self.posted.capacity()) as u16;
                 let i = self.posted.add(pat, p, b).map_err(|_| QueueFull)?;
@@ -207,6 +225,9 @@ where
 
     /// Removes the first posted receive `which` selects (cancel).
     pub fn remove_posted(&mut self, which: impl Fn(&P) -> bool) -> Option<P> {
+        if self.lone.as_ref().is_some_and(|(_, p)| which(p)) {
+            return self.lone.take().map(|(_, p)| p);
+        }
         let i = self.posted.find(which)?;
         self.take_posted(i)
     }
@@ -227,6 +248,13 @@ where
 
     /// Removes the oldest receive posted for `src` alone (the peer failed).
     pub fn remove_posted_from(&mut self, src: u16) -> Option<P> {
+        if self
+            .lone
+            .as_ref()
+            .is_some_and(|(pat, _)| pat.source == Source::Rank(src))
+        {
+            return self.lone.take().map(|(_, p)| p);
+        }
         let i = self.posted.find_key(|k| k.source == Source::Rank(src))?;
         self.take_posted(i)
     }
@@ -253,12 +281,16 @@ where
 
     /// Is there room for one more posted receive?
     pub fn posted_full(&self) -> bool {
-        self.posted.is_full()
+        self.posted_len() >= self.posted.capacity()
+    }
+
+    fn posted_len(&self) -> usize {
+        self.posted.len() + usize::from(self.lone.is_some())
     }
 
     /// Number of posted receives and unexpected messages.
     pub fn lens(&self) -> (usize, usize) {
-        (self.posted.len(), self.unexpected.len())
+        (self.posted_len(), self.unexpected.len())
     }
 }
 
@@ -298,6 +330,33 @@ mod tests {
         assert_eq!(m.arrive(&env(2, 5)), Some(1));
         assert_eq!(m.arrive(&env(2, 5)), Some(2));
         assert_eq!(m.arrive(&env(2, 5)), None);
+    }
+
+    /// A receive posted alone is kept apart from the lists, and stays the
+    /// oldest: it wins over receives posted after it, counts against the
+    /// capacity, and is found by cancel and by a peer's failure.
+    #[test]
+    fn a_receive_posted_alone_stays_the_oldest() {
+        let mut m = matcher::<3, 4>();
+        m.post(pat(Source::Rank(1), TagSel::Tag(5)), 1).unwrap();
+        m.post(pat(Source::Any, TagSel::Tag(5)), 2).unwrap();
+        m.post(pat(Source::Rank(1), TagSel::Tag(5)), 3).unwrap();
+        assert_eq!(m.post(pat(Source::Rank(2), TagSel::Any), 4), Err(QueueFull));
+        assert_eq!(m.lens(), (3, 0));
+        assert_eq!(m.arrive(&env(1, 5)), Some(1));
+        assert_eq!(m.arrive(&env(1, 5)), Some(2));
+        // Lists not empty: the next receive queues behind the one left.
+        m.post(pat(Source::Rank(1), TagSel::Tag(5)), 5).unwrap();
+        assert_eq!(m.arrive(&env(1, 5)), Some(3));
+        assert_eq!(m.arrive(&env(1, 5)), Some(5));
+        assert_eq!(m.lens(), (0, 0));
+        m.post(pat(Source::Rank(1), TagSel::Tag(5)), 6).unwrap();
+        assert_eq!(m.arrive(&env(1, 6)), None, "another tag");
+        assert_eq!(m.remove_posted(|&p| p == 6), Some(6));
+        m.post(pat(Source::Rank(1), TagSel::Tag(5)), 7).unwrap();
+        assert_eq!(m.remove_posted_from(2), None);
+        assert_eq!(m.remove_posted_from(1), Some(7));
+        assert_eq!(m.lens(), (0, 0));
     }
 
     #[test]
