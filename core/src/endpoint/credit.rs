@@ -207,7 +207,14 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.serve_starving(now, nic);
             }
         } else {
+            // Its own credit, the common case: the peer is at hand.
             p.limit = p.limit.wrapping_add(1);
+            if p.credit_owed() < self.cfg.credit_return as u32 {
+                if let Some(t) = p.delay_ack(now, self.cfg.ack_delay_ns) {
+                    self.arm(t);
+                }
+                return;
+            }
         }
         if self.peers[src as usize].credit_owed() >= self.cfg.credit_return as u32 {
             self.send_control(now, nic, src, Kind::Ack, 0);

@@ -202,6 +202,19 @@ impl Peer {
         self.ack_at = None;
     }
 
+    /// Something is owed to the peer: an acknowledgement goes `delay`
+    /// after `now` unless a packet carries it first. The deadline to arm,
+    /// if none was set.
+    #[inline]
+    pub(crate) fn delay_ack(&mut self, now: u64, delay: u64) -> Option<u64> {
+        if self.ack_at.is_some() {
+            return None;
+        }
+        let t = now.saturating_add(delay);
+        self.ack_at = Some(t);
+        Some(t)
+    }
+
     /// Credits granted to the peer that no packet has carried yet.
     pub(crate) fn credit_owed(&self) -> u32 {
         self.limit.wrapping_sub(self.limit_sent)

@@ -7,10 +7,7 @@ use super::*;
 impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     #[inline]
     pub(super) fn arm_ack(&mut self, now: u64, src: usize) {
-        let p = &mut self.peers[src];
-        if p.ack_at.is_none() {
-            let t = now.saturating_add(self.cfg.ack_delay_ns);
-            p.ack_at = Some(t);
+        if let Some(t) = self.peers[src].delay_ack(now, self.cfg.ack_delay_ns) {
             self.arm(t);
         }
     }

@@ -203,13 +203,15 @@ where
     /// [`take_unexpected`](Self::take_unexpected) found nothing.
     #[inline]
     pub fn post(&mut self, pat: Pattern, p: P) -> Result<(), QueueFull> {
+        let alone = self.lone.is_none() && self.posted.len() == 0;
+        if alone && matches!(pat.source, Source::Rank(_)) && self.posted.capacity() > 0 {
+            self.lone = Some((pat, p));
+            return Ok(());
+        }
         if self.posted_full() {
             return Err(QueueFull);
         }
         match pat.source {
-            Source::Rank(_) if self.lone.is_none() && self.posted.len() == 0 => {
-                self.lone = Some((pat, p));
-            }
             Source::Rank(r) => {
                 let b = bin(r, pat.context, self.posted.capacity()) as u16;
                 let i = self.posted.add(pat, p, b).map_err(|_| QueueFull)?;
