@@ -50,7 +50,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return;
         }
         let src = h.src as usize;
-        if self.peers[src].failed {
+        let p = &mut self.peers[src];
+        if p.failed {
             self.stats.from_failed += 1;
             self.tell_gone(nic, h.src, h.kind);
             return;
@@ -61,13 +62,19 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.peer_down(h.src);
             return;
         }
-        self.heard_from(now, src);
-        if !self.cfg.reliable && !self.take_ack(now, src, h.ack) {
-            self.stats.malformed += 1;
-            return;
-        }
-        let before = self.peers[src].peer_limit;
-        if !self.peers[src].take_credit(h.credit, u16::MAX) {
+        p.heard_at(now);
+        // On a reliable transport the NIC acknowledged: the peer is still at hand.
+        let p = if self.cfg.reliable {
+            p
+        } else {
+            if !self.take_ack(now, src, h.ack) {
+                self.stats.malformed += 1;
+                return;
+            }
+            &mut self.peers[src]
+        };
+        let before = p.peer_limit;
+        if !p.take_credit(h.credit, u16::MAX) {
             self.stats.malformed += 1;
             return;
         }

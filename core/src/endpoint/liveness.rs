@@ -127,17 +127,6 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
-    /// A packet came from `src`: it is alive.
-    #[inline]
-    pub(super) fn heard_from(&mut self, now: u64, src: usize) {
-        let p = &mut self.peers[src];
-        p.heard = now;
-        if p.pings > 0 || p.ping_at.is_some() {
-            p.pings = 0;
-            p.ping_at = None;
-        }
-    }
-
     /// Since when `peer` counts as silent, if anything here waits on it.
     fn silent_since(&self, peer: u16) -> Option<u64> {
         let p = &self.peers[peer as usize];

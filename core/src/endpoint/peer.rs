@@ -202,6 +202,16 @@ impl Peer {
         self.ack_at = None;
     }
 
+    /// A packet came from the peer at `now`: it is alive.
+    #[inline]
+    pub(crate) fn heard_at(&mut self, now: u64) {
+        self.heard = now;
+        if self.pings > 0 || self.ping_at.is_some() {
+            self.pings = 0;
+            self.ping_at = None;
+        }
+    }
+
     /// Something is owed to the peer: an acknowledgement goes `delay`
     /// after `now` unless a packet carries it first. The deadline to arm,
     /// if none was set.
