@@ -243,6 +243,57 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         what: Incoming,
     ) -> bool {
         let posted = self.matcher.arrive(&env);
+        // The small-message path, an expected eager message, first.
+        if let (Some(pr), Incoming::Eager { buf, at, len }) = (&posted, what) {
+            self.unposted(pr);
+            self.accepted(now, env.src);
+            self.deliver_expected(now, nic, env, pr, Loc::Rx(buf, at), len);
+            return true;
+        }
+        self.arrive_other(now, nic, env, posted, what)
+    }
+
+    /// A message in sequence is taken (delivered or kept): counted, and on
+    /// a lossy transport acknowledged.
+    #[inline(always)]
+    fn accepted(&mut self, now: u64, src: u16) {
+        self.stats.messages_in += 1;
+        if !self.cfg.reliable {
+            let p = &mut self.peers[src as usize];
+            p.rx_next = p.rx_next.wrapping_add(1);
+            p.nacked = None;
+            self.arm_ack(now, src as usize);
+        }
+    }
+
+    /// An eager message of `len` bytes at `from` matched `pr`: its bytes
+    /// are delivered, its request completes, its credit goes back.
+    #[inline(always)]
+    fn deliver_expected<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        env: Envelope,
+        pr: &PostedRecv,
+        from: Loc,
+        len: u32,
+    ) {
+        let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
+        self.reqs.set(pr.req, State::Done(st));
+        self.consumed(now, nic, env.src);
+    }
+
+    /// [`arrive`](Self::arrive) for all but an expected eager message:
+    /// `posted` is the receive it matched, if any.
+    #[inline(never)]
+    fn arrive_other<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        env: Envelope,
+        posted: Option<PostedRecv>,
+        what: Incoming,
+    ) -> bool {
         if let Some(pr) = &posted {
             self.unposted(pr);
         }
@@ -268,19 +319,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             self.stats.no_room += 1;
             return false;
         }
-        self.stats.messages_in += 1;
-        if !self.cfg.reliable {
-            let p = &mut self.peers[env.src as usize];
-            p.rx_next = p.rx_next.wrapping_add(1);
-            p.nacked = None;
-            self.arm_ack(now, env.src as usize);
-        }
+        self.accepted(now, env.src);
         match (posted, what) {
             (Some(pr), Incoming::Eager { buf, at, len }) => {
-                let from = Loc::Rx(buf, at);
-                let st = self.deliver_to(nic, env, len, from, pr.buf, pr.capacity);
-                self.reqs.set(pr.req, State::Done(st));
-                self.consumed(now, nic, env.src);
+                self.deliver_expected(now, nic, env, &pr, Loc::Rx(buf, at), len);
             }
             (Some(pr), Incoming::Rts(rts)) => {
                 self.start_recv(now, nic, pr.req, pr.buf, pr.capacity, env, rts);

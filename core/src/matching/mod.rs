@@ -128,6 +128,13 @@ where
         if self.posted.len() == 0 {
             return None;
         }
+        self.arrive_listed(env)
+    }
+
+    /// [`arrive`](Self::arrive) past the lone receive: the oldest match in
+    /// the bin of `env`'s source or among the ANY_SOURCE receives.
+    #[inline(never)]
+    fn arrive_listed(&mut self, env: &Envelope) -> Option<P> {
         let first = |m: &Self, mut i: u16, via: Via| {
             while i != NIL {
                 if m.posted.key(i).is_some_and(|p| p.matches(env)) {
