@@ -104,25 +104,24 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     tag: h.tag,
                     context: h.context,
                 };
-                let what = if h.kind == Kind::Rts {
+                let rts = if h.kind == Kind::Rts {
                     match crate::wire::rendezvous::Rts::decode(&nic.rx(buf)[HEADER_LEN..]) {
-                        Ok(rts) => Incoming::Rts(rts),
+                        Ok(rts) => Some(rts),
                         Err(_) => {
                             self.stats.malformed += 1;
                             return;
                         }
                     }
                 } else {
-                    Incoming::Eager {
-                        buf,
-                        at: HEADER_LEN as u32,
-                        len,
-                    }
+                    None
                 };
                 if !self.cfg.reliable && !self.in_sequence(now, nic, src, h.seq) {
                     return;
                 }
-                self.arrive(now, nic, env, what);
+                match rts {
+                    Some(rts) => self.arrive(now, nic, env, Incoming::Rts(rts)),
+                    None => self.arrive_eager(now, nic, env, buf, HEADER_LEN as u32, len),
+                };
             }
             Kind::Cts | Kind::Fin | Kind::Pull | Kind::Data | Kind::Probe => {
                 self.on_rndv_packet(now, nic, buf, h);
@@ -222,12 +221,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 context: rec.context,
             };
             let at = (HEADER_LEN + at) as u32;
-            let what = Incoming::Eager {
-                buf,
-                at,
-                len: rec.len,
-            };
-            if !self.arrive(now, nic, env, what) {
+            if !self.arrive_eager(now, nic, env, buf, at, rec.len) {
                 return;
             }
         }
@@ -242,15 +236,36 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         env: Envelope,
         what: Incoming,
     ) -> bool {
+        match what {
+            Incoming::Eager { buf, at, len } => self.arrive_eager(now, nic, env, buf, at, len),
+            what => {
+                let posted = self.matcher.arrive(&env);
+                self.arrive_other(now, nic, env, posted, what)
+            }
+        }
+    }
+
+    /// An in-sequence eager message of `len` bytes at `at` in `buf`:
+    /// delivered to the oldest matching posted receive, or kept as
+    /// unexpected. `false`: no room. The small-message path, an expected
+    /// message, comes first.
+    fn arrive_eager<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        env: Envelope,
+        buf: RxBuf,
+        at: u32,
+        len: u32,
+    ) -> bool {
         let posted = self.matcher.arrive(&env);
-        // The small-message path, an expected eager message, first.
-        if let (Some(pr), Incoming::Eager { buf, at, len }) = (&posted, what) {
+        if let Some(pr) = &posted {
             self.unposted(pr);
             self.accepted(now, env.src);
             self.deliver_expected(now, nic, env, pr, Loc::Rx(buf, at), len);
             return true;
         }
-        self.arrive_other(now, nic, env, posted, what)
+        self.arrive_other(now, nic, env, posted, Incoming::Eager { buf, at, len })
     }
 
     /// A message in sequence is taken (delivered or kept): counted, and on
@@ -283,8 +298,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.consumed(now, nic, env.src);
     }
 
-    /// [`arrive`](Self::arrive) for all but an expected eager message:
-    /// `posted` is the receive it matched, if any.
+    /// An arrival but an expected eager message: `posted` is the receive
+    /// it matched, if any.
     #[inline(never)]
     fn arrive_other<N: Nic>(
         &mut self,
