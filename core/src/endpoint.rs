@@ -404,16 +404,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return None;
         }
         let d = dest as usize;
+        let limit = self.wqe_limit(len);
+        self.tick(now);
         let p = self.peers.all().get(d).filter(|_| dest < self.npeers)?;
-        if p.failed || p.queued > 0 || p.credits_left() == 0 || self.must_wait(d, len) {
+        if p.failed || p.queued > 0 || p.credits_left() == 0 || send::waits(p, limit) {
             return None;
         }
-        self.tick(now);
         let h = Header {
             context,
             tag,
             len,
-            ..self.header(dest, Kind::Eager)
+            ..self.header_of(p, Kind::Eager)
         };
         match self.post_inline(nic, d, &h, send::Body::Bytes(data)) {
             send::Inlined::Done => Some(Ok(Request::COMPLETE)),

@@ -195,6 +195,13 @@ impl Peer {
         true
     }
 
+    /// A sequenced packet carrying `limit` left for the peer.
+    #[inline]
+    pub(crate) fn sent(&mut self, limit: u32) {
+        self.tx_seq = self.tx_seq.wrapping_add(1);
+        self.carried(limit);
+    }
+
     /// A packet to the peer carried the current ack and `limit`: nothing is
     /// owed until more arrives, so the delayed-ACK timer stops.
     pub(crate) fn carried(&mut self, limit: u32) {

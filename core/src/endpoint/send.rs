@@ -133,12 +133,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// a coalescing threshold, that many).
     #[inline]
     pub(super) fn must_wait(&self, d: usize, len: u32) -> bool {
-        let limit = match self.cfg.coalesce {
+        waits(&self.peers[d], self.wqe_limit(len))
+    }
+
+    /// The send entries a message of `len` bytes may find in use and
+    /// still go: fewer than all when it could be packed instead.
+    #[inline]
+    pub(super) fn wqe_limit(&self, len: u32) -> u16 {
+        match self.cfg.coalesce {
             Coalesce::Outstanding(n) if self.packable(len) => n,
             _ => self.cfg.send_wqes,
-        };
-        let p = &self.peers[d];
-        !p.backlog.is_empty() || p.wqes >= limit
+        }
     }
 
     /// Posts the eager message `h` to peer `d` as an inline send of `body`
@@ -174,9 +179,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                     true => 0,
                     false => p.quiet + later,
                 };
+                p.sent(h.credit);
                 self.stats.unsignalled += u64::from(!signal && later == 1);
                 self.stats.packets_out += 1;
-                self.sent(d, h);
+                self.stats.messages_out += 1;
                 Inlined::Done
             }
             Err(PostError::Busy) => Inlined::Busy,
@@ -207,7 +213,12 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// A header to `dest` with the current sequence, ack and credit.
     #[inline]
     pub(super) fn header(&self, dest: u16, kind: Kind) -> Header {
-        let p = &self.peers[dest as usize];
+        self.header_of(&self.peers[dest as usize], kind)
+    }
+
+    /// [`header`](Self::header) to peer `p`, at hand.
+    #[inline]
+    pub(super) fn header_of(&self, p: &Peer, kind: Kind) -> Header {
         Header {
             kind,
             src: self.me,
@@ -373,9 +384,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// Bookkeeping of an eager message that left: sequence, piggybacked ack and credit.
     #[inline]
     pub(super) fn sent(&mut self, d: usize, h: &Header) {
-        let p = &mut self.peers[d];
-        p.tx_seq = p.tx_seq.wrapping_add(1);
-        p.carried(h.credit);
+        self.peers[d].sent(h.credit);
         self.stats.messages_out += 1;
     }
 
@@ -513,4 +522,11 @@ pub(super) fn signal_every(cfg: &Config) -> u16 {
         _ => cfg.send_wqes,
     };
     cfg.cq_moderation.min((limit / 2).max(1))
+}
+
+/// A send to `p` must wait (or be packed): the connection has a backlog,
+/// which keeps the order, or `limit` of its send entries in use.
+#[inline]
+pub(super) fn waits(p: &Peer, limit: u16) -> bool {
+    !p.backlog.is_empty() || p.wqes >= limit
 }
