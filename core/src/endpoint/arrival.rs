@@ -41,7 +41,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         h: Header,
         len: u32,
     ) {
-        if h.src >= self.npeers || (h.kind.has_payload() && len > self.cfg.eager_threshold) {
+        // A control packet carries no payload (`decode_packet` checked):
+        // only a payload can pass the threshold.
+        debug_assert!(h.kind.has_payload() || len == 0);
+        if h.src >= self.npeers || len > self.cfg.eager_threshold {
             debug!(
                 "rmx: rank {} dropped a packet from bad rank {} or of {} bytes",
                 self.me, h.src, len
