@@ -392,8 +392,8 @@ impl<T: Transport + 'static> Rank<T> {
             return self.sent_when_started(&req);
         }
         match self.poll_once(req) {
-            (Ok(st), _) => st,
-            (Err(req), idle) => self.wait_on(req, idle),
+            Ok(st) => st,
+            Err((req, idle)) => self.wait_on(req, idle),
         }
     }
 
@@ -410,15 +410,15 @@ impl<T: Transport + 'static> Rank<T> {
         Status::SENT
     }
 
-    /// One round of [`wait`](Self::wait): progress, then the test; and the
-    /// idle rounds so far.
+    /// One round of [`wait`](Self::wait): progress, then the test; if
+    /// pending, the idle rounds so far.
     #[inline]
-    fn poll_once(&mut self, req: Req) -> (Result<Status, Req>, u32) {
+    fn poll_once(&mut self, req: Req) -> Result<Status, (Req, u32)> {
         self.with(|d| {
             // Progress first: a request waited on is rarely complete
             // already, and an empty poll costs less than a table lookup.
             d.progress();
-            (d.test(req), d.idle)
+            d.test(req).map_err(|req| (req, d.idle))
         })
     }
 
@@ -430,8 +430,8 @@ impl<T: Transport + 'static> Rank<T> {
         self.rest(idle, &mut armed);
         loop {
             match self.poll_once(req) {
-                (Ok(st), _) => return st,
-                (Err(r), idle) => {
+                Ok(st) => return st,
+                Err((r, idle)) => {
                     req = r;
                     self.rest(idle, &mut armed);
                 }
