@@ -22,25 +22,14 @@ pub struct Post {
     pub signalled: bool,
 }
 
-/// Folds the core's id `next` into `last`, the id of the completion
-/// reported just before it on the same connection, when both are
-/// successful inline sends to one peer: a run of them becomes one
-/// [`WorkId::Inlines`], as the [`Port`](crate::Port) contract allows, and
-/// the core frees their send entries at once. Whether it folded (`last`
-/// then names the run).
-#[inline]
-pub fn fold_inline(last: &mut u64, next: u64) -> bool {
-    let (peer, count) = match WorkId::from_wr_id(*last) {
-        Some(WorkId::Inline(peer)) => (peer, 1u32),
-        Some(WorkId::Inlines { peer, count }) => (peer, count),
-        _ => return false,
-    };
-    match (WorkId::from_wr_id(next), count.checked_add(1)) {
-        (Some(WorkId::Inline(p)), Some(count)) if p == peer => {
-            *last = WorkId::Inlines { peer, count }.wr_id();
-            true
-        }
-        _ => false,
+/// The core's id for `count` successful inline sends to `peer` completed
+/// in a row: one [`WorkId::Inlines`] for a run, as the
+/// [`Port`](crate::Port) contract allows (the core frees their send
+/// entries at once), a plain [`WorkId::Inline`] for one.
+fn inline_run(peer: u16, count: u32) -> u64 {
+    match count {
+        1 => WorkId::Inline(peer).wr_id(),
+        count => WorkId::Inlines { peer, count }.wr_id(),
     }
 }
 
@@ -135,16 +124,6 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
         Some(id)
     }
 
-    /// Takes the oldest post.
-    fn pop(&mut self) -> Post {
-        let p = self.at(0);
-        self.first = self.slot(1);
-        self.len -= 1;
-        self.head = self.head.wrapping_add(1);
-        self.awaited -= u32::from(p.signalled);
-        p
-    }
-
     /// The device completed device id `id` with `result`: hands `done`
     /// every post up to it, oldest first, each before it successful (an
     /// unsignalled post completed by a later one) and `id`'s with
@@ -160,13 +139,50 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
         if k >= self.len as u64 {
             return None;
         }
+        // Below `len`, itself at most the ring's length.
+        let k = k as usize;
         let mut signalled = 0;
         for i in 0..=k {
-            let p = self.pop();
+            let p = self.at(i);
             signalled += u32::from(p.signalled);
             done(p, if i == k { result } else { Ok(()) });
         }
+        self.first = self.slot(k + 1);
+        self.len -= k + 1;
+        self.head = self.head.wrapping_add(k as u64 + 1);
+        self.awaited -= signalled;
         Some(signalled)
+    }
+
+    /// [`complete`](Self::complete) on the connection to `peer`, handing
+    /// `done` the core's ids: a run of successful inline sends goes as one
+    /// completion (see [`inline_run`]), before whatever ends it.
+    // Once per send completion polled: inlined into the port's poll.
+    #[inline(always)]
+    pub fn complete_runs(
+        &mut self,
+        id: u64,
+        result: WcResult,
+        peer: u16,
+        mut done: impl FnMut(u64, WcResult),
+    ) -> Option<u32> {
+        let inline = WorkId::Inline(peer).wr_id();
+        let mut run = 0u32;
+        let taken = self.complete(id, result, |p, r| {
+            let more = p.wr_id == inline && r.is_ok();
+            if run > 0 && (!more || run == u32::MAX) {
+                done(inline_run(peer, run), Ok(()));
+                run = 0;
+            }
+            match more {
+                true => run += 1,
+                false => done(p.wr_id, r),
+            }
+        });
+        if run > 0 {
+            done(inline_run(peer, run), Ok(()));
+        }
+        taken
     }
 
     /// The posts from device id `id` on never reached the device (a
@@ -194,32 +210,83 @@ mod tests {
     use super::*;
     use rmx_core::RdmaError;
 
-    #[test]
-    fn a_run_of_inline_sends_to_one_peer_folds_into_one_completion() {
-        let inline = |peer| WorkId::Inline(peer).wr_id();
-        let mut last = inline(3);
-        assert!(fold_inline(&mut last, inline(3)));
-        assert!(fold_inline(&mut last, inline(3)));
-        assert_eq!(
-            WorkId::from_wr_id(last),
-            Some(WorkId::Inlines { peer: 3, count: 3 })
-        );
-        // Another peer, or another kind, starts a completion of its own.
-        assert!(!fold_inline(&mut last, inline(4)));
-        let msg = WorkId::Rdma(9).wr_id();
-        assert!(!fold_inline(&mut last, msg));
-        let mut m = msg;
-        assert!(!fold_inline(&mut m, inline(3)));
-        assert_eq!(m, msg);
-        // A count at its limit is not carried past it.
-        let mut full = WorkId::Inlines {
-            peer: 3,
-            count: u32::MAX,
+    /// Completions handed out, decoded.
+    struct Got {
+        seen: [(Option<WorkId>, WcResult); 8],
+        n: usize,
+    }
+
+    impl Default for Got {
+        fn default() -> Got {
+            Got {
+                seen: [(None, Ok(())); 8],
+                n: 0,
+            }
         }
-        .wr_id();
-        let before = full;
-        assert!(!fold_inline(&mut full, inline(3)));
-        assert_eq!(full, before);
+    }
+
+    impl Got {
+        fn push(&mut self, id: u64, r: WcResult) {
+            self.seen[self.n] = (WorkId::from_wr_id(id), r);
+            self.n += 1;
+        }
+
+        fn seen(&self) -> &[(Option<WorkId>, WcResult)] {
+            &self.seen[..self.n]
+        }
+    }
+
+    #[test]
+    fn a_run_of_inline_sends_to_one_peer_completes_as_one() {
+        let inline = |peer| Post {
+            wr_id: WorkId::Inline(peer).wr_id(),
+            signalled: false,
+        };
+        let msg = Post {
+            wr_id: WorkId::Rdma(9).wr_id(),
+            signalled: true,
+        };
+        let mut l = Ledger::new([Post::default(); 8]);
+        // Three inline sends, a message, one inline (another peer's id,
+        // which no run takes), two inline, the last one signalled.
+        for p in [inline(3), inline(3), inline(3), msg, inline(4), inline(3)] {
+            l.note(p).unwrap();
+        }
+        let last = l
+            .note(Post {
+                signalled: true,
+                ..inline(3)
+            })
+            .unwrap();
+        let mut got = Got::default();
+        let taken = l.complete_runs(last, Ok(()), 3, |id, r| got.push(id, r));
+        assert_eq!(taken, Some(2));
+        assert_eq!(
+            got.seen(),
+            [
+                (Some(WorkId::Inlines { peer: 3, count: 3 }), Ok(())),
+                (Some(WorkId::Rdma(9)), Ok(())),
+                (Some(WorkId::Inline(4)), Ok(())),
+                (Some(WorkId::Inlines { peer: 3, count: 2 }), Ok(())),
+            ]
+        );
+        assert!(l.is_empty() && l.awaited() == 0);
+        // A failed inline send ends the run before it, alone.
+        for _ in 0..3 {
+            l.note(inline(3)).unwrap();
+        }
+        let mut got = Got::default();
+        let taken = l.complete_runs(l.next_id() - 1, Err(RdmaError::Down), 3, |id, r| {
+            got.push(id, r)
+        });
+        assert_eq!(taken, Some(0));
+        assert_eq!(
+            got.seen(),
+            [
+                (Some(WorkId::Inlines { peer: 3, count: 2 }), Ok(())),
+                (Some(WorkId::Inline(3)), Err(RdmaError::Down)),
+            ]
+        );
     }
 
     fn post(wr_id: u64, signalled: bool) -> Post {

@@ -13,7 +13,7 @@ use ibverbs_sys as ib;
 use rustc_hash::FxHashMap;
 use rmx_core::handshake::{Action, Kind, Msg, State};
 use rmx_core::{Caps, PostError, RdmaError, RdmaOp, RegError, WcResult};
-use rmx_driver::ledger::{fold_inline, Ledger, Post};
+use rmx_driver::ledger::{Ledger, Post};
 
 use super::address::Address;
 use super::batch::Batch;
@@ -40,6 +40,8 @@ const BATCH: usize = 64;
 /// post before it as done too).
 struct Conn {
     qp: Qp,
+    /// The rank at the other end.
+    peer: u16,
     sent: Ledger<Vec<Post>>,
     /// The doorbell (`VerbsPort::rung`) after which this connection last
     /// posted.
@@ -63,22 +65,10 @@ impl Conn {
         result: WcResult,
         dones: &mut VecDeque<Completion>,
     ) -> Option<u32> {
-        let start = dones.len();
-        let taken = self.sent.complete(id, result, |p, result| {
-            if p.wr_id == OWN {
-                return;
+        let taken = self.sent.complete_runs(id, result, self.peer, |wr_id, result| {
+            if wr_id != OWN {
+                dones.push_back(Completion { wr_id, result });
             }
-            if result.is_ok() && dones.len() > start {
-                if let Some(last) = dones.back_mut().filter(|l| l.result.is_ok()) {
-                    if fold_inline(&mut last.wr_id, p.wr_id) {
-                        return;
-                    }
-                }
-            }
-            dones.push_back(Completion {
-                wr_id: p.wr_id,
-                result,
-            });
         });
         self.down |= taken.is_some() && result.is_err();
         taken
@@ -132,7 +122,12 @@ pub struct VerbsPort {
     /// Completions taken from the device and not yet handed to the core
     /// (one device completion may stand for several posts).
     dones: VecDeque<Completion>,
-    recvs: VecDeque<Recv>,
+    /// Receive completions taken from the device, the next at `rx_at`,
+    /// `rx_n` of them: handed out one per
+    /// [`poll_recv`](rmx_driver::Port::poll_recv).
+    rwcs: [ib::ibv_wc; WCS],
+    rx_at: usize,
+    rx_n: usize,
     /// Sends held for the doorbell.
     batch: Batch,
     /// Signalled posts not yet completed, over every connection: while
@@ -237,7 +232,9 @@ impl VerbsPort {
             mrs: HashMap::new(),
             lkeys: HashMap::new(),
             dones: VecDeque::with_capacity(WCS),
-            recvs: VecDeque::with_capacity(sizes.rx_buffers as usize),
+            rwcs: [wc(); WCS],
+            rx_at: 0,
+            rx_n: 0,
             batch: Batch::new(BATCH, dev.facts.inline_max as usize),
             awaited: 0,
             cq_polls: 0,
@@ -328,6 +325,7 @@ impl VerbsPort {
             self.by_qpn.insert(qp.num(), peer);
             *slot = Some(Conn {
                 qp,
+                peer,
                 sent: Ledger::new(vec![Post::default(); self.sizes.sq_depth.max(1) as usize]),
                 rung: 0,
                 down: false,
@@ -428,12 +426,19 @@ impl VerbsPort {
 
     /// Whether sends to `peer` may go: asks for the connection (again)
     /// if not, and looks for answers.
+    // Once per post: inlined, a connection that is up costs one look.
+    #[inline(always)]
     fn ready(&mut self, peer: u16) -> Result<(), PostError> {
         match self.states.get(peer as usize) {
-            Some(State::Ready { .. }) => return Ok(()),
-            None | Some(State::Failed) => return Err(PostError::Down),
-            _ => {}
+            Some(State::Ready { .. }) => Ok(()),
+            None | Some(State::Failed) => Err(PostError::Down),
+            _ => self.connecting(peer),
         }
+    }
+
+    /// [`ready`](Self::ready) for a connection being made.
+    #[inline(never)]
+    fn connecting(&mut self, peer: u16) -> Result<(), PostError> {
         let action = self.states[peer as usize].want(now_ns());
         self.act(peer, action);
         self.poll_handshakes();
@@ -675,43 +680,62 @@ impl VerbsPort {
         }
     }
 
-    /// Takes up to `WCS` receive completions into `recvs`.
+    /// Takes up to `WCS` receive completions into `rwcs`; whether there
+    /// were any.
     #[inline(never)]
-    fn poll_receives(&mut self) {
-        let n = poll(&self.dev, self.dev.rcq, &mut self.wcs);
+    fn poll_receives(&mut self) -> bool {
+        let n = poll(&self.dev, self.dev.rcq, &mut self.rwcs);
         self.rx_drained = n > 0 && n < WCS;
-        for i in 0..n {
-            let w = self.wcs[i];
-            let buf = w.wr_id() as u32;
-            if self.unsettled > 0 && w.is_valid() {
-                if let Some(&p) = self.by_qpn.get(&w.qp_num) {
-                    self.states[p as usize].heard();
-                    self.settle();
-                }
+        self.rx_at = 0;
+        self.rx_n = n;
+        n > 0
+    }
+
+    /// The packet receive completion `w` brought, or `None` for a failed
+    /// or unexpected one (its buffer goes straight back; the packet is
+    /// counted).
+    #[inline(always)]
+    fn received(&mut self, w: ib::ibv_wc) -> Option<Recv> {
+        let buf = w.wr_id() as u32;
+        if self.unsettled > 0 && w.is_valid() {
+            self.heard_on(w.qp_num);
+        }
+        let recv = match (w.is_valid(), w.opcode()) {
+            (true, ib::ibv_wc_opcode::IBV_WC_RECV) => self
+                .pool
+                .filled(buf, w.len() as u32)
+                .then_some(Recv { buf, imm: None }),
+            (true, ib::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM) => {
+                self.pool.filled(buf, 0).then_some(Recv {
+                    buf,
+                    imm: Some(u32::from_be(w.imm_data)),
+                })
             }
-            let recv = match (w.is_valid(), w.opcode()) {
-                (true, ib::ibv_wc_opcode::IBV_WC_RECV) => self
-                    .pool
-                    .filled(buf, w.len() as u32)
-                    .then_some(Recv { buf, imm: None }),
-                (true, ib::ibv_wc_opcode::IBV_WC_RECV_RDMA_WITH_IMM) => {
-                    self.pool.filled(buf, 0).then_some(Recv {
-                        buf,
-                        imm: Some(u32::from_be(w.imm_data)),
-                    })
-                }
-                _ => None,
-            };
-            match recv {
-                Some(r) => self.recvs.push_back(r),
-                None => {
-                    // The buffer goes straight back; the packet is counted.
-                    self.counters.link.length += 1;
-                    if self.pool.filled(buf, 0) {
-                        self.pool.repost(&self.dev, buf);
-                    }
-                }
-            }
+            _ => None,
+        };
+        if recv.is_none() {
+            self.refused(buf);
+        }
+        recv
+    }
+
+    /// A packet arrived on queue pair `qpn` while connections are being
+    /// made: its peer's connection is up.
+    #[inline(never)]
+    fn heard_on(&mut self, qpn: u32) {
+        if let Some(&p) = self.by_qpn.get(&qpn) {
+            self.states[p as usize].heard();
+            self.settle();
+        }
+    }
+
+    /// A receive completion that brought no packet: its buffer goes
+    /// straight back, and it is counted.
+    #[inline(never)]
+    fn refused(&mut self, buf: u32) {
+        self.counters.link.length += 1;
+        if self.pool.filled(buf, 0) {
+            self.pool.repost(&self.dev, buf);
         }
     }
 
@@ -747,8 +771,8 @@ impl VerbsPort {
             self.poll_sends(out.len() - self.dones.len());
         }
         let n = out.len().min(self.dones.len());
-        for (o, c) in out.iter_mut().zip(self.dones.drain(..n)) {
-            *o = c;
+        for o in &mut out[..n] {
+            *o = self.dones.pop_front().expect("counted above");
         }
         n
     }
@@ -936,10 +960,19 @@ impl rmx_driver::Port for VerbsPort {
         if self.unsettled > 0 || self.polls.is_multiple_of(OOB_EVERY) {
             self.poll_out_of_band();
         }
-        if self.recvs.is_empty() && !std::mem::take(&mut self.rx_drained) {
-            self.poll_receives();
+        loop {
+            if self.rx_at < self.rx_n {
+                let w = self.rwcs[self.rx_at];
+                self.rx_at += 1;
+                match self.received(w) {
+                    Some(r) => return Some(r),
+                    None => continue,
+                }
+            }
+            if std::mem::take(&mut self.rx_drained) || !self.poll_receives() {
+                return None;
+            }
         }
-        self.recvs.pop_front()
     }
 
     fn rx_bytes(&self, buf: u32) -> Option<&[u8]> {
