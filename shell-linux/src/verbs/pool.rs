@@ -29,6 +29,10 @@ pub struct Pool {
     /// wait (a sender meeting an empty queue is refused, and rxe gives a
     /// connection up after a few such refusals).
     posted: usize,
+    /// A repost's work requests and gather entries, kept rather than
+    /// built (and zeroed) on the stack for each post.
+    wrs: Box<[ib::ibv_recv_wr; REPOST_BATCH]>,
+    sges: Box<[ib::ibv_sge; REPOST_BATCH]>,
 }
 
 /// The most buffers one repost carries.
@@ -84,6 +88,15 @@ impl Pool {
             back: Vec::with_capacity(REPOST_BATCH),
             batch: (posted as usize / 16).clamp(1, REPOST_BATCH),
             posted: 0,
+            wrs: Box::new(
+                [ib::ibv_recv_wr {
+                    wr_id: 0,
+                    next: ptr::null_mut(),
+                    sg_list: ptr::null_mut(),
+                    num_sge: 1,
+                }; REPOST_BATCH],
+            ),
+            sges: Box::new([ib::ibv_sge::default(); REPOST_BATCH]),
         };
         // SAFETY: the mapping lives until the pool drops, after the MR.
         pool.mr = unsafe {
@@ -140,32 +153,24 @@ impl Pool {
         }
         // SAFETY: the MR lives as long as the pool.
         let lkey = unsafe { (*self.mr).lkey };
-        let mut sges = [ib::ibv_sge::default(); REPOST_BATCH];
-        for (sge, &b) in sges.iter_mut().zip(&bufs[..n]) {
-            *sge = ib::ibv_sge {
+        for (i, &b) in bufs[..n].iter().enumerate() {
+            self.wrs[i].wr_id = b as u64;
+            self.sges[i] = ib::ibv_sge {
                 addr: self.base as u64 + b as u64 * self.size as u64,
                 length: self.size as u32,
                 lkey,
             };
         }
-        let mut wrs = [ib::ibv_recv_wr {
-            wr_id: 0,
-            next: ptr::null_mut(),
-            sg_list: ptr::null_mut(),
-            num_sge: 1,
-        }; REPOST_BATCH];
-        for (wr, &b) in wrs.iter_mut().zip(&bufs[..n]) {
-            wr.wr_id = b as u64;
-        }
         // Linked through raw pointers taken once both arrays are filled.
-        let (w, g) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
+        let (w, g) = (self.wrs.as_mut_ptr(), self.sges.as_mut_ptr());
         for i in 0..n {
             // SAFETY: i and i + 1 < n <= REPOST_BATCH are inside both arrays.
             unsafe {
                 (*w.add(i)).sg_list = g.add(i);
-                if i + 1 < n {
-                    (*w.add(i)).next = w.add(i + 1);
-                }
+                (*w.add(i)).next = match i + 1 < n {
+                    true => w.add(i + 1),
+                    false => ptr::null_mut(),
+                };
             }
         }
         let mut bad: *mut ib::ibv_recv_wr = ptr::null_mut();

@@ -559,6 +559,7 @@ impl VerbsPort {
         parts: &[&[u8]],
     ) -> Result<(), PostError> {
         self.ready(peer)?;
+        let rung = self.rung;
         let c = self
             .conns
             .get_mut(peer as usize)
@@ -570,39 +571,22 @@ impl VerbsPort {
         if c.sent.is_full() {
             return Err(PostError::Busy);
         }
-        let held = c.sent.awaited() > 0 || c.rung == self.rung;
-        c.rung = self.rung;
-        if held && self.batch.is_full() {
-            self.flush();
-        }
-        let c = self.conns[peer as usize].as_mut().expect("found above");
-        if c.down {
-            // The flush found the connection broken.
-            return Err(PostError::Down);
-        }
-        let core_id = wr.wr_id;
-        wr.wr_id = c.sent.next_id();
-        let signalled = wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0;
+        let held = c.sent.awaited() > 0 || c.rung == rung;
+        c.rung = rung;
         let post = Post {
-            wr_id: core_id,
-            signalled,
+            wr_id: wr.wr_id,
+            signalled: wr.send_flags & ib::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0,
         };
         if held {
-            c.sent.note(post);
-            self.awaited += u32::from(signalled);
-            self.batch.hold(peer, wr, sges, parts);
-            self.counters.batched += 1;
-            if wr.send_flags & ib::ibv_send_flags::IBV_SEND_SOLICITED.0 != 0 {
-                self.flush();
-            }
-            return Ok(());
+            return self.hold(peer, wr, sges, parts, post);
         }
+        wr.wr_id = c.sent.next_id();
         wr.sg_list = sges.as_mut_ptr();
         let mut bad = ptr::null_mut();
         let rc = post_send(&self.dev, &c.qp, wr, &mut bad);
         if rc == 0 {
             c.sent.note(post);
-            self.awaited += u32::from(signalled);
+            self.awaited += u32::from(post.signalled);
             return Ok(());
         }
         match rc {
@@ -610,6 +594,35 @@ impl VerbsPort {
             libc::EINVAL => Err(PostError::Unsupported),
             _ => Err(PostError::Down),
         }
+    }
+
+    /// Holds `wr`, the post `post` to `peer` (whose connection is up and
+    /// has room), for the doorbell; a full batch goes first.
+    fn hold(
+        &mut self,
+        peer: u16,
+        wr: &mut ib::ibv_send_wr,
+        sges: &mut [ib::ibv_sge; MAX_SGE],
+        parts: &[&[u8]],
+        post: Post,
+    ) -> Result<(), PostError> {
+        if self.batch.is_full() {
+            self.flush();
+        }
+        let c = self.conns[peer as usize].as_mut().expect("found by the caller");
+        if c.down {
+            // The flush found the connection broken.
+            return Err(PostError::Down);
+        }
+        wr.wr_id = c.sent.next_id();
+        c.sent.note(post);
+        self.awaited += u32::from(post.signalled);
+        self.batch.hold(peer, wr, sges, parts);
+        self.counters.batched += 1;
+        if wr.send_flags & ib::ibv_send_flags::IBV_SEND_SOLICITED.0 != 0 {
+            self.flush();
+        }
+        Ok(())
     }
 
     /// Posts the held sends, if any: a doorbell with none held (most of a
