@@ -13,7 +13,7 @@
 //! line so that callgrind counts each piece of a round trip on its own
 //! (`cost/layers` reports them).
 
-use rmx_core::{Source, TagSel};
+use rmx_core::{Coalesce, Config, Source, Status, TagSel};
 use rmx_linux::loopnic::{Fabric, LoopConfig, Port};
 use rmx_linux::rank::{loop_config, Rank, Req};
 use rmx_linux::transport::Transport;
@@ -34,6 +34,10 @@ const TAG: u32 = 7;
 /// packets), so that each costs its share.
 pub const ROUNDS: usize = 80;
 
+/// Messages in a window of the message-rate workload, as osu_mbw_mr and
+/// `rmx bench msgrate` send them.
+pub const WINDOW: usize = 64;
+
 /// Round trips run before a measurement, so connections, tables and the
 /// receive ring are in the state a long ping-pong keeps them in.
 const WARM: usize = 64;
@@ -48,13 +52,31 @@ pub struct Pair<T: Transport + 'static = Port> {
     back: Box<[u8; SIZE]>,
     at_a: Box<[u8; SIZE]>,
     at_b: Box<[u8; SIZE]>,
+    /// Rank 1's receive buffers of a window.
+    win: Box<[[u8; SIZE]; WINDOW]>,
 }
 
 impl Pair {
     /// Two warm ranks on the default `loop` fabric.
     pub fn warm() -> Pair {
+        Pair::warm_with(loop_config())
+    }
+
+    /// Two warm ranks configured as `rmx bench msgrate --wqes 10
+    /// --coalesce off` runs them (the configuration measured beside the
+    /// shared-memory MPIs). Run a [`window`](Pair::window) before
+    /// counting one: the first picks the copy routines, once a process.
+    pub fn warm_rate() -> Pair {
+        Pair::warm_with(Config {
+            send_wqes: 10,
+            coalesce: Coalesce::Off,
+            ..loop_config()
+        })
+    }
+
+    fn warm_with(cfg: Config) -> Pair {
         let fabric = Fabric::new(2, LoopConfig::default()).expect("default loop fabric");
-        let rank = |r| Rank::new(fabric.port(r), 2, loop_config()).expect("loop rank");
+        let rank = |r| Rank::new(fabric.port(r), 2, cfg).expect("loop rank");
         Pair::warmed(rank(0), rank(1))
     }
 }
@@ -69,6 +91,7 @@ impl<T: Transport + 'static> Pair<T> {
             back: Box::new([2; SIZE]),
             at_a: Box::new([0; SIZE]),
             at_b: Box::new([0; SIZE]),
+            win: Box::new([[0; SIZE]; WINDOW]),
         };
         for _ in 0..WARM {
             pair.round_trip();
@@ -86,6 +109,39 @@ impl<T: Transport + 'static> Pair<T> {
         send(&mut self.b, 0, &self.back);
         finish(&mut self.a, at_a);
         assert_eq!(self.at_b, self.out, "rank 1 received other bytes");
+        assert_eq!(self.at_a, self.back, "rank 0 received other bytes");
+    }
+
+    /// One window of the message-rate workload as `rmx bench msgrate`
+    /// runs it: rank 1 posts [`WINDOW`] receives, rank 0 starts as many
+    /// sends and completes each, rank 1 completes each receive, then
+    /// answers with a message rank 0 waits for. The two ranks share this
+    /// thread, so each completes its requests by testing them and, while
+    /// one is pending, driving both ranks (a send may wait in the core
+    /// for the receiver's credit, a receive for that send).
+    pub fn window(&mut self) {
+        let ack = post(&mut self.a, &mut self.at_a, 1);
+        let mut recvs = [const { None }; WINDOW];
+        for (q, buf) in recvs.iter_mut().zip(self.win.iter_mut()) {
+            *q = Some(post(&mut self.b, buf, 0));
+        }
+        let mut sends = [const { None }; WINDOW];
+        for q in sends.iter_mut() {
+            *q = Some(start(&mut self.a, 1, &self.out));
+        }
+        for q in sends.into_iter().flatten() {
+            complete(&mut self.a, &mut self.b, q);
+        }
+        for q in recvs.into_iter().flatten() {
+            let st = complete(&mut self.b, &mut self.a, q);
+            assert_eq!(st.len as usize, SIZE, "a whole message");
+        }
+        send(&mut self.b, 0, &self.back);
+        finish(&mut self.a, ack);
+        assert!(
+            self.win.iter().all(|m| m == &*self.out),
+            "rank 1 received other bytes"
+        );
         assert_eq!(self.at_a, self.back, "rank 0 received other bytes");
     }
 
@@ -111,6 +167,28 @@ fn send<T: Transport + 'static>(rank: &mut Rank<T>, to: u16, data: &[u8; SIZE]) 
     // SAFETY: waited for before `data`'s borrow ends.
     let req = unsafe { rank.isend_raw(to, TAG, data.as_ptr(), SIZE) }.expect("send posted");
     rank.wait(req);
+}
+
+/// Starts a send, as a window of non-blocking sends does.
+#[inline(never)]
+fn start<T: Transport + 'static>(rank: &mut Rank<T>, to: u16, data: &[u8; SIZE]) -> Req {
+    // SAFETY: `window` completes the request before `data`'s borrow ends.
+    unsafe { rank.isend_raw(to, TAG, data.as_ptr(), SIZE) }.expect("send started")
+}
+
+/// Completes `rank`'s `req`: tests it, and while it is pending drives
+/// `rank` and `other`.
+#[inline(never)]
+fn complete<T: Transport + 'static>(rank: &mut Rank<T>, other: &mut Rank<T>, req: Req) -> Status {
+    let mut req = req;
+    loop {
+        match rank.test(req) {
+            Ok(st) => return st,
+            Err(pending) => req = pending,
+        }
+        rank.progress();
+        other.progress();
+    }
 }
 
 /// Waits for `req` (progress until it completes), as a blocking receive
@@ -140,6 +218,19 @@ mod tests {
         for r in [&pair.a, &pair.b] {
             assert_eq!(r.stats().unknown_completions, 0);
         }
+    }
+
+    /// Every window delivers every message, and leaves nothing behind.
+    #[test]
+    fn every_window_delivers_every_message() {
+        let mut pair = Pair::warm_rate();
+        for i in 0..8u8 {
+            *pair.out = [i; SIZE];
+            *pair.win = [[!i; SIZE]; WINDOW];
+            pair.window();
+            assert!(pair.win.iter().all(|m| *m == [i; SIZE]));
+        }
+        assert_eq!(pair.idle_round(), 0, "nothing left to take");
     }
 
     #[test]

@@ -551,8 +551,8 @@ fn inline_to_a_busy_receiver_is_buffered_and_retried() {
     assert!(a.flushed());
     assert_eq!(
         (an.inline_sent, an.outbox.len()),
-        (0, 1),
-        "posted from its slot"
+        (1, 1),
+        "posted inline from its slot"
     );
     let d = bn.buf(&[0; 4]);
     let rr = b.irecv(0, &mut bn, ANY.0, TagSel::Tag(1), 0, d, 4).unwrap();

@@ -119,6 +119,50 @@ fn a_full_connection_always_has_a_signalled_send_to_wait_for() {
     }
 }
 
+/// Messages that waited for a send entry leave inline once one frees, as
+/// a message that found one at once does: from their bounce slots (free
+/// again as soon as they are copied out), and unsignalled in runs, so a
+/// window of them costs the device a completion per run rather than one
+/// each.
+#[test]
+fn queued_messages_leave_inline_and_complete_in_runs() {
+    let c = cfg(4, 64, Coalesce::Off);
+    let mut a = Ep::new(c, 0, 2, Tables::new(&SIZES)).unwrap();
+    let mut an = nic();
+    let buf = an.user_buf(vec![5; 8]);
+    let n = 12;
+    let reqs: Vec<_> = (0..n)
+        .map(|i| a.isend(0, &mut an, 1, i, 0, buf, 8).unwrap())
+        .collect();
+    assert_eq!(an.inline_sent, 4, "four entries");
+    assert!(a.stats().backlogged > 0, "{:?}", a.stats());
+    let mut now = 0;
+    while !an.owed.is_empty() {
+        for w in std::mem::take(&mut an.owed) {
+            a.on_completion(&mut an, w.wr_id(), Ok(()));
+        }
+        now += 1_000;
+        a.poll(now, &mut an);
+        assert!(now < 1_000_000, "no end");
+    }
+    assert!(a.flushed());
+    assert!(reqs.iter().all(|&r| a.test(r).unwrap().is_some()));
+    assert_eq!(an.inline_sent, n as usize, "every message inline");
+    assert_eq!(an.outbox.len(), n as usize);
+    // Tags in order: nothing overtook what waited.
+    let tags: Vec<u32> = an
+        .outbox
+        .iter()
+        .map(|(_, p)| wire::Header::decode(p).unwrap().tag)
+        .collect();
+    assert_eq!(tags, (0..n).collect::<Vec<_>>());
+    // Every second send of four entries asks for a completion; the
+    // others complete with it.
+    assert_eq!(a.stats().unsignalled, n as u64 / 2);
+    assert_eq!(an.quiet(1), 0, "none left owed");
+    assert_eq!(a.stats().unknown_completions, 0);
+}
+
 /// Unsignalled sends in flight do not stand in for a ping: nothing would
 /// complete them, so a dead peer would never be found. The ping is a
 /// signalled send, and its failure completes them and fails the peer.

@@ -94,6 +94,9 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     #[inline]
     pub(super) fn post_now<N: Nic>(&mut self, nic: &mut N, slot: u16) -> Post {
         let m = self.slots[slot as usize];
+        if self.inlines_slot(&m) && self.post_slot_inline(nic, slot, &m) {
+            return Post::Posted;
+        }
         let r = if m.wake {
             nic.post_send_solicited(m.peer, SlotId(slot), m.len as usize)
         } else {
@@ -125,6 +128,52 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
         self.slots[slot as usize].sealed = true;
         Post::Posted
+    }
+
+    /// Whether slot entry `m` may go as an inline send: on a reliable
+    /// transport (nothing keeps the packet to send again), a packet whose
+    /// bytes are all in the slot (not a zero-copy send's header) and not
+    /// solicited, with a payload up to `inline_max`.
+    fn inlines_slot(&self, m: &SlotEntry) -> bool {
+        self.cfg.reliable
+            && !m.wake
+            && m.pin.is_none()
+            && m.req.is_none()
+            && (m.len as usize)
+                .checked_sub(HEADER_LEN)
+                .is_some_and(|body| body <= self.cfg.inline_max as usize)
+    }
+
+    /// Posts `slot` (entry `m`) as an inline send, as a message that found
+    /// a free send entry at once goes: copied out during the call, so the
+    /// slot is free when it returns (the caller frees it), and the send
+    /// completes as an inline one, with the run of unsignalled ones it
+    /// ends: a window of queued small messages costs the device a
+    /// completion per run, not one each. Whether it went; if not (the NIC
+    /// sends nothing inline, or refused it), nothing happened and the
+    /// caller posts the slot as usual.
+    fn post_slot_inline<N: Nic>(&mut self, nic: &mut N, slot: u16, m: &SlotEntry) -> bool {
+        let Some(Ok(head)) = nic
+            .slot_mut(SlotId(slot))
+            .get(..HEADER_LEN)
+            .map(<[u8; HEADER_LEN]>::try_from)
+        else {
+            return false;
+        };
+        let d = m.peer as usize;
+        let signal = self.signal_inline(d);
+        let body = Loc::Slot(SlotId(slot), HEADER_LEN as u32);
+        // At least HEADER_LEN: checked by `inlines_slot`.
+        let len = m.len as usize - HEADER_LEN;
+        match nic.send_inline(m.peer, &head, body, len, signal) {
+            Ok(r) => {
+                self.nic_ready();
+                self.inline_posted(d, r, signal, None);
+                self.slots[slot as usize].sealed = true;
+                true
+            }
+            Err(_) => false,
+        }
     }
 
     /// The NIC finished a send posted with [`Posted::Later`]: its send entry

@@ -171,17 +171,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         match r {
             Ok(r) => {
                 self.nic_ready();
-                let later = (r == Posted::Later) as u16;
-                let p = &mut self.peers[d];
-                p.wqes += later;
-                p.inlines += later;
-                p.quiet = match signal {
-                    true => 0,
-                    false => p.quiet + later,
-                };
-                p.sent(h.credit);
-                self.stats.unsignalled += u64::from(!signal && later == 1);
-                self.stats.packets_out += 1;
+                self.inline_posted(d, r, signal, Some(h.credit));
                 self.stats.messages_out += 1;
                 Inlined::Done
             }
@@ -203,10 +193,31 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         }
     }
 
+    /// An inline send to peer `d` went (`r`; `signal`: with a completion
+    /// of its own): while it holds a send entry, the peer counts it, and
+    /// the unsignalled run it joins or ends. `sent`: the credit limit of a
+    /// packet sequenced only now (a queued one was when queued).
+    #[inline(always)]
+    pub(super) fn inline_posted(&mut self, d: usize, r: Posted, signal: bool, sent: Option<u32>) {
+        let later = (r == Posted::Later) as u16;
+        let p = &mut self.peers[d];
+        p.wqes += later;
+        p.inlines += later;
+        p.quiet = match signal {
+            true => 0,
+            false => p.quiet + later,
+        };
+        if let Some(limit) = sent {
+            p.sent(limit);
+        }
+        self.stats.unsignalled += u64::from(!signal && later == 1);
+        self.stats.packets_out += 1;
+    }
+
     /// Whether an inline send to peer `d` asks for its own completion: see
     /// [`signal_every`].
     #[inline(always)]
-    fn signal_inline(&self, d: usize) -> bool {
+    pub(super) fn signal_inline(&self, d: usize) -> bool {
         self.peers[d].quiet.saturating_add(1) >= self.signal_every
     }
 
