@@ -156,7 +156,8 @@ impl<B: AsRef<[Post]> + AsMut<[Post]>> Ledger<B> {
 
     /// [`complete`](Self::complete) on the connection to `peer`, handing
     /// `done` the core's ids: a run of successful inline sends goes as one
-    /// completion (see [`inline_run`]), before whatever ends it.
+    /// completion (a `WorkId::Inlines`, or a `WorkId::Inline` for one),
+    /// before whatever ends it.
     // Once per send completion polled: inlined into the port's poll.
     #[inline(always)]
     pub fn complete_runs(
