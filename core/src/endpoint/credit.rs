@@ -197,7 +197,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let p = &mut self.peers[src as usize];
         p.consumed = p.consumed.wrapping_add(1);
         let matched_part_way = matches!(p.assembly.into, super::medium::Into::Recv(_));
-        if p.lent > 0 && !matched_part_way {
+        let p = if p.lent > 0 && !matched_part_way {
             p.lent -= 1;
             if self.lender.overdraft > 0 {
                 self.lender.overdraft -= 1;
@@ -206,20 +206,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 self.lender.free += 1;
                 self.serve_starving(now, nic);
             }
+            &mut self.peers[src as usize]
         } else {
-            // Its own credit, the common case: the peer is at hand.
+            // Its own credit, the common case: the peer is still at hand.
             p.limit = p.limit.wrapping_add(1);
-            if p.credit_owed() < self.cfg.credit_return as u32 {
-                if let Some(t) = p.delay_ack(now, self.cfg.ack_delay_ns) {
-                    self.arm(t);
-                }
-                return;
-            }
-        }
-        if self.peers[src as usize].credit_owed() >= self.cfg.credit_return as u32 {
+            p
+        };
+        if p.credit_owed() >= self.cfg.credit_return as u32 {
             self.send_control(now, nic, src, Kind::Ack, 0);
-        } else {
-            self.arm_ack(now, src as usize);
+        } else if let Some(t) = p.delay_ack(now, self.cfg.ack_delay_ns) {
+            self.arm(t);
         }
     }
 

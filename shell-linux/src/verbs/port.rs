@@ -40,8 +40,6 @@ const BATCH: usize = 64;
 /// post before it as done too).
 struct Conn {
     qp: Qp,
-    /// The rank at the other end.
-    peer: u16,
     sent: Ledger<Vec<Post>>,
     /// The doorbell (`VerbsPort::rung`) after which this connection last
     /// posted.
@@ -57,15 +55,17 @@ const OWN: u64 = u64::MAX;
 impl Conn {
     /// Takes the posts up to device id `id` into `dones` (but the port's
     /// own), `id`'s with `result`; an error fails the connection. A run of
-    /// successful inline sends goes as one completion. How many signalled
-    /// ones it took; `None` for an id not outstanding.
+    /// successful inline sends to `peer`, the rank at the other end, goes
+    /// as one completion. How many signalled ones it took; `None` for an
+    /// id not outstanding.
     fn complete(
         &mut self,
+        peer: u16,
         id: u64,
         result: WcResult,
         dones: &mut VecDeque<Completion>,
     ) -> Option<u32> {
-        let taken = self.sent.complete_runs(id, result, self.peer, |wr_id, result| {
+        let taken = self.sent.complete_runs(id, result, peer, |wr_id, result| {
             if wr_id != OWN {
                 dones.push_back(Completion { wr_id, result });
             }
@@ -325,7 +325,6 @@ impl VerbsPort {
             self.by_qpn.insert(qp.num(), peer);
             *slot = Some(Conn {
                 qp,
-                peer,
                 sent: Ledger::new(vec![Post::default(); self.sizes.sq_depth.max(1) as usize]),
                 rung: 0,
                 down: false,
@@ -764,12 +763,12 @@ impl VerbsPort {
                 None => Ok(()),
                 Some((status, _)) => Err(wc_error(status)),
             };
-            let c = self
-                .by_qpn
-                .get(&w.qp_num)
-                .and_then(|&p| self.conns.get_mut(p as usize))
-                .and_then(Option::as_mut);
-            match c.and_then(|c| c.complete(w.wr_id(), result, &mut self.dones)) {
+            let dones = &mut self.dones;
+            let taken = self.by_qpn.get(&w.qp_num).and_then(|&p| {
+                let c = self.conns.get_mut(p as usize)?.as_mut()?;
+                c.complete(p, w.wr_id(), result, dones)
+            });
+            match taken {
                 Some(n) => self.awaited = self.awaited.saturating_sub(n),
                 None => self.counters.stray_completions += 1,
             }
@@ -977,10 +976,10 @@ impl rmx_driver::Port for VerbsPort {
             if self.rx_at < self.rx_n {
                 let w = self.rwcs[self.rx_at];
                 self.rx_at += 1;
-                match self.received(w) {
-                    Some(r) => return Some(r),
-                    None => continue,
+                if let Some(r) = self.received(w) {
+                    return Some(r);
                 }
+                continue;
             }
             if std::mem::take(&mut self.rx_drained) || !self.poll_receives() {
                 return None;
