@@ -73,11 +73,20 @@ fn rmx_lib() -> &'static Path {
             .to_path_buf();
         let so = deps.join("libmpi_abi.so");
         assert!(so.exists(), "{} was built with the tests", so.display());
-        let dir = std::env::temp_dir().join(format!("rmx-mpi-lib-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        // In cargo's scratch folder for tests, one per profile, so that
+        // nothing is left behind in /tmp and profiles never share a link.
+        let profile = deps.parent().and_then(|p| p.file_name()).expect("profile");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("mpi-lib")
+            .join(profile);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
         let link = dir.join("libmpi_abi.so.1");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&so, &link).expect("symlink");
+        match std::os::unix::fs::symlink(&so, &link) {
+            // Another run of this profile made the same link meanwhile.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            r => r.expect("symlink"),
+        }
         dir
     })
 }

@@ -509,7 +509,7 @@ fn calibration_files_are_read_with_bounds() {
     }
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/dev/zero: not a regular file"), "{err}");
-    let path = cal_path("extreme");
+    let (_dir, path) = cal_path("extreme");
     let rows: Vec<String> = [8u32, 64, 4096, 8192]
         .iter()
         .map(|s| format!(r#"{{"size": {s}, "copy_ns": 1, "reg_ns": 4294967295}}"#))
@@ -542,19 +542,21 @@ fn calibration_files_are_read_with_bounds() {
     assert_eq!(json(&out)["results"].as_array().unwrap().len(), 2);
 }
 
-/// `rmx bench suite --out DIR` plus `args`, into a folder of its own.
-fn suite_into(name: &str, args: &[&str]) -> (std::path::PathBuf, String) {
-    let dir = std::env::temp_dir().join(format!("rmx-{name}-{}", std::process::id()));
+/// `rmx bench suite --out DIR` plus `args`, into a folder the suite makes
+/// inside a scratch folder (the first value, which removes both).
+fn suite_into(name: &str, args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let scratch = scratch(name);
+    let dir = scratch.path().join("report");
     let mut all = vec!["bench", "suite", "--out", dir.to_str().unwrap()];
     all.extend_from_slice(args);
     let (code, out, err) = rmx(&all);
     assert_eq!(code, 0, "{err}");
-    (dir, out)
+    (scratch, dir, out)
 }
 
 #[test]
 fn suite_writes_a_report_with_plots() {
-    let (dir, out) = suite_into("suite", &["--iters", "200", "--sim-ranks", "64"]);
+    let (_scratch, dir, out) = suite_into("suite", &["--iters", "200", "--sim-ranks", "64"]);
     assert!(out.contains("pingpong") && out.contains("msgrate"));
     for f in [
         "report.md",
@@ -604,12 +606,11 @@ fn suite_writes_a_report_with_plots() {
         let f = l.split_once("](").unwrap().1.trim_end_matches(')');
         assert!(dir.join(f).exists(), "report.md shows {f}, never drawn");
     }
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
 fn suite_runs_only_the_members_named() {
-    let (dir, out) = suite_into(
+    let (_scratch, dir, out) = suite_into(
         "suite-only",
         &["--iters", "100", "--only", "header-cache,memory"],
     );
@@ -629,7 +630,6 @@ fn suite_runs_only_the_members_named() {
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("## header-cache") && md.contains("## memory"));
     assert!(!md.contains("## pingpong"), "{md}");
-    std::fs::remove_dir_all(dir).ok();
 }
 
 /// A ping-pong that loads the calibration (zero-copy eager sends on).
@@ -644,11 +644,20 @@ const SHORT_ZERO_COPY_PINGPONG: &[&str] = &[
     "10",
 ];
 
-/// A calibration file path private to one test.
-fn cal_path(name: &str) -> String {
-    let d = std::env::temp_dir().join(format!("rmx-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join("calibration.json").display().to_string()
+/// A calibration file path private to one test, in a folder removed when
+/// the first value drops.
+fn cal_path(name: &str) -> (tempfile::TempDir, String) {
+    let d = scratch(name);
+    let path = d.path().join("calibration.json").display().to_string();
+    (d, path)
+}
+
+/// A folder of one test's own, removed however the test ends.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("rmx-cli-{name}-"))
+        .tempdir()
+        .expect("a scratch folder")
 }
 
 /// Zero-copy needs the invalidation monitor (userfaultfd); skip where it is refused.
@@ -662,7 +671,7 @@ fn monitor_refused(code: i32, err: &str) -> bool {
 
 #[test]
 fn calibrate_prints_table_2_and_saves_what_the_endpoint_uses() {
-    let path = cal_path("calibrate");
+    let (_dir, path) = cal_path("calibrate");
     let (code, out, err) = rmx_env(&["calibrate", "--json"], &[("RMX_CALIBRATION", &path)]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
@@ -724,7 +733,7 @@ fn calibrate_prints_table_2_and_saves_what_the_endpoint_uses() {
 
 #[test]
 fn eager_reuse_and_spectrum_report_the_documented_rows() {
-    let path = cal_path("absent");
+    let (_dir, path) = cal_path("absent");
     let env = [("RMX_CALIBRATION", path.as_str())];
     let (code, out, err) = rmx_env(
         &[
@@ -1083,7 +1092,7 @@ fn sim_runs_collectives_and_every_fence_design_to_hundreds_of_ranks() {
 /// says the path is no regular file.
 #[test]
 fn a_calibration_path_that_is_a_fifo_hangs_nothing() {
-    let path = cal_path("fifo");
+    let (_dir, path) = cal_path("fifo");
     let _ = std::fs::remove_file(&path);
     let c = std::ffi::CString::new(path.clone()).unwrap();
     // SAFETY: a valid C string; mkfifo(3) only creates the node.
