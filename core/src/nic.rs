@@ -180,6 +180,35 @@ pub trait Nic {
         Err(PostError::Unsupported)
     }
 
+    /// [`send_inline`](Self::send_inline) of the packet encoded in the
+    /// first `len` bytes of `slot` (header, then payload; `len` is at
+    /// least `HEADER_LEN`, as the core checks): a message that waited for
+    /// a send entry. A shell that sends the slot as it lies copies it out
+    /// in one piece, without first reading its header back. The default
+    /// does what `send_inline` does with the header copied out.
+    fn send_inline_slot(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        len: usize,
+        signal: bool,
+    ) -> Result<Posted, PostError> {
+        use crate::wire::HEADER_LEN;
+        let head = self
+            .slot_mut(slot)
+            .get(..HEADER_LEN)
+            .and_then(|h| <[u8; HEADER_LEN]>::try_from(h).ok())
+            .ok_or(PostError::Access)?;
+        let body = len.checked_sub(HEADER_LEN).ok_or(PostError::Access)?;
+        self.send_inline(
+            peer,
+            &head,
+            Loc::Slot(slot, HEADER_LEN as u32),
+            body,
+            signal,
+        )
+    }
+
     /// [`send_inline`](Self::send_inline) of `body`, bytes the shell handed
     /// the core with the send ([`crate::Endpoint::isend_now`]) rather than a
     /// buffer named by handle. The default sends nothing inline.

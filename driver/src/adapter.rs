@@ -401,6 +401,36 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
         self.send_inline_bytes(peer, header, body, signal)
     }
 
+    /// The slot's packet goes as one part, read where it lies: one copy
+    /// into the device, and no header copied out first.
+    #[inline]
+    fn send_inline_slot(
+        &mut self,
+        peer: u16,
+        slot: SlotId,
+        len: usize,
+        signal: bool,
+    ) -> Result<Posted, PostError> {
+        if len < HEADER_LEN {
+            self.faults += 1;
+            return Err(PostError::Access);
+        }
+        let at = (slot.0 as usize).saturating_mul(self.slot_size);
+        let packet = match self.slots.as_ref().get(at..).and_then(|b| b.get(..len)) {
+            Some(p) if len <= self.slot_size => p,
+            _ => {
+                self.faults += 1;
+                return Err(PostError::Access);
+            }
+        };
+        let work = Work::Inline {
+            head: packet,
+            body: &[],
+            signal,
+        };
+        Self::sent(self.port.post(peer, WorkId::Inline(peer).wr_id(), work))
+    }
+
     #[inline]
     fn send_inline_bytes(
         &mut self,

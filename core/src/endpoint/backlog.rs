@@ -153,19 +153,10 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     /// sends nothing inline, or refused it), nothing happened and the
     /// caller posts the slot as usual.
     fn post_slot_inline<N: Nic>(&mut self, nic: &mut N, slot: u16, m: &SlotEntry) -> bool {
-        let Some(Ok(head)) = nic
-            .slot_mut(SlotId(slot))
-            .get(..HEADER_LEN)
-            .map(<[u8; HEADER_LEN]>::try_from)
-        else {
-            return false;
-        };
         let d = m.peer as usize;
         let signal = self.signal_inline(d);
-        let body = Loc::Slot(SlotId(slot), HEADER_LEN as u32);
         // At least HEADER_LEN: checked by `inlines_slot`.
-        let len = m.len as usize - HEADER_LEN;
-        match nic.send_inline(m.peer, &head, body, len, signal) {
+        match nic.send_inline_slot(m.peer, SlotId(slot), m.len as usize, signal) {
             Ok(r) => {
                 self.nic_ready();
                 self.inline_posted(d, r, signal, None);

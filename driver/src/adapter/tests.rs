@@ -21,6 +21,9 @@ struct Rec {
     refuse_regs: bool,
     /// Complete inline sends during the call.
     inline_done: bool,
+    /// The bytes of each inline send, its parts joined, and how many
+    /// parts were not empty.
+    inlines: Vec<(Vec<u8>, usize)>,
 }
 
 impl Port for Rec {
@@ -60,6 +63,10 @@ impl Port for Rec {
             Work::Rdma { local, .. } => (vec![local], None),
             Work::WriteImm { local, imm, .. } => (vec![local], Some(imm)),
         };
+        if let Work::Inline { head, body, .. } = work {
+            let parts = usize::from(!head.is_empty()) + usize::from(!body.is_empty());
+            self.inlines.push(([head, body].concat(), parts));
+        }
         let done = self.inline_done && matches!(work, Work::Inline { .. });
         self.posts.push((peer, wr_id, sges, imm));
         Ok(done.then_some(Completion {
@@ -199,6 +206,42 @@ fn an_inline_send_completed_during_the_call_is_done() {
         b.send_inline(1, &hdr, Loc::Slot(SlotId(0), 0), 4, true),
         Ok(Posted::Later)
     );
+}
+
+/// A queued packet leaves from its slot in one part, exactly the bytes
+/// encoded there; a length no slot holds is refused and counted, and
+/// nothing is posted.
+#[test]
+fn a_slot_goes_inline_in_one_part_and_a_bad_length_is_refused() {
+    let mut a = adapter(Rec::default()).unwrap();
+    let len = HEADER_LEN + 5;
+    for (i, b) in a.slot_mut(SlotId(2))[..len].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    assert_eq!(
+        a.send_inline_slot(1, SlotId(2), len, false),
+        Ok(Posted::Later)
+    );
+    let want: Vec<u8> = (0..len as u8).collect();
+    assert_eq!(a.port_ref().inlines, vec![(want, 1)]);
+    assert_eq!(a.port_ref().posts[0].1, WorkId::Inline(1).wr_id());
+    let size = a.slot_mut(SlotId(0)).len();
+    let slots = AsRef::<[u8]>::as_ref(&a.slots).len() / size;
+    for (slot, len) in [
+        (2, HEADER_LEN - 1),
+        (2, size + 1),
+        (slots as u16, HEADER_LEN),
+        (u16::MAX, usize::MAX),
+    ] {
+        let before = a.faults();
+        assert_eq!(
+            a.send_inline_slot(1, SlotId(slot), len, true),
+            Err(PostError::Access),
+            "slot {slot}, {len} bytes"
+        );
+        assert_eq!(a.faults(), before + 1);
+    }
+    assert_eq!(a.port_ref().posts.len(), 1, "nothing more was posted");
 }
 
 #[test]
