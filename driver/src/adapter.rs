@@ -415,14 +415,11 @@ impl<P: Port, H: Host, S: AdapterTables> Nic for Adapter<P, H, S> {
             self.faults += 1;
             return Err(PostError::Access);
         }
-        let at = (slot.0 as usize).saturating_mul(self.slot_size);
-        let packet = match self.slots.as_ref().get(at..).and_then(|b| b.get(..len)) {
-            Some(p) if len <= self.slot_size => p,
-            _ => {
-                self.faults += 1;
-                return Err(PostError::Access);
-            }
-        };
+        let p = self
+            .resolve(Loc::Slot(slot, 0), len)
+            .ok_or(PostError::Access)?;
+        // SAFETY: `resolve` checked `len` bytes at `p`.
+        let packet = unsafe { core::slice::from_raw_parts(p as *const u8, len) };
         let work = Work::Inline {
             head: packet,
             body: &[],
