@@ -63,6 +63,18 @@ use slots::{SlotPool, BACKLOG, UNACKED};
 use storage::{Sizes, Storage, Tables, MAX_TABLE};
 use timers::{Timer, Timers};
 
+/// What [`Endpoint::isend_now`] did with the bytes it took: either way
+/// the send is complete for the caller, whose buffer is free again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Posted inline.
+    Sent,
+    /// Copied into the connection's backlog, behind the sends that hold
+    /// every send entry: it leaves as completions free them, so a shell
+    /// takes the completions the NIC has now rather than at its next wait.
+    Queued,
+}
+
 /// Why a send was refused. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendError {
@@ -382,14 +394,16 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         self.matcher.lens()
     }
 
-    /// [`isend`](Self::isend) of `data` if it can leave during the call as
-    /// an inline send: an eager message within `Config::inline_max` on a
-    /// reliable transport, to a peer with a credit, a free send entry and
-    /// nothing waiting before it. Then the result is [`isend`](Self::isend)'s
-    /// ([`Request::COMPLETE`] once posted); `None` otherwise, with nothing
-    /// done: the shell names the bytes by handle and calls
-    /// [`isend`](Self::isend). The small-message path: no handle for the
-    /// bytes, no request.
+    /// [`isend`](Self::isend) of `data` if its bytes can be taken during
+    /// the call: an eager message within `Config::inline_max` on a
+    /// reliable transport, to a peer with a credit and no send waiting
+    /// for one. It leaves inline if the connection has a free send entry
+    /// and nothing in its backlog, else it is copied into the backlog (as
+    /// `isend` would copy it, unless it could be packed with the messages
+    /// there). Then the send is complete ([`Taken`] says how it went);
+    /// `None` otherwise, with nothing done: the shell names the bytes by
+    /// handle and calls [`isend`](Self::isend). The small-message path: no
+    /// handle for the bytes, no request.
     pub fn isend_now<N: Nic>(
         &mut self,
         now: u64,
@@ -398,7 +412,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         tag: u32,
         context: u16,
         data: &[u8],
-    ) -> Option<Result<Request, SendError>> {
+    ) -> Option<Result<Taken, SendError>> {
         let len = u32::try_from(data.len()).ok()?;
         if len > self.inline_now_max? {
             return None;
@@ -407,8 +421,11 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         let limit = self.wqe_limit(len);
         self.tick(now);
         let p = self.peers.all().get(d).filter(|_| dest < self.npeers)?;
-        if p.failed || p.queued > 0 || p.credits_left() == 0 || send::waits(p, limit) {
+        if p.failed || p.queued > 0 || p.credits_left() == 0 {
             return None;
+        }
+        if send::waits(p, limit) {
+            return self.queue_now(now, nic, d, tag, context, data);
         }
         let h = Header {
             context,
@@ -417,7 +434,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             ..self.header_of(p, Kind::Eager)
         };
         match self.post_inline(nic, d, &h, send::Body::Bytes(data)) {
-            send::Inlined::Done => Some(Ok(Request::COMPLETE)),
+            send::Inlined::Done => Some(Ok(Taken::Sent)),
             send::Inlined::Refused(e) => Some(Err(SendError::Refused(e))),
             send::Inlined::Busy | send::Inlined::Unsupported => None,
         }

@@ -34,7 +34,7 @@ pub use config::{Coalesce, Config, ConfigError};
 pub use endpoint::storage;
 pub use endpoint::storage::{Sizes, Storage, Tables};
 pub use endpoint::Peer;
-pub use endpoint::{Endpoint, RecvError, SendError, Stall};
+pub use endpoint::{Endpoint, RecvError, SendError, Stall, Taken};
 pub use matching::{Envelope, Pattern, Source, TagSel};
 pub use nic::{
     Caps, Gather, Loc, MemKey, Nic, PostError, Posted, RdmaError, RdmaOp, RegError, Remote, RxBuf,

@@ -733,10 +733,91 @@ fn a_counted_inline_completion_frees_that_many_entries_and_no_more() {
     assert_eq!(a.stats().unknown_completions, 2);
 }
 
+/// Bytes handed to `isend_now` while the connection's send entries are all
+/// in use are copied into its backlog during the call (the caller's buffer
+/// is free at once) and leave in order as completions free the entries.
+/// Once no bounce slot is spare (or no credit is left), or when it could be packed with
+/// the waiting ones, it does nothing and says so (the shell goes by
+/// handle), and no message already taken is lost.
+#[test]
+fn isend_now_copies_into_the_backlog_behind_held_entries_and_loses_none() {
+    let cfg = Config {
+        send_wqes: 2,
+        coalesce: Coalesce::Off,
+        inline_max: 16,
+        ..Config::reliable(THRESHOLD, 64)
+    };
+    let (mut a, mut an, mut b, mut bn) = pair(cfg);
+    an.inline = true;
+    an.later = true;
+    let mut taken = Vec::new();
+    for i in 0..2u8 {
+        assert_eq!(
+            a.isend_now(0, &mut an, 1, 5, 0, &[i; 4]),
+            Some(Ok(Taken::Sent))
+        );
+        taken.push(i);
+    }
+    // Every entry in use: the next ones wait, copied, until no slot is spare.
+    let mut bytes = [2u8; 4];
+    loop {
+        let before = (*a.stats(), an.outbox.len());
+        match a.isend_now(0, &mut an, 1, 5, 0, &bytes) {
+            Some(Ok(Taken::Queued)) => taken.push(bytes[0]),
+            None => {
+                assert_eq!((*a.stats(), an.outbox.len()), before, "nothing done");
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // The caller reuses its buffer at once: the copy is what leaves.
+        bytes = [bytes[0] + 1; 4];
+    }
+    assert!(taken.len() > 3, "some waited in the backlog: {taken:?}");
+    assert!(!a.flushed());
+    assert_eq!(an.outbox.len(), 2, "only the first two left");
+    // The receiver takes every message, in order, as entries come free.
+    let mut got = Vec::new();
+    while got.len() < taken.len() {
+        let dst = bn.buf(&[0; 16]);
+        let r = b
+            .irecv(0, &mut bn, Source::Rank(0), TagSel::Tag(5), 0, dst, 16)
+            .unwrap();
+        while b.test(r).unwrap().is_none() {
+            pump(0, &mut an, &mut b, &mut bn);
+            pump(0, &mut bn, &mut a, &mut an);
+            if !an.owed.is_empty() {
+                let w = an.owed.remove(0);
+                a.on_completion(&mut an, w.wr_id(), Ok(()));
+            }
+        }
+        got.push(bn.user[dst.0 as usize][0]);
+    }
+    assert_eq!(got, taken);
+    assert!(a.flushed());
+    // A message that could be packed with the waiting ones is left to
+    // `isend`, which packs it.
+    let (mut c, mut cn, _, _) = pair(Config {
+        coalesce: Coalesce::WhenFull,
+        ..cfg
+    });
+    cn.inline = true;
+    cn.later = true;
+    for _ in 0..2 {
+        assert_eq!(
+            c.isend_now(0, &mut cn, 1, 5, 0, b"x"),
+            Some(Ok(Taken::Sent))
+        );
+    }
+    let before = (*c.stats(), cn.outbox.len());
+    assert_eq!(c.isend_now(0, &mut cn, 1, 5, 0, b"x"), None);
+    assert_eq!((*c.stats(), cn.outbox.len()), before, "nothing done");
+}
+
 /// `isend_now` sends bytes handed over, inline, when nothing stands in the
 /// way, and otherwise does nothing at all and says so (the shell then goes
-/// by handle): too long for inline, no such peer, no credit left, no free
-/// send entry, an unreliable transport.
+/// by handle): too long for inline, no such peer, no credit left, an
+/// unreliable transport.
 #[test]
 fn isend_now_sends_at_once_or_leaves_everything_as_it_was() {
     let cfg = Config {
@@ -748,7 +829,7 @@ fn isend_now_sends_at_once_or_leaves_everything_as_it_was() {
     let (mut a, mut an, mut b, mut bn) = pair(cfg);
     an.inline = true;
     let got = a.isend_now(0, &mut an, 1, 5, 0, b"hello");
-    assert_eq!(got, Some(Ok(Request::COMPLETE)));
+    assert_eq!(got, Some(Ok(Taken::Sent)));
     assert_eq!(an.bytes_inline, 1);
     let dst = bn.buf(&[0; 16]);
     let r = b
@@ -770,7 +851,7 @@ fn isend_now_sends_at_once_or_leaves_everything_as_it_was() {
     for _ in 0..2 {
         assert_eq!(
             a.isend_now(0, &mut an, 1, 5, 0, b"x"),
-            Some(Ok(Request::COMPLETE))
+            Some(Ok(Taken::Sent))
         );
     }
     assert_eq!(a.isend_now(0, &mut an, 1, 5, 0, b"x"), None);

@@ -98,15 +98,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
             return Sent::No;
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
-        let meta = SlotEntry {
-            peer: q.dest,
-            len: HEADER_LEN as u32 + q.len,
-            seq: h.seq,
-            msgs: 1,
-            awaiting_ack: !self.cfg.reliable,
-            ..SlotEntry::default()
-        };
         if !wait && self.cfg.reliable && may_pend && q.len > 0 {
+            let meta = self.slot_entry(q.dest, &h);
             if let Some(sent) = self.try_zero_copy(nic, q, slot, &h, meta) {
                 return sent;
             }
@@ -118,8 +111,100 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 q.len as usize,
             );
         }
-        self.sent(d, &h);
-        self.slots[slot as usize] = meta;
+        self.send_slot(now, nic, d, &h, slot)
+    }
+
+    /// [`isend_now`](Self::isend_now) of `data` to peer `d`, which has a
+    /// credit and no waiting send, behind sends that hold every send
+    /// entry: copied into the backlog, unless it could be packed with the
+    /// messages there (`None`: the shell goes by handle).
+    #[inline(never)]
+    pub(super) fn queue_now<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        d: usize,
+        tag: u32,
+        context: u16,
+        data: &[u8],
+    ) -> Option<Result<Taken, SendError>> {
+        let len = u32::try_from(data.len()).ok()?;
+        if self.packable(len) {
+            return None;
+        }
+        let h = Header {
+            context,
+            tag,
+            len,
+            ..self.header(d as u16, Kind::Eager)
+        };
+        match self.queue_bytes(now, nic, d, &h, data) {
+            Sent::Done => Some(Ok(Taken::Queued)),
+            Sent::Refused(e) => Some(Err(SendError::Refused(e))),
+            _ => None,
+        }
+    }
+
+    /// Copies the eager message `h` with payload `data` into a bounce slot
+    /// and queues it behind the sends that hold the connection's send
+    /// entries (or posts it, if one came free): what [`try_send`] does
+    /// with a message that must wait and cannot be packed, for bytes the
+    /// shell handed over. `No` (nothing done) if no slot is spare, or the
+    /// message does not fit one.
+    ///
+    /// [`try_send`]: Self::try_send
+    fn queue_bytes<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        d: usize,
+        h: &Header,
+        data: &[u8],
+    ) -> Sent {
+        // One slot always stays free for control packets.
+        if self.slots.free() < 2 {
+            return Sent::No;
+        }
+        let Some(slot) = self.slots.take() else {
+            return Sent::No;
+        };
+        let buf = nic.slot_mut(SlotId(slot));
+        match buf.get_mut(HEADER_LEN..HEADER_LEN + data.len()) {
+            Some(body) => body.copy_from_slice(data),
+            None => {
+                self.slots.put(slot);
+                return Sent::No;
+            }
+        }
+        let _ = h.encode(buf);
+        self.send_slot(now, nic, d, h, slot)
+    }
+
+    /// The slot entry of the eager message `h` to `dest`, one packet.
+    fn slot_entry(&self, dest: u16, h: &Header) -> SlotEntry {
+        SlotEntry {
+            peer: dest,
+            len: HEADER_LEN as u32 + h.len,
+            seq: h.seq,
+            msgs: 1,
+            awaiting_ack: !self.cfg.reliable,
+            ..SlotEntry::default()
+        }
+    }
+
+    /// Sends the eager message `h` to peer `d`, whole in `slot`:
+    /// sequenced, tracked until acknowledged, and posted or queued.
+    #[inline]
+    fn send_slot<N: Nic>(
+        &mut self,
+        now: u64,
+        nic: &mut N,
+        d: usize,
+        h: &Header,
+        slot: u16,
+    ) -> Sent {
+        self.sent(d, h);
+        self.slots[slot as usize] = self.slot_entry(d as u16, h);
         self.track_unacked(now, d, slot);
         match self.post_or_queue(nic, slot) {
             Post::Refused(e) => Sent::Refused(e),

@@ -3,7 +3,9 @@
 //! when the request completes; the rank's own sends and receives take the
 //! same path.
 
-use rmx_core::{RecvError, Request, RequestError, SendError, Source, Status, TagSel, UserBuf};
+use rmx_core::{
+    RecvError, Request, RequestError, SendError, Source, Status, TagSel, Taken, UserBuf,
+};
 use rmx_driver::task::Messages;
 
 use super::{CoreEndpoint, Driver, Req, ShellNic, NO_USER};
@@ -41,6 +43,16 @@ impl<T: Transport> Driver<T> {
     }
 }
 
+impl<T: Transport> Driver<T> {
+    /// A send's bytes wait in the backlog: as after any send that leaves
+    /// one, send entries the NIC freed take it now, not at the next wait.
+    #[cold]
+    #[inline(never)]
+    fn queued_now(&mut self) {
+        self.completions();
+    }
+}
+
 impl<T: Transport> Messages for Driver<T> {
     type Req = Req;
 
@@ -61,8 +73,9 @@ impl<T: Transport> Messages for Driver<T> {
             m.settle();
             self.ep.apply_invalidations(&mut self.nic, q);
         }
-        // A message that leaves during the call needs no handle: the core
-        // copies it out inline at once, if it can ([`isend_now`] decides).
+        // A message whose bytes the core takes during the call needs no
+        // handle: it leaves inline, or waits copied into the backlog
+        // ([`isend_now`] decides).
         // An empty send may name no memory at all: it goes by handle.
         //
         // [`isend_now`]: rmx_core::Endpoint::isend_now
@@ -70,11 +83,21 @@ impl<T: Transport> Messages for Driver<T> {
             // SAFETY: the caller's contract: `len` readable bytes at `data`
             // (not null, as `len` > 0), read only during this call here.
             let bytes = unsafe { std::slice::from_raw_parts(data, len) };
-            if let Some(r) = self
+            match self
                 .ep
                 .isend_now(self.now, &mut self.nic, dest, tag, context, bytes)
             {
-                return r.map(|req| Req { req, buf: NO_USER });
+                Some(Ok(taken)) => {
+                    if taken == Taken::Queued {
+                        self.queued_now();
+                    }
+                    return Ok(Req {
+                        req: Request::COMPLETE,
+                        buf: NO_USER,
+                    });
+                }
+                Some(Err(e)) => return Err(e),
+                None => {}
             }
         }
         let full = SendError::RequestTableFull;
