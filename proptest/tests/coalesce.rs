@@ -66,12 +66,14 @@ fn complete(n: &mut Node, t: WorkId, peer: u16) {
 }
 
 /// Runs the streams; `Err` names the stall. Returns what arrived and the
-/// senders' stats.
+/// senders' stats. `by_bytes`: senders hand their bytes over
+/// (`isend_now`) before they name them by handle.
 fn run(
     streams: &[Vec<Msg>; 2],
     wqes: u16,
     coalesce: Coalesce,
     cache: bool,
+    by_bytes: bool,
     seed: u64,
 ) -> Result<(Got, Vec<Stats>), String> {
     let mut cfg = Config::reliable(EAGER, 16);
@@ -100,16 +102,27 @@ fn run(
                 let k = rng.below(2) as usize;
                 if let Some(m) = streams[k].get(next[k]) {
                     let n = &mut nodes[SENDERS[k] as usize];
-                    let b = n.nic.user_buf(m.data.clone());
-                    let r = n.ep.isend(
-                        now,
-                        &mut n.nic,
-                        RECEIVER,
-                        m.tag,
-                        m.context,
-                        b,
-                        m.data.len() as u32,
-                    );
+                    // As a shell does: bytes handed over are taken during
+                    // the call if they can be, else named by handle.
+                    let taken = match by_bytes && !m.data.is_empty() {
+                        true => {
+                            n.ep.isend_now(now, &mut n.nic, RECEIVER, m.tag, m.context, &m.data)
+                        }
+                        false => None,
+                    };
+                    let r = taken.map(|r| r.map(|_| ())).unwrap_or_else(|| {
+                        let b = n.nic.user_buf(m.data.clone());
+                        n.ep.isend(
+                            now,
+                            &mut n.nic,
+                            RECEIVER,
+                            m.tag,
+                            m.context,
+                            b,
+                            m.data.len() as u32,
+                        )
+                        .map(|_| ())
+                    });
                     match r {
                         Ok(_) => next[k] += 1,
                         Err(SendError::RequestTableFull) => {}
@@ -235,16 +248,17 @@ proptest! {
         b in proptest::collection::vec(msg(), 0..120),
         wqes in 1u16..=10,
         cache: bool,
+        by_bytes: bool,
         seed: u64,
     ) {
         let streams = [a, b];
         let want = expected(&streams);
-        let (off, _) = run(&streams, wqes, Coalesce::Off, cache, seed).map_err(TestCaseError::fail)?;
+        let (off, _) = run(&streams, wqes, Coalesce::Off, cache, by_bytes, seed).map_err(TestCaseError::fail)?;
         prop_assert_eq!(&off, &want);
-        let (on, _) = run(&streams, wqes, Coalesce::WhenFull, cache, seed).map_err(TestCaseError::fail)?;
+        let (on, _) = run(&streams, wqes, Coalesce::WhenFull, cache, by_bytes, seed).map_err(TestCaseError::fail)?;
         prop_assert_eq!(&on, &want);
         let after = Coalesce::Outstanding(wqes.div_ceil(2));
-        let (threshold, _) = run(&streams, wqes, after, cache, seed).map_err(TestCaseError::fail)?;
+        let (threshold, _) = run(&streams, wqes, after, cache, by_bytes, seed).map_err(TestCaseError::fail)?;
         prop_assert_eq!(&threshold, &want);
     }
 }
@@ -257,7 +271,7 @@ fn few_entries_pack_messages_and_cache_repeated_headers() {
         data: vec![7; 8],
     };
     let streams = [vec![same; 200], Vec::new()];
-    let (got, stats) = run(&streams, 2, Coalesce::WhenFull, true, 5).unwrap();
+    let (got, stats) = run(&streams, 2, Coalesce::WhenFull, true, false, 5).unwrap();
     assert_eq!(got, expected(&streams));
     let s = stats[0];
     assert!(s.coalesced > 10, "packed: {s:?}");
@@ -266,9 +280,9 @@ fn few_entries_pack_messages_and_cache_repeated_headers() {
         "every record after a packet's first repeats its header"
     );
     assert!(s.packets_out < s.messages_out, "fewer sends than messages");
-    let (_, no_cache) = run(&streams, 2, Coalesce::WhenFull, false, 5).unwrap();
+    let (_, no_cache) = run(&streams, 2, Coalesce::WhenFull, false, false, 5).unwrap();
     assert_eq!(no_cache[0].cached_headers, 0);
-    let (_, off) = run(&streams, 2, Coalesce::Off, true, 5).unwrap();
+    let (_, off) = run(&streams, 2, Coalesce::Off, true, false, 5).unwrap();
     assert_eq!((off[0].coalesced, off[0].packets_out), (0, 200));
 }
 
@@ -280,7 +294,7 @@ fn messages_above_half_a_buffer_are_never_packed() {
         data: vec![3; EAGER as usize / 2 + 1],
     };
     let streams = [vec![big; 30], Vec::new()];
-    let (got, stats) = run(&streams, 1, Coalesce::WhenFull, true, 9).unwrap();
+    let (got, stats) = run(&streams, 1, Coalesce::WhenFull, true, false, 9).unwrap();
     assert_eq!(got, expected(&streams));
     assert_eq!(stats[0].coalesced, 0);
     assert!(stats[0].backlogged > 0, "they waited for the one entry");
