@@ -427,12 +427,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if send::waits(p, limit) {
             return self.queue_now(now, nic, d, tag, context, data);
         }
-        let h = Header {
-            context,
-            tag,
-            len,
-            ..self.header_of(p, Kind::Eager)
-        };
+        let h = self.eager_header(p, context, tag, len);
         match self.post_inline(nic, d, &h, send::Body::Bytes(data)) {
             send::Inlined::Done => Some(Ok(Taken::Sent)),
             send::Inlined::Refused(e) => Some(Err(SendError::Refused(e))),

@@ -70,12 +70,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if wait && packable {
             return self.pack(now, nic, q);
         }
-        let h = Header {
-            context: q.context,
-            tag: q.tag,
-            len: q.len,
-            ..self.header(q.dest, Kind::Eager)
-        };
+        let h = self.eager_header(&self.peers[d], q.context, q.tag, q.len);
         if !wait && q.len <= self.cfg.inline_max && self.cfg.reliable {
             match self.post_inline(nic, d, &h, Body::User(q.buf)) {
                 Inlined::Done => return Sent::Done,
@@ -132,12 +127,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.packable(len) {
             return None;
         }
-        let h = Header {
-            context,
-            tag,
-            len,
-            ..self.header(d as u16, Kind::Eager)
-        };
+        let h = self.eager_header(&self.peers[d], context, tag, len);
         match self.queue_bytes(now, nic, d, &h, data) {
             Sent::Done => Some(Ok(Taken::Queued)),
             Sent::Refused(e) => Some(Err(SendError::Refused(e))),
@@ -310,6 +300,17 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     #[inline]
     pub(super) fn header(&self, dest: u16, kind: Kind) -> Header {
         self.header_of(&self.peers[dest as usize], kind)
+    }
+
+    /// The header of an eager message of `len` bytes to peer `p`.
+    #[inline(always)]
+    pub(super) fn eager_header(&self, p: &Peer, context: u16, tag: u32, len: u32) -> Header {
+        Header {
+            context,
+            tag,
+            len,
+            ..self.header_of(p, Kind::Eager)
+        }
     }
 
     /// [`header`](Self::header) to peer `p`, at hand.
