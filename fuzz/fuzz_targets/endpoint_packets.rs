@@ -5,7 +5,9 @@
 //! queues bounded.
 //! With sends completing only when told (mode bit 2), sends wait in the
 //! backlog and are packed into shared sends. Both configurations take
-//! medium messages (fragments), which may hold several buffers each.
+//! medium messages (fragments), which may hold several buffers each. With
+//! mode bit 4 the NIC sends inline and small sends hand their bytes over
+//! first (`isend_now`), as a shell does.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,8 +30,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut nic = MemNic::new(16, 512);
     nic.later = mode & 2 != 0;
+    nic.inline = mode & 4 != 0;
     let mut cfg = cfg;
     cfg.send_wqes = 2;
+    if nic.inline {
+        cfg.inline_max = 64;
+    }
     cfg.medium_max = Some(2048);
     let mut ep = Ep::new(cfg, 0, 4, Tables::new(&SIZES)).unwrap();
     let mut now = 0u64;
@@ -47,8 +53,13 @@ fuzz_target!(|data: &[u8]| {
             1 => {
                 // A small message, or (every other byte) a medium one.
                 let len = if i % 2 == 0 { 32 } else { 700 };
-                let b = nic.user_buf(vec![7; len]);
-                let _ = ep.isend(now, &mut nic, 1, 0, 0, b, len as u32);
+                let taken = nic.inline
+                    && len == 32
+                    && ep.isend_now(now, &mut nic, 1, 0, 0, &[7; 32]).is_some();
+                if !taken {
+                    let b = nic.user_buf(vec![7; len]);
+                    let _ = ep.isend(now, &mut nic, 1, 0, 0, b, len as u32);
+                }
             }
             2 => {
                 now += 1_000_000;
