@@ -736,9 +736,10 @@ fn a_counted_inline_completion_frees_that_many_entries_and_no_more() {
 /// Bytes handed to `isend_now` while the connection's send entries are all
 /// in use are copied into its backlog during the call (the caller's buffer
 /// is free at once) and leave in order as completions free the entries.
-/// Once no bounce slot is spare (or no credit is left), or when it could be packed with
-/// the waiting ones, it does nothing and says so (the shell goes by
-/// handle), and no message already taken is lost.
+/// Once no bounce slot is spare (or no credit is left), or when it could
+/// be packed with the waiting ones, or does not fit a slot, it does
+/// nothing and says so (the shell goes by handle), and no message already
+/// taken is lost.
 #[test]
 fn isend_now_copies_into_the_backlog_behind_held_entries_and_loses_none() {
     let cfg = Config {
@@ -812,6 +813,37 @@ fn isend_now_copies_into_the_backlog_behind_held_entries_and_loses_none() {
     let before = (*c.stats(), cn.outbox.len());
     assert_eq!(c.isend_now(0, &mut cn, 1, 5, 0, b"x"), None);
     assert_eq!((*c.stats(), cn.outbox.len()), before, "nothing done");
+    // Bytes that do not fit a bounce slot (a NIC with slots shorter than
+    // a header and `inline_max`) go by handle too, and the slot taken for
+    // them goes back: as many fit afterwards as without the attempt.
+    let queued_until_full = |misfit_first: bool| {
+        let (mut e, _, _, _) = pair(cfg);
+        let mut en = MemNic::new(SLOTS, wire::HEADER_LEN + 8);
+        en.inline = true;
+        en.later = true;
+        for _ in 0..2 {
+            assert_eq!(
+                e.isend_now(0, &mut en, 1, 5, 0, b"x"),
+                Some(Ok(Taken::Sent))
+            );
+        }
+        if misfit_first {
+            let before = (*e.stats(), en.outbox.len());
+            assert_eq!(e.isend_now(0, &mut en, 1, 5, 0, &[1; 9]), None);
+            assert_eq!((*e.stats(), en.outbox.len()), before, "nothing done");
+        }
+        let mut n = 0;
+        while e.isend_now(0, &mut en, 1, 5, 0, &[1; 8]) == Some(Ok(Taken::Queued)) {
+            n += 1;
+        }
+        n
+    };
+    assert!(queued_until_full(false) > 0);
+    assert_eq!(
+        queued_until_full(true),
+        queued_until_full(false),
+        "no slot lost"
+    );
 }
 
 /// `isend_now` sends bytes handed over, inline, when nothing stands in the

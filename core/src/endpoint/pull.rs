@@ -187,11 +187,8 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
     pub(super) fn serve<N: Nic>(&mut self, now: u64, nic: &mut N, i: usize) {
         let frame = self.cfg.eager_threshold;
         while let Some(f) = self.work[i].xfer.asked.first() {
-            if self.slots.free() < 2 {
-                // The poll after a slot frees goes on.
-                return;
-            }
-            let Some(slot) = self.slots.take() else {
+            // The poll after a slot frees goes on.
+            let Some(slot) = self.slots.take_spare() else {
                 return;
             };
             let x = self.work[i].xfer;

@@ -243,10 +243,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         if self.peers[d].credits_left() == 0 {
             return Sent::No;
         }
-        if self.slots.free() < 2 {
-            return Sent::No;
-        }
-        let Some(slot) = self.slots.take() else {
+        let Some(slot) = self.slots.take_spare() else {
             return Sent::No;
         };
         let x = &self.work[q.req.index()].xfer;

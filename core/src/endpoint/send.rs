@@ -86,10 +86,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 Inlined::Unsupported => {}
             }
         }
-        if self.slots.free() < 2 {
-            return Sent::No;
-        }
-        let Some(slot) = self.slots.take() else {
+        let Some(slot) = self.slots.take_spare() else {
             return Sent::No;
         };
         let _ = h.encode(nic.slot_mut(SlotId(slot)));
@@ -151,11 +148,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
         h: &Header,
         data: &[u8],
     ) -> Sent {
-        // One slot always stays free for control packets.
-        if self.slots.free() < 2 {
-            return Sent::No;
-        }
-        let Some(slot) = self.slots.take() else {
+        let Some(slot) = self.slots.take_spare() else {
             return Sent::No;
         };
         let buf = nic.slot_mut(SlotId(slot));
@@ -354,10 +347,7 @@ impl<S: Storage, Z: SendReuse> Endpoint<S, Z> {
                 return Sent::Done;
             }
         }
-        if self.slots.free() < 2 {
-            return Sent::No;
-        }
-        let Some(slot) = self.slots.take() else {
+        let Some(slot) = self.slots.take_spare() else {
             return Sent::No;
         };
         let h = self.header(q.dest, Kind::Packed);

@@ -109,6 +109,15 @@ impl<T: AsRef<[SlotEntry]> + AsMut<[SlotEntry]>> SlotPool<T> {
         Some(s)
     }
 
+    /// Takes a free slot for data, unless it is the last one: that one is
+    /// kept for control packets, so acknowledgements can never deadlock.
+    pub fn take_spare(&mut self) -> Option<u16> {
+        if self.free() < 2 {
+            return None;
+        }
+        self.take()
+    }
+
     /// Gives slot `s` back unless something still holds it (or it is
     /// already free); `true` if it went back.
     pub fn put(&mut self, s: u16) -> bool {
